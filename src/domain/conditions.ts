@@ -1,0 +1,62 @@
+import type { Json } from './canonical';
+import type { Condition, ConditionType } from './schemas';
+
+export type ConditionDraft = Omit<Condition, 'since'>;
+
+/**
+ * Conditions about the pass itself (can the node be reached, is the intent current, is the
+ * snapshot fresh). They are re-judged on every pass; the rest are about resources and can only
+ * be re-judged from a fresh observation under current intent.
+ */
+export const GATE_CONDITIONS: readonly ConditionType[] = [
+  'NODE_UNREACHABLE',
+  'STALE_OBSERVATION',
+  'STALE_INTENT',
+  'INTENT_DIGEST_MISMATCH',
+  'INVALID_DESIRED_STATE',
+  'AGENT_CONFIG_INVALID',
+];
+
+const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>> = {
+  NODE_UNREACHABLE: { resolver: 'operator', needs_judgement: false },
+  STALE_OBSERVATION: { resolver: 'datum', needs_judgement: false },
+  STALE_INTENT: { resolver: 'operator', needs_judgement: false },
+  INTENT_DIGEST_MISMATCH: { resolver: 'desired-state author', needs_judgement: true },
+  INVALID_DESIRED_STATE: { resolver: 'desired-state author', needs_judgement: false },
+  AGENT_CONFIG_INVALID: { resolver: 'operator', needs_judgement: false },
+  UNKNOWN_OWNERSHIP: { resolver: 'operator', needs_judgement: true },
+  DESTRUCTIVE_REPAIR_REQUIRED: { resolver: 'operator', needs_judgement: true },
+  RETRY_BUDGET_EXHAUSTED: { resolver: 'operator', needs_judgement: true },
+  REPAIR_RETRYING: { resolver: 'datum', needs_judgement: false },
+  ACTION_REFUSED: { resolver: 'operator', needs_judgement: true },
+  CONFLICTING_WRITER: { resolver: 'operator', needs_judgement: true },
+  OBSERVED_DRIFT: { resolver: 'operator', needs_judgement: true },
+};
+
+export function draft(type: ConditionType, resourceKey: string | null, message: string, evidence: Json, tried: string[] = []): ConditionDraft {
+  return { type, resource_key: resourceKey, message, evidence, tried, ...WHO[type] };
+}
+
+/**
+ * The open conditions after a pass. `since` moves only when a condition first appears, so an
+ * operator can tell how long something has been wrong; a condition absent from `current` is
+ * closed, which only a pass that could observe it may decide (callers pass carried conditions).
+ */
+export function mergeConditions(previous: Condition[], current: ConditionDraft[], now: string): Condition[] {
+  const key = (c: { type: string; resource_key: string | null }) => `${c.type}\u0000${c.resource_key ?? ''}`;
+  const before = new Map(previous.map((c) => [key(c), c]));
+  const seen = new Set<string>();
+  const merged: Condition[] = [];
+  for (const c of current) {
+    const k = key(c);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    merged.push({ ...c, since: before.get(k)?.since ?? now });
+  }
+  return merged.sort((a, b) => key(a).localeCompare(key(b)));
+}
+
+/** Resource conditions carried unchanged through a pass that could not re-judge them. */
+export function carriedResourceConditions(previous: Condition[]): ConditionDraft[] {
+  return previous.filter((c) => !GATE_CONDITIONS.includes(c.type)).map(({ since: _since, ...rest }) => rest);
+}

@@ -1,0 +1,11 @@
+// The pure reconcile core. Safe to import from workflow code: no I/O, no clock, no Node built-ins.
+export * from './canonical';
+export * from './duration';
+export * from './schemas';
+export * from './errors';
+export * from './desired';
+export * from './history';
+export * from './classify';
+export * from './plan';
+export * from './conditions';
+export * from './decide';

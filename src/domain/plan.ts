@@ -1,0 +1,78 @@
+import { canonicalJson, sha256Hex, type Json } from './canonical';
+import { fileBytes, type BoundIntent } from './desired';
+import type { Assessment } from './classify';
+import type { ActionKind, PlannedAction, ResourceSpec } from './schemas';
+
+/** idempotency_key = sha256 of (node, resource_key, desired_generation, desired_digest). */
+export function idempotencyKey(node: string, resourceKey: string, generation: number, digest: string): string {
+  return sha256Hex(canonicalJson([node, resourceKey, generation, digest]));
+}
+
+// Releases first, then the files and flags a service reads, then the services that load them.
+const ORDER: Record<string, number> = { release: 0, file: 1, flag: 2, service: 3 };
+
+/**
+ * The ordered plan for every MANAGED resource that drifted. Observe and enforce build the same
+ * plan (seed 001: the preview must be exactly what enforcement would do); only authorization
+ * differs, and decide() sets it. OPERATOR_OWNED and UNKNOWN resources are never planned.
+ */
+export function plan(intent: BoundIntent, assessments: Assessment[], actionSeq: number): PlannedAction[] {
+  const drifted = assessments.filter((a) => a.ownership === 'MANAGED' && a.drift && a.spec);
+  drifted.sort((a, b) => ORDER[a.spec!.type] - ORDER[b.spec!.type] || a.resource_key.localeCompare(b.resource_key));
+  const planned: PlannedAction[] = drifted.map((a) => {
+    const spec = a.spec!;
+    const destructive = a.observed?.obstruction != null;
+    return {
+      resource_key: a.resource_key,
+      action: actionFor(spec, a),
+      desired_generation: intent.generation,
+      desired_digest: intent.digest,
+      idempotency_key: idempotencyKey(intent.node, a.resource_key, intent.generation, intent.digest),
+      observed_marker: a.observed?.marker ?? null,
+      action_seq: actionSeq,
+      spec: actionSpec(a, spec, intent.resources),
+      destructive,
+      authorized: false,
+      withheld_because: destructive ? `repair would be destructive: ${a.observed!.obstruction}` : null,
+    };
+  });
+  return planned;
+}
+
+function actionFor(spec: ResourceSpec, a: Assessment): ActionKind {
+  switch (spec.type) {
+    case 'release':
+      return 'release.install';
+    case 'file':
+      return 'file.write';
+    case 'flag':
+      return 'flag.write';
+    case 'service':
+      return a.observed?.value == null ? 'service.start' : 'service.restart';
+  }
+}
+
+/** Everything the agent needs to carry out the action, and nothing it must look up elsewhere. */
+function actionSpec(a: Assessment, spec: ResourceSpec, all: Record<string, ResourceSpec>): Json {
+  switch (spec.type) {
+    case 'release':
+      return { version: spec.version, artifact: spec.artifact, sha256: spec.sha256 };
+    case 'file': {
+      const content = fileBytes(spec.content);
+      return { path: spec.path, content, sha256: sha256Hex(content) };
+    }
+    case 'flag':
+      return { name: a.resource_key, value: spec.value };
+    case 'service': {
+      // What the restarted process must report on its health endpoint (see classify).
+      const expect = a.desired as { build: Json; config_sha256: Json };
+      const config = all[spec.config];
+      return { command: spec.command, build: expect.build, config_path: config?.type === 'file' ? config.path : null, config_sha256: expect.config_sha256 };
+    }
+  }
+}
+
+/** The resources a service's correctness depends on. */
+export function dependenciesOf(spec: ResourceSpec): string[] {
+  return spec.type === 'service' ? [spec.release, spec.config] : [];
+}

@@ -1,0 +1,411 @@
+import { z } from 'zod';
+import { DURATION_HINT, formatDuration, parseDuration } from './duration';
+import type { Json } from './canonical';
+
+/*
+ * The wire and file formats of Datum, one zod schema each, with the field names of DESIGN.md.
+ * Messages that a person will read are written as "<what is wrong> — fix: <what to do>", so the
+ * error formatter (errors.ts) can always name the field, the problem and the fix.
+ */
+
+export const FIX = ' — fix: ';
+const msg = (problem: string, fix: string) => `${problem}${FIX}${fix}`;
+
+export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+
+const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const RESOURCE_KEY = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
+const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
+const SHA256_HEX = /^[a-f0-9]{64}$/;
+
+export const nodeId = z.string({ error: msg('must be a node name', 'give the node a name like "N-24"') }).regex(
+  NODE_ID,
+  msg('is not a valid node name', 'use letters, digits, ".", "_" or "-", starting with a letter or digit (at most 63 characters)'),
+);
+
+export const resourceKey = z.string().regex(
+  RESOURCE_KEY,
+  msg('is not a valid resource key', 'start with a letter and use letters, digits, "_" or "-" (at most 63 characters)'),
+);
+
+/** Top-level names under a node root that belong to Datum itself and may not be written as files. */
+export const RESERVED_ROOT_ENTRIES = ['.datum', 'releases', 'current', 'flags'];
+
+/**
+ * Why a path would not stay inside a node's root, or null when it does. Checked when desired
+ * state is validated and again on the agent (which also resolves symlinks).
+ */
+export function nodePathProblem(path: string): string | null {
+  if (path.length === 0) return 'is empty';
+  if (path.includes('\0')) return 'contains a NUL byte';
+  if (path.startsWith('/') || path.startsWith('\\') || /^[A-Za-z]:/.test(path)) return `"${path}" is absolute and would leave the node root`;
+  const segments = path.split(/[\\/]/);
+  if (segments.includes('..')) return `"${path}" has a ".." segment and could leave the node root`;
+  if (segments.some((s) => s === '' || s === '.')) return `"${path}" has an empty or "." segment`;
+  if (RESERVED_ROOT_ENTRIES.includes(segments[0])) return `"${path}" is inside "${segments[0]}", which Datum manages itself`;
+  return null;
+}
+
+export const nodePath = z.string().superRefine((p, ctx) => {
+  const problem = nodePathProblem(p);
+  if (problem) ctx.addIssue({ code: 'custom', message: msg(problem, 'write a path relative to the node root, such as "etc/app/config.json"') });
+});
+
+const duration = (what: string, allowZero = false) =>
+  z.string({ error: msg(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === null) ctx.addIssue({ code: 'custom', message: msg(`"${text}" is not a duration`, DURATION_HINT) });
+    else if (ms === 0 && !allowZero) ctx.addIssue({ code: 'custom', message: msg(`${what} cannot be zero`, 'give a positive duration') });
+  });
+
+const jsonValue: z.ZodType<Json> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number().refine(Number.isFinite), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+);
+
+const sha256Field = z.string({ error: msg('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') }).regex(
+  SHA256_HEX,
+  msg('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'),
+);
+
+const artifactRef = z.string({ error: msg('the artifact is missing', 'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL') }).superRefine((ref, ctx) => {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
+  if (scheme && !/^https?$/i.test(scheme[1])) {
+    ctx.addIssue({ code: 'custom', message: msg(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
+  } else if (!scheme && ref.split(/[\\/]/).includes('..')) {
+    ctx.addIssue({ code: 'custom', message: msg(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
+  }
+});
+
+export const releaseSpec = z.strictObject({
+  type: z.literal('release'),
+  version: z.string().regex(VERSION, msg('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
+  artifact: artifactRef,
+  sha256: sha256Field,
+});
+export const fileSpec = z.strictObject({
+  type: z.literal('file'),
+  path: nodePath,
+  content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
+    error: msg('content must be text or a JSON/YAML object', 'write the file body as a string, or as a mapping that Datum writes as JSON'),
+  }),
+});
+export const serviceSpec = z.strictObject({
+  type: z.literal('service'),
+  release: resourceKey,
+  config: resourceKey,
+  command: z.array(z.string().min(1)).min(1, msg('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
+});
+export const flagSpec = z.strictObject({ type: z.literal('flag'), value: jsonValue });
+
+export const resourceSpec = z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]);
+export type ReleaseSpec = z.infer<typeof releaseSpec>;
+export type FileSpec = z.infer<typeof fileSpec>;
+export type ServiceSpec = z.infer<typeof serviceSpec>;
+export type FlagSpec = z.infer<typeof flagSpec>;
+export type ResourceSpec = z.infer<typeof resourceSpec>;
+
+export const POLICY_DEFAULTS = {
+  observation_ttl: '60s',
+  retry_budget: 3,
+  backoff: { initial: '5s', factor: 2, max: '5m' },
+  resync_interval: '30s',
+  node_timeout: '30s',
+  conflict_window: '10m',
+} as const;
+
+const retryBudget = z
+  .number({ error: msg('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3') })
+  .int(msg('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3'))
+  .min(0, msg('retry_budget cannot be negative', 'write 0 to never retry a repair, or a positive count such as 3'))
+  .max(100, msg('retry_budget above 100 hides oscillation', 'use a budget of at most 100'));
+
+export const policyInput = z
+  .strictObject({
+    observation_ttl: duration('observation_ttl').optional(),
+    retry_budget: retryBudget.optional(),
+    backoff: z
+      .strictObject({
+        initial: duration('backoff.initial').optional(),
+        factor: z.number().min(1, msg('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2')).max(10).optional(),
+        max: duration('backoff.max').optional(),
+      })
+      .optional(),
+    resync_interval: duration('resync_interval').optional(),
+    node_timeout: duration('node_timeout').optional(),
+    conflict_window: duration('conflict_window', true).optional(),
+  })
+  .optional();
+
+export interface Policy {
+  observation_ttl: string;
+  retry_budget: number;
+  backoff: { initial: string; factor: number; max: string };
+  resync_interval: string;
+  node_timeout: string;
+  conflict_window: string;
+}
+
+/** The policy with defaults applied and every duration in its one stored spelling. */
+export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
+  const d = (text: string | undefined, fallback: string) => formatDuration(parseDuration(text ?? fallback) ?? 0);
+  return {
+    observation_ttl: d(input?.observation_ttl, POLICY_DEFAULTS.observation_ttl),
+    retry_budget: input?.retry_budget ?? POLICY_DEFAULTS.retry_budget,
+    backoff: {
+      initial: d(input?.backoff?.initial, POLICY_DEFAULTS.backoff.initial),
+      factor: input?.backoff?.factor ?? POLICY_DEFAULTS.backoff.factor,
+      max: d(input?.backoff?.max, POLICY_DEFAULTS.backoff.max),
+    },
+    resync_interval: d(input?.resync_interval, POLICY_DEFAULTS.resync_interval),
+    node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
+    conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
+  };
+}
+
+export const desiredStateFile = z.strictObject({
+  node: nodeId,
+  generation: z
+    .number({ error: msg('generation is missing or not a number', 'add generation: <whole number>, raised by one for every change of intent') })
+    .int(msg('generation must be a whole number', 'write the generation as a whole number such as 12'))
+    .min(1, msg('generation must be 1 or more', 'start generations at 1 and raise them by one for every change')),
+  resources: z.record(z.string(), z.unknown(), {
+    error: msg('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
+  }),
+  policy: policyInput,
+});
+
+export const provenance = z.strictObject({
+  approved_by: z.string({ error: msg('an override needs approved_by', 'record who approved the override (approved_by), why (reason) and since when (since)') }).min(1),
+  reason: z.string({ error: msg('an override needs a reason', 'record why the override exists, such as a change ticket') }).min(1),
+  since: z.iso.datetime({ offset: true, error: msg('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z') }),
+});
+export type Provenance = z.infer<typeof provenance>;
+
+export const MODES = ['observe', 'enforce'] as const;
+export type Mode = (typeof MODES)[number];
+
+export const agentConfig = z.strictObject({
+  node: nodeId,
+  root: z
+    .string({ error: msg('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
+    .refine((r) => r.startsWith('/'), msg('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24')),
+  reconciliation: z
+    .strictObject({
+      mode: z.enum(MODES, { error: msg('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)') }).default('observe'),
+      resources: z
+        .record(
+          resourceKey,
+          z.literal('observe', { error: msg('a per-resource mode can only be observe', 'remove the entry to follow the host mode, or write observe') }),
+        )
+        .default({}),
+    })
+    .default({ mode: 'observe', resources: {} }),
+  overrides: z
+    .record(resourceKey, provenance, {
+      error: msg('overrides must be a mapping of resource keys to provenance', 'write overrides: { <key>: { approved_by: …, reason: …, since: … } }'),
+    })
+    .default({}),
+});
+export type AgentConfig = z.infer<typeof agentConfig>;
+
+// ---------------------------------------------------------------------------------------------
+// Observation: what the agent read from the node itself.
+
+export const observedResource = z.object({
+  type: z.enum(RESOURCE_TYPES),
+  /** The observed value in the same shape desiredValue() gives; null = absent / not running. */
+  value: jsonValue,
+  /** Change marker read from the thing itself (mtime+inode+size, symlink target+ctime, pid+start). */
+  marker: z.string().nullable(),
+  /** Set when the ordinary path cannot repair this resource without destroying something. */
+  obstruction: z.string().nullable().default(null),
+  detail: z.record(z.string(), jsonValue).default({}),
+});
+export type ObservedResource = z.infer<typeof observedResource>;
+
+export const observation = z.object({
+  node_id: nodeId,
+  observed_at: z.iso.datetime(),
+  heartbeat_at: z.iso.datetime().nullable().default(null),
+  mode: z.enum(MODES),
+  resource_modes: z.record(z.string(), z.enum(MODES)).default({}),
+  /** Local overrides; null provenance means an override was found without proof of who owns it. */
+  overrides: z.record(z.string(), provenance.nullable()).default({}),
+  resources: z.record(z.string(), observedResource),
+  undeclared: z.array(z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() })).default([]),
+  config_error: z.string().nullable().default(null),
+});
+export type Observation = z.infer<typeof observation>;
+export type ObservationInput = z.input<typeof observation>;
+
+// ---------------------------------------------------------------------------------------------
+// Decisions, conditions and the ledger.
+
+export const STATUSES = ['CONVERGED', 'DRIFTED', 'RETRY', 'BLOCKED', 'CONFLICT', 'SUPERSEDED'] as const;
+export type ConvergenceStatus = (typeof STATUSES)[number];
+
+/** The closed set of reasons. Each decision carries exactly one, plus a human sentence. */
+export const REASONS = [
+  'ALREADY_CONVERGED',
+  'CONVERGED_AFTER_REPAIR',
+  'DRIFT_DETECTED',
+  'OBSERVE_MODE_DRIFT',
+  'ACTION_INEFFECTIVE',
+  'ACTION_FAILED',
+  'STALE_OBSERVATION',
+  'STALE_INTENT',
+  'INTENT_DIGEST_MISMATCH',
+  'AUTHORITY_REGRESSED',
+  'INVALID_DESIRED_STATE',
+  'AGENT_CONFIG_INVALID',
+  'NODE_UNREACHABLE',
+  'RETRY_BUDGET_EXHAUSTED',
+  'UNKNOWN_OWNERSHIP',
+  'DESTRUCTIVE_REPAIR_REQUIRED',
+  'DEPENDENCY_BLOCKED',
+  'ACTION_REFUSED',
+  'CONFLICTING_WRITER',
+  'NEWER_GENERATION',
+  'REFRESH_REFUSED',
+] as const;
+export type Reason = (typeof REASONS)[number];
+
+export const RECHECK_TRIGGERS = ['FRESH_OBSERVATION', 'REFRESHED_INTENT', 'DESIRED_STATE_CHANGE', 'OPERATOR_RESOLUTION', 'AGENT_CONFIG_CHANGE', 'TIMER', 'NONE'] as const;
+export type RecheckTriggerKind = (typeof RECHECK_TRIGGERS)[number];
+export const recheckTrigger = z.object({ trigger: z.enum(RECHECK_TRIGGERS), not_before: z.string().nullable().default(null), detail: z.string() });
+export type RecheckTrigger = z.infer<typeof recheckTrigger>;
+
+export const CONDITION_TYPES = [
+  'NODE_UNREACHABLE',
+  'STALE_OBSERVATION',
+  'STALE_INTENT',
+  'INTENT_DIGEST_MISMATCH',
+  'INVALID_DESIRED_STATE',
+  'AGENT_CONFIG_INVALID',
+  'UNKNOWN_OWNERSHIP',
+  'DESTRUCTIVE_REPAIR_REQUIRED',
+  'RETRY_BUDGET_EXHAUSTED',
+  'REPAIR_RETRYING',
+  'ACTION_REFUSED',
+  'CONFLICTING_WRITER',
+  'OBSERVED_DRIFT',
+] as const;
+export type ConditionType = (typeof CONDITION_TYPES)[number];
+export const RESOLVERS = ['datum', 'operator', 'desired-state author'] as const;
+
+export const condition = z.object({
+  type: z.enum(CONDITION_TYPES),
+  resource_key: z.string().nullable(),
+  since: z.string(),
+  message: z.string(),
+  evidence: jsonValue,
+  tried: z.array(z.string()),
+  resolver: z.enum(RESOLVERS),
+  needs_judgement: z.boolean(),
+});
+export type Condition = z.infer<typeof condition>;
+
+export const OWNERSHIPS = ['MANAGED', 'OPERATOR_OWNED', 'UNKNOWN'] as const;
+export type Ownership = (typeof OWNERSHIPS)[number];
+
+export const ACTIONS = ['release.install', 'file.write', 'service.start', 'service.restart', 'flag.write'] as const;
+export type ActionKind = (typeof ACTIONS)[number];
+/** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
+export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill'] as const;
+
+export const authorizedAction = z.object({
+  resource_key: z.string(),
+  action: z.string(),
+  desired_generation: z.number().int(),
+  desired_digest: z.string(),
+  idempotency_key: z.string(),
+  /** The marker the plan was made against; with action_seq it tells a replay from a new attempt. */
+  observed_marker: z.string().nullable(),
+  action_seq: z.number().int(),
+  spec: jsonValue,
+});
+export type AuthorizedAction = z.infer<typeof authorizedAction>;
+
+export const executionEvidence = z.object({
+  resource_key: z.string(),
+  action: z.string(),
+  idempotency_key: z.string(),
+  outcome: z.enum(['applied', 'replayed', 'refused', 'failed']),
+  executed_at: z.string(),
+  /** The change marker our own write left; null when nothing was written. */
+  marker_after: z.string().nullable(),
+  detail: z.string(),
+  refusal: z.string().nullable().default(null),
+});
+export type ExecutionEvidence = z.infer<typeof executionEvidence>;
+
+export const writerEvidence = z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() });
+export type WriterEvidence = z.infer<typeof writerEvidence>;
+
+export const desiredProvenance = z.object({
+  source: z.string(),
+  revision: z.string(),
+  author: z.string().nullable().default(null),
+  loaded_at: z.string(),
+});
+export type DesiredProvenance = z.infer<typeof desiredProvenance>;
+
+export const resourceEntry = z.object({
+  resource_key: z.string(),
+  type: z.enum(RESOURCE_TYPES).nullable(),
+  ownership: z.enum(OWNERSHIPS),
+  ownership_provenance: jsonValue,
+  desired: jsonValue,
+  observed: jsonValue,
+  drift: z.boolean(),
+  effective_mode: z.enum(MODES),
+  idempotency_key: z.string().nullable(),
+});
+export type ResourceEntry = z.infer<typeof resourceEntry>;
+
+export const plannedAction = authorizedAction.extend({
+  destructive: z.boolean(),
+  authorized: z.boolean(),
+  /** Why a planned action is not authorized (observe mode, destructive, budget, …); null when it is. */
+  withheld_because: z.string().nullable(),
+});
+export type PlannedAction = z.infer<typeof plannedAction>;
+
+export const backoffRecord = z.object({ initial: z.string(), factor: z.number(), max: z.string(), next_delay: z.string().nullable() });
+
+export const decision = z.object({
+  node_id: z.string(),
+  desired_generation: z.number().int(),
+  desired_digest: z.string(),
+  desired_provenance: desiredProvenance.nullable(),
+  observed_at: z.string().nullable(),
+  observation_ttl: z.string(),
+  observation_fresh: z.boolean(),
+  mode: z.enum(MODES).nullable(),
+  resources: z.array(resourceEntry),
+  operator_exceptions: z.array(z.object({ resource_key: z.string(), provenance: jsonValue, desired: jsonValue, observed: jsonValue })),
+  planned_actions: z.array(plannedAction),
+  authorized_actions: z.array(authorizedAction),
+  execution_evidence: z.array(executionEvidence),
+  attempt_count: z.number().int(),
+  retry_budget: z.number().int(),
+  backoff: backoffRecord,
+  post_action_observation: jsonValue,
+  conflicting_writer_evidence: z.array(z.object({ resource_key: z.string(), sequence: z.array(writerEvidence) })).nullable(),
+  convergence_status: z.enum(STATUSES),
+  reason: z.enum(REASONS),
+  reason_detail: z.string(),
+  recheck_trigger: recheckTrigger,
+  conditions: z.array(condition),
+});
+export type Decision = z.infer<typeof decision>;
+
+export const LEDGER_VERSION = 1;
+export const ledgerEntry = decision.extend({
+  ledger_version: z.literal(LEDGER_VERSION),
+  seq: z.number().int().min(1),
+  decided_at: z.string(),
+  workflow_id: z.string(),
+});
+export type LedgerEntry = z.infer<typeof ledgerEntry>;

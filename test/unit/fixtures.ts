@@ -1,0 +1,132 @@
+import {
+  addMs,
+  bindIntent,
+  decide,
+  desiredValue,
+  emptyHistory,
+  observation as observationSchema,
+  validateDesiredState,
+  type AuthorityView,
+  type BoundIntent,
+  type DecideResult,
+  type ExecutionEvidence,
+  type History,
+  type Json,
+  type Observation,
+  type ObservationInput,
+} from '../../src/domain';
+
+export const NOW = '2026-11-29T12:00:00.000Z';
+export const later = (ms: number, from = NOW) => addMs(from, ms);
+export const SHA_74 = 'a'.repeat(64);
+export const SHA_73 = 'b'.repeat(64);
+export const MAINTENANCE_OVERRIDE = { approved_by: 'oncall', reason: 'disk swap CHG-1234', since: '2026-11-28T10:00:00Z' };
+
+/** N-24 from the seed: desired build 7.4 with config D7 (workers: 8), maintenance off. */
+export function n24(generation = 12, changes: { workers?: number; policy?: Record<string, unknown>; extra?: Record<string, unknown> } = {}): BoundIntent {
+  const doc = {
+    node: 'N-24',
+    generation,
+    resources: {
+      build: { type: 'release', version: '7.4', artifact: 'artifacts/app-7.4.tgz', sha256: SHA_74 },
+      config: { type: 'file', path: 'etc/app/config.json', content: { workers: changes.workers ?? 8 } },
+      app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] },
+      maintenance: { type: 'flag', value: false },
+      ...changes.extra,
+    },
+    policy: changes.policy,
+  };
+  const desired = validateDesiredState(doc, 'desired/nodes/N-24.yaml', 'N-24');
+  return bindIntent(desired, { source: 'desired/nodes/N-24.yaml', revision: `rev-${generation}`, author: 'alice', loaded_at: NOW });
+}
+
+export const D7 = () => desiredValue('config', n24().resources) as string;
+export const D6 = () => desiredValue('config', n24(12, { workers: 4 }).resources) as string;
+
+export interface NodeState {
+  build?: string | null;
+  config?: string | null;
+  app?: { build: string; config_sha256: string } | null;
+  maintenance?: Json;
+  markers?: Partial<Record<'build' | 'config' | 'app' | 'maintenance', string | null>>;
+}
+
+/** The seed's starting point: build 7.3, config D7, app running 7.3 on D7, maintenance on. */
+export function n24Before(): NodeState {
+  return { build: '7.3', config: D7(), app: { build: '7.3', config_sha256: D7() }, maintenance: true };
+}
+export function n24After(): NodeState {
+  return { build: '7.4', config: D7(), app: { build: '7.4', config_sha256: D7() }, maintenance: true };
+}
+
+export function snapshot(state: NodeState, opts: Partial<ObservationInput> & { at?: string } = {}): Observation {
+  const m = state.markers ?? {};
+  const release = state.build === null || state.build === undefined ? null : { version: state.build, sha256: state.build === '7.4' ? SHA_74 : SHA_73 };
+  const input: ObservationInput = {
+    node_id: 'N-24',
+    observed_at: opts.at ?? NOW,
+    heartbeat_at: opts.heartbeat_at ?? opts.at ?? NOW,
+    mode: opts.mode ?? 'enforce',
+    resource_modes: opts.resource_modes ?? {},
+    overrides: opts.overrides ?? { maintenance: MAINTENANCE_OVERRIDE },
+    resources: opts.resources ?? {
+      build: { type: 'release', value: release, marker: m.build ?? `current->${state.build}` },
+      config: { type: 'file', value: state.config ?? null, marker: m.config ?? `file:${state.config}` },
+      app: { type: 'service', value: state.app ?? null, marker: m.app ?? (state.app ? `pid:${state.app.build}` : null) },
+      maintenance: { type: 'flag', value: state.maintenance ?? false, marker: m.maintenance ?? 'flag:1' },
+    },
+    undeclared: opts.undeclared ?? [],
+    config_error: opts.config_error ?? null,
+  };
+  return observationSchema.parse(input);
+}
+
+export const authorityOf = (intent: BoundIntent): AuthorityView => ({ ok: true, generation: intent.generation, digest: intent.digest });
+
+/** The authorized actions as (resource_key, action) pairs: what the tests assert on. */
+export const actionsOf = (r: DecideResult) => r.decision.authorized_actions.map((a) => `${a.resource_key}:${a.action}`);
+
+export interface PassOptions {
+  intent?: BoundIntent;
+  authority?: AuthorityView;
+  history?: History;
+  now?: string;
+  /** What the agent reports for each action; default: applied, leaving marker `ours:<key>`. */
+  evidence?: (key: string, action: string) => Partial<ExecutionEvidence>;
+}
+
+/**
+ * One whole pass as the workflow runs it: decide on `pre`, run the authorized actions (as the
+ * agent would report them) and decide again on the fresh `post` probe.
+ */
+export function pass(pre: Observation, post: ((afterActing: DecideResult) => Observation | null) | null, o: PassOptions = {}) {
+  const intent = o.intent ?? n24();
+  const now = o.now ?? NOW;
+  const authority = o.authority ?? authorityOf(intent);
+  const first = decide({ intent, authority, observation: pre, history: o.history ?? emptyHistory(), now });
+  if (first.decision.authorized_actions.length === 0 || post === null) return { first, final: first };
+  const evidence: ExecutionEvidence[] = first.decision.authorized_actions.map((a) => ({
+    resource_key: a.resource_key,
+    action: a.action,
+    idempotency_key: a.idempotency_key,
+    outcome: 'applied',
+    executed_at: now,
+    marker_after: `ours:${a.resource_key}`,
+    detail: 'exit 0',
+    refusal: null,
+    ...o.evidence?.(a.resource_key, a.action),
+  }));
+  const final = decide({
+    intent,
+    authority,
+    observation: post(first),
+    unreachable: 'agent stopped',
+    history: o.history ?? emptyHistory(),
+    now,
+    acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence, pre },
+  });
+  return { first, final };
+}
+
+/** Markers that match what `pass` reports our own writes left. */
+export const oursFor = (keys: string[]): NodeState['markers'] => Object.fromEntries(keys.map((k) => [k, `ours:${k}`]));

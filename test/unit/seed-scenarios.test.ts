@@ -1,0 +1,375 @@
+import { describe, expect, it } from 'vitest';
+import { decide, emptyHistory, idempotencyKey, type DecideResult, type RecheckTriggerKind } from '../../src/domain';
+import { D6, D7, MAINTENANCE_OVERRIDE, NOW, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
+
+/*
+ * One row per scenario of the seeds (000: worked example, four probes, two days offline;
+ * 001: observe mode; 004: never destroy, nothing silent). Each row asserts the status, the
+ * reason, the recheck trigger and the exact list of authorized actions.
+ */
+
+const MIN = 60_000;
+
+/** A converged history whose last repair put config back to D7 at NOW (for the conflict window). */
+function afterConfigRepair() {
+  const pre = snapshot({ ...n24After(), config: D6(), app: { build: '7.4', config_sha256: D6() } });
+  const { final } = pass(pre, () => snapshot({ ...n24After(), markers: oursFor(['config', 'app']) }));
+  expect(final.decision.convergence_status).toBe('CONVERGED');
+  return final.history;
+}
+
+/** Runs probe 4 `attempts` times in a row: every apply "succeeds" and nothing changes. */
+function ineffectiveRepairs(attempts: number): DecideResult {
+  let history = emptyHistory();
+  let last: DecideResult | undefined;
+  for (let i = 1; i <= attempts; i++) {
+    const at = later(i * MIN);
+    const { final } = pass(snapshot(n24Before(), { at }), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }, { at }), { history, now: at });
+    history = final.history;
+    last = final;
+  }
+  return last!;
+}
+
+interface Row {
+  name: string;
+  run: () => DecideResult;
+  status: string;
+  reason: string;
+  trigger: RecheckTriggerKind;
+  actions: string[];
+}
+
+const rows: Row[] = [
+  {
+    name: 'worked example: only the managed drift of N-24 is authorized',
+    run: () => pass(snapshot(n24Before()), null).first,
+    status: 'DRIFTED',
+    reason: 'DRIFT_DETECTED',
+    trigger: 'NONE',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'worked example: a fresh post-action snapshot showing 7.4 + D7 gives CONVERGED',
+    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) })).final,
+    status: 'CONVERGED',
+    reason: 'CONVERGED_AFTER_REPAIR',
+    trigger: 'TIMER',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'probe 1: a snapshot older than observation_ttl with a fresh heartbeat',
+    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(-2 * MIN), heartbeat_at: NOW }), history: emptyHistory(), now: NOW }),
+    status: 'BLOCKED',
+    reason: 'STALE_OBSERVATION',
+    trigger: 'FRESH_OBSERVATION',
+    actions: [],
+  },
+  {
+    name: 'probe 2: only the operator-owned maintenance flag differs',
+    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After()), history: emptyHistory(), now: NOW }),
+    status: 'CONVERGED',
+    reason: 'ALREADY_CONVERGED',
+    trigger: 'TIMER',
+    actions: [],
+  },
+  {
+    name: 'probe 3: replaying the same generation after convergence',
+    run: () => {
+      const { final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+      const at = later(MIN);
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at }), history: final.history, now: at });
+    },
+    status: 'CONVERGED',
+    reason: 'ALREADY_CONVERGED',
+    trigger: 'TIMER',
+    actions: [],
+  },
+  {
+    name: 'probe 4: the command succeeds but the probe still differs, budget remains',
+    run: () => ineffectiveRepairs(1),
+    status: 'RETRY',
+    reason: 'ACTION_INEFFECTIVE',
+    trigger: 'TIMER',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'probe 4: the last attempt of the budget does not take either',
+    run: () => ineffectiveRepairs(3),
+    status: 'BLOCKED',
+    reason: 'RETRY_BUDGET_EXHAUSTED',
+    trigger: 'FRESH_OBSERVATION',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'probe 4: after the budget is spent nothing more is tried',
+    run: () => {
+      const spent = ineffectiveRepairs(3);
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(5 * MIN) }), history: spent.history, now: later(5 * MIN) });
+    },
+    status: 'BLOCKED',
+    reason: 'RETRY_BUDGET_EXHAUSTED',
+    trigger: 'FRESH_OBSERVATION',
+    actions: [],
+  },
+  {
+    name: 'transfer: back after two days offline with an older generation than the authority',
+    run: () => {
+      const twoDaysLater = later(2 * 24 * 60 * MIN);
+      return decide({ intent: n24(11), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at: twoDaysLater }), history: emptyHistory(), now: twoDaysLater });
+    },
+    status: 'BLOCKED',
+    reason: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
+    actions: [],
+  },
+  {
+    name: 'transfer: after refreshed intent only the managed drift is planned',
+    run: () => {
+      const twoDaysLater = later(2 * 24 * 60 * MIN);
+      return decide({ intent: n24(12), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at: twoDaysLater }), history: emptyHistory(), now: twoDaysLater });
+    },
+    status: 'DRIFTED',
+    reason: 'DRIFT_DETECTED',
+    trigger: 'NONE',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'conflicting writer: the change marker moved after our own write',
+    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } })).final,
+    status: 'CONFLICT',
+    reason: 'CONFLICTING_WRITER',
+    trigger: 'OPERATOR_RESOLUTION',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'conflicting writer: a repaired file flips away within conflict_window',
+    run: () => {
+      const at = later(5 * MIN);
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: afterConfigRepair(), now: at });
+    },
+    status: 'CONFLICT',
+    reason: 'CONFLICTING_WRITER',
+    trigger: 'OPERATOR_RESOLUTION',
+    actions: [],
+  },
+  {
+    name: 'ordinary drift: the same flip after conflict_window starts a new episode',
+    run: () => {
+      const at = later(11 * MIN);
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: afterConfigRepair(), now: at });
+    },
+    status: 'DRIFTED',
+    reason: 'DRIFT_DETECTED',
+    trigger: 'NONE',
+    actions: ['config:file.write'],
+  },
+  {
+    name: 'not a conflict: an unchanged marker with the old value is probe 4',
+    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) })).final,
+    status: 'RETRY',
+    reason: 'ACTION_INEFFECTIVE',
+    trigger: 'TIMER',
+    actions: ['build:release.install', 'app:service.restart'],
+  },
+  {
+    name: 'observe mode (host): the plan is reported, nothing is authorized',
+    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW }),
+    status: 'DRIFTED',
+    reason: 'OBSERVE_MODE_DRIFT',
+    trigger: 'AGENT_CONFIG_CHANGE',
+    actions: [],
+  },
+  {
+    name: 'observe mode (one resource): the rest is repaired, the host is never CONVERGED while drift exists',
+    run: () => {
+      const pre = snapshot({ ...n24Before(), config: D6(), app: { build: '7.3', config_sha256: D6() } }, { resource_modes: { config: 'observe' } });
+      return pass(pre, () => snapshot({ ...n24After(), config: D6(), app: { build: '7.3', config_sha256: D6() }, markers: oursFor(['build']) }, { resource_modes: { config: 'observe' } })).final;
+    },
+    status: 'DRIFTED',
+    reason: 'OBSERVE_MODE_DRIFT',
+    trigger: 'AGENT_CONFIG_CHANGE',
+    actions: ['build:release.install'],
+  },
+  {
+    name: 'UNKNOWN ownership: a flag on the node that nobody declared',
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24After(), { undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }] }),
+        history: emptyHistory(),
+        now: NOW,
+      }),
+    status: 'BLOCKED',
+    reason: 'UNKNOWN_OWNERSHIP',
+    trigger: 'OPERATOR_RESOLUTION',
+    actions: [],
+  },
+  {
+    name: 'UNKNOWN ownership: an override without provenance is never planned',
+    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { overrides: { maintenance: null } }), history: emptyHistory(), now: NOW }),
+    status: 'BLOCKED',
+    reason: 'UNKNOWN_OWNERSHIP',
+    trigger: 'OPERATOR_RESOLUTION',
+    actions: [],
+  },
+  {
+    name: 'never destroy: a directory where the config file belongs',
+    run: () => {
+      const obs = snapshot(n24After());
+      obs.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: obs, history: emptyHistory(), now: NOW });
+    },
+    status: 'BLOCKED',
+    reason: 'DESTRUCTIVE_REPAIR_REQUIRED',
+    trigger: 'OPERATOR_RESOLUTION',
+    actions: [],
+  },
+  {
+    name: 'same generation label with a changed digest',
+    run: () => decide({ intent: n24(12), authority: authorityOf(n24(12, { workers: 16 })), observation: snapshot(n24Before()), history: emptyHistory(), now: NOW }),
+    status: 'BLOCKED',
+    reason: 'INTENT_DIGEST_MISMATCH',
+    trigger: 'DESIRED_STATE_CHANGE',
+    actions: [],
+  },
+  {
+    name: 'node unreachable: no snapshot, no decision about resources',
+    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: null, unreachable: 'no agent polled datum-node-N-24 within node_timeout 30s', history: emptyHistory(), now: NOW }),
+    status: 'BLOCKED',
+    reason: 'NODE_UNREACHABLE',
+    trigger: 'FRESH_OBSERVATION',
+    actions: [],
+  },
+];
+
+describe('seed scenarios', () => {
+  it.each(rows)('$name', (row) => {
+    const { decision } = row.run();
+    expect(decision.convergence_status).toBe(row.status);
+    expect(decision.reason).toBe(row.reason);
+    expect(decision.recheck_trigger.trigger).toBe(row.trigger);
+    expect(actionsOf({ decision } as DecideResult)).toEqual(row.actions);
+    expect(decision.reason_detail.length).toBeGreaterThan(20);
+  });
+});
+
+describe('seed scenarios: what else each must show', () => {
+  it('worked example: maintenance is an operator exception with its provenance and is never acted on', () => {
+    const { first, final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+    for (const d of [first.decision, final.decision]) {
+      expect(d.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true }]);
+      expect(d.resources.find((r) => r.resource_key === 'maintenance')?.ownership).toBe('OPERATOR_OWNED');
+      expect(d.planned_actions.map((p) => p.resource_key)).not.toContain('maintenance');
+    }
+    expect(final.decision.conditions).toEqual([]);
+    expect(final.decision.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
+    expect(final.decision.post_action_observation).toMatchObject({ resources: { build: { drift: false }, app: { drift: false } } });
+  });
+
+  it('every action binds the resource to the generation and digest', () => {
+    const { first } = pass(snapshot(n24Before()), null);
+    const intent = n24();
+    for (const a of first.decision.authorized_actions) {
+      expect(a.desired_generation).toBe(12);
+      expect(a.desired_digest).toBe(intent.digest);
+      expect(a.idempotency_key).toBe(idempotencyKey('N-24', a.resource_key, 12, intent.digest));
+    }
+  });
+
+  it('probe 3: the replay carries the same idempotency key as the original action, and none differs', () => {
+    const { first, final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+    const original = first.decision.authorized_actions.find((a) => a.resource_key === 'build')!;
+    const replay = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at: later(MIN) }), history: final.history, now: later(MIN) });
+    expect(replay.decision.resources.find((r) => r.resource_key === 'build')?.idempotency_key).toBe(original.idempotency_key);
+    expect(replay.decision.planned_actions).toEqual([]);
+  });
+
+  it('probe 4: attempts count up with backoff, and CONVERGED never appears while the probe differs', () => {
+    const statuses = [1, 2, 3].map((n) => ineffectiveRepairs(n).decision);
+    expect(statuses.map((d) => [d.convergence_status, d.attempt_count, d.backoff.next_delay])).toEqual([
+      ['RETRY', 1, '5s'],
+      ['RETRY', 2, '10s'],
+      ['BLOCKED', 3, null],
+    ]);
+    expect(statuses[0].recheck_trigger.not_before).toBe(later(5000, later(MIN)));
+    expect(statuses[2].conditions.map((c) => [c.type, c.resource_key])).toEqual([
+      ['RETRY_BUDGET_EXHAUSTED', 'app'],
+      ['RETRY_BUDGET_EXHAUSTED', 'build'],
+    ]);
+  });
+
+  it('transfer: the override is untouched while intent is stale and after it is refreshed', () => {
+    const at = later(2 * 24 * 60 * MIN);
+    const stale = decide({ intent: n24(11), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at }), history: emptyHistory(), now: at });
+    expect(stale.decision.planned_actions).toEqual([]);
+    expect(stale.decision.operator_exceptions.map((e) => e.resource_key)).toEqual(['maintenance']);
+    expect(stale.decision.conditions.map((c) => c.type)).toEqual(['STALE_INTENT']);
+    const refreshed = decide({ intent: n24(12), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at }), history: stale.history, now: at });
+    expect(refreshed.decision.planned_actions.map((p) => p.resource_key)).toEqual(['build', 'app']);
+    expect(refreshed.decision.conditions).toEqual([]);
+  });
+
+  it('conflicting writer: evidence is the (time, value, marker) sequence and the loop stops acting', () => {
+    const { final } = pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }));
+    const evidence = final.decision.conflicting_writer_evidence!;
+    expect(evidence.map((e) => e.resource_key)).toEqual(['build']);
+    expect(evidence[0].sequence.map((s) => s.marker)).toEqual(['ours:build', 'someone-else']);
+    const next = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(MIN) }), history: final.history, now: later(MIN) });
+    expect(next.decision.convergence_status).toBe('CONFLICT');
+    expect(next.decision.authorized_actions).toEqual([]);
+    expect(next.decision.conditions.find((c) => c.type === 'CONFLICTING_WRITER')?.since).toBe(NOW);
+  });
+
+  it('observe mode: the plan is exactly the plan an enforce pass would run', () => {
+    const enforce = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before()), history: emptyHistory(), now: NOW });
+    const observe = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW });
+    const strip = (d: DecideResult) => d.decision.planned_actions.map(({ authorized: _a, withheld_because: _w, ...rest }) => rest);
+    expect(strip(observe)).toEqual(strip(enforce));
+    expect(observe.decision.planned_actions.every((p) => !p.authorized && p.withheld_because?.startsWith('observe mode'))).toBe(true);
+    expect(observe.decision.conditions.map((c) => [c.type, c.resource_key])).toEqual([
+      ['OBSERVED_DRIFT', 'app'],
+      ['OBSERVED_DRIFT', 'build'],
+    ]);
+  });
+
+  it('UNKNOWN ownership raises a condition naming the resource and who can resolve it', () => {
+    const r = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before(), { undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }] }),
+      history: emptyHistory(),
+      now: NOW,
+    });
+    expect(r.decision.planned_actions.map((p) => p.resource_key)).toEqual(['build', 'app']);
+    const c = r.decision.conditions.find((x) => x.type === 'UNKNOWN_OWNERSHIP')!;
+    expect(c).toMatchObject({ resource_key: 'debug', resolver: 'operator', needs_judgement: true, since: NOW });
+  });
+
+  it('never destroy: the destructive repair is planned, flagged, and withheld', () => {
+    const obs = snapshot(n24After());
+    obs.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+    const r = decide({ intent: n24(), authority: authorityOf(n24()), observation: obs, history: emptyHistory(), now: NOW });
+    expect(r.decision.planned_actions.map((p) => [p.resource_key, p.destructive, p.authorized])).toEqual([['config', true, false]]);
+    expect(r.decision.conditions.map((c) => c.type)).toEqual(['DESTRUCTIVE_REPAIR_REQUIRED']);
+  });
+
+  it('a condition keeps its since while it stays open and closes only on observation', () => {
+    const stale = { intent: n24(11), authority: authorityOf(n24(12)), history: emptyHistory() };
+    const first = decide({ ...stale, observation: snapshot(n24Before()), now: NOW });
+    const second = decide({ ...stale, observation: snapshot(n24Before(), { at: later(MIN) }), history: first.history, now: later(MIN) });
+    expect(second.decision.conditions.map((c) => c.since)).toEqual([NOW]);
+    const unreachable = decide({ intent: n24(), authority: authorityOf(n24()), observation: null, history: second.history, now: later(2 * MIN) });
+    expect(unreachable.decision.conditions.map((c) => c.type)).toEqual(['NODE_UNREACHABLE']);
+  });
+
+  it('digest: the same content gives the same digest whatever the duration spelling or key order', () => {
+    const a = n24(12, { policy: { observation_ttl: '1m', conflict_window: '600s' } });
+    const b = n24(12, { policy: { conflict_window: '10m', observation_ttl: '60s' } });
+    expect(a.digest).toBe(b.digest);
+    expect(a.digest).toBe(n24(12).digest);
+    expect(a.digest).toMatch(/^sha256:[a-f0-9]{64}$/);
+    expect(n24(12, { workers: 9 }).digest).not.toBe(a.digest);
+  });
+});
