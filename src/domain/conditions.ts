@@ -9,6 +9,7 @@ export type ConditionDraft = Omit<Condition, 'since'>;
  * be re-judged from a fresh observation under current intent.
  */
 export const GATE_CONDITIONS: readonly ConditionType[] = [
+  'INVALID_SIGNAL',
   'NODE_UNREACHABLE',
   'STALE_OBSERVATION',
   'STALE_INTENT',
@@ -31,6 +32,7 @@ const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>
   ACTION_REFUSED: { resolver: 'operator', needs_judgement: true },
   CONFLICTING_WRITER: { resolver: 'operator', needs_judgement: true },
   OBSERVED_DRIFT: { resolver: 'operator', needs_judgement: true },
+  INVALID_SIGNAL: { resolver: 'operator', needs_judgement: false },
 };
 
 export function draft(type: ConditionType, resourceKey: string | null, message: string, evidence: Json, tried: string[] = []): ConditionDraft {

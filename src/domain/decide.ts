@@ -5,6 +5,7 @@ import type { BoundIntent } from './desired';
 import { addMs, durationMs, formatDuration, msBetween } from './duration';
 import type { ConflictRecord, History } from './history';
 import { dependenciesOf, idempotencyKey, plan } from './plan';
+import { signalConditions } from './signals';
 import type {
   AuthorizedAction,
   ConditionType,
@@ -91,7 +92,7 @@ export function decide(input: DecideInput): DecideResult {
     conditionEvidence: Json,
     resources: Assessment[] = [],
   ): DecideResult => {
-    const conditions = mergeConditions(history.conditions, [...carriedResourceConditions(history.conditions), draft(condition, null, detail, conditionEvidence)], now);
+    const conditions = mergeConditions(history.conditions, [...carriedResourceConditions(history.conditions), draft(condition, null, detail, conditionEvidence), ...signalConditions(history)], now);
     const decision: Decision = {
       ...frame,
       resources: resources.map(toEntry(intent)),
@@ -382,6 +383,7 @@ function evaluate(input: DecideInput, observation: Observation, carried: History
     recheck = trigger('TIMER', `resync every ${policy.resync_interval}`, addMs(now, durationMs(policy.resync_interval)));
   }
 
+  drafts.push(...signalConditions(history));
   const conditions = mergeConditions(history.conditions, drafts, now);
   const finalHistory: History = {
     ...nextHistory,

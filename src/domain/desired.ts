@@ -50,7 +50,7 @@ export function validateDesiredState(data: unknown, source: string, expectedNode
       throw new InvalidDesiredState(source, dedupe(problems));
     }
   }
-  const doc = top.data!;
+  const doc = top.data;
   if (expectedNode !== undefined && doc.node !== expectedNode) {
     problems.push({ field: 'node', problem: `names "${doc.node}" but the file is for node "${expectedNode}"`, fix: `write node: ${expectedNode}, or rename the file to ${doc.node}.yaml` });
   }

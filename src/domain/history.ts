@@ -20,6 +20,8 @@ export interface History {
   yielded: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
   refused: Record<string, { idempotency_key: string; marker: string | null; mode: string; refusal: string; at: string }>;
+  /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
+  rejected_signals: Record<string, { error: string; at: string }>;
   conditions: Condition[];
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
@@ -32,7 +34,7 @@ export interface ConflictRecord {
 }
 
 export function emptyHistory(): History {
-  return { attempt_count: 0, action_seq: 0, repaired: {}, conflicts: {}, yielded: {}, refused: {}, conditions: [], last_status: null, last_reason: null };
+  return { attempt_count: 0, action_seq: 0, repaired: {}, conflicts: {}, yielded: {}, refused: {}, rejected_signals: {}, conditions: [], last_status: null, last_reason: null };
 }
 
 export interface ResolveConflictSignal {

@@ -9,3 +9,4 @@ export * from './classify';
 export * from './plan';
 export * from './conditions';
 export * from './decide';
+export * from './signals';

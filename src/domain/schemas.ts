@@ -268,6 +268,9 @@ export const REASONS = [
   'CONFLICTING_WRITER',
   'NEWER_GENERATION',
   'REFRESH_REFUSED',
+  'REBOUND',
+  'OPERATOR_RESOLUTION_RECORDED',
+  'SIGNAL_REJECTED',
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
@@ -290,6 +293,7 @@ export const CONDITION_TYPES = [
   'ACTION_REFUSED',
   'CONFLICTING_WRITER',
   'OBSERVED_DRIFT',
+  'INVALID_SIGNAL',
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 export const RESOLVERS = ['datum', 'operator', 'desired-state author'] as const;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decide, emptyHistory, idempotencyKey, type DecideResult, type RecheckTriggerKind } from '../../src/domain';
-import { D6, D7, MAINTENANCE_OVERRIDE, NOW, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
+import { D6, MAINTENANCE_OVERRIDE, NOW, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
 
 /*
  * One row per scenario of the seeds (000: worked example, four probes, two days offline;

@@ -1,0 +1,129 @@
+// Lint is part of the safety story, not style: the rules below keep workflow code replayable
+// and the domain core pure. Formatting is not linted.
+
+import { builtinModules } from 'node:module';
+import eslint from '@eslint/js';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts'];
+const DOMAIN_FILES = ['src/domain/**/*.ts'];
+
+// Every Node built-in under both spellings (`fs` and `node:fs`, `fs/promises` …). Node 20's
+// list has no `node:` entries except prefix-only modules such as `node:test`; dedupe anyway.
+const NODE_BUILTINS = [
+  ...new Set(builtinModules.flatMap((name) => (name.startsWith('node:') ? [name] : [name, `node:${name}`]))),
+];
+
+const builtinRestrictions = (where) =>
+  NODE_BUILTINS.map((name) => ({
+    name,
+    message: `Node built-ins are not allowed in ${where}: I/O belongs in activities (src/activities, src/agent).`,
+  }));
+
+const nonWorkflowTemporalPackages = (where) =>
+  ['@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'].map((name) => ({
+    name,
+    message: `${name} does not run in the workflow sandbox and is not allowed in ${where}.`,
+  }));
+
+export default tseslint.config(
+  {
+    ignores: ['dist/**', 'node_modules/**', '.venv/**', 'test-artifacts/**', 'coverage/**', '.datum/**'],
+  },
+  eslint.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: {
+        projectService: {
+          // Plain JS/ESM entry points outside tsconfig.json still get type information, so
+          // type-aware rules (no-floating-promises) apply to them too.
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bin/*.js'],
+        },
+        tsconfigRootDir: import.meta.dirname,
+      },
+      globals: { ...globals.node },
+    },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // JS files have no type annotations; the unsafe-any family would flag every JSON.parse.
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+  {
+    files: ['test/**/*.ts'],
+    rules: {
+      // `env!` after a beforeAll that set it is the idiom of a test file.
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+  {
+    // Workflow code runs in Temporal's deterministic sandbox (samples-typescript
+    // .shared/.eslintrc.js): no Node built-ins, none of the SDK's non-workflow packages.
+    files: WORKFLOW_FILES,
+    ignores: DOMAIN_FILES,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: [...builtinRestrictions('workflow code'), ...nonWorkflowTemporalPackages('workflow code')] },
+      ],
+    },
+  },
+  {
+    // The domain core is pure and Temporal-free: time and randomness are passed in, so every
+    // decision is a deterministic function of its inputs and runs unchanged inside a workflow.
+    files: DOMAIN_FILES,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: builtinRestrictions('src/domain'),
+          // All of @temporalio/* (client, worker, activity, workflow, common …).
+          patterns: [
+            {
+              group: ['@temporalio/*'],
+              message: 'src/domain is Temporal-free: workflows call into the domain, never the reverse.',
+            },
+          ],
+        },
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'No clock in src/domain: take `now` as a parameter.' },
+        { object: 'Math', property: 'random', message: 'No randomness in src/domain: results must be deterministic.' },
+        { object: 'performance', property: 'now', message: 'No clock in src/domain: take `now` as a parameter.' },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "NewExpression[callee.name='Date'][arguments.length=0]",
+          message: 'No clock in src/domain: `new Date()` reads the current time; take `now` as a parameter.',
+        },
+        {
+          selector: "CallExpression[callee.name='Date']",
+          message: 'No clock in src/domain: `Date()` returns the current time as a string.',
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        ...['process', 'fetch', 'setTimeout', 'setInterval', 'setImmediate', 'crypto'].map((name) => ({
+          name,
+          message: `\`${name}\` is I/O, time or randomness; src/domain takes such inputs as parameters.`,
+        })),
+      ],
+    },
+  },
+);

@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import { canonicalJson } from './canonical';
+import { draft, mergeConditions } from './conditions';
+import type { AuthorityView } from './decide';
+import type { BoundIntent } from './desired';
+import { problemsFromZod } from './errors';
+import type { History } from './history';
+import { resourceKey, type ConvergenceStatus, type Decision, type Reason, type RecheckTrigger } from './schemas';
+
+/*
+ * The payloads of the three signals, validated before they touch the loop. A malformed signal
+ * is never half-applied: it is recorded, raises INVALID_SIGNAL, and the loop goes on.
+ */
+
+const DIGEST = /^sha256:[a-f0-9]{64}$/;
+
+export const refreshDesiredPayload = z.strictObject({
+  generation: z.number({ error: 'generation must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
+  digest: z.string({ error: 'digest is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DIGEST, 'digest must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
+});
+export const resolveConflictPayload = z.strictObject({
+  resource_key: resourceKey,
+  resolution: z.enum(['retake', 'yield'], { error: 'resolution must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
+  by: z.string({ error: 'by is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'by is empty — fix: say who resolves the conflict'),
+  note: z.string().nullable().optional(),
+});
+export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);
+
+export type RefreshDesiredPayload = z.infer<typeof refreshDesiredPayload>;
+export type ResolveConflictPayload = z.infer<typeof resolveConflictPayload>;
+
+export const SIGNAL_SCHEMAS = { refreshDesired: refreshDesiredPayload, resolveConflict: resolveConflictPayload, recheck: recheckPayload } as const;
+export type SignalName = keyof typeof SIGNAL_SCHEMAS;
+
+export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/** Validates a signal payload; the error names each bad field and how to fix it. */
+export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<z.infer<(typeof SIGNAL_SCHEMAS)[N]>> {
+  const result = SIGNAL_SCHEMAS[name].safeParse(payload, { reportInput: true });
+  if (result.success) return { ok: true, value: result.data as z.infer<(typeof SIGNAL_SCHEMAS)[N]> };
+  const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${p.problem} (fix: ${p.fix})`);
+  return { ok: false, error: `${name} payload ${canonicalJson(payload ?? null)} rejected: ${problems.join('; ')}` };
+}
+
+export type RefreshVerdict = { verdict: 'rebind' | 'supersede' | 'refuse'; detail: string };
+
+/**
+ * refreshDesired: the same generation re-binds (only to content the authority really holds),
+ * a newer one hands over, an older one is refused. The signal's digest must match the
+ * authority's, so a refresh can never bind content nobody can see.
+ */
+export function judgeRefresh(bound: Pick<BoundIntent, 'generation' | 'digest'>, signal: RefreshDesiredPayload, authority: AuthorityView): RefreshVerdict {
+  if (signal.generation < bound.generation) {
+    return { verdict: 'refuse', detail: `refreshDesired to generation ${signal.generation} refused: this loop already holds newer generation ${bound.generation}.` };
+  }
+  if (!authority.ok) return { verdict: 'refuse', detail: `refreshDesired refused: the authority cannot be read (${authority.error}).` };
+  if (authority.generation !== signal.generation) {
+    return { verdict: 'refuse', detail: `refreshDesired to generation ${signal.generation} refused: the authority is at generation ${authority.generation}.` };
+  }
+  if (authority.digest !== signal.digest) {
+    return { verdict: 'refuse', detail: `refreshDesired refused: generation ${signal.generation} has digest ${authority.digest} at the authority, not ${signal.digest}.` };
+  }
+  if (signal.generation > bound.generation) {
+    return { verdict: 'supersede', detail: `Generation ${signal.generation} supersedes ${bound.generation}; this loop hands over to datum/<node>/gen-${signal.generation} and ends.` };
+  }
+  return {
+    verdict: 'rebind',
+    detail: signal.digest === bound.digest ? `Intent re-read at generation ${bound.generation}; digest unchanged.` : `Generation ${bound.generation} re-bound to digest ${signal.digest} on operator request.`,
+  };
+}
+
+/** Signals that were rejected stay visible as INVALID_SIGNAL until a valid one of the same name arrives. */
+export function recordSignal(history: History, name: SignalName, rejected: { error: string; at: string } | null): History {
+  const rejected_signals = { ...history.rejected_signals };
+  if (rejected) rejected_signals[name] = rejected;
+  else delete rejected_signals[name];
+  return { ...history, rejected_signals };
+}
+
+export function signalConditions(history: History) {
+  return Object.entries(history.rejected_signals).map(([name, r]) => draft('INVALID_SIGNAL', null, `A ${name} signal was rejected: ${r.error}`, { signal: name, at: r.at }));
+}
+
+/**
+ * A ledger entry for something that happened to the loop rather than to the node (a signal
+ * handled, a hand-over). It keeps the last decision's view of the node and says what changed.
+ */
+export function noteDecision(
+  intent: BoundIntent,
+  last: Decision | null,
+  history: History,
+  note: { status?: ConvergenceStatus; reason: Reason; detail: string; trigger?: RecheckTrigger },
+  now: string,
+): { decision: Decision; history: History } {
+  const status = note.status ?? last?.convergence_status ?? 'BLOCKED';
+  const keep = history.conditions.filter((c) => c.type !== 'INVALID_SIGNAL').map(({ since: _s, ...rest }) => rest);
+  const conditions = mergeConditions(history.conditions, [...keep, ...signalConditions(history)], now);
+  const decision: Decision = {
+    node_id: intent.node,
+    desired_generation: intent.generation,
+    desired_digest: intent.digest,
+    desired_provenance: intent.provenance,
+    observed_at: last?.observed_at ?? null,
+    observation_ttl: intent.policy.observation_ttl,
+    observation_fresh: false,
+    mode: last?.mode ?? null,
+    resources: last?.resources ?? [],
+    operator_exceptions: last?.operator_exceptions ?? [],
+    planned_actions: [],
+    authorized_actions: [],
+    execution_evidence: [],
+    attempt_count: history.attempt_count,
+    retry_budget: intent.policy.retry_budget,
+    backoff: { ...intent.policy.backoff, next_delay: null },
+    post_action_observation: null,
+    conflicting_writer_evidence: null,
+    convergence_status: status,
+    reason: note.reason,
+    reason_detail: note.detail,
+    recheck_trigger: note.trigger ?? last?.recheck_trigger ?? { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the next pass' },
+    conditions,
+  };
+  return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
+}
+
+/**
+ * What makes two decisions "the same" for the ledger: status, reason, ownership, observed
+ * values, actions and open conditions; not times, ages or markers. A steady-state pass whose
+ * fingerprint equals the last recorded one appends nothing and upserts nothing.
+ */
+export function decisionFingerprint(d: Decision): string {
+  return canonicalJson({
+    g: d.desired_generation,
+    digest: d.desired_digest,
+    status: d.convergence_status,
+    reason: d.reason,
+    mode: d.mode,
+    resources: d.resources.map((r) => [r.resource_key, r.ownership, r.observed, r.drift, r.effective_mode]),
+    actions: d.authorized_actions.map((a) => [a.resource_key, a.action]),
+    conditions: d.conditions.map((c) => [c.type, c.resource_key, c.resolver]),
+  });
+}
