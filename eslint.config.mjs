@@ -39,7 +39,7 @@ export default tseslint.config(
         projectService: {
           // Plain JS/ESM entry points outside tsconfig.json still get type information, so
           // type-aware rules (no-floating-promises) apply to them too.
-          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bin/*.js'],
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bin/*.js', 'examples/*/*.js'],
         },
         tsconfigRootDir: import.meta.dirname,
       },
@@ -62,6 +62,11 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-argument': 'off',
       '@typescript-eslint/no-unsafe-return': 'off',
     },
+  },
+  {
+    // CommonJS entry points (the bin shim; the demo app, which runs without a package.json).
+    files: ['bin/*.js'],
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
     files: ['test/**/*.ts'],

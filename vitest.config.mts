@@ -8,6 +8,8 @@ const maxWorkers = Number(process.env.DATUM_TEST_WORKERS ?? 2);
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/global-setup.ts'],
+    reporters: ['default', './test/summary-reporter.ts'],
     exclude: ['**/node_modules/**', 'dist/**', '.venv/**', 'test-artifacts/**'],
     // Child processes, not threads: the Temporal native runtime is a per-process singleton and
     // worker_threads cannot give each file its own.

@@ -291,6 +291,9 @@ function ensureTemporalBinaries() {
 try {
   const started = Date.now();
   const results = [ensureNodeModules(), ensureTemporalBinaries()];
+  // After node_modules exists: the compiler comes from it.
+  const { build } = await import('./build.mjs');
+  results.push(build({ force }));
   log(`${results.join('; ')} (${Date.now() - started} ms)`);
 } catch (err) {
   if (err instanceof SetupError) {

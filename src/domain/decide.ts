@@ -454,7 +454,8 @@ function authorize(planned: PlannedAction[], assessments: Assessment[], history:
     if (!spec) continue;
     const stuck = dependenciesOf(spec).filter((dep) => {
       const d = byKey.get(dep);
-      return d?.drift && !result.some((q) => q.resource_key === dep && q.authorized);
+      // An operator-owned dependency is taken as it is (classify): only managed drift holds a service back.
+      return d?.ownership === 'MANAGED' && d.drift && !result.some((q) => q.resource_key === dep && q.authorized);
     });
     if (stuck.length > 0) {
       p.authorized = false;

@@ -23,6 +23,11 @@ export interface DesiredState {
 export interface BoundIntent extends DesiredState {
   digest: string;
   provenance: DesiredProvenance;
+  /**
+   * Where the agent fetches each release's artifact (absolute path or URL), resolved by the
+   * controller. Outside the digest: the digest binds what the author wrote.
+   */
+  locations?: Record<string, string>;
 }
 
 /**

@@ -30,7 +30,7 @@ export function plan(intent: BoundIntent, assessments: Assessment[], actionSeq: 
       idempotency_key: idempotencyKey(intent.node, a.resource_key, intent.generation, intent.digest),
       observed_marker: a.observed?.marker ?? null,
       action_seq: actionSeq,
-      spec: actionSpec(a, spec, intent.resources),
+      spec: actionSpec(a, spec, intent),
       destructive,
       authorized: false,
       withheld_because: destructive ? `repair would be destructive: ${a.observed!.obstruction}` : null,
@@ -53,10 +53,11 @@ function actionFor(spec: ResourceSpec, a: Assessment): ActionKind {
 }
 
 /** Everything the agent needs to carry out the action, and nothing it must look up elsewhere. */
-function actionSpec(a: Assessment, spec: ResourceSpec, all: Record<string, ResourceSpec>): Json {
+function actionSpec(a: Assessment, spec: ResourceSpec, intent: BoundIntent): Json {
+  const all = intent.resources;
   switch (spec.type) {
     case 'release':
-      return { version: spec.version, artifact: spec.artifact, sha256: spec.sha256 };
+      return { version: spec.version, artifact: intent.locations?.[a.resource_key] ?? spec.artifact, sha256: spec.sha256 };
     case 'file': {
       const content = fileBytes(spec.content);
       return { path: spec.path, content, sha256: sha256Hex(content) };

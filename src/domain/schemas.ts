@@ -96,7 +96,11 @@ export const serviceSpec = z.strictObject({
   config: resourceKey,
   command: z.array(z.string().min(1)).min(1, msg('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
 });
-export const flagSpec = z.strictObject({ type: z.literal('flag'), value: jsonValue });
+export const flagSpec = z.strictObject({
+  type: z.literal('flag'),
+  // null is how an absent flag is observed, so it cannot also be a desired value.
+  value: jsonValue.refine((v) => v !== null, msg('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource')),
+});
 
 export const resourceSpec = z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]);
 export type ReleaseSpec = z.infer<typeof releaseSpec>;

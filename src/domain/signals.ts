@@ -125,18 +125,23 @@ export function noteDecision(
 
 /**
  * What makes two decisions "the same" for the ledger: status, reason, ownership, observed
- * values, actions and open conditions; not times, ages or markers. A steady-state pass whose
- * fingerprint equals the last recorded one appends nothing and upserts nothing.
+ * values, actions and open conditions; not times, ages or markers. A pass that repaired is
+ * compared by what its post-action probe saw, so the steady pass after a repair that held is
+ * "the same" and appends nothing. A steady-state pass whose fingerprint equals the last
+ * recorded one appends nothing and upserts nothing.
  */
 export function decisionFingerprint(d: Decision): string {
+  const post = d.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean; ownership: string }> } | null;
+  const resources = post?.resources
+    ? Object.entries(post.resources).map(([k, r]) => [k, r.ownership, r.value, r.drift])
+    : d.resources.map((r) => [r.resource_key, r.ownership, r.observed, r.drift]);
   return canonicalJson({
     g: d.desired_generation,
     digest: d.desired_digest,
     status: d.convergence_status,
-    reason: d.reason,
+    reason: d.reason === 'CONVERGED_AFTER_REPAIR' ? 'ALREADY_CONVERGED' : d.reason,
     mode: d.mode,
-    resources: d.resources.map((r) => [r.resource_key, r.ownership, r.observed, r.drift, r.effective_mode]),
-    actions: d.authorized_actions.map((a) => [a.resource_key, a.action]),
+    resources,
     conditions: d.conditions.map((c) => [c.type, c.resource_key, c.resolver]),
   });
 }

@@ -1,0 +1,111 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { InvalidInputError, nodeId, type BoundIntent } from '../domain';
+import { parseDesiredStateText } from '../domain/documents';
+
+const run = promisify(execFile);
+
+/** The authority's answer for one node: a bound intent, or why there is none. */
+export type AuthorityRead =
+  | { ok: true; intent: BoundIntent }
+  | { ok: false; kind: 'unknown_node' | 'invalid' | 'unreadable'; error: string };
+
+/**
+ * The desired-state authority: `<fleet>/desired/nodes/<node>.yaml`, usually a git checkout.
+ * Provenance is the git commit that last touched the file when the file is committed and clean,
+ * otherwise the sha256 of its bytes. Relative artifact references are resolved against the
+ * fleet directory here, after the digest is bound, so the digest covers what the author wrote.
+ */
+export class DesiredStateAuthority {
+  private readonly provenanceCache = new Map<string, { stamp: string; revision: string; author: string | null }>();
+
+  constructor(readonly fleetDir: string) {}
+
+  fileFor(node: string): string {
+    return path.join(this.fleetDir, 'desired', 'nodes', `${node}.yaml`);
+  }
+
+  async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
+    if (!nodeId.safeParse(node).success) {
+      return { ok: false, kind: 'unknown_node', error: `"${node}" is not a valid node name — fix: use letters, digits, ".", "_" or "-"` };
+    }
+    const file = this.fileFor(node);
+    const source = path.relative(this.fleetDir, file) || file;
+    let text: string;
+    let stat: import('node:fs').Stats;
+    try {
+      [text, stat] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)]);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') {
+        return {
+          ok: false,
+          kind: 'unknown_node',
+          error: `no desired state for node "${node}": ${file} does not exist — fix: add desired/nodes/${node}.yaml to the fleet at ${this.fleetDir}, or check the node name`,
+        };
+      }
+      return { ok: false, kind: 'unreadable', error: `cannot read ${file}: ${(error as Error).message}` };
+    }
+    try {
+      const { revision, author } = await this.provenance(file, text, stat);
+      const intent = parseDesiredStateText(text, source, { revision, author, loaded_at: now.toISOString() }, node);
+      const problems = await this.resolveArtifacts(intent);
+      if (problems.length > 0) {
+        return { ok: false, kind: 'invalid', error: `${source}: invalid desired state; nothing from this file was applied:\n${problems.join('\n')}` };
+      }
+      return { ok: true, intent };
+    } catch (error) {
+      if (error instanceof InvalidInputError) return { ok: false, kind: 'invalid', error: error.message };
+      throw error;
+    }
+  }
+
+  /** Fills intent.locations with where the agent fetches each artifact; a missing file is a problem. */
+  private async resolveArtifacts(intent: BoundIntent): Promise<string[]> {
+    const problems: string[] = [];
+    const locations: Record<string, string> = {};
+    for (const [key, spec] of Object.entries(intent.resources)) {
+      if (spec.type !== 'release') continue;
+      if (/^https?:\/\//i.test(spec.artifact)) {
+        locations[key] = spec.artifact;
+        continue;
+      }
+      const absolute = path.resolve(this.fleetDir, spec.artifact);
+      try {
+        const st = await fs.stat(absolute);
+        if (!st.isFile()) throw new Error('not a regular file');
+        locations[key] = absolute;
+      } catch {
+        problems.push(
+          `  - resources.${key}.artifact: ${spec.artifact} does not exist (looked at ${absolute}) — fix: build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs) or correct the path`,
+        );
+      }
+    }
+    intent.locations = locations;
+    return problems;
+  }
+
+  private async provenance(file: string, text: string, stat: import('node:fs').Stats): Promise<{ revision: string; author: string | null }> {
+    const stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}`;
+    const cached = this.provenanceCache.get(file);
+    if (cached && cached.stamp === stamp) return cached;
+    const digest = `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    let result = { stamp, revision: digest, author: null as string | null };
+    try {
+      const dir = path.dirname(file);
+      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 });
+      if (status.stdout.trim() === '') {
+        const log = await run('git', ['-C', dir, 'log', '-1', '--format=%H%n%an <%ae>', '--', path.basename(file)], { timeout: 5000 });
+        const [commit, author] = log.stdout.trim().split('\n');
+        if (commit) result = { stamp, revision: `git:${commit}`, author: author ?? null };
+      }
+    } catch {
+      // Not a git checkout (or no git): the content hash is the revision.
+    }
+    this.provenanceCache.set(file, result);
+    return result;
+  }
+}

@@ -1,0 +1,93 @@
+import type { Client } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import {
+  CONTROL_TASK_QUEUE,
+  DatumDigest,
+  DatumGeneration,
+  DatumNode,
+  reconcileWorkflowId,
+  stateQuery,
+  type NodeState,
+  type ReconcileNodeInput,
+} from '../workflows/contract';
+import type { DesiredStateAuthority } from './authority';
+
+export type PreparedNode =
+  | { node: string; outcome: 'started'; workflow_id: string; digest: string; handed_over_from: string[] }
+  | { node: string; outcome: 'refused'; error: string };
+
+export interface NodeStateReport {
+  workflow_id: string;
+  state: NodeState | null;
+  error: string | null;
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight, keeping the input order. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
+
+/**
+ * What a rollout needs from outside its sandbox: the authority's word per node, starting (or
+ * attaching to) one reconcileNode per node, handing over from older generations by
+ * refreshDesired, and reading each node's state.
+ */
+export function createRolloutActivities(authority: DesiredStateAuthority, client: () => Client) {
+  return {
+    async prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]> {
+      const c = client();
+      return mapLimit(input.nodes, 16, async (node): Promise<PreparedNode> => {
+        const read = await authority.read(node);
+        if (!read.ok) return { node, outcome: 'refused', error: read.error };
+        if (read.intent.generation !== input.generation) {
+          return {
+            node,
+            outcome: 'refused',
+            error: `the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation} — fix: commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`,
+          };
+        }
+        const workflowId = reconcileWorkflowId(node, input.generation);
+        const args: [ReconcileNodeInput] = [{ node, generation: input.generation }];
+        await c.workflow.start('reconcileNode', {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId,
+          args,
+          workflowIdConflictPolicy: 'USE_EXISTING',
+          typedSearchAttributes: new TypedSearchAttributes([
+            { key: DatumNode, value: node },
+            { key: DatumGeneration, value: input.generation },
+            { key: DatumDigest, value: read.intent.digest },
+          ]),
+        });
+        const older: string[] = [];
+        const query = `WorkflowType = "reconcileNode" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${input.generation}`;
+        for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
+        await Promise.all(
+          older.map((id) => c.workflow.getHandle(id).signal('refreshDesired', { generation: input.generation, digest: read.intent.digest })),
+        );
+        return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
+      });
+    },
+
+    async nodeStates(workflowIds: string[]): Promise<NodeStateReport[]> {
+      const c = client();
+      return mapLimit(workflowIds, 32, async (id) => {
+        try {
+          const state = await c.workflow.getHandle(id).query(stateQuery);
+          return { workflow_id: id, state, error: null };
+        } catch (error) {
+          return { workflow_id: id, state: null, error: (error as Error).message };
+        }
+      });
+    },
+  };
+}

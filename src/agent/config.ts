@@ -1,0 +1,34 @@
+import { promises as fs } from 'node:fs';
+import { InvalidAgentConfig, type AgentConfig } from '../domain';
+import { parseAgentConfigText } from '../domain/documents';
+
+/**
+ * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
+ * new mode or override takes effect without restarting the agent. Throws InvalidAgentConfig
+ * (naming the file, the field and the fix) for a file that is unreadable or invalid.
+ */
+export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
+  let text: string;
+  try {
+    text = await fs.readFile(configPath, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw new InvalidAgentConfig(configPath, [
+      {
+        field: '(file)',
+        problem: `cannot be read (${code}: ${(err as Error).message})`,
+        fix: code === 'ENOENT' ? 'create agent.yaml at this path, or point the agent at the right file with --config' : 'make the file readable by the agent',
+      },
+    ]);
+  }
+  return parseAgentConfigText(text, configPath);
+}
+
+/** The effective mode of one resource: observe when the host or the resource says so. */
+export function effectiveMode(config: AgentConfig, resourceKey: string): { mode: 'observe' | 'enforce'; because: string | null } {
+  if (config.reconciliation.mode === 'observe') return { mode: 'observe', because: 'the host is in observe mode (reconciliation.mode: observe)' };
+  if (config.reconciliation.resources[resourceKey] === 'observe') {
+    return { mode: 'observe', because: `the resource is set to observe (reconciliation.resources.${resourceKey}: observe)` };
+  }
+  return { mode: 'enforce', because: null };
+}

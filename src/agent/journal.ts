@@ -1,0 +1,90 @@
+import path from 'node:path';
+import { canonicalJson, executionEvidence, type AuthorizedAction, type ExecutionEvidence } from '../domain';
+import { atomicWriteJson, readJsonOrNull, sha256 } from './fsx';
+import { datumPath } from './paths';
+
+/*
+ * What the agent remembers across restarts, under <root>/.datum/:
+ *   fence.json            newest desired_generation accepted per resource_key (fencing)
+ *   journal/<key>.json    the evidence of every applied action, by journal key (idempotency)
+ * Both are written atomically and fsynced before apply returns, so a result the workflow
+ * never received (the agent died first) is replayed on retry instead of acted on twice.
+ */
+
+/** journal key = sha256 of (idempotency_key, observed_marker, action_seq). */
+export function journalKey(action: Pick<AuthorizedAction, 'idempotency_key' | 'observed_marker' | 'action_seq'>): string {
+  return sha256(canonicalJson([action.idempotency_key, action.observed_marker, action.action_seq]));
+}
+
+interface FenceFile {
+  resources: Record<string, { generation: number; accepted_at: string; idempotency_key: string }>;
+}
+
+export interface JournalEntry {
+  journal_key: string;
+  recorded_at: string;
+  action: Omit<AuthorizedAction, 'spec'>;
+  evidence: ExecutionEvidence;
+}
+
+export class AgentJournal {
+  constructor(private readonly root: string) {}
+
+  /** The newest generation accepted for `resourceKey`, or null if none was. */
+  async acceptedGeneration(resourceKey: string): Promise<number | null> {
+    const fence = await this.readFence();
+    return fence.resources[resourceKey]?.generation ?? null;
+  }
+
+  async lookup(key: string): Promise<JournalEntry | null> {
+    const entry = (await readJsonOrNull(await this.entryPath(key))) as JournalEntry | null;
+    if (entry === null) return null;
+    return { ...entry, evidence: executionEvidence.parse(entry.evidence) };
+  }
+
+  async record(action: AuthorizedAction, evidence: ExecutionEvidence, at: Date): Promise<void> {
+    const key = journalKey(action);
+    const { spec: _spec, ...summary } = action;
+    const entry: JournalEntry = { journal_key: key, recorded_at: at.toISOString(), action: summary, evidence };
+    await atomicWriteJson(await this.entryPath(key), entry);
+    const fence = await this.readFence();
+    const prior = fence.resources[action.resource_key];
+    if (!prior || prior.generation < action.desired_generation) {
+      fence.resources[action.resource_key] = { generation: action.desired_generation, accepted_at: at.toISOString(), idempotency_key: action.idempotency_key };
+      await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
+    }
+  }
+
+  private async readFence(): Promise<FenceFile> {
+    const file = await datumPath(this.root, 'fence.json');
+    const data = (await readJsonOrNull(file)) as FenceFile | null;
+    return data && typeof data === 'object' && data.resources ? data : { resources: {} };
+  }
+
+  private async entryPath(key: string): Promise<string> {
+    return await datumPath(this.root, path.join('journal', `${key}.json`));
+  }
+}
+
+const locks = new Map<string, Promise<unknown>>();
+
+/**
+ * Runs `fn` after every earlier call for the same key has finished. Applies on one node are
+ * serialised so that fence check, action and fence update are one step (handover between two
+ * generations' workflows may send actions concurrently). Shared by every activities instance of
+ * this process; one node has one agent process.
+ */
+export async function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const before = locks.get(key) ?? Promise.resolve();
+  const run = before.then(fn, fn);
+  const settled = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  locks.set(key, settled);
+  try {
+    return await run;
+  } finally {
+    if (locks.get(key) === settled) locks.delete(key);
+  }
+}

@@ -1,0 +1,173 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { nodePathProblem } from '../domain';
+import { AgentRefusal, withFix } from './refusal';
+
+/*
+ * Keeping every byte inside the node root. Paths are checked twice: by their spelling (absolute,
+ * "..") and by what is really on disk (a symlinked directory inside the root that points out of
+ * it). Only after both checks does any provider create or write anything.
+ */
+
+/** The real path of the node root; created first when `create` (apply), as-is when absent (observe). */
+export async function realRoot(root: string, create: boolean): Promise<string> {
+  if (create) await fs.mkdir(root, { recursive: true });
+  try {
+    return await fs.realpath(root);
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return path.resolve(root); // nothing there yet: everything is absent
+    throw err;
+  }
+}
+
+export function isInside(root: string, candidate: string): boolean {
+  return candidate === root || candidate.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
+}
+
+/**
+ * Refuses a relative path whose spelling could leave the root, or that is not a plain
+ * relative path at all. Only the spelling: the symlinks on disk are `locate`'s job.
+ */
+export function checkSpelling(rel: string, what: string): void {
+  const fix = 'write a path relative to the node root without ".." segments, such as "etc/app/config.json"';
+  if (rel.startsWith('/') || rel.startsWith('\\') || /^[A-Za-z]:/.test(rel)) {
+    throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" is an absolute path and would leave the node root`, fix), { path: rel });
+  }
+  const segments = rel.split(/[\\/]/);
+  if (segments.includes('..')) {
+    throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" has a ".." segment and could leave the node root`, fix), { path: rel });
+  }
+  if (rel.length === 0 || rel.includes('\0') || segments.some((s) => s === '' || s === '.')) {
+    throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), { path: rel });
+  }
+}
+
+/**
+ * A file resource's path: the spelling checks plus the domain's rule that Datum's own entries
+ * (.datum, releases, current, flags) are not writable as files — a file resource that could
+ * rewrite the journal or the fence would defeat both.
+ */
+export function checkFileResourcePath(rel: string): void {
+  checkSpelling(rel, 'file path');
+  const problem = nodePathProblem(rel);
+  if (problem) throw new AgentRefusal('InvalidAction', withFix(`file path ${problem}`, 'choose a path outside .datum, releases, current and flags'), { path: rel });
+}
+
+export interface Located {
+  /** Where the entry is, with every existing parent directory resolved to its real path. */
+  abs: string;
+  /** Real path of the deepest existing parent, followed by the parents still to create. */
+  dir: string;
+  /** Parent directories that do not exist yet, outermost first (absolute). */
+  missing: string[];
+}
+
+/**
+ * Resolves `rel` under the real root, following symlinked parent directories only while they
+ * stay inside the root. The final component is not followed: providers lstat it themselves
+ * (a symlink there is an obstruction, not a path to write through).
+ *
+ * Throws AgentRefusal: PathOutsideRoot when a parent leaves the root, DestructiveActionRefusal
+ * when a parent is a file (making it a directory would destroy it).
+ */
+export async function locate(root: string, rel: string, what = 'path'): Promise<Located> {
+  checkSpelling(rel, what);
+  const segments = rel.split('/');
+  const name = segments.pop()!;
+  let dir = root;
+  for (let i = 0; i < segments.length; i++) {
+    const next = path.join(dir, segments[i]);
+    const shown = segments.slice(0, i + 1).join('/');
+    const st = await lstatOrNull(next);
+    if (st === null) {
+      const missing = segments.slice(i).map((_, j) => path.join(dir, ...segments.slice(i, i + j + 1)));
+      return { abs: path.join(missing[missing.length - 1], name), dir: missing[missing.length - 1], missing };
+    }
+    if (st.isSymbolicLink()) {
+      const target = await fs.readlink(next);
+      const lexical = path.resolve(dir, target);
+      let real: string;
+      try {
+        real = await fs.realpath(next);
+      } catch (err) {
+        if (!isErrno(err, 'ENOENT') && !isErrno(err, 'ELOOP')) throw err;
+        real = lexical; // dangling: judge by where it would point
+      }
+      if (!isInside(root, real) || !isInside(root, lexical)) {
+        throw new AgentRefusal(
+          'PathOutsideRoot',
+          withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} outside the node root`, `replace the symlink "${shown}" with a directory inside the node root`),
+          { path: rel, symlink: shown, target },
+        );
+      }
+      const realSt = await statOrNull(real);
+      if (realSt === null || !realSt.isDirectory()) {
+        throw new AgentRefusal(
+          'DestructiveActionRefusal',
+          withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} that is not a directory`, `make "${shown}" a directory, or remove the symlink by hand`),
+          { path: rel, symlink: shown, target },
+        );
+      }
+      dir = real;
+      continue;
+    }
+    if (!st.isDirectory()) {
+      throw new AgentRefusal(
+        'DestructiveActionRefusal',
+        withFix(`${what} "${rel}" needs "${shown}" to be a directory, but it is a ${kindOf(st)}; replacing it would destroy it`, `move "${shown}" away by hand if it is not needed`),
+        { path: rel, blocking: shown },
+      );
+    }
+    dir = next;
+  }
+  return { abs: path.join(dir, name), dir, missing: [] };
+}
+
+/** Creates the parents `locate` found missing, one level at a time (never through a symlink). */
+export async function createParents(loc: Located): Promise<void> {
+  for (const dir of loc.missing) {
+    try {
+      await fs.mkdir(dir);
+    } catch (err) {
+      if (!isErrno(err, 'EEXIST')) throw err;
+      const st = await fs.lstat(dir);
+      if (!st.isDirectory()) throw new AgentRefusal('DestructiveActionRefusal', `"${dir}" appeared as a ${kindOf(st)} while Datum was creating it`, { path: dir });
+    }
+  }
+}
+
+/** An internal path under `<root>/.datum/`, located and with its parents created. */
+export async function datumPath(root: string, rel: string): Promise<string> {
+  const loc = await locate(root, `.datum/${rel}`, 'agent state path');
+  await createParents(loc);
+  return loc.abs;
+}
+
+export function kindOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): string {
+  if (st.isFile()) return 'regular file';
+  if (st.isDirectory()) return 'directory';
+  if (st.isSymbolicLink()) return 'symlink';
+  return 'special file';
+}
+
+export async function lstatOrNull(p: string) {
+  try {
+    return await fs.lstat(p);
+  } catch (err) {
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return null;
+    throw err;
+  }
+}
+
+export async function statOrNull(p: string) {
+  try {
+    return await fs.stat(p);
+  } catch (err) {
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR') || isErrno(err, 'ELOOP')) return null;
+    throw err;
+  }
+}
+
+export function isErrno(err: unknown, code: string): boolean {
+  return err instanceof Error && (err as NodeJS.ErrnoException).code === code;
+}

@@ -1,0 +1,84 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import type { Json, Observation, ObservedResource } from '../../domain';
+import { fileMarker } from '../fsx';
+import { isErrno, locate, lstatOrNull } from '../paths';
+import { AgentRefusal, withFix } from '../refusal';
+import { observeRegularFile, writeReplacing } from './file';
+import { type ApplyResult, type NodeContext } from './types';
+
+/*
+ * flag: the JSON document at <root>/flags/<name>.json (null when absent). Nothing about a flag is
+ * destructive; the previous document is still kept under .datum/backup/ like a file's.
+ */
+
+export const flagWriteSpec = z.strictObject({ name: z.string(), value: z.json() });
+
+const FLAG_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
+const flagRel = (name: string) => `flags/${name}.json`;
+
+function parseFlag(bytes: Buffer): { ok: true; value: Json } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(bytes.toString('utf8')) as Json };
+  } catch (err) {
+    return { ok: false, error: `not valid JSON: ${(err as Error).message}` };
+  }
+}
+
+export async function observeFlag(ctx: NodeContext, name: string): Promise<ObservedResource> {
+  const rel = flagRel(name);
+  try {
+    const loc = await locate(ctx.root, rel, 'flag path');
+    return await observeRegularFile('flag', loc.abs, { path: rel }, parseFlag);
+  } catch (err) {
+    if (err instanceof AgentRefusal) return { type: 'flag', value: null, marker: null, obstruction: err.message, detail: { path: rel, refusal: err.type } };
+    throw err;
+  }
+}
+
+/** Every flags/*.json whose name is not one of `declared`: what the node holds beyond desired state. */
+export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): Promise<Observation['undeclared']> {
+  let dir: string;
+  try {
+    dir = (await locate(ctx.root, flagRel('_'), 'flag path')).dir;
+  } catch (err) {
+    if (err instanceof AgentRefusal) return []; // flags/ itself is obstructed; each declared flag reports it
+    throw err;
+  }
+  let names: string[];
+  try {
+    names = await fs.readdir(dir);
+  } catch (err) {
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return [];
+    throw err;
+  }
+  const out: Observation['undeclared'] = [];
+  for (const file of names.sort()) {
+    if (!file.endsWith('.json') || file.startsWith('.')) continue;
+    const key = file.slice(0, -'.json'.length);
+    if (declared.has(key)) continue;
+    const st = await lstatOrNull(path.join(dir, file));
+    if (st === null) continue; // removed while listing
+    const seen = st.isFile() ? await observeRegularFile('flag', path.join(dir, file), { path: flagRel(key) }, parseFlag) : null;
+    out.push({ resource_key: key, type: 'flag', value: seen?.value ?? null, marker: seen?.marker ?? fileMarker(st) });
+  }
+  return out;
+}
+
+export async function applyFlagWrite(ctx: NodeContext, resourceKey: string, spec: z.infer<typeof flagWriteSpec>, now: () => Date): Promise<ApplyResult> {
+  if (spec.name.includes('/') || spec.name.includes('\\') || spec.name.includes('..')) {
+    throw new AgentRefusal('PathOutsideRoot', withFix(`flag name "${spec.name}" would put the flag outside flags/`, 'name flags after their resource key (letters, digits, "_", "-")'), { name: spec.name });
+  }
+  if (!FLAG_NAME.test(spec.name) || spec.name !== resourceKey) {
+    throw new AgentRefusal(
+      'InvalidAction',
+      withFix(`flag.write names flag "${spec.name}" but the action is for resource "${resourceKey}"`, 'a flag is stored under its own resource key; re-plan from the desired state'),
+      { name: spec.name },
+    );
+  }
+  const rel = flagRel(spec.name);
+  const { previous, st } = await writeReplacing(ctx, 'flag', rel, `${JSON.stringify(spec.value)}\n`, now);
+  const before = previous ? `, replacing the previous document (kept at .datum/backup/${previous.backup})` : '';
+  return { marker_after: fileMarker(st), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
+}

@@ -1,0 +1,85 @@
+import path from 'node:path';
+import { z } from 'zod';
+import type { Json, ObservedResource } from '../../domain';
+import { checkFileResourcePath, locate } from '../paths';
+import { AgentRefusal, withFix } from '../refusal';
+import { isRunning, launch, probeHealth, readServiceState, serviceMarker, stopInstance, waitHealthy, type Health, type ServiceState } from '../services';
+import { currentReleaseDir } from './release';
+import { observed, short, type ApplyResult, type NodeContext } from './types';
+
+/*
+ * service: observed from the running process's own health endpoint — the build and config
+ * digest it reports it loaded — never from the process merely being alive (a node alive on 7.3
+ * is not converged to 7.4). Marker: pid + start time. Start and restart are the ordinary path;
+ * killing without a restart is destructive and not something this provider does.
+ */
+
+export const serviceRunSpec = z.strictObject({
+  command: z.array(z.string().min(1)).min(1),
+  build: z.json(),
+  config_path: z.string().nullable(),
+  config_sha256: z.json(),
+});
+export type ServiceRunSpec = z.infer<typeof serviceRunSpec>;
+
+export const HEALTH_TIMEOUT_MS = 2000;
+export const START_WAIT_MS = 10_000;
+
+/** {build, config_sha256} as the service reports them, or null when it does not answer usefully. */
+function reported(health: Health): Json {
+  if (!health.ok) return null;
+  const body = health.body;
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return null;
+  return { build: body.build ?? null, config_sha256: body.config_sha256 ?? null };
+}
+
+export async function observeService(ctx: NodeContext, key: string): Promise<ObservedResource> {
+  let state: ServiceState | null;
+  try {
+    state = await readServiceState(ctx.root, key);
+  } catch (err) {
+    if (err instanceof AgentRefusal) return observed('service', null, null, { running: false, refusal: err.type }, err.message);
+    throw err;
+  }
+  if (state === null) return observed('service', null, null, { running: false });
+  if (!(await isRunning(state))) return observed('service', null, null, { running: false, last_pid: state.pid, last_started_at: state.started_at });
+  const health = await probeHealth(state.port, HEALTH_TIMEOUT_MS);
+  const detail: Record<string, Json> = { running: true, pid: state.pid, port: state.port, started_at: state.started_at, command: state.command, cwd: state.cwd };
+  if (health.ok) detail.health = health.body;
+  else detail.health_error = `GET /health ${health.error}`;
+  return observed('service', reported(health), serviceMarker(state.pid, state.start_ticks!), detail);
+}
+
+export async function applyServiceRun(
+  ctx: NodeContext,
+  resourceKey: string,
+  kind: 'service.start' | 'service.restart',
+  spec: ServiceRunSpec,
+  now: () => Date,
+): Promise<ApplyResult> {
+  if (spec.config_path === null) {
+    throw new AgentRefusal('InvalidAction', withFix(`the action names no config file`, 'a service resource must name a file resource as its config; re-plan from the desired state'));
+  }
+  checkFileResourcePath(spec.config_path);
+  const config = await locate(ctx.root, spec.config_path, 'config path');
+  const cwd = await currentReleaseDir(ctx);
+
+  // A restart is the ordinary path; stopping is only ever its first half.
+  const previous = await readServiceState(ctx.root, resourceKey);
+  const stopped = previous && (await isRunning(previous)) ? `${await stopInstance(previous)}, then ` : '';
+
+  const state = await launch({ root: ctx.root, key: resourceKey, command: spec.command, cwd, configPath: config.abs, now });
+  const release = path.relative(ctx.root, cwd);
+  const started = `started pid ${state.pid} on port ${state.port} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
+  if (state.start_ticks === null) {
+    return { marker_after: null, detail: `${stopped}${started}, but it exited at once (see ${state.log}).` };
+  }
+  const health = await waitHealthy(state, START_WAIT_MS);
+  const value = reported(health);
+  const said =
+    value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? `health reported build ${JSON.stringify(value.build)}, config_sha256 ${short(value.config_sha256 as string | null)}`
+      : `health did not answer usefully within ${START_WAIT_MS / 1000} s (${health.ok ? 'no {build, config_sha256}' : health.error})`;
+  const expected = `expected build ${JSON.stringify(spec.build)}, config_sha256 ${short(spec.config_sha256 as string | null)}`;
+  return { marker_after: serviceMarker(state.pid, state.start_ticks), detail: `${stopped}${started}; ${said} (${expected}).` };
+}

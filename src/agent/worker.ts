@@ -1,0 +1,99 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { Worker, type NativeConnection } from '@temporalio/worker';
+import { connectConfig, connectWorker } from '../worker/connection';
+import type { AgentConfig } from '../domain';
+import { agentTaskQueue } from '../workflows/contract';
+import { createAgentActivities } from './activities';
+import { loadAgentConfig } from './config';
+
+/*
+ * `datum agent`: one activities-only Temporal worker per agent.yaml. Several virtual nodes may
+ * share a process (the dev stack runs one per fleet/agents/*.yaml); each keeps its own task
+ * queue datum-node-<node>, root and agent.yaml, and all share one connection.
+ */
+
+export interface RunAgentsOptions {
+  configPaths: string[];
+  /** An existing connection (not closed by shutdown). Otherwise one is opened from envconfig. */
+  connection?: NativeConnection;
+  /** Overrides the envconfig / TEMPORAL_ADDRESS address (default localhost:7233). */
+  address?: string;
+  /** Overrides the envconfig / TEMPORAL_NAMESPACE namespace (default "default"). */
+  namespace?: string;
+}
+
+export interface RunningAgents {
+  /** The node served by each agent.yaml, in the order given. */
+  nodes: string[];
+  /** Stops every worker (in-flight activities finish first) and closes a connection it opened. */
+  shutdown(): Promise<void>;
+  /** Settles when every worker has stopped; rejects if one failed (the others are stopped too). */
+  done: Promise<void>;
+}
+
+export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
+  if (options.configPaths.length === 0) throw new Error('datum agent needs at least one agent.yaml (--config PATH)');
+  // Fail fast: an agent whose trust settings are unreadable must not start serving work.
+  const configs: Array<{ file: string; config: AgentConfig }> = [];
+  for (const file of options.configPaths.map((p) => path.resolve(p))) configs.push({ file, config: await loadAgentConfig(file) });
+  for (const key of ['node', 'root'] as const) {
+    const seen = new Map<string, string>();
+    for (const { file, config } of configs) {
+      const other = seen.get(config[key]);
+      if (other) throw new Error(`${file} and ${other} both declare ${key} ${config[key]}; every agent needs its own ${key}`);
+      seen.set(config[key], file);
+    }
+  }
+  for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
+
+  const ownConnection = options.connection === undefined;
+  const { connection, namespace } = options.connection
+    ? { connection: options.connection, namespace: options.namespace ?? connectConfig({}).namespace }
+    : await connectWorker({ address: options.address, namespace: options.namespace });
+
+  const workers: Worker[] = [];
+  try {
+    for (const { file, config } of configs) {
+      workers.push(
+        await Worker.create({
+          connection,
+          namespace,
+          taskQueue: agentTaskQueue(config.node),
+          activities: createAgentActivities(file),
+          identity: `datum-agent/${config.node}@${process.pid}`,
+        }),
+      );
+    }
+  } catch (err) {
+    if (ownConnection) await connection.close();
+    throw err;
+  }
+
+  const stopAll = () => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+  };
+  const done = Promise.all(
+    workers.map((w) =>
+      w.run().catch((err: unknown) => {
+        stopAll();
+        throw err;
+      }),
+    ),
+  )
+    .then(() => undefined)
+    .finally(async () => {
+      if (ownConnection) await connection.close();
+    });
+  // Observed by shutdown() or the caller; this keeps an early failure from being unhandled.
+  done.catch(() => undefined);
+
+  return {
+    nodes: configs.map(({ config }) => config.node),
+    shutdown: async () => {
+      stopAll();
+      await done;
+    },
+    done,
+  };
+}

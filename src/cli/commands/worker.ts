@@ -1,0 +1,39 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { createControllerWorker } from '../../worker/controller';
+import { connectClient, connectWorker } from '../../worker/connection';
+import { CONTROL_TASK_QUEUE } from '../../workflows/contract';
+import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
+import type { Command } from '../main';
+import { untilSignal } from '../process';
+
+export function fleetDirFrom(flag: string | undefined): string {
+  const dir = flag ?? process.env.DATUM_FLEET;
+  if (!dir) throw new UsageError('no fleet directory — fix: pass --fleet DIR or set DATUM_FLEET');
+  const abs = path.resolve(dir);
+  if (!existsSync(path.join(abs, 'desired', 'nodes'))) {
+    throw new UsageError(`${abs} has no desired/nodes/ — fix: point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)`);
+  }
+  return abs;
+}
+
+export const workerCommand: Command = {
+  summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
+  usage: `usage: datum worker [--fleet DIR] [--address HOST:PORT] [--namespace NS]
+
+Runs the controller worker on task queue ${CONTROL_TASK_QUEUE}. The authority is DIR/desired
+(default: $DATUM_FLEET). Run as many as you like: they share the task queue.`,
+  async run(argv) {
+    const { values } = parse(argv, { fleet: { type: 'string' }, ...CONNECTION_OPTIONS });
+    const fleetDir = fleetDirFrom(values.fleet);
+    const target = { address: values.address, namespace: values.namespace };
+    const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([connectWorker(target), connectClient(target)]);
+    const worker = await createControllerWorker({ connection, client, namespace, fleetDir });
+    process.stdout.write(`datum worker: task queue ${CONTROL_TASK_QUEUE} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}\n`);
+    const running = worker.run();
+    await Promise.race([untilSignal(() => worker.shutdown()), running]);
+    await running;
+    await Promise.all([connection.close(), clientConnection.close()]);
+    return 0;
+  },
+};

@@ -1,0 +1,33 @@
+import { Client, Connection } from '@temporalio/client';
+import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { NativeConnection } from '@temporalio/worker';
+
+export interface TemporalTarget {
+  /** host:port; overrides the profile and TEMPORAL_ADDRESS. */
+  address?: string;
+  namespace?: string;
+}
+
+/**
+ * Where Temporal is, from envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+ * TEMPORAL_TLS_*, TEMPORAL_PROFILE and the config file (temporal.toml). An explicit address or
+ * namespace (a CLI flag) wins over all of them.
+ */
+export function connectConfig(target: TemporalTarget = {}) {
+  const loaded = loadClientConnectConfig();
+  const connectionOptions = { ...loaded.connectionOptions, ...(target.address ? { address: target.address } : {}) };
+  if (!connectionOptions.address) connectionOptions.address = 'localhost:7233';
+  return { connectionOptions, namespace: target.namespace ?? loaded.namespace ?? 'default' };
+}
+
+export async function connectClient(target: TemporalTarget = {}): Promise<{ client: Client; connection: Connection; namespace: string; address: string }> {
+  const { connectionOptions, namespace } = connectConfig(target);
+  const connection = await Connection.connect(connectionOptions);
+  return { client: new Client({ connection, namespace }), connection, namespace, address: connectionOptions.address! };
+}
+
+export async function connectWorker(target: TemporalTarget = {}): Promise<{ connection: NativeConnection; namespace: string; address: string }> {
+  const { connectionOptions, namespace } = connectConfig(target);
+  const connection = await NativeConnection.connect(connectionOptions);
+  return { connection, namespace, address: connectionOptions.address! };
+}

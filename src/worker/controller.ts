@@ -1,0 +1,27 @@
+import type { Client } from '@temporalio/client';
+import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { createControlActivities } from '../activities';
+import { CONTROL_TASK_QUEUE } from '../workflows/contract';
+import { workflowsPath } from './paths';
+
+export interface ControllerOptions {
+  connection: NativeConnection;
+  client: Client;
+  namespace?: string;
+  /** The fleet directory whose desired/ is the authority. */
+  fleetDir: string;
+  taskQueue?: string;
+  /** A prebuilt bundle (tests share one); otherwise the workflows are bundled at start. */
+  workflowBundle?: WorkflowBundleWithSourceMap;
+}
+
+/** The controller worker: reconcileNode and rollout workflows plus their activities, on datum-control. */
+export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace ?? 'default',
+    taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: workflowsPath() }),
+    activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client }),
+  });
+}

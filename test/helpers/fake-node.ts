@@ -1,0 +1,84 @@
+// Typed fakes of the agent and the authority for workflow tests on the time-skipping server,
+// where timers and budgets are measured in skipped time. They implement the real activity
+// interfaces (AgentActivities, ControlActivities' readAuthority), so a signature change breaks
+// the tests at compile time. The real agent is exercised by test/agent and test/integration.
+import { Context } from '@temporalio/activity';
+import type { AuthorityRead } from '../../src/activities';
+import type { BoundIntent, ExecutionEvidence, Mode } from '../../src/domain';
+import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/workflows/contract';
+import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
+
+export interface Call {
+  name: 'observe' | 'apply';
+  /** Server time (skipped time on the time-skipping server) at which the call was scheduled. */
+  at: number;
+  action?: string;
+}
+
+export interface FakeNodeOptions {
+  /** Applies "succeed" but change nothing (seed probe 4). */
+  ineffective?: boolean;
+  mode?: Mode;
+}
+
+/** N-24 as an in-memory node: build 7.3 running 7.3 on D7, maintenance overridden by oncall. */
+export function fakeNode(options: FakeNodeOptions = {}) {
+  const state: NodeState = { build: '7.3', config: D7(), app: { build: '7.3', config_sha256: D7() }, maintenance: true, markers: {} };
+  const calls: Call[] = [];
+  let writes = 0;
+  const now = () => Context.current().info.currentAttemptScheduledTimestampMs;
+
+  const activities: AgentActivities = {
+    async observe(_request: ObserveRequest) {
+      const at = now();
+      calls.push({ name: 'observe', at });
+      return Promise.resolve(snapshot(state, { at: new Date(at).toISOString(), mode: options.mode ?? 'enforce' }));
+    },
+    async apply({ action }: ApplyRequest): Promise<ExecutionEvidence> {
+      const at = now();
+      calls.push({ name: 'apply', at, action: `${action.resource_key}:${action.action}` });
+      const marker = `ours:${++writes}`;
+      state.markers = { ...state.markers, [action.resource_key]: marker };
+      if (!options.ineffective) {
+        if (action.resource_key === 'build') state.build = '7.4';
+        if (action.resource_key === 'app') state.app = { build: state.build ?? '7.3', config_sha256: state.config ?? '' };
+      }
+      return Promise.resolve({
+        resource_key: action.resource_key,
+        action: action.action,
+        idempotency_key: action.idempotency_key,
+        outcome: 'applied',
+        executed_at: new Date(at).toISOString(),
+        marker_after: marker,
+        detail: 'exit 0',
+        refusal: null,
+      });
+    },
+  };
+  return { activities, state, calls };
+}
+
+/** The authority as a variable: tests move it between generations. */
+export function fakeAuthority(initial: BoundIntent = n24()) {
+  let current: AuthorityRead = { ok: true, intent: initial };
+  return {
+    set(intent: BoundIntent) {
+      current = { ok: true, intent };
+    },
+    fail(error: string) {
+      current = { ok: false, kind: 'invalid', error };
+    },
+    activities: {
+      async readAuthority(node: string): Promise<AuthorityRead> {
+        if (node !== 'N-24') return { ok: false, kind: 'unknown_node', error: `no desired state for node "${node}"` };
+        return Promise.resolve(current);
+      },
+      async prepareRolloutNodes(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async nodeStates(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+    },
+  };
+}

@@ -1,0 +1,108 @@
+// The whole loop for integration tests: a real dev server, the real controller worker in this
+// process, real agents (runAgents) serving real node roots, and helpers to wait on what a user
+// would watch (the state query, the ledger).
+import type { WorkflowHandle } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { LedgerEntry } from '../../src/domain';
+import { runAgents, type RunningAgents } from '../../src/agent/worker';
+import { stopServices } from '../../src/agent/services';
+import { createControllerWorker } from '../../src/worker/controller';
+import { workflowsPath } from '../../src/worker/paths';
+import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
+import { Fleet } from './fleet';
+import { startDevEnv } from './temporal';
+
+export class Stack {
+  readonly agents = new Map<string, RunningAgents>();
+  private readonly controllers: { worker: Worker; run: Promise<void> }[] = [];
+
+  private constructor(
+    readonly env: TestWorkflowEnvironment,
+    readonly fleet: Fleet,
+    readonly bundle: WorkflowBundleWithSourceMap,
+  ) {}
+
+  static async start(): Promise<Stack> {
+    const [env, fleet, bundle] = await Promise.all([startDevEnv(), Fleet.create(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger })]);
+    return new Stack(env, fleet, bundle);
+  }
+
+  get client() {
+    return this.env.client;
+  }
+
+  /** A controller worker on datum-control (or another queue, with another fleet: a lagging controller). */
+  async startController(options: { taskQueue?: string; fleetDir?: string } = {}): Promise<Worker> {
+    const worker = await createControllerWorker({
+      connection: this.env.nativeConnection,
+      client: this.env.client,
+      fleetDir: options.fleetDir ?? this.fleet.dir,
+      taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
+      workflowBundle: this.bundle,
+    });
+    this.controllers.push({ worker, run: worker.run() });
+    return worker;
+  }
+
+  async startAgent(node: string): Promise<RunningAgents> {
+    const agents = await runAgents({ configPaths: [this.fleet.agentFile(node)], connection: this.env.nativeConnection });
+    this.agents.set(node, agents);
+    return agents;
+  }
+
+  async stopAgent(node: string): Promise<void> {
+    const agents = this.agents.get(node);
+    this.agents.delete(node);
+    await agents?.shutdown();
+  }
+
+  async startNode(node: string, generation: number, taskQueue = CONTROL_TASK_QUEUE): Promise<WorkflowHandle> {
+    const args: [ReconcileNodeInput] = [{ node, generation }];
+    return this.client.workflow.start('reconcileNode', { taskQueue, workflowId: reconcileWorkflowId(node, generation), args });
+  }
+
+  /** Polls the state query until `predicate` holds; fails with the last state and ledger otherwise. */
+  async waitFor(handle: WorkflowHandle, predicate: (s: NodeState, ledger: LedgerEntry[]) => boolean, timeoutMs = 60_000): Promise<NodeState> {
+    const deadline = Date.now() + timeoutMs;
+    let last: NodeState | undefined;
+    let ledger: LedgerEntry[] = [];
+    for (;;) {
+      try {
+        [last, ledger] = await Promise.all([handle.query(stateQuery), handle.query(ledgerQuery)]);
+        if (predicate(last, ledger)) return last;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+      if (Date.now() > deadline) {
+        const summary = ledger.map((e) => `#${e.seq} ${e.convergence_status}/${e.reason}: ${e.reason_detail}`).join('\n  ');
+        throw new Error(`timed out after ${timeoutMs} ms; state: ${JSON.stringify(last)}\nledger:\n  ${summary}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async ledger(handle: WorkflowHandle): Promise<LedgerEntry[]> {
+    return handle.query(ledgerQuery);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.agents.keys()].map((n) => this.stopAgent(n)));
+    for (const c of this.controllers.splice(0)) {
+      if (c.worker.getState() === 'RUNNING') c.worker.shutdown();
+      await c.run.catch(() => undefined);
+    }
+    for (const node of await listNodes(this.fleet)) await stopServices(this.fleet.root(node)).catch(() => undefined);
+    await this.env.teardown();
+    await this.fleet.remove();
+  }
+}
+
+async function listNodes(fleet: Fleet): Promise<string[]> {
+  const { readdir } = await import('node:fs/promises');
+  return readdir(`${fleet.dir}/nodes`).catch(() => []);
+}
+
+export const quietLogger = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => console.error(m), log() {} };
+
+export const statusesOf = (ledger: LedgerEntry[]) => ledger.map((e) => `${e.convergence_status}/${e.reason}`);

@@ -1,0 +1,181 @@
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DesiredStateAuthority } from '../../src/activities/authority';
+import { fileBytes } from '../../src/domain';
+import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/workflows/contract';
+import { MAINTENANCE } from '../helpers/fleet';
+import { Stack, statusesOf } from '../helpers/stack';
+
+/*
+ * The seed's worked example and its four probes, end to end: real dev server, real controller,
+ * a real agent on a temp directory, a real demo service answering its health endpoint.
+ */
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await Stack.start();
+  await stack.startController();
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const D7 = createHash('sha256').update(fileBytes({ workers: 8 })).digest('hex');
+
+async function health(root: string): Promise<{ build: string; config_sha256: string; pid: number }> {
+  const state = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as { pid: number; port: number };
+  const res = await fetch(`http://127.0.0.1:${state.port}/health`);
+  return { ...((await res.json()) as { build: string; config_sha256: string }), pid: state.pid };
+}
+
+async function digestOf(node: string): Promise<string> {
+  const read = await new DesiredStateAuthority(stack.fleet.dir).read(node);
+  if (!read.ok) throw new Error(read.error);
+  return read.intent.digest;
+}
+
+/** Brings a node to the seed's starting point: 7.3 running on D7, maintenance overridden to on. */
+async function n24Before(node: string) {
+  await stack.fleet.writeDesired(node, 11, { version: '7.3' });
+  await stack.fleet.writeAgent(node, { mode: 'enforce' });
+  await stack.startAgent(node);
+  const gen11 = await stack.startNode(node, 11);
+  await stack.waitFor(gen11, (s) => s.convergence_status === 'CONVERGED');
+  // The operator approves maintenance locally and turns it on by hand.
+  await stack.fleet.writeAgent(node, { mode: 'enforce', overrides: { maintenance: MAINTENANCE } });
+  await fs.writeFile(path.join(stack.fleet.root(node), 'flags/maintenance.json'), 'true\n');
+  await gen11.signal(recheckSignal, {});
+  await stack.waitFor(gen11, (s, ledger) => ledger.some((e) => e.operator_exceptions.length > 0) && s.convergence_status === 'CONVERGED');
+  return gen11;
+}
+
+describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
+  it('repairs only the managed drift, proves 7.4 + D7 from the running process, leaves maintenance alone', async () => {
+    const node = 'N-24';
+    const gen11 = await n24Before(node);
+    const root = stack.fleet.root(node);
+    expect(await health(root)).toMatchObject({ build: '7.3', config_sha256: D7 });
+    const flag = path.join(root, 'flags/maintenance.json');
+    const flagBefore = await fs.stat(flag);
+
+    await stack.fleet.writeDesired(node, 12, { version: '7.4' });
+    await gen11.signal(refreshDesiredSignal, { generation: 12, digest: await digestOf(node) });
+    expect(await gen11.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId(node, 12) });
+
+    const gen12 = stack.client.workflow.getHandle(reconcileWorkflowId(node, 12));
+    const state = await stack.waitFor(gen12, (s) => s.convergence_status === 'CONVERGED');
+    expect(state).toMatchObject({ desired_generation: 12, reason: 'CONVERGED_AFTER_REPAIR', conditions: [] });
+
+    const ledger = await stack.ledger(gen12);
+    const repair = ledger.find((e) => e.authorized_actions.length > 0)!;
+    expect(repair.authorized_actions.map((a) => `${a.resource_key}:${a.action}`)).toEqual(['build:release.install', 'app:service.restart']);
+    expect(repair.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
+    expect(repair.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE, desired: false, observed: true }]);
+    expect(repair.convergence_status).toBe('CONVERGED');
+
+    // Proof from the thing itself: the process answers 7.4 and D7; current points at 7.4.
+    expect(await health(root)).toMatchObject({ build: '7.4', config_sha256: D7 });
+    expect(await fs.readlink(path.join(root, 'current'))).toBe('releases/7.4');
+    const flagAfter = await fs.stat(flag);
+    expect(await fs.readFile(flag, 'utf8')).toBe('true\n');
+    expect([flagAfter.ino, flagAfter.mtimeMs]).toEqual([flagBefore.ino, flagBefore.mtimeMs]);
+
+    const gen11Ledger = await stack.ledger(gen11);
+    expect(statusesOf(gen11Ledger).slice(-1)).toEqual(['SUPERSEDED/NEWER_GENERATION']);
+    await gen12.terminate('test done');
+  });
+});
+
+describe('the four probes', () => {
+  it('probe 1: a snapshot older than observation_ttl never drives an action', async () => {
+    const node = 'P-1';
+    await stack.fleet.writeDesired(node, 1, { version: '7.3' });
+    await stack.fleet.writeAgent(node, { mode: 'enforce' });
+    await stack.startAgent(node);
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    await gen1.terminate('next generation');
+
+    // Every snapshot is older than 1ms by the time the workflow judges it.
+    await stack.fleet.writeDesired(node, 2, { version: '7.4', policy: { observation_ttl: '1ms' } });
+    const gen2 = await stack.startNode(node, 2);
+    const state = await stack.waitFor(gen2, (s) => s.convergence_status === 'BLOCKED');
+    expect(state).toMatchObject({ reason: 'STALE_OBSERVATION', recheck_trigger: { trigger: 'FRESH_OBSERVATION' } });
+    await new Promise((r) => setTimeout(r, 3000)); // several more passes
+    const ledger = await stack.ledger(gen2);
+    expect(ledger.every((e) => e.authorized_actions.length === 0 && e.execution_evidence.length === 0)).toBe(true);
+    expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.3');
+    expect((await health(stack.fleet.root(node))).build).toBe('7.3');
+    await gen2.terminate('test done');
+  });
+
+  it('probe 2: an operator-only difference gives no action', async () => {
+    const node = 'P-2';
+    await stack.fleet.writeDesired(node, 1, { version: '7.4' });
+    await stack.fleet.writeAgent(node, { mode: 'enforce', overrides: { maintenance: MAINTENANCE } });
+    await stack.startAgent(node);
+    const handle = await stack.startNode(node, 1);
+    await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    const flag = path.join(stack.fleet.root(node), 'flags/maintenance.json');
+    // The flag does not exist yet (operator-owned: Datum never wrote it); the operator sets it.
+    await fs.mkdir(path.dirname(flag), { recursive: true });
+    await fs.writeFile(flag, 'true\n');
+    await handle.signal(recheckSignal, {});
+    await stack.waitFor(handle, (_s, ledger) => ledger.some((e) => e.operator_exceptions.some((x) => x.observed === true)));
+    const state = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    expect(state.reason).toBe('ALREADY_CONVERGED');
+    const ledger = await stack.ledger(handle);
+    expect(ledger.flatMap((e) => e.authorized_actions).map((a) => a.resource_key)).not.toContain('maintenance');
+    expect(await fs.readFile(flag, 'utf8')).toBe('true\n');
+    await handle.terminate('test done');
+  });
+
+  it('probe 3: replaying the same generation makes no new action on disk', async () => {
+    const node = 'P-3';
+    await stack.fleet.writeDesired(node, 1, { version: '7.4' });
+    await stack.fleet.writeAgent(node, { mode: 'enforce' });
+    await stack.startAgent(node);
+    const first = await stack.startNode(node, 1);
+    await stack.waitFor(first, (s) => s.convergence_status === 'CONVERGED');
+    const root = stack.fleet.root(node);
+    const release = await fs.stat(path.join(root, 'releases/7.4'));
+    const before = await health(root);
+    await first.terminate('replay');
+
+    const replay = await stack.startNode(node, 1); // same workflow id, a new run
+    const state = await stack.waitFor(replay, (s) => s.convergence_status === 'CONVERGED');
+    expect(state.reason).toBe('ALREADY_CONVERGED');
+    const ledger = await stack.ledger(replay);
+    expect(ledger.flatMap((e) => e.authorized_actions)).toEqual([]);
+    const after = await health(root);
+    expect(after.pid).toBe(before.pid);
+    const releaseAfter = await fs.stat(path.join(root, 'releases/7.4'));
+    expect([releaseAfter.ino, releaseAfter.mtimeMs]).toEqual([release.ino, release.mtimeMs]);
+    await replay.terminate('test done');
+  });
+
+  it('probe 4: an apply that "succeeds" while the service reports the old build gives RETRY, then BLOCKED', async () => {
+    const node = 'P-4';
+    await stack.fleet.writeDesired(node, 1, { version: '7.3' });
+    await stack.fleet.writeAgent(node, { mode: 'enforce' });
+    await stack.startAgent(node);
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    await gen1.terminate('next generation');
+
+    // A 7.4 archive whose program still says 7.3: install and restart succeed, the probe disagrees.
+    const broken = await stack.fleet.artifact('7.4', '7.3');
+    await stack.fleet.writeDesired(node, 2, { version: '7.4', artifact: broken.name, policy: { retry_budget: 2 } });
+    const gen2 = await stack.startNode(node, 2);
+    const state = await stack.waitFor(gen2, (s) => s.convergence_status === 'BLOCKED', 90_000);
+    expect(state).toMatchObject({ reason: 'RETRY_BUDGET_EXHAUSTED', attempt_count: 2 });
+    const ledger = await stack.ledger(gen2);
+    expect(statusesOf(ledger)).toEqual(['RETRY/ACTION_INEFFECTIVE', 'BLOCKED/RETRY_BUDGET_EXHAUSTED']);
+    expect(ledger.every((e) => e.conflicting_writer_evidence === null)).toBe(true); // our own marker: not a conflict
+    expect(ledger[0].execution_evidence.every((e) => e.outcome === 'applied')).toBe(true);
+    expect((await health(stack.fleet.root(node))).build).toBe('7.3');
+    await gen2.terminate('test done');
+  });
+});

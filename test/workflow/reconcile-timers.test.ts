@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { LedgerEntry } from '../../src/domain';
+import { workflowsPath } from '../../src/worker/paths';
+import { agentTaskQueue, ledgerQuery, stateQuery } from '../../src/workflows/contract';
+import { fakeAuthority, fakeNode } from '../helpers/fake-node';
+import { startTimeSkippingEnv } from '../helpers/temporal';
+import { n24 } from '../unit/fixtures';
+
+/*
+ * The loop's timers on the time-skipping server: retry budget and backoff, a node offline for
+ * two days, continue-as-new. Time here is skipped time; the fakes stamp what they see with it.
+ */
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+const running: { worker: Worker; run: Promise<void> }[] = [];
+
+function run(worker: Worker): Worker {
+  running.push({ worker, run: worker.run() });
+  return worker;
+}
+
+beforeAll(async () => {
+  [env, bundle] = await Promise.all([startTimeSkippingEnv(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quiet })]);
+});
+afterAll(async () => {
+  await env?.teardown();
+});
+afterEach(async () => {
+  await Promise.all(
+    running.splice(0).map(async ({ worker, run }) => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await run;
+    }),
+  );
+});
+
+async function startWorkers(node: ReturnType<typeof fakeNode>, authority: ReturnType<typeof fakeAuthority>) {
+  const taskQueue = `control-${randomUUID()}`;
+  const controller = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: authority.activities });
+  const agent = await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities });
+  run(controller);
+  run(agent);
+  return { taskQueue, agent };
+}
+
+const statuses = (ledger: LedgerEntry[]) => ledger.map((e) => `${e.convergence_status}/${e.reason}`);
+
+describe('reconcileNode timers (time-skipping)', () => {
+  it('probe 4 on the clock: backoff 5s then 10s, and BLOCKED when the budget of 3 is spent', async () => {
+    const node = fakeNode({ ineffective: true });
+    const { taskQueue } = await startWorkers(node, fakeAuthority());
+    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    await env.sleep('2 minutes');
+    const ledger = await handle.query(ledgerQuery);
+    expect(statuses(ledger).slice(0, 3)).toEqual(['RETRY/ACTION_INEFFECTIVE', 'RETRY/ACTION_INEFFECTIVE', 'BLOCKED/RETRY_BUDGET_EXHAUSTED']);
+    expect(ledger.slice(0, 3).map((e) => [e.attempt_count, e.backoff.next_delay])).toEqual([
+      [1, '5s'],
+      [2, '10s'],
+      [3, null],
+    ]);
+    // The applies themselves are spaced by the backoff timers (skipped time, not wall time).
+    const applies = node.calls.filter((c) => c.name === 'apply' && c.action?.startsWith('build'));
+    expect(applies).toHaveLength(3);
+    expect(applies[1].at - applies[0].at).toBeGreaterThanOrEqual(5000);
+    expect(applies[2].at - applies[1].at).toBeGreaterThanOrEqual(10000);
+    // Budget spent: resync keeps observing but never acts again.
+    expect(node.calls.filter((c) => c.name === 'observe').length).toBeGreaterThan(6);
+    const state = await handle.query(stateQuery);
+    expect(state).toMatchObject({ convergence_status: 'BLOCKED', reason: 'RETRY_BUDGET_EXHAUSTED', attempt_count: 3, retry_budget: 3 });
+    expect(state.conditions.map((c) => c.type)).toContain('RETRY_BUDGET_EXHAUSTED');
+    await handle.terminate('test done');
+  });
+
+  it('a node offline for two days: NODE_UNREACHABLE, then STALE_INTENT with the override untouched', async () => {
+    const node = fakeNode();
+    // The test server does not skip time while an activity task waits for a worker, so each
+    // unreachable pass costs node_timeout of real time: keep it short and passes sparse.
+    const policy = { resync_interval: '2h', node_timeout: '1s' };
+    const authority = fakeAuthority(n24(12, { policy }));
+    const { taskQueue, agent } = await startWorkers(node, authority);
+    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    await env.sleep('1 minute');
+    expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
+
+    agent.shutdown();
+    await env.sleep('2 days');
+    const offline = await handle.query(stateQuery);
+    expect(offline).toMatchObject({ convergence_status: 'BLOCKED', reason: 'NODE_UNREACHABLE' });
+    expect(offline.conditions.map((c) => c.type)).toEqual(['NODE_UNREACHABLE']);
+    const since = offline.conditions[0].since;
+
+    // Meanwhile the authority moved on; the node comes back.
+    authority.set(n24(13, { workers: 16, policy }));
+    node.state.maintenance = true;
+    run(await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities }));
+    await env.sleep('3 hours');
+    const returned = await handle.query(stateQuery);
+    expect(returned).toMatchObject({ convergence_status: 'BLOCKED', reason: 'STALE_INTENT', desired_generation: 12 });
+    const ledger = await handle.query(ledgerQuery);
+    const last = ledger[ledger.length - 1];
+    expect(last.observation_fresh).toBe(true);
+    expect(last.authorized_actions).toEqual([]);
+    expect(last.operator_exceptions.map((e) => e.resource_key)).toEqual(['maintenance']);
+    expect(node.state.maintenance).toBe(true);
+    // Offline passes repeat the same decision: one ledger entry, not one per pass.
+    expect(ledger.filter((e) => e.reason === 'NODE_UNREACHABLE')).toHaveLength(1);
+    expect(ledger.find((e) => e.reason === 'NODE_UNREACHABLE')!.conditions[0].since).toBe(since);
+    await handle.terminate('test done');
+  });
+
+  it('continue-as-new keeps the ledger tail and the open conditions', async () => {
+    const node = fakeNode({ mode: 'observe' });
+    const { taskQueue } = await startWorkers(node, fakeAuthority());
+    const workflowId = `datum/N-24/gen-12-${randomUUID()}`;
+    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId, args: [{ node: 'N-24', generation: 12 }] });
+    await env.sleep('1 minute');
+    const before = await handle.query(stateQuery);
+    expect(before.convergence_status).toBe('DRIFTED');
+    const firstRun = (await handle.describe()).runId;
+
+    await env.sleep('6 hours');
+    const after = env.client.workflow.getHandle(workflowId);
+    const description = await after.describe();
+    expect(description.runId).not.toBe(firstRun);
+    expect(description.historyLength).toBeLessThan(2100);
+    const state = await after.query(stateQuery);
+    expect(state.conditions).toEqual(before.conditions);
+    const ledger = await after.query(ledgerQuery);
+    expect(ledger[0].seq).toBe(1);
+    expect(statuses(ledger)).toEqual(['DRIFTED/OBSERVE_MODE_DRIFT']);
+    expect(Date.parse(state.last_verified_at!)).toBeGreaterThan(Date.parse(before.last_verified_at!) + 5 * 3600_000);
+    await after.terminate('test done');
+  });
+});
+
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => console.error(m), log() {} };
