@@ -268,7 +268,10 @@ function evaluate(input: DecideInput, observation: Observation, carried: History
   const destructive = planned.filter((p) => p.destructive);
   const observeOnly = assessments.filter((a) => a.ownership === 'MANAGED' && a.drift && a.effective_mode === 'observe');
   const budgetWithheld = !acted && planned.some((p) => p.withheld_because?.startsWith(BUDGET));
-  const refusedWithheld = acted ? refusedNow : planned.filter((p) => p.withheld_because?.startsWith(REFUSED)).map((p) => p.resource_key);
+  // Refusals still standing: this pass's, and earlier ones nothing has changed about since.
+  const refusedWithheld = acted
+    ? [...new Set([...refusedNow, ...Object.keys(refused).filter((k) => !actedKeys.has(k))])]
+    : planned.filter((p) => p.withheld_because?.startsWith(REFUSED)).map((p) => p.resource_key);
   const stillDrifting = [...ineffective, ...failed];
   // After acting: drift the next pass could repair that this pass did not touch (it appeared meanwhile).
   const remaining = acted
@@ -334,7 +337,7 @@ function evaluate(input: DecideInput, observation: Observation, carried: History
     recheck = trigger('FRESH_OBSERVATION', 'an observation showing the resource at desired, or a new generation');
     const previous = new Map(history.conditions.filter((c) => c.type === 'RETRY_BUDGET_EXHAUSTED').map((c) => [c.resource_key, c]));
     for (const key of keys) drafts.push(draft('RETRY_BUDGET_EXHAUSTED', key, `Repair of "${key}" did not take after ${carried.attempt_count} attempt(s); retry_budget ${budget} is spent.`, { attempt_count: carried.attempt_count }, previous.get(key)?.tried ?? []));
-  } else if (!acted && refusedWithheld.length > 0 && authorized.length === 0) {
+  } else if (refusedWithheld.length > 0 && (acted || authorized.length === 0)) {
     status = 'BLOCKED';
     reason = 'ACTION_REFUSED';
     detail = `The agent refused ${list(refusedWithheld)} and nothing about it has changed since: ${refusedWithheld.map((k) => refused[k]?.refusal).join('; ')}.`;

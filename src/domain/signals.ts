@@ -15,13 +15,13 @@ import { resourceKey, type ConvergenceStatus, type Decision, type Reason, type R
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
 
 export const refreshDesiredPayload = z.strictObject({
-  generation: z.number({ error: 'generation must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
-  digest: z.string({ error: 'digest is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DIGEST, 'digest must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
+  generation: z.number({ error: 'must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
+  digest: z.string({ error: 'is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DIGEST, 'must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
 });
 export const resolveConflictPayload = z.strictObject({
   resource_key: resourceKey,
-  resolution: z.enum(['retake', 'yield'], { error: 'resolution must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
-  by: z.string({ error: 'by is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'by is empty — fix: say who resolves the conflict'),
+  resolution: z.enum(['retake', 'yield'], { error: 'must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
+  by: z.string({ error: 'is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'is empty — fix: say who resolves the conflict'),
   note: z.string().nullable().optional(),
 });
 export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);

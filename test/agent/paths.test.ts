@@ -40,9 +40,10 @@ describe('file paths', () => {
     await fs.symlink(t.outside, path.join(t.root, 'etc'));
     const failure = await expectNothingOutside(t, () => t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })));
     expect(failure.message).toContain(`goes through "etc", a symlink to ${t.outside} outside the node root`);
-    // Observe does not read through it either: an obstruction, not the outside file's digest.
+    // Observe does not read through it either: no value from the outside file, and the reason
+    // in detail (the planned write is then refused as PathOutsideRoot, which the ledger records).
     const obs = await t.observe({ config: { type: 'file', path: 'etc/precious.txt', content: 'x' } });
-    expect(obs.resources.config).toMatchObject({ value: null, obstruction: expect.stringContaining('outside the node root') as string });
+    expect(obs.resources.config).toMatchObject({ value: null, obstruction: null, detail: { refusal: 'PathOutsideRoot', path_error: expect.stringContaining('outside the node root') as string } });
   });
 
   it('refuses a relative symlink that climbs out, even several levels down', async () => {

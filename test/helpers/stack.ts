@@ -1,6 +1,10 @@
 // The whole loop for integration tests: a real dev server, the real controller worker in this
 // process, real agents (runAgents) serving real node roots, and helpers to wait on what a user
 // would watch (the state query, the ledger).
+import { execFile } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import { promisify } from 'node:util';
+import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -8,7 +12,9 @@ import type { LedgerEntry } from '../../src/domain';
 import { runAgents, type RunningAgents } from '../../src/agent/worker';
 import { stopServices } from '../../src/agent/services';
 import { createControllerWorker } from '../../src/worker/controller';
-import { workflowsPath } from '../../src/worker/paths';
+import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/paths';
+
+const run = promisify(execFile);
 import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
 import { Fleet } from './fleet';
 import { startDevEnv } from './temporal';
@@ -80,6 +86,22 @@ export class Stack {
       }
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+
+  /**
+   * With DATUM_RECORD_HISTORIES=1, saves the workflow's history under test/histories/ for the
+   * replay test (a change that breaks running workflows must fail CI). Otherwise does nothing.
+   */
+  async recordHistory(handle: WorkflowHandle, name: string): Promise<void> {
+    if (process.env.DATUM_RECORD_HISTORIES !== '1') return;
+    // The temporal CLI writes the JSON form that historyFromJSON reads (the SDK's own
+    // historyToJSON trips over two protobufjs copies in node_modules).
+    const { stdout } = await run(temporalCliPath(), ['workflow', 'show', '--workflow-id', handle.workflowId, '--address', this.env.address, '--output', 'json'], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const file = path.join(projectRoot(), 'test', 'histories', `${name}.json`);
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    await fs.writeFile(file, stdout);
   }
 
   async ledger(handle: WorkflowHandle): Promise<LedgerEntry[]> {

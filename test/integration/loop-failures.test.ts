@@ -93,6 +93,7 @@ describe('node offline', () => {
     const gen2Ledger = await stack.ledger(gen2);
     expect(gen2Ledger.flatMap((e) => e.authorized_actions.map((a) => a.resource_key))).toEqual(['config', 'app']);
     await gen2.terminate('test done');
+    await stack.recordHistory(gen1, 'offline-stale-intent-handover');
   });
 });
 
@@ -125,6 +126,7 @@ describe('conflicting writer', () => {
     expect(after[after.length - 1].operator_exceptions.map((e) => e.resource_key)).toContain('config');
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(theirs);
     await handle.terminate('test done');
+    await stack.recordHistory(handle, 'conflict-then-yield');
   });
 
   it('retake: once the other writer is gone Datum repairs again, and the condition clears on observation', async () => {
@@ -189,6 +191,7 @@ describe('observe mode', () => {
     await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED' && s.mode === 'enforce');
     expect(await servicePid(node)).not.toBe(pidBefore);
     await gen2.terminate('test done');
+    await stack.recordHistory(gen2, 'observe-then-enforce');
   });
 });
 

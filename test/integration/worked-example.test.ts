@@ -85,6 +85,8 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
     const gen11Ledger = await stack.ledger(gen11);
     expect(statusesOf(gen11Ledger).slice(-1)).toEqual(['SUPERSEDED/NEWER_GENERATION']);
     await gen12.terminate('test done');
+    await stack.recordHistory(gen11, 'worked-example-gen11-superseded');
+    await stack.recordHistory(gen12, 'worked-example-gen12');
   });
 });
 
@@ -177,5 +179,6 @@ describe('the four probes', () => {
     expect(ledger[0].execution_evidence.every((e) => e.outcome === 'applied')).toBe(true);
     expect((await health(stack.fleet.root(node))).build).toBe('7.3');
     await gen2.terminate('test done');
+    await stack.recordHistory(gen2, 'probe4-retry-then-blocked');
   });
 });

@@ -23,7 +23,12 @@ export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>
     checkFileResourcePath(spec.path);
     abs = (await locate(ctx.root, spec.path, 'file path')).abs;
   } catch (err) {
-    if (err instanceof AgentRefusal) return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
+    if (err instanceof AgentRefusal) {
+      // A path leaving the root is not an obstruction (nothing would be destroyed): the write is
+      // refused as PathOutsideRoot when planned, and that refusal is the condition naming the path.
+      if (err.type === 'PathOutsideRoot') return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
+      return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
+    }
     throw err;
   }
   return await observeRegularFile('file', abs, detail, (bytes) => ({ ok: true, value: sha256(bytes) }));

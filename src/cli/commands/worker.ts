@@ -19,17 +19,20 @@ export function fleetDirFrom(flag: string | undefined): string {
 
 export const workerCommand: Command = {
   summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
-  usage: `usage: datum worker [--fleet DIR] [--address HOST:PORT] [--namespace NS]
+  usage: `usage: datum worker [--fleet DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q]
 
 Runs the controller worker on task queue ${CONTROL_TASK_QUEUE}. The authority is DIR/desired
-(default: $DATUM_FLEET). Run as many as you like: they share the task queue.`,
+(default: $DATUM_FLEET). Run as many as you like: they share the task queue. --task-queue runs
+a separate controller (a staging copy of the authority, say); workflows started on that queue
+use it, and the agents fence whatever generation it holds.`,
   async run(argv) {
-    const { values } = parse(argv, { fleet: { type: 'string' }, ...CONNECTION_OPTIONS });
+    const { values } = parse(argv, { fleet: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS });
+    const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
     const fleetDir = fleetDirFrom(values.fleet);
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([connectWorker(target), connectClient(target)]);
-    const worker = await createControllerWorker({ connection, client, namespace, fleetDir });
-    process.stdout.write(`datum worker: task queue ${CONTROL_TASK_QUEUE} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}\n`);
+    const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue });
+    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}\n`);
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;

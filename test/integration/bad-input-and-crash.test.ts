@@ -1,0 +1,214 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { stringify } from 'yaml';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fileBytes } from '../../src/domain';
+import { projectRoot } from '../../src/worker/paths';
+import { ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/workflows/contract';
+import { sha256 as sha256Of, tarGz } from '../agent/helpers';
+import { Stack, statusesOf } from '../helpers/stack';
+
+/*
+ * Bad input reaches no node, and a controller killed mid-pass loses nothing and repeats nothing.
+ */
+
+let stack: Stack;
+const children: ChildProcess[] = [];
+beforeAll(async () => {
+  stack = await Stack.start();
+  await stack.startController();
+});
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function failureOf(node: string, generation: number): Promise<string> {
+  const handle = await stack.startNode(node, generation);
+  const error = await handle.result().then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  const cause = (error as WorkflowFailedError).cause;
+  return `${cause?.name}: ${cause?.message}`;
+}
+
+async function listTree(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (d: string) => {
+    for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
+      const full = path.join(d, e.name);
+      out.push(path.relative(dir, full));
+      if (e.isDirectory()) await walk(full);
+    }
+  };
+  await walk(dir);
+  return out.sort();
+}
+
+describe('bad input reaches no node', () => {
+  it('a desired-state file that fails validation fails the workflow with the file, field and fix', async () => {
+    const node = 'B-1';
+    await stack.fleet.writeDesired(node, 1, { extra: { cache: { type: 'pkg', name: 'redis' } } });
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const message = await failureOf(node, 1);
+    expect(message).toMatch(/^ApplicationFailure: desired\/nodes\/B-1\.yaml: invalid desired state; nothing from this file was applied/);
+    expect(message).toMatch(/resources\.cache\.type: unknown resource type "pkg" — fix: use one of release, file, service, flag/);
+    expect(await listTree(stack.fleet.root(node))).toEqual([]);
+  });
+
+  it('a workflow started for an unknown node fails and names the missing file', async () => {
+    const message = await failureOf('NO-SUCH-NODE', 1);
+    expect(message).toMatch(/no desired state for node "NO-SUCH-NODE": .*desired\/nodes\/NO-SUCH-NODE\.yaml does not exist — fix:/);
+  });
+
+  it('a workflow started for a generation the authority does not hold fails with the fix', async () => {
+    await stack.fleet.writeDesired('B-2', 3);
+    const message = await failureOf('B-2', 2);
+    expect(message).toMatch(/the authority for B-2 is at generation 3, not 2 — fix:/);
+  });
+
+  it('a missing artifact fails the workflow before any node is touched', async () => {
+    const node = 'B-3';
+    await stack.fleet.writeDesired(node, 1, { artifact: 'app-9.9.tgz', version: '9.9' });
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const message = await failureOf(node, 1);
+    expect(message).toMatch(/resources\.build\.artifact: artifacts\/app-9\.9\.tgz does not exist .* — fix: build the archive/);
+    expect(await listTree(stack.fleet.root(node))).toEqual([]);
+  });
+
+  it('a signal with a malformed payload is recorded, raises INVALID_SIGNAL, and changes nothing else', async () => {
+    const node = 'B-4';
+    await stack.fleet.writeDesired(node, 1);
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const handle = await stack.startNode(node, 1);
+    await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    await handle.signal('resolveConflict', { resource_key: 'config', resolution: 'maybe' });
+    const state = await stack.waitFor(handle, (s) => s.conditions.some((c) => c.type === 'INVALID_SIGNAL'));
+    expect(state.convergence_status).toBe('CONVERGED');
+    const condition = state.conditions.find((c) => c.type === 'INVALID_SIGNAL')!;
+    expect(condition.message).toMatch(/resolution: must be "retake" or "yield" .*fix: retake to let Datum own/);
+    expect(condition.message).toMatch(/by: is missing/);
+    const ledger = await handle.query(ledgerQuery);
+    expect(statusesOf(ledger)).toContain('CONVERGED/SIGNAL_REJECTED');
+    // A valid signal of the same name closes it.
+    await handle.signal('refreshDesired', { generation: 'twelve' });
+    await stack.waitFor(handle, (s) => s.conditions.filter((c) => c.type === 'INVALID_SIGNAL').length === 1 && s.reason === 'SIGNAL_REJECTED');
+    await handle.terminate('test done');
+    await stack.recordHistory(handle, 'malformed-signals');
+  });
+
+  it('a file path through a symlink that leaves the root is refused, and no byte lands outside', async () => {
+    const node = 'B-5';
+    const outside = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-outside-'));
+    try {
+      await stack.fleet.writeDesired(node, 1);
+      await stack.fleet.writeAgent(node);
+      const root = stack.fleet.root(node);
+      await fs.mkdir(root, { recursive: true });
+      await fs.symlink(outside, path.join(root, 'etc'));
+      await stack.startAgent(node);
+      const handle = await stack.startNode(node, 1);
+      const state = await stack.waitFor(handle, (s) => s.convergence_status === 'BLOCKED');
+      expect(state.reason).toBe('ACTION_REFUSED');
+      const ledger = await handle.query(ledgerQuery);
+      const refusal = ledger.flatMap((e) => e.execution_evidence).find((e) => e.outcome === 'refused')!;
+      expect(refusal.refusal).toMatch(/^PathOutsideRoot: .*"etc", a symlink to .* outside the node root/);
+      expect(await listTree(outside)).toEqual([]);
+      await handle.terminate('test done');
+    } finally {
+      await fs.rm(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('a release archive with an entry that would leave the root is refused before anything is unpacked', async () => {
+    const node = 'B-6';
+    const evil = path.join(stack.fleet.dir, 'artifacts', 'app-6.6.tgz');
+    const bytes = tarGz([
+      { name: 'server.js', content: 'console.log(1)\n' },
+      { name: '../../../escaped.txt', content: 'pwned\n' },
+    ]);
+    await fs.writeFile(evil, bytes);
+    const sha256 = sha256Of(bytes);
+    const doc = {
+      node,
+      generation: 1,
+      resources: { build: { type: 'release', version: '6.6', artifact: 'artifacts/app-6.6.tgz', sha256 } },
+      policy: { resync_interval: '1s', node_timeout: '3s' },
+    };
+    await fs.writeFile(stack.fleet.desiredFile(node), stringify(doc));
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const before = await listTree(stack.fleet.dir);
+    const handle = await stack.startNode(node, 1);
+    const state = await stack.waitFor(handle, (s) => s.convergence_status === 'BLOCKED');
+    expect(state.reason).toBe('ACTION_REFUSED');
+    const ledger = await handle.query(ledgerQuery);
+    expect(ledger.flatMap((e) => e.execution_evidence).find((e) => e.outcome === 'refused')!.refusal).toMatch(/^PathOutsideRoot: .*archive entry "\.\.\/\.\.\/\.\.\/escaped\.txt"/);
+    const after = (await listTree(stack.fleet.dir)).filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`);
+    expect(after).toEqual(before.filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`));
+    await expect(fs.access(path.join(path.dirname(stack.fleet.dir), 'escaped.txt'))).rejects.toThrow();
+    await handle.terminate('test done');
+  });
+});
+
+describe('controller worker killed mid-pass', () => {
+  it('killed after an apply and before its probe, restarted: the loop completes with no duplicate action', async () => {
+    const node = 'K-1';
+    await stack.fleet.writeDesired(node, 1, { version: '7.3' });
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    await gen1.terminate('next generation');
+    const root = stack.fleet.root(node);
+    const journal = path.join(root, '.datum/journal');
+    const journalBefore = (await fs.readdir(journal)).length;
+
+    // A real `datum worker` process on its own task queue, killed with SIGKILL the moment the
+    // agent's journal shows the pass's last apply.
+    const taskQueue = 'datum-control-crash';
+    const worker = () => {
+      const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), 'worker', '--fleet', stack.fleet.dir, '--address', stack.env.address, '--task-queue', taskQueue], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(child);
+      return child;
+    };
+    await stack.fleet.writeDesired(node, 2, { version: '7.4', workers: 16 });
+    const first = worker();
+    const gen2 = await stack.startNode(node, 2, taskQueue);
+    const deadline = Date.now() + 60_000;
+    while ((await fs.readdir(journal)).length < journalBefore + 3) {
+      if (Date.now() > deadline) throw new Error('the pass never applied its three actions');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    expect((await gen2.describe()).status.name).toBe('RUNNING');
+
+    worker();
+    const state = await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    expect(state.desired_generation).toBe(2);
+    const ledger = await gen2.query(ledgerQuery);
+    const acted = ledger.filter((e) => e.execution_evidence.length > 0);
+    expect(acted).toHaveLength(1);
+    expect(acted[0].execution_evidence.map((e) => `${e.resource_key}:${e.outcome}`)).toEqual(['build:applied', 'config:applied', 'app:applied']);
+    // Each action ran once on the node: exactly three new journal entries.
+    expect((await fs.readdir(journal)).length).toBe(journalBefore + 3);
+    expect(await fs.readFile(path.join(root, 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 16 }));
+    expect((await gen2.query(stateQuery)).conditions).toEqual([]);
+    await gen2.terminate('test done');
+    await stack.recordHistory(gen2, 'controller-killed-mid-pass');
+    expect(reconcileWorkflowId(node, 2)).toBe(gen2.workflowId);
+  });
+});

@@ -1,0 +1,33 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+import { workflowsPath } from '../../src/worker/paths';
+import { installTestRuntime } from '../helpers/temporal';
+
+/*
+ * Histories recorded from the integration run (DATUM_RECORD_HISTORIES=1 npx vitest run
+ * test/integration) replayed against today's workflow code: a change that would break a
+ * running workflow (non-determinism) fails here, before it reaches a fleet.
+ */
+const DIR = path.join(__dirname, '..', 'histories');
+
+describe('replay of recorded histories', () => {
+  it('every recorded history replays without non-determinism', async () => {
+    installTestRuntime();
+    const files = (await fs.readdir(DIR)).filter((f) => f.endsWith('.json')).sort();
+    expect(files.length).toBeGreaterThanOrEqual(6);
+    const histories = await Promise.all(
+      files.map(async (f) => ({ workflowId: path.basename(f, '.json'), history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))) })),
+    );
+    const failures: string[] = [];
+    let replayed = 0;
+    for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath() }, histories)) {
+      replayed++;
+      if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
+    }
+    expect(failures).toEqual([]);
+    expect(replayed).toBe(files.length);
+  });
+});
