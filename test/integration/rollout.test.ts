@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type RolloutResult } from '../../src/workflows/contract';
+import { Stack } from '../helpers/stack';
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await Stack.start();
+  await stack.startController();
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('rollout', () => {
+  it('starts one loop per node, hands over from older generations, refuses a node whose authority is elsewhere', async () => {
+    for (const node of ['W-1', 'W-2', 'W-3']) {
+      await stack.fleet.writeDesired(node, 1, { version: '7.3' });
+      await stack.fleet.writeAgent(node);
+      await stack.startAgent(node);
+    }
+    // W-1 already runs generation 1; the rollout to 2 must hand it over.
+    const old = await stack.startNode('W-1', 1);
+    await stack.waitFor(old, (s) => s.convergence_status === 'CONVERGED');
+    await stack.fleet.writeDesired('W-1', 2, { version: '7.4' });
+    await stack.fleet.writeDesired('W-2', 2, { version: '7.4' });
+    // W-3's authority stays at generation 1: refused, the others proceed.
+
+    const result: RolloutResult = await stack.client.workflow.execute('rollout', {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: 'datum-rollout/test',
+      args: [{ generation: 2, nodes: ['W-1', 'W-2', 'W-3'] }],
+    });
+    expect(result.generation).toBe(2);
+    const byNode = Object.fromEntries(result.nodes.map((n) => [n.node, n]));
+    expect(byNode['W-1']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', workflow_id: reconcileWorkflowId('W-1', 2), handed_over_from: [reconcileWorkflowId('W-1', 1)] });
+    expect(byNode['W-2']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', handed_over_from: [] });
+    expect(byNode['W-3']).toMatchObject({ outcome: 'refused' });
+    expect((byNode['W-3'] as { error: string }).error).toMatch(/the authority for W-3 is at generation 1, not 2 — fix:/);
+
+    expect(await old.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId('W-1', 2) });
+    expect((await old.query(stateQuery)).convergence_status).toBe('SUPERSEDED');
+    for (const node of ['W-1', 'W-2']) await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).terminate('test done');
+  });
+
+  it('rejects malformed rollout input with the fix', async () => {
+    const handle = await stack.client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId: 'datum-rollout/bad', args: [{ generation: 0, nodes: ['ok', '../etc'] }] });
+    await expect(handle.result()).rejects.toThrow();
+    const description = await handle.describe();
+    expect(description.status.name).toBe('FAILED');
+    const failure = await handle.result().catch((e: { cause?: { message?: string } }) => e.cause?.message ?? '');
+    expect(failure).toMatch(/generation 0 must be a whole number of 1 or more; not node names: "\.\.\/etc" — fix:/);
+  });
+});
