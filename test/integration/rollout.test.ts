@@ -25,7 +25,7 @@ describe('rollout', () => {
     await stack.fleet.writeDesired('W-2', 2, { version: '7.4' });
     // W-3's authority stays at generation 1: refused, the others proceed.
 
-    const result: RolloutResult = await stack.client.workflow.execute('rollout', {
+    const result = await stack.client.workflow.execute<(input: { generation: number; nodes: string[] }) => Promise<RolloutResult>>('rollout', {
       taskQueue: CONTROL_TASK_QUEUE,
       workflowId: 'datum-rollout/test',
       args: [{ generation: 2, nodes: ['W-1', 'W-2', 'W-3'] }],
@@ -47,7 +47,10 @@ describe('rollout', () => {
     await expect(handle.result()).rejects.toThrow();
     const description = await handle.describe();
     expect(description.status.name).toBe('FAILED');
-    const failure = await handle.result().catch((e: { cause?: { message?: string } }) => e.cause?.message ?? '');
+    const failure: string = await handle.result().then(
+      () => '',
+      (e: { cause?: { message?: string } }) => e.cause?.message ?? '',
+    );
     expect(failure).toMatch(/generation 0 must be a whole number of 1 or more; not node names: "\.\.\/etc" — fix:/);
   });
 });
