@@ -1,12 +1,16 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import type { LedgerEntry } from '../domain';
 import { DesiredStateAuthority, type AuthorityRead } from './authority';
+import type { LedgerStore } from './ledger-store';
 import { createRolloutActivities } from './rollout';
 
 export interface ControlDeps {
   fleetDir: string;
   /** Needed by the rollout's activities (start, attach, signal, query reconcile workflows). */
   client?: Client;
+  /** The fleet-wide ledger (SQLite by default, PostgreSQL with DATUM_LEDGER_URL). */
+  ledger?: LedgerStore;
 }
 
 /**
@@ -18,6 +22,11 @@ export function createControlActivities(deps: ControlDeps) {
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
       return authority.read(node);
+    },
+    /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
+    async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {
+      if (!deps.ledger) throw ApplicationFailure.nonRetryable('this worker was started without a ledger store', 'MisconfiguredWorker');
+      return deps.ledger.append(input.entry, input.chain_id);
     },
     ...createRolloutActivities(authority, () => {
       if (!deps.client) throw ApplicationFailure.nonRetryable('this worker was started without a Temporal client for rollouts', 'MisconfiguredWorker');

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createControlActivities } from '../activities';
+import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../workflows/contract';
 import { workflowsPath } from './paths';
 
@@ -10,6 +11,8 @@ export interface ControllerOptions {
   namespace?: string;
   /** The fleet directory whose desired/ is the authority. */
   fleetDir: string;
+  /** Where decisions are appended (openLedgerStore); the caller closes it after the worker stops. */
+  ledger: LedgerStore;
   taskQueue?: string;
   /** A prebuilt bundle (tests share one); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
@@ -22,6 +25,6 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: workflowsPath() }),
-    activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client }),
+    activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
   });
 }

@@ -129,7 +129,9 @@ export const REFUSALS = [
 export type RefusalType = (typeof REFUSALS)[number];
 
 /** Failure types of controller-side activities that retrying cannot fix. */
-export const CONTROL_PERMANENT_ERRORS = ['InvalidDesiredState', 'UnknownNode', 'GenerationNotAtAuthority'] as const;
+export const CONTROL_PERMANENT_ERRORS = ['InvalidDesiredState', 'UnknownNode', 'GenerationNotAtAuthority', 'MisconfiguredWorker'] as const;
+/** Ledger append failures that retrying cannot fix (the entry is kept in the workflow either way). */
+export const LEDGER_PERMANENT_ERRORS = ['InvalidLedgerEntry', 'LedgerSeqConflict', 'MisconfiguredWorker'] as const;
 
 export type { Decision, ExecutionEvidence, Observation };
 
@@ -142,4 +144,6 @@ export interface ReconcileCarry {
   last_verified_at: string | null;
   last_fingerprint: string | null;
   runs: number;
+  /** Entries the ledger store has not confirmed yet; appended again by the next run. */
+  unstored: LedgerEntry[];
 }

@@ -6,6 +6,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  log,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -40,6 +41,7 @@ import type { ControlActivities, AuthorityRead } from '../activities';
 import {
   CONTROL_PERMANENT_ERRORS,
   CONTROL_TASK_QUEUE,
+  LEDGER_PERMANENT_ERRORS,
   DatumConditions,
   DatumDigest,
   DatumGeneration,
@@ -72,6 +74,11 @@ const MAX_HISTORY_EVENTS = 2000;
 const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
   retry: { initialInterval: '1s', maximumAttempts: 5, nonRetryableErrorTypes: [...CONTROL_PERMANENT_ERRORS] },
+});
+
+const store = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: [...LEDGER_PERMANENT_ERRORS] },
 });
 
 /**
@@ -111,10 +118,12 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
   let nextSeq: number;
   let lastVerifiedAt: string | null;
   let lastFingerprint: string | null;
+  let unstored: LedgerEntry[];
   const runs = (input.carry?.runs ?? 0) + 1;
 
   if (input.carry) {
     ({ intent, history, ledger_tail: ledger, next_seq: nextSeq, last_verified_at: lastVerifiedAt, last_fingerprint: lastFingerprint } = input.carry);
+    unstored = input.carry.unstored ?? [];
   } else {
     intent = bindAtStart(await control.readAuthority(node), input);
     history = emptyHistory();
@@ -122,7 +131,9 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     nextSeq = 1;
     lastVerifiedAt = null;
     lastFingerprint = null;
+    unstored = [];
   }
+  const chainId = workflowInfo().firstExecutionRunId;
   let lastDecision: Decision | null = ledger.length > 0 ? ledger[ledger.length - 1] : null;
   let supersededBy: string | null = null;
   let agent = agentFor(node, intent.policy.node_timeout);
@@ -188,6 +199,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     lastFingerprint = fingerprint;
     const entry: LedgerEntry = { ...decision, ledger_version: LEDGER_VERSION, seq: nextSeq++, decided_at: nowIso(), workflow_id: workflowId };
     ledger.push(entry);
+    unstored.push(entry);
     if (ledger.length > LEDGER_TAIL * 2) ledger = ledger.slice(-LEDGER_TAIL);
     lastDecision = decision;
     upsertIfChanged([
@@ -196,6 +208,23 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
       ...(decision.mode ? [{ key: DatumMode, value: decision.mode } as SearchAttributeUpdatePair] : []),
     ]);
     upsertMemo({ [MEMO_SUMMARY]: summarize(decision) });
+  };
+
+  /**
+   * Appends recorded entries to the fleet-wide store, oldest first. An entry the store could not
+   * take stays queued (and is carried across continue-as-new): the loop never stops for the
+   * store, and nothing recorded is dropped.
+   */
+  const flush = async () => {
+    while (unstored.length > 0) {
+      try {
+        await store.appendLedger({ entry: unstored[0], chain_id: chainId });
+        unstored.shift();
+      } catch (error) {
+        log.warn('ledger store did not take an entry; it stays queued', { seq: unstored[0].seq, error: String(error) });
+        return;
+      }
+    }
   };
 
   const readAuthority = async (): Promise<{ view: AuthorityView; read: AuthorityRead }> => {
@@ -340,13 +369,16 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
 
   for (;;) {
     while (pending.length > 0) {
-      if (await handle(pending.shift()!)) {
+      const done = await handle(pending.shift()!);
+      await flush();
+      if (done) {
         await condition(allHandlersFinished);
         return { node, generation: intent.generation, convergence_status: 'SUPERSEDED', superseded_by: supersededBy! };
       }
     }
     recheckRequested = false;
     record(await pass(), false);
+    await flush();
     if (pending.length > 0 || recheckRequested) continue;
 
     await condition(() => pending.length > 0 || recheckRequested, waitMs(lastDecision, intent));
@@ -362,6 +394,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
         last_verified_at: lastVerifiedAt,
         last_fingerprint: lastFingerprint,
         runs,
+        unstored,
       };
       await continueAsNew<typeof reconcileNode>({ node, generation: input.generation, carry });
     }

@@ -17,7 +17,8 @@ import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/pa
 const run = promisify(execFile);
 import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
 import { Fleet } from './fleet';
-import { startDevEnv } from './temporal';
+import { startDevEnv, type DevEnvOptions } from './temporal';
+import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
 
 export class Stack {
   readonly agents = new Map<string, RunningAgents>();
@@ -27,11 +28,13 @@ export class Stack {
     readonly env: TestWorkflowEnvironment,
     readonly fleet: Fleet,
     readonly bundle: WorkflowBundleWithSourceMap,
+    readonly ledgerStore: LedgerStore,
   ) {}
 
-  static async start(): Promise<Stack> {
-    const [env, fleet, bundle] = await Promise.all([startDevEnv(), Fleet.create(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger })]);
-    return new Stack(env, fleet, bundle);
+  static async start(options: DevEnvOptions = {}): Promise<Stack> {
+    const [env, fleet, bundle] = await Promise.all([startDevEnv(options), Fleet.create(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger })]);
+    const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
+    return new Stack(env, fleet, bundle, ledgerStore);
   }
 
   get client() {
@@ -46,6 +49,7 @@ export class Stack {
       fleetDir: options.fleetDir ?? this.fleet.dir,
       taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
       workflowBundle: this.bundle,
+      ledger: this.ledgerStore,
     });
     this.controllers.push({ worker, run: worker.run() });
     return worker;
@@ -116,6 +120,7 @@ export class Stack {
     }
     for (const node of await listNodes(this.fleet)) await stopServices(this.fleet.root(node)).catch(() => undefined);
     await this.env.teardown();
+    await this.ledgerStore.close();
     await this.fleet.remove();
   }
 }

@@ -178,7 +178,7 @@ describe('controller worker killed mid-pass', () => {
     // agent's journal shows the pass's last apply.
     const taskQueue = 'datum-control-crash';
     const worker = () => {
-      const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), 'worker', '--fleet', stack.fleet.dir, '--address', stack.env.address, '--task-queue', taskQueue], {
+      const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), 'worker', '--fleet', stack.fleet.dir, '--data', stack.fleet.dir, '--address', stack.env.address, '--task-queue', taskQueue], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
@@ -207,6 +207,9 @@ describe('controller worker killed mid-pass', () => {
     expect((await fs.readdir(journal)).length).toBe(journalBefore + 3);
     expect(await fs.readFile(path.join(root, 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 16 }));
     expect((await gen2.query(stateQuery)).conditions).toEqual([]);
+    // The store the killed worker and its successor share holds every entry once.
+    const stored = await stack.ledgerStore.list(node, { workflowId: gen2.workflowId });
+    expect(stored.map((e) => e.seq)).toEqual(ledger.map((e) => e.seq));
     await gen2.terminate('test done');
     await stack.recordHistory(gen2, 'controller-killed-mid-pass');
     expect(reconcileWorkflowId(node, 2)).toBe(gen2.workflowId);

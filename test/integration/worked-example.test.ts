@@ -82,6 +82,10 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
     expect(await fs.readFile(flag, 'utf8')).toBe('true\n');
     expect([flagAfter.ino, flagAfter.mtimeMs]).toEqual([flagBefore.ino, flagBefore.mtimeMs]);
 
+    // The fleet-wide store holds the same entries as the workflow, across both generations.
+    const stored = await stack.ledgerStore.list(node);
+    expect(stored.filter((e) => e.workflow_id === gen12.workflowId).map((e) => e.seq)).toEqual(ledger.map((e) => e.seq));
+    expect(stored.find((e) => e.seq === repair.seq && e.workflow_id === gen12.workflowId)).toEqual(repair);
     const gen11Ledger = await stack.ledger(gen11);
     expect(statusesOf(gen11Ledger).slice(-1)).toEqual(['SUPERSEDED/NEWER_GENERATION']);
     await gen12.terminate('test done');

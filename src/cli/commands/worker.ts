@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { openLedgerStore } from '../../activities/ledger-store';
 import { createControllerWorker } from '../../worker/controller';
 import { connectClient, connectWorker } from '../../worker/connection';
 import { CONTROL_TASK_QUEUE } from '../../workflows/contract';
@@ -17,26 +18,33 @@ export function fleetDirFrom(flag: string | undefined): string {
   return abs;
 }
 
+/** Datum's local state (the SQLite ledger, the dev server's database): --data, $DATUM_DATA, or ./.datum. */
+export function dataDirFrom(flag: string | undefined): string {
+  return path.resolve(flag ?? process.env.DATUM_DATA ?? '.datum');
+}
+
 export const workerCommand: Command = {
   summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
-  usage: `usage: datum worker [--fleet DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q]
+  usage: `usage: datum worker [--fleet DIR] [--data DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q]
 
 Runs the controller worker on task queue ${CONTROL_TASK_QUEUE}. The authority is DIR/desired
 (default: $DATUM_FLEET). Run as many as you like: they share the task queue. --task-queue runs
 a separate controller (a staging copy of the authority, say); workflows started on that queue
-use it, and the agents fence whatever generation it holds.`,
+use it, and the agents fence whatever generation it holds. Decisions are appended to the ledger
+at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).`,
   async run(argv) {
-    const { values } = parse(argv, { fleet: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS });
+    const { values } = parse(argv, { fleet: { type: 'string' }, data: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS });
     const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
     const fleetDir = fleetDirFrom(values.fleet);
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([connectWorker(target), connectClient(target)]);
-    const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue });
-    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}\n`);
+    const ledger = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
+    const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue, ledger });
+    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}\n`);
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
-    await Promise.all([connection.close(), clientConnection.close()]);
+    await Promise.all([connection.close(), clientConnection.close(), ledger.close()]);
     return 0;
   },
 };

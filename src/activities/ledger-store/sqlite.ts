@@ -1,0 +1,214 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import {
+  LedgerConfigError,
+  LedgerUnavailable,
+  SCHEMA_VERSION,
+  assertSameEntry,
+  closedError,
+  prepareEntry,
+  prepareList,
+  readEntry,
+  type LedgerStore,
+  type ListOptions,
+  type NodeSummary,
+} from './common';
+
+/*
+ * The default ledger: one SQLite file that several processes (controller workers, the CLI) open
+ * at once. WAL lets readers run beside the one writer; busy_timeout makes a writer wait for
+ * another process's short append instead of failing. better-sqlite3 is synchronous, so a wait
+ * blocks this process's event loop; appends are single-row and the wait is bounded.
+ */
+
+const BUSY_TIMEOUT_MS = 15_000;
+
+/** Migrations by version; each runs once, in one transaction, and records its version. */
+const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
+  {
+    version: 1,
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ledger_entries (
+         id INTEGER PRIMARY KEY,
+         node_id TEXT NOT NULL,
+         workflow_id TEXT NOT NULL,
+         chain_id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         decided_at TEXT NOT NULL,
+         desired_generation INTEGER NOT NULL,
+         convergence_status TEXT NOT NULL,
+         reason TEXT NOT NULL,
+         ledger_version INTEGER NOT NULL,
+         entry TEXT NOT NULL CHECK (json_valid(entry)),
+         recorded_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+         CONSTRAINT ledger_entries_once UNIQUE (workflow_id, chain_id, seq)
+       )`,
+      'CREATE INDEX IF NOT EXISTS ledger_entries_node_decided ON ledger_entries (node_id, decided_at, seq)',
+      // Append-only in the file itself, not only in this code: a decision, once recorded, stays.
+      `CREATE TRIGGER IF NOT EXISTS ledger_entries_no_update BEFORE UPDATE ON ledger_entries
+       BEGIN SELECT RAISE(ABORT, 'the Datum ledger is append-only: UPDATE on ledger_entries is not allowed'); END`,
+      `CREATE TRIGGER IF NOT EXISTS ledger_entries_no_delete BEFORE DELETE ON ledger_entries
+       BEGIN SELECT RAISE(ABORT, 'the Datum ledger is append-only: DELETE on ledger_entries is not allowed'); END`,
+    ],
+  },
+];
+
+export function openSqliteLedger(file: string): LedgerStore {
+  const location = file === ':memory:' ? file : path.resolve(file);
+  let db: Database.Database;
+  try {
+    if (location !== ':memory:') mkdirSync(path.dirname(location), { recursive: true });
+    db = new Database(location, { timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw unavailable(location, error);
+  }
+  try {
+    db.pragma('journal_mode = WAL');
+    // FULL: a committed decision survives a power cut, not only a crash of this process.
+    db.pragma('synchronous = FULL');
+    migrate(db, location);
+  } catch (error) {
+    db.close();
+    throw error instanceof LedgerConfigError ? error : unavailable(location, error);
+  }
+
+  const insert = db.prepare<[string, string, string, number, string, number, string, string, number, string]>(
+    `INSERT INTO ledger_entries
+       (node_id, workflow_id, chain_id, seq, decided_at, desired_generation, convergence_status, reason, ledger_version, entry)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (workflow_id, chain_id, seq) DO NOTHING`,
+  );
+  const existing = db.prepare<[string, string, number], { entry: string }>(
+    'SELECT entry FROM ledger_entries WHERE workflow_id = ? AND chain_id = ? AND seq = ?',
+  );
+  const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(
+    `SELECT c.node_id AS node, c.entries AS entries, l.decided_at AS last_decided_at, l.convergence_status AS last_status
+       FROM (SELECT node_id, COUNT(*) AS entries FROM ledger_entries GROUP BY node_id) c
+       JOIN (SELECT node_id, decided_at, convergence_status,
+                    ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY decided_at DESC, seq DESC, id DESC) AS rn
+               FROM ledger_entries) l
+         ON l.node_id = c.node_id AND l.rn = 1
+      ORDER BY c.node_id`,
+  );
+  let closed = false;
+  const open = () => {
+    if (closed) throw closedError(location);
+    return db;
+  };
+
+  return {
+    backend: 'sqlite',
+    location,
+    append: (entry, chainId) =>
+      settle(() => {
+        const p = prepareEntry(entry, chainId);
+        open();
+        const { changes } = insert.run(
+          p.node_id,
+          p.workflow_id,
+          p.chain_id,
+          p.seq,
+          p.decided_at,
+          p.desired_generation,
+          p.convergence_status,
+          p.reason,
+          p.ledger_version,
+          p.json,
+        );
+        if (changes === 1) return 'appended' as const;
+        const row = existing.get(p.workflow_id, p.chain_id, p.seq);
+        assertSameEntry(row ? JSON.parse(row.entry) : null, p);
+        return 'duplicate' as const;
+      }),
+    list: (node, options?: ListOptions) =>
+      settle(() => {
+        const q = prepareList(node, options);
+        const where = ['node_id = ?'];
+        const params: Array<string | number> = [q.node];
+        if (q.since !== null) {
+          where.push('decided_at >= ?');
+          params.push(q.since);
+        }
+        if (q.workflowId !== null) {
+          where.push('workflow_id = ?');
+          params.push(q.workflowId);
+        }
+        let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
+        if (q.limit !== null) {
+          sql += ' LIMIT ?';
+          params.push(q.limit);
+        }
+        const rows = open().prepare<Array<string | number>, { entry: string }>(sql).all(...params);
+        return rows.map((r) => readEntry(JSON.parse(r.entry)));
+      }),
+    nodes: () =>
+      settle((): NodeSummary[] => {
+        open();
+        return summary.all().map((r) => ({ ...r, entries: Number(r.entries) }));
+      }),
+    close: () =>
+      settle(() => {
+        if (closed) return;
+        closed = true;
+        db.close();
+      }),
+  };
+
+  /**
+   * Runs synchronous store code as a promise, so a throw becomes a rejection as on PostgreSQL.
+   * SQLite's own errors here are about the file, never the entry (busy past the timeout, disk
+   * full, read-only): LedgerUnavailable, which an activity retry may outlast.
+   */
+  function settle<T>(work: () => T): Promise<T> {
+    return new Promise((resolve) => {
+      try {
+        resolve(work());
+      } catch (error) {
+        throw error instanceof Database.SqliteError ? unavailable(location, error, 'use') : error;
+      }
+    });
+  }
+}
+
+function currentVersion(db: Database.Database): number {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_schema_versions'").get();
+  if (!table) return 0;
+  const row = db.prepare<[], { v: number | null }>('SELECT MAX(version) AS v FROM ledger_schema_versions').get();
+  return row?.v ?? 0;
+}
+
+function migrate(db: Database.Database, location: string): void {
+  // The common case (schema current) reads only; the write lock is taken only to migrate.
+  if (checkVersion(currentVersion(db), location) === SCHEMA_VERSION) return;
+  db.transaction(() => {
+    // Re-read under the write lock: another process may have migrated meanwhile.
+    const from = checkVersion(currentVersion(db), location);
+    db.exec(
+      "CREATE TABLE IF NOT EXISTS ledger_schema_versions (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))",
+    );
+    for (const m of MIGRATIONS) {
+      if (m.version <= from) continue;
+      for (const statement of m.statements) db.exec(statement);
+      db.prepare('INSERT INTO ledger_schema_versions (version) VALUES (?)').run(m.version);
+    }
+  }).immediate();
+}
+
+function checkVersion(version: number, location: string): number {
+  if (version > SCHEMA_VERSION) {
+    throw new LedgerConfigError(
+      `the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION}) — fix: upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger`,
+    );
+  }
+  return version;
+}
+
+function unavailable(location: string, error: unknown, doing: 'open' | 'use' = 'open'): LedgerUnavailable {
+  const detail = error instanceof Error ? error.message : String(error);
+  return new LedgerUnavailable(
+    `cannot ${doing} the SQLite ledger at ${location}: ${detail} — fix: make sure the directory is writable, the disk has room and the file is a ` +
+      `Datum ledger that no process keeps locked for more than ${BUSY_TIMEOUT_MS / 1000} s, or set DATUM_LEDGER_URL to another location`,
+    { cause: error },
+  );
+}
