@@ -1,5 +1,12 @@
 import { UsageError } from './args';
 import { agentCommand } from './commands/agent';
+import { describeCommand } from './commands/describe';
+import { devCommand } from './commands/dev';
+import { ledgerCommand } from './commands/ledger';
+import { refreshCommand } from './commands/refresh';
+import { resolveCommand } from './commands/resolve';
+import { rolloutCommand } from './commands/rollout';
+import { statusCommand } from './commands/status';
 import { workerCommand } from './commands/worker';
 
 export interface Command {
@@ -9,8 +16,15 @@ export interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
+  dev: devCommand,
   worker: workerCommand,
   agent: agentCommand,
+  rollout: rolloutCommand,
+  status: statusCommand,
+  describe: describeCommand,
+  ledger: ledgerCommand,
+  resolve: resolveCommand,
+  refresh: refreshCommand,
 };
 
 const USAGE = () =>

@@ -18,11 +18,14 @@ import type {
   RecheckTrigger,
   ResourceSpec,
 } from '../domain';
+import { sha256Hex } from '../domain/canonical';
 
 export const CONTROL_TASK_QUEUE = 'datum-control';
 export const agentTaskQueue = (node: string) => `datum-node-${node}`;
 export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;
-export const rolloutWorkflowId = (generation: number, nodes: string[]) => `datum-rollout/gen-${generation}/${nodes.length === 1 ? nodes[0] : `${nodes.length}-nodes`}`;
+/** One id per (generation, node set): a second `rollout start` for the same set attaches. */
+export const rolloutWorkflowId = (generation: number, nodes: string[]) =>
+  `datum-rollout/gen-${generation}/${nodes.length === 1 ? nodes[0] : `${nodes.length}-nodes-${sha256Hex([...nodes].sort().join(',')).slice(0, 12)}`}`;
 
 // ---------------------------------------------------------------------------------------------
 // Workflows
@@ -75,6 +78,8 @@ export interface NodeState {
 }
 
 export const ledgerQuery = defineQuery<LedgerEntry[]>('ledger');
+/** The rollout's per-node view so far (settled nodes carry their status). */
+export const rolloutProgressQuery = defineQuery<RolloutResult>('progress');
 export const stateQuery = defineQuery<NodeState>('state');
 
 // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, defineQuery, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import { nodeId, type ConvergenceStatus } from '../domain';
 import type { ControlActivities } from '../activities';
 import type { PreparedNode } from '../activities/rollout';
-import type { RolloutInput, RolloutNodeOutcome, RolloutResult } from './contract';
+import { rolloutProgressQuery, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from './contract';
 
 const acts = proxyActivities<ControlActivities>({
   startToCloseTimeout: '5m',
@@ -13,8 +13,6 @@ const acts = proxyActivities<ControlActivities>({
 const SETTLED: ConvergenceStatus[] = ['CONVERGED', 'DRIFTED', 'BLOCKED', 'CONFLICT'];
 const BATCH = 100;
 const POLL_MS = 1000;
-
-export const rolloutProgressQuery = defineQuery<RolloutResult>('progress');
 
 /**
  * Starts or attaches to one reconcileNode per node at `generation`, hands over from older

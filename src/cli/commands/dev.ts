@@ -1,0 +1,296 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, promises as fs, readdirSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { stringify, parse as parseYaml } from 'yaml';
+import { DesiredStateAuthority } from '../../activities/authority';
+import { stopServices } from '../../agent/services';
+import { connectClient } from '../../worker/connection';
+import { projectRoot, temporalCliPath } from '../../worker/paths';
+import { CONTROL_TASK_QUEUE, DATUM_SEARCH_ATTRIBUTES, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../workflows/contract';
+import { UsageError, parse } from '../args';
+import type { Command } from '../main';
+import { print, table } from '../output';
+import { untilSignal } from '../process';
+import { dataDirFrom } from './worker';
+
+const SA_TYPE: Record<string, string> = { KEYWORD: 'Keyword', INT: 'Int', KEYWORD_LIST: 'KeywordList' };
+
+export const devCommand: Command = {
+  summary: 'the whole stack on this machine: dev server + Web UI, controller, one agent per node, a first rollout',
+  usage: `usage: datum dev [--fleet DIR] [--port 7233] [--ui-port 8233] [--data DIR]
+
+Starts \`temporal server start-dev\` (SQLite at DIR/temporal.sqlite, Web UI on --ui-port), a
+controller worker and one agent per FLEET/agents/*.yaml, then rolls out every node's desired
+generation once. Without --fleet it copies the bundled demo fleet (examples/fleet: five nodes,
+N-24 the seed's story, N-25 in observe mode) to DIR/fleet and roots the nodes in DIR/nodes.
+DIR defaults to ./.datum ($DATUM_DATA). Ctrl-C stops every process it started; starting again
+resumes from DIR: the workflows are still there and continue.`,
+  async run(argv) {
+    const { values } = parse(argv, { fleet: { type: 'string' }, port: { type: 'string' }, 'ui-port': { type: 'string' }, data: { type: 'string' } });
+    const port = portOf(values.port ?? '7233', '--port');
+    const uiPort = portOf(values['ui-port'] ?? '8233', '--ui-port');
+    const dataDir = dataDirFrom(values.data);
+    await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
+    await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
+    const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
+    const agentFiles = (await fs.readdir(path.join(fleetDir, 'agents')).catch(() => [] as string[])).filter((f) => f.endsWith('.yaml')).sort();
+    if (agentFiles.length === 0) throw new UsageError(`${fleetDir}/agents has no <node>.yaml — fix: add one agent.yaml per node the dev stack should run`);
+
+    const address = `127.0.0.1:${port}`;
+    const children = new Children(path.join(dataDir, 'logs'));
+    // Installed before anything starts, so Ctrl-C at any moment stops what was started.
+    const signalled = untilSignal(
+      () => undefined,
+      () => {
+        children.killAll();
+        killNodeServicesNow(fleetDir);
+      },
+    ).then(() => 'signal' as const);
+    let exitCode = 0;
+    try {
+      print(`datum dev: data in ${dataDir}, fleet ${fleetDir}`);
+      children.start('temporal', temporalCliPath(), [
+        'server',
+        'start-dev',
+        '--ip',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--ui-port',
+        String(uiPort),
+        '--db-filename',
+        path.join(dataDir, 'temporal.sqlite'),
+        '--namespace',
+        'default',
+        '--log-level',
+        'warn',
+        ...DATUM_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${SA_TYPE[k.type]}`]),
+      ]);
+      const started = await Promise.race([waitForServer(address, children), signalled]);
+      if (started === 'signal') return 130;
+      const { client, connection } = started;
+      try {
+        const datum = path.join(projectRoot(), 'bin', 'datum.js');
+        children.start('worker', process.execPath, [datum, 'worker', '--fleet', fleetDir, '--data', dataDir, '--address', address]);
+        for (const f of agentFiles) children.start(`agent-${f.replace(/\.yaml$/, '')}`, process.execPath, [datum, 'agent', '--config', path.join(fleetDir, 'agents', f), '--address', address]);
+        if ((await Promise.race([firstRollouts(client, fleetDir, dataDir, children), signalled])) === 'signal') return 130;
+        printNextSteps(uiPort, port, dataDir, fleetDir, values.fleet === undefined);
+        const outcome = await Promise.race([signalled, children.firstExit()]);
+        if (outcome !== 'signal') {
+          process.stderr.write(`datum dev: ${outcome} stopped unexpectedly (log: ${children.logOf(outcome)}); stopping the stack\n`);
+          exitCode = 1;
+        }
+      } finally {
+        await connection.close();
+      }
+    } finally {
+      print('datum dev: stopping…');
+      await children.stop(['worker', ...agentFiles.map((f) => `agent-${f.replace(/\.yaml$/, '')}`)]);
+      await stopNodeServices(fleetDir);
+      await children.stop(['temporal']);
+      print('datum dev: stopped; every process it started has exited. `npm start` again resumes from the same data.');
+    }
+    return exitCode;
+  },
+};
+
+function portOf(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`${flag} ${JSON.stringify(text)} is not a port — fix: a number from 1 to 65535`);
+  return n;
+}
+
+async function ensureFree(port: number, flag: string): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', () => reject(new UsageError(`port ${port} is in use (another dev server?) — fix: stop it, or pass ${flag} with a free port`)));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
+  });
+}
+
+/**
+ * The bundled demo fleet, copied once into the data dir so the user can edit desired state and
+ * agent.yaml there, with each node rooted under DIR/nodes. N-24 starts as the seed tells it: the
+ * operator has approved maintenance and switched it on by hand.
+ */
+async function prepareDemoFleet(dataDir: string): Promise<string> {
+  const fleetDir = path.join(dataDir, 'fleet');
+  if (existsSync(path.join(fleetDir, 'desired', 'nodes'))) return fleetDir;
+  await fs.cp(path.join(projectRoot(), 'examples', 'fleet'), fleetDir, { recursive: true });
+  for (const f of await fs.readdir(path.join(fleetDir, 'agents'))) {
+    const file = path.join(fleetDir, 'agents', f);
+    const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
+    doc.root = path.join(dataDir, 'nodes', doc.node);
+    await fs.writeFile(file, `# Rooted by datum dev under its data dir (the bundled copy says /var/lib/datum).\n${stringify(doc)}`);
+    await fs.mkdir(doc.root, { recursive: true });
+  }
+  const flag = path.join(dataDir, 'nodes', 'N-24', 'flags', 'maintenance.json');
+  await fs.mkdir(path.dirname(flag), { recursive: true });
+  await fs.writeFile(flag, 'true\n');
+  return fleetDir;
+}
+
+async function waitForServer(address: string, children: Children): Promise<Awaited<ReturnType<typeof connectClient>>> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (children.exited('temporal')) throw new Error(`the Temporal dev server exited during start-up — see ${children.logOf('temporal')}`);
+    try {
+      const c = await connectClient({ address });
+      await c.connection.workflowService.getSystemInfo({});
+      return c;
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`the Temporal dev server did not answer on ${address} within 60 s (${(error as Error).message}) — see ${children.logOf('temporal')}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}
+
+/**
+ * One rollout per desired generation in the fleet, on the first start only (a marker in the
+ * data dir says it ran): a restart resumes the loops from the server's database instead.
+ */
+async function firstRollouts(client: Client, fleetDir: string, dataDir: string, children: Children): Promise<void> {
+  const marker = path.join(dataDir, 'first-rollout.json');
+  if (existsSync(marker)) {
+    const ran = JSON.parse(await fs.readFile(marker, 'utf8')) as { at: string };
+    print(`The first rollout ran at ${ran.at}; the reconcile loops resume from the server's database.`);
+    return;
+  }
+  const authority = new DesiredStateAuthority(fleetDir);
+  const byGeneration = new Map<number, string[]>();
+  for (const f of (await fs.readdir(path.join(fleetDir, 'desired', 'nodes'))).filter((x) => x.endsWith('.yaml')).sort()) {
+    const node = f.slice(0, -'.yaml'.length);
+    const read = await authority.read(node);
+    if (!read.ok) {
+      print(`  ${node}: not rolled out: ${read.error}`);
+      continue;
+    }
+    byGeneration.set(read.intent.generation, [...(byGeneration.get(read.intent.generation) ?? []), node]);
+  }
+  for (const [generation, nodes] of byGeneration) {
+    const workflowId = rolloutWorkflowId(generation, nodes);
+    const handle = client.workflow.getHandle(workflowId);
+    print(`Rolling out generation ${generation} to ${nodes.join(', ')}…`);
+    const args: [RolloutInput] = [{ generation, nodes }];
+    await client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId, args, workflowIdConflictPolicy: 'USE_EXISTING' });
+    const result = await Promise.race([
+      handle.result() as Promise<RolloutResult>,
+      children.firstExit().then((name) => Promise.reject(new Error(`${name} stopped during the first rollout — see ${children.logOf(name)}`))),
+    ]);
+    print(
+      table(
+        ['NODE', 'STATUS', 'REASON'],
+        result.nodes.map((n) => (n.outcome === 'refused' ? [n.node, 'REFUSED', n.error] : [n.node, n.status, `${n.reason}: ${n.reason_detail}`])),
+      ),
+    );
+  }
+  await fs.writeFile(marker, `${JSON.stringify({ at: new Date().toISOString(), generations: [...byGeneration.keys()] })}\n`);
+}
+
+function printNextSteps(uiPort: number, port: number, dataDir: string, fleetDir: string, demo: boolean): void {
+  const env = port === 7233 ? '' : `TEMPORAL_ADDRESS=127.0.0.1:${port} `;
+  const data = dataDir === path.resolve('.datum') ? '' : ` --data ${dataDir}`;
+  print(`
+Datum is running. Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows
+Logs: ${path.join(dataDir, 'logs')}
+
+Next, in another terminal:
+  ${env}npx datum status                      # open conditions across the fleet
+  ${env}npx datum describe N-24               # one node: decision, conditions, resources
+  npx datum ledger N-24${data}                 # every decision recorded for N-24${
+    demo
+      ? `
+  # The seed's worked example: N-24 to build 7.4 with config D7, maintenance left alone
+  cp ${fleetDir}/next/N-24.yaml ${fleetDir}/desired/nodes/N-24.yaml
+  ${env}npx datum rollout start --generation 12 --nodes N-24 --wait
+  # N-25 is in observe mode: see its drift, then let Datum repair it
+  ${env}npx datum describe N-25   # then set mode: enforce in ${fleetDir}/agents/N-25.yaml`
+      : ''
+  }
+
+Ctrl-C stops everything this command started.`);
+}
+
+/** The second Ctrl-C: no time for graceful stops, but the node services must not outlive us. */
+function killNodeServicesNow(fleetDir: string): void {
+  try {
+    for (const f of readdirSync(path.join(fleetDir, 'agents')).filter((x) => x.endsWith('.yaml'))) {
+      const doc = parseYaml(readFileSync(path.join(fleetDir, 'agents', f), 'utf8')) as { root?: string };
+      const dir = doc.root ? path.join(doc.root, '.datum', 'services') : null;
+      if (!dir || !existsSync(dir)) continue;
+      for (const s of readdirSync(dir).filter((x) => x.endsWith('.json'))) {
+        const { pid } = JSON.parse(readFileSync(path.join(dir, s), 'utf8')) as { pid?: number };
+        if (pid) {
+          try {
+            process.kill(-pid, 'SIGKILL');
+          } catch {
+            // Already gone.
+          }
+        }
+      }
+    }
+  } catch {
+    // Best effort on the way out.
+  }
+}
+
+async function stopNodeServices(fleetDir: string): Promise<void> {
+  for (const f of (await fs.readdir(path.join(fleetDir, 'agents')).catch(() => [] as string[])).filter((x) => x.endsWith('.yaml'))) {
+    try {
+      const doc = parseYaml(await fs.readFile(path.join(fleetDir, 'agents', f), 'utf8')) as { root?: string };
+      if (doc.root) await stopServices(doc.root);
+    } catch {
+      // An unreadable agent.yaml has no services we started.
+    }
+  }
+}
+
+/** The processes datum dev started: logs to files, stopped in order, never left behind. */
+class Children {
+  private readonly procs = new Map<string, ChildProcess>();
+  private readonly exits = new Map<string, Promise<string>>();
+
+  constructor(private readonly logDir: string) {}
+
+  logOf(name: string): string {
+    return path.join(this.logDir, `${name}.log`);
+  }
+
+  start(name: string, command: string, args: string[]): void {
+    const log = createWriteStream(this.logOf(name), { flags: 'a' });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    child.stdout.pipe(log);
+    child.stderr.pipe(log);
+    this.procs.set(name, child);
+    this.exits.set(name, new Promise((resolve) => child.once('exit', () => resolve(name))));
+  }
+
+  exited(name: string): boolean {
+    const c = this.procs.get(name);
+    return !!c && c.exitCode !== null;
+  }
+
+  firstExit(): Promise<string> {
+    return Promise.race(this.exits.values());
+  }
+
+  /** Last resort (a second Ctrl-C): SIGKILL every process still running. */
+  killAll(): void {
+    for (const child of this.procs.values()) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+
+  async stop(names: string[]): Promise<void> {
+    await Promise.all(
+      names.map(async (name) => {
+        const child = this.procs.get(name);
+        if (!child || child.exitCode !== null || child.signalCode !== null) return;
+        child.kill('SIGTERM');
+        const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        await this.exits.get(name);
+        clearTimeout(killer);
+      }),
+    );
+  }
+}

@@ -1,0 +1,92 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { connectClient } from '../../worker/connection';
+import { CONTROL_TASK_QUEUE, rolloutProgressQuery, rolloutWorkflowId, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../../workflows/contract';
+import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
+import type { Command } from '../main';
+import { checkNode } from '../nodes';
+import { print, printJson } from '../output';
+import { fleetDirFrom } from './worker';
+
+const SETTLED_BAD = new Set(['BLOCKED', 'CONFLICT']);
+
+export const rolloutCommand: Command = {
+  summary: 'start (or attach to) a rollout of a generation to nodes',
+  usage: `usage: datum rollout start --generation G (--nodes N-1,N-2 | --all) [--fleet DIR] [--wait] [--json]
+
+Starts one reconcileNode per node at generation G (or attaches to the running one), hands over
+from older generations, and refuses nodes whose desired state is not at G (the others go on).
+--all takes every node in DIR/desired/nodes (--fleet or $DATUM_FLEET). --wait shows per-node
+progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 1 if any node
+ends BLOCKED or CONFLICT or was refused.`,
+  async run(argv) {
+    const [sub, ...rest] = argv;
+    if (sub !== 'start') throw new UsageError(sub ? `unknown rollout subcommand "${sub}" — fix: datum rollout start …` : 'missing subcommand — fix: datum rollout start …');
+    const { values } = parse(rest, {
+      generation: { type: 'string' },
+      nodes: { type: 'string' },
+      all: { type: 'boolean' },
+      fleet: { type: 'string' },
+      wait: { type: 'boolean' },
+      json: { type: 'boolean' },
+      ...CONNECTION_OPTIONS,
+    });
+    const generation = Number(values.generation);
+    if (!values.generation || !Number.isInteger(generation) || generation < 1) throw new UsageError(`--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`);
+    if (!!values.nodes === !!values.all) throw new UsageError('name the nodes: --nodes N-1,N-2 or --all (one of them)');
+    const nodes = values.all ? await fleetNodes(fleetDirFrom(values.fleet)) : values.nodes!.split(',').map((n) => checkNode(n.trim()));
+    if (new Set(nodes).size !== nodes.length) throw new UsageError('a node is listed twice in --nodes');
+
+    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
+    try {
+      const workflowId = rolloutWorkflowId(generation, nodes);
+      const args: [RolloutInput] = [{ generation, nodes }];
+      let attached = false;
+      try {
+        await client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId, args });
+      } catch (error) {
+        if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+        attached = true;
+      }
+      const handle = client.workflow.getHandle(workflowId);
+      if (!values.wait) {
+        if (values.json) printJson({ workflow_id: workflowId, generation, nodes, attached });
+        else print(`${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Watch it: datum rollout start --generation ${generation} ${values.all ? '--all' : `--nodes ${nodes.join(',')}`} --wait`);
+        return 0;
+      }
+      const shown = new Map<string, string>();
+      const show = (n: RolloutNodeOutcome, settled: boolean) => {
+        const line = n.outcome === 'refused' ? `${n.node.padEnd(12)} REFUSED    ${n.error}` : `${n.node.padEnd(12)} ${(settled ? n.status : '…').padEnd(10)} ${settled ? `${n.reason}: ${n.reason_detail}` : 'reconciling'}`;
+        if (!values.json && shown.get(n.node) !== line) print(line);
+        shown.set(n.node, line);
+      };
+      let result: RolloutResult | undefined;
+      const finished = handle.result().then((r: RolloutResult) => (result = r));
+      finished.catch(() => undefined);
+      while (!result) {
+        try {
+          const progress = await handle.query(rolloutProgressQuery);
+          for (const n of progress.nodes) show(n, n.outcome === 'refused' || n.reason_detail !== 'not settled yet');
+        } catch {
+          // The query needs a worker; the result below still arrives when one runs.
+        }
+        await Promise.race([finished, new Promise((r) => setTimeout(r, 1000))]);
+      }
+      for (const n of result.nodes) show(n, true);
+      const bad = result.nodes.filter((n) => n.outcome === 'refused' || SETTLED_BAD.has(n.status));
+      if (values.json) printJson({ workflow_id: workflowId, ...result });
+      else print(`\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : ''}.`);
+      return bad.length > 0 ? 1 : 0;
+    } finally {
+      await connection.close();
+    }
+  },
+};
+
+async function fleetNodes(fleetDir: string): Promise<string[]> {
+  const files = await fs.readdir(path.join(fleetDir, 'desired', 'nodes'));
+  const nodes = files.filter((f) => f.endsWith('.yaml')).map((f) => f.slice(0, -'.yaml'.length)).sort();
+  if (nodes.length === 0) throw new UsageError(`${fleetDir}/desired/nodes has no <node>.yaml — fix: add desired state first`);
+  return nodes;
+}

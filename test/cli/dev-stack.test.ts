@@ -1,0 +1,139 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/worker/paths';
+
+/*
+ * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
+ * a controller and five agents as processes, the first rollout, the CLI against it, Ctrl-C,
+ * and a restart that resumes from the SQLite file.
+ */
+
+const run = promisify(execFile);
+const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
+let dataDir: string;
+let dev: ChildProcess | undefined;
+let output = '';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function startDev(port: number, uiPort: number): ChildProcess {
+  output = '';
+  const child = spawn(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port), '--ui-port', String(uiPort)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  return child;
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; output so far:\n${output}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function datum(port: number, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir } });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+/** Processes whose working directory or command line points into the data dir. */
+async function leftovers(): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of await fs.readdir('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    try {
+      const [cwd, cmd] = await Promise.all([fs.readlink(`/proc/${pid}/cwd`), fs.readFile(`/proc/${pid}/cmdline`, 'utf8')]);
+      if (cwd.startsWith(dataDir) || cmd.includes(dataDir)) found.push(`${pid}: ${cmd.replace(/\0/g, ' ')}`);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return found;
+}
+
+afterAll(async () => {
+  if (dev && dev.exitCode === null) dev.kill('SIGKILL');
+  for (const p of await leftovers()) process.kill(Number(p.split(':')[0]), 'SIGKILL');
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+describe('datum dev (npm start)', () => {
+  it('runs the demo fleet, answers the CLI, stops everything on Ctrl-C, and resumes on restart', async () => {
+    dataDir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-dev-')));
+    const [port, uiPort] = [await freePort(), await freePort()];
+    dev = startDev(port, uiPort);
+    await until('the first rollout and the next steps', () => output.includes('Ctrl-C stops everything'));
+    expect(output).toMatch(/N-24\s+CONVERGED/);
+    expect(output).toMatch(/N-25\s+DRIFTED\s+OBSERVE_MODE_DRIFT/);
+    expect(output).toContain(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`);
+    const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
+    expect(ui.status).toBe(200);
+
+    // The CLI against the running stack.
+    const status = await datum(port, 'status', '--json');
+    expect(status.code).toBe(1); // N-25 drifts in observe mode: the fleet is not right
+    const conditions = (JSON.parse(status.stdout) as { conditions: Array<{ node: string; type: string }> }).conditions;
+    expect(new Set(conditions.map((c) => `${c.node}/${c.type}`))).toEqual(new Set(['N-25/OBSERVED_DRIFT']));
+    const describeOut = await datum(port, 'describe', 'N-24');
+    expect(describeOut.stdout).toMatch(/operator exception: maintenance/);
+
+    await fs.copyFile(path.join(dataDir, 'fleet/next/N-24.yaml'), path.join(dataDir, 'fleet/desired/nodes/N-24.yaml'));
+    const rollout = await datum(port, 'rollout', 'start', '--generation', '12', '--nodes', 'N-24', '--wait');
+    expect(rollout.code).toBe(0);
+    expect(rollout.stdout).toMatch(/N-24\s+CONVERGED\s+CONVERGED_AFTER_REPAIR/);
+    const ledger = await datum(port, 'ledger', 'N-24', '--json');
+    const entries = JSON.parse(ledger.stdout) as Array<{ desired_generation: number; convergence_status: string }>;
+    expect(entries.some((e) => e.desired_generation === 12 && e.convergence_status === 'CONVERGED')).toBe(true);
+    const before = JSON.parse((await datum(port, 'describe', 'N-24', '--json')).stdout) as { state: { workflow_id: string; last_verified_at: string } };
+    expect(before.state.workflow_id).toBe('datum/N-24/gen-12');
+
+    // Ctrl-C: every process it started exits, the node services too.
+    dev.kill('SIGINT');
+    await until('dev to exit', () => dev!.exitCode !== null, 60_000);
+    expect(output).toContain('every process it started has exited');
+    expect(await leftovers()).toEqual([]);
+
+    // Again: resumes from the SQLite file; the same loops are there and carry on.
+    dev = startDev(port, uiPort);
+    await until('the restart', () => output.includes('Ctrl-C stops everything'));
+    expect(output).toMatch(/The first rollout ran at .*; the reconcile loops resume/);
+    await until('N-24 re-verified after the restart', async () => {
+      const after = await datum(port, 'describe', 'N-24', '--json');
+      if (after.code !== 0) return false;
+      const state = (JSON.parse(after.stdout) as typeof before).state;
+      return state.workflow_id === 'datum/N-24/gen-12' && Date.parse(state.last_verified_at) > Date.parse(before.state.last_verified_at);
+    });
+    dev.kill('SIGINT');
+    await until('dev to exit', () => dev!.exitCode !== null, 60_000);
+    expect(await leftovers()).toEqual([]);
+  });
+
+  it('names the busy port and the flag to change', async () => {
+    const blocker = net.createServer().listen(0, '127.0.0.1');
+    await new Promise((r) => blocker.once('listening', r));
+    const { port } = blocker.address() as net.AddressInfo;
+    const result = await run(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port)]).catch((e: { code: number; stderr: string }) => e);
+    blocker.close();
+    expect((result as { code: number }).code).toBe(2);
+    expect((result as { stderr: string }).stderr).toMatch(new RegExp(`port ${port} is in use .* pass --port with a free port`));
+  });
+});
