@@ -17,7 +17,7 @@ import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/pa
 const run = promisify(execFile);
 import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
 import { Fleet } from './fleet';
-import { startDevEnv, type DevEnvOptions } from './temporal';
+import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
 
 export class Stack {
@@ -31,6 +31,7 @@ export class Stack {
     readonly ledgerStore: LedgerStore,
   ) {}
 
+  /** Options: those of startDevEnv, e.g. `{ ui: true }` for a dev server that serves its Web UI too. */
   static async start(options: DevEnvOptions = {}): Promise<Stack> {
     const [env, fleet, bundle] = await Promise.all([startDevEnv(options), Fleet.create(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger })]);
     const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
@@ -39,6 +40,13 @@ export class Stack {
 
   get client() {
     return this.env.client;
+  }
+
+  /** Base URL of the dev server's Web UI; only for a stack started with `{ ui: true }` (or `uiPort`). */
+  get uiUrl(): string {
+    const url = webUiUrl(this.env);
+    if (url === undefined) throw new Error('this Stack serves no Web UI: start it with Stack.start({ ui: true })');
+    return url;
   }
 
   /** A controller worker on datum-control (or another queue, with another fleet: a lagging controller). */

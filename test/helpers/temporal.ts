@@ -1,6 +1,7 @@
 // Test environments on the pinned Temporal binaries from `npm run setup` (never a download:
 // the SDK's default `cached-download` fetches from GitHub, which CI cannot reach).
 
+import { createServer } from 'node:net';
 import type { Connection } from '@temporalio/client';
 // Not re-exported from the package index; @temporalio/testing itself imports this module path.
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
@@ -39,6 +40,17 @@ export interface DevEnvOptions {
   extraArgs?: string[];
   /** SQLite file to persist to; in-memory by default. */
   dbFilename?: string;
+  /** Serve the Temporal Web UI too (off by default: it costs start-up time). `webUiUrl(env)` says where. */
+  ui?: boolean;
+  /** Port for the Web UI; implies `ui` unless `ui: false`. A free port is chosen when `ui` is set without one. */
+  uiPort?: number;
+}
+
+const webUiUrls = new WeakMap<TestWorkflowEnvironment, string>();
+
+/** Base URL of the Web UI of a dev server started with `ui` or `uiPort`, e.g. `http://127.0.0.1:41234`. */
+export function webUiUrl(env: TestWorkflowEnvironment): string | undefined {
+  return webUiUrls.get(env);
 }
 
 /**
@@ -47,6 +59,9 @@ export interface DevEnvOptions {
  */
 export async function startDevEnv(options: DevEnvOptions = {}): Promise<TestWorkflowEnvironment> {
   installTestRuntime();
+  // The SDK's own default UI port is the server's port + 1000, which nothing reserves: another
+  // test file's server may hold it. Ask the OS for a free one instead.
+  const uiPort = options.ui === false ? undefined : (options.uiPort ?? (options.ui ? await freePort() : undefined));
   const server: LocalTestWorkflowEnvironmentOptions['server'] = {
     executable: { type: 'existing-path', path: temporalCliPath() },
     // Registered at start-up as `--search-attribute Name=Type` arguments.
@@ -55,8 +70,23 @@ export async function startDevEnv(options: DevEnvOptions = {}): Promise<TestWork
     // The server's own log at WARN is start-up noise (cluster id, ...) in every test run.
     log: { format: 'pretty', level: process.env.DATUM_TEST_SERVER_LOG_LEVEL ?? 'error' },
     ...(options.dbFilename !== undefined ? { dbFilename: options.dbFilename } : {}),
+    ...(uiPort !== undefined ? { ui: true, uiPort } : {}),
   };
-  return await TestWorkflowEnvironment.createLocal({ server });
+  const env = await TestWorkflowEnvironment.createLocal({ server });
+  // The SDK starts the server with `--ip 127.0.0.1`; the UI binds to the same address.
+  if (uiPort !== undefined) webUiUrls.set(env, `http://127.0.0.1:${uiPort}`);
+  return env;
+}
+
+async function freePort(): Promise<number> {
+  return await new Promise<number>((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port from the OS'))));
+    });
+  });
 }
 
 /**
