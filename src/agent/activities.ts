@@ -19,6 +19,7 @@ import {
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../workflows/contract';
 import { effectiveMode, loadAgentConfig } from './config';
 import { AgentJournal, journalKey, withLock } from './journal';
+import { countedApply } from './metrics';
 import { realRoot } from './paths';
 import { applyFileWrite, fileWriteSpec, observeFile } from './providers/file';
 import { applyFlagWrite, flagWriteSpec, observeFlag, undeclaredFlags } from './providers/flag';
@@ -37,7 +38,7 @@ export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
   return {
     observe: (request) => observeNode(config, request),
-    apply: (request) => applyAction(config, request),
+    apply: (request) => countedApply(request, () => applyAction(config, request)),
   };
 }
 

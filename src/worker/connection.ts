@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
+import { ensureRuntime } from './metrics';
 
 export interface TemporalTarget {
   /** host:port; overrides the profile and TEMPORAL_ADDRESS. */
@@ -28,6 +29,8 @@ export async function connectClient(target: TemporalTarget = {}): Promise<{ clie
 
 export async function connectWorker(target: TemporalTarget = {}): Promise<{ connection: NativeConnection; namespace: string; address: string }> {
   const { connectionOptions, namespace } = connectConfig(target);
+  // The first native connection creates the process's SDK runtime: metrics must be set up first.
+  ensureRuntime();
   const connection = await NativeConnection.connect(connectionOptions);
   return { connection, namespace, address: connectionOptions.address! };
 }

@@ -9,6 +9,7 @@ import {
   log,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   startChild,
   upsertMemo,
@@ -62,6 +63,7 @@ import {
   type ReconcileCarry,
   type ReconcileNodeInput,
 } from './contract';
+import { decisionRecorded, observationJudged } from './metrics';
 
 /** Ledger entries kept in the workflow and carried across continue-as-new (the store keeps all). */
 const LEDGER_TAIL = 50;
@@ -192,6 +194,8 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
   ]);
 
   const record = (decision: Decision, force: boolean) => {
+    // Only a pass (not forced) judged a snapshot; a note carries the last one's observed_at.
+    if (!force) observationJudged(decision, nowIso());
     if (decision.observation_fresh && decision.observed_at) lastVerifiedAt = decision.post_action_observation ? nowIso() : decision.observed_at;
     const fingerprint = decisionFingerprint(decision);
     // Steady state: nothing changed, nothing written. A pass that acted is always recorded.
@@ -202,12 +206,15 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     unstored.push(entry);
     if (ledger.length > LEDGER_TAIL * 2) ledger = ledger.slice(-LEDGER_TAIL);
     lastDecision = decision;
+    decisionRecorded(decision);
     upsertIfChanged([
       { key: DatumStatus, value: decision.convergence_status },
       { key: DatumConditions, value: [...new Set(decision.conditions.map((c) => c.type))].sort() },
       ...(decision.mode ? [{ key: DatumMode, value: decision.mode } as SearchAttributeUpdatePair] : []),
     ]);
     upsertMemo({ [MEMO_SUMMARY]: summarize(decision) });
+    // Shown at the top of the workflow's page in the Web UI ("current details"); not history.
+    setCurrentDetails(`**${decision.convergence_status}** ${decision.reason} (generation ${decision.desired_generation})\n\n${decision.reason_detail}`);
   };
 
   /**

@@ -260,7 +260,9 @@ class Children {
 
   start(name: string, command: string, args: string[]): void {
     const log = createWriteStream(this.logOf(name), { flags: 'a' });
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    // One metrics port cannot serve several processes: the children run without it.
+    const { DATUM_METRICS_ADDRESS: _metrics, ...env } = process.env;
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     child.stdout.pipe(log);
     child.stderr.pipe(log);
     this.procs.set(name, child);

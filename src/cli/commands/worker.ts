@@ -4,6 +4,7 @@ import { openLedgerStore } from '../../activities/ledger-store';
 import { createControllerWorker } from '../../worker/controller';
 import { connectClient, connectWorker } from '../../worker/connection';
 import { CONTROL_TASK_QUEUE } from '../../workflows/contract';
+import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { untilSignal } from '../process';
@@ -25,22 +26,24 @@ export function dataDirFrom(flag: string | undefined): string {
 
 export const workerCommand: Command = {
   summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
-  usage: `usage: datum worker [--fleet DIR] [--data DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q]
+  usage: `usage: datum worker [--fleet DIR] [--data DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--metrics-address IP:PORT]
 
 Runs the controller worker on task queue ${CONTROL_TASK_QUEUE}. The authority is DIR/desired
 (default: $DATUM_FLEET). Run as many as you like: they share the task queue. --task-queue runs
 a separate controller (a staging copy of the authority, say); workflows started on that queue
 use it, and the agents fence whatever generation it holds. Decisions are appended to the ledger
-at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).`,
+at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).
+--metrics-address (or $DATUM_METRICS_ADDRESS) serves Prometheus metrics, e.g. 127.0.0.1:9464.`,
   async run(argv) {
-    const { values } = parse(argv, { fleet: { type: 'string' }, data: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS });
+    const { values } = parse(argv, { fleet: { type: 'string' }, data: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS, ...METRICS_OPTIONS });
     const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
+    const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
     const fleetDir = fleetDirFrom(values.fleet);
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([connectWorker(target), connectClient(target)]);
     const ledger = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
     const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue, ledger });
-    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}\n`);
+    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`);
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;

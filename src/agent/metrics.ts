@@ -1,0 +1,44 @@
+import { asyncLocalStorage } from '@temporalio/activity';
+import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
+import { ACTIONS, type ExecutionEvidence } from '../domain';
+import { ACTIONS_METRIC } from '../workflows/metrics';
+import { REFUSALS, type ApplyRequest } from '../workflows/contract';
+
+/*
+ * The agent's side of Datum's metrics: every apply it answers, counted by action kind and the
+ * outcome the ledger will carry (applied, replayed from the journal, refused with its refusal
+ * type, or failed). Labels mirror ExecutionEvidence's `action`, `outcome` and `refusal`.
+ */
+
+type Outcome = ExecutionEvidence['outcome'];
+
+/** Runs `apply` and counts what it answered; the answer (or the failure) passes through untouched. */
+export async function countedApply(request: ApplyRequest, apply: () => Promise<ExecutionEvidence>): Promise<ExecutionEvidence> {
+  // A closed label set: a malformed request's action kind is whatever its sender wrote.
+  const kind = (request?.action as { action?: unknown } | undefined)?.action;
+  const action = (ACTIONS as readonly unknown[]).includes(kind) ? (kind as string) : 'unknown';
+  let evidence: ExecutionEvidence;
+  try {
+    evidence = await apply();
+  } catch (err) {
+    const refusal = err instanceof ApplicationFailure && (REFUSALS as readonly string[]).includes(err.type ?? '') ? err.type! : null;
+    count(action, refusal ? 'refused' : 'failed', refusal);
+    throw err;
+  }
+  count(action, evidence.outcome, evidence.refusal);
+  return evidence;
+}
+
+function count(action: string, outcome: Outcome, refusal: string | null): void {
+  meter()
+    .createCounter(ACTIONS_METRIC, '1', 'Actions the agent answered, by action kind, outcome and refusal type')
+    .add(1, { action, outcome, refusal: refusal ?? 'none' });
+}
+
+/**
+ * The activity's meter (tags namespace, taskQueue, activityType); none outside an activity, as
+ * when a test calls the activities directly: counting must never be why an apply fails.
+ */
+function meter(): MetricMeter {
+  return asyncLocalStorage.getStore()?.metricMeter ?? noopMetricMeter;
+}

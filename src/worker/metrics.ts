@@ -1,0 +1,117 @@
+import { isIP } from 'node:net';
+import { Runtime } from '@temporalio/worker';
+import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC } from '../workflows/metrics';
+
+/*
+ * Prometheus metrics of a worker process (`datum worker`, `datum agent`): one HTTP endpoint,
+ * GET http://IP:PORT/metrics, served by the Temporal SDK core's exporter. It carries
+ *
+ *   - the SDK's own runtime metrics, named with core's prefix `temporal_` (polls, task latencies,
+ *     slots, sticky cache, request counts …; durations in milliseconds, core's default);
+ *   - Datum's, emitted through the SDK's metric meter and not prefixed: datum_decisions_total,
+ *     datum_open_conditions, datum_observation_age_seconds (controller, from the workflow) and
+ *     datum_actions_total (agent, from apply). Names: src/workflows/metrics.ts.
+ *
+ * Off unless asked for: `--metrics-address IP:PORT` or DATUM_METRICS_ADDRESS=IP:PORT (the
+ * flag wins; "off" or empty turns it off). Not on by default because a fixed port would collide
+ * wherever several Datum processes share a host (several agents, the dev stack, tests). The
+ * conventional addresses are 127.0.0.1:9464 for the controller worker and 127.0.0.1:9465 for an
+ * agent (0.0.0.0:… to be scraped from elsewhere, e.g. inside a container).
+ *
+ * The SDK runtime is a per-process singleton configured once, before the first connection or
+ * worker: installRuntime must run before connectWorker/NativeConnection.connect.
+ */
+
+export const METRICS_ADDRESS_ENV = 'DATUM_METRICS_ADDRESS';
+export const METRICS_ADDRESS_FLAG = '--metrics-address';
+/** The parse() option the worker and agent commands spread next to CONNECTION_OPTIONS. */
+export const METRICS_OPTIONS = { 'metrics-address': { type: 'string' } } as const;
+/** Conventional addresses (not defaults): one controller and one agent on a host do not collide. */
+export const SUGGESTED_METRICS_ADDRESS = { worker: '127.0.0.1:9464', agent: '127.0.0.1:9465' } as const;
+
+/** Metrics cannot be served as configured; the message names the setting to change. */
+export class MetricsConfigError extends Error {
+  override readonly name = 'MetricsConfigError';
+}
+
+export interface InstalledRuntime {
+  /** IP:PORT metrics are served on, or null when metrics are off. */
+  metricsAddress: string | null;
+  /** http://IP:PORT/metrics, or null. */
+  metricsUrl: string | null;
+}
+
+let installed: InstalledRuntime | undefined;
+
+/**
+ * Installs the process's Temporal runtime, serving Prometheus metrics when an address is given
+ * (`metricsAddress`, from the command's flag) or set in DATUM_METRICS_ADDRESS. With neither,
+ * nothing is installed and the SDK's default runtime applies. Calling it again with the same
+ * setting is a no-op; a different one, or a runtime already created without metrics, is an error.
+ */
+export function installRuntime(options: { metricsAddress?: string } = {}): InstalledRuntime {
+  const fromFlag = options.metricsAddress !== undefined;
+  const source = fromFlag ? METRICS_ADDRESS_FLAG : METRICS_ADDRESS_ENV;
+  const raw = (fromFlag ? options.metricsAddress : process.env[METRICS_ADDRESS_ENV])?.trim() ?? '';
+  const address = raw === '' || raw.toLowerCase() === 'off' ? null : checkAddress(raw, source);
+
+  if (installed) {
+    if (installed.metricsAddress === address) return installed;
+    throw new MetricsConfigError(
+      `metrics are already served on ${installed.metricsAddress} in this process, which configures its runtime once — fix: give ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} one value, before the worker starts`,
+    );
+  }
+  if (address === null) return { metricsAddress: null, metricsUrl: null };
+  if (Runtime._instance !== undefined) {
+    throw new MetricsConfigError(
+      `cannot serve metrics on ${address} (from ${source}): this process's Temporal runtime was already created without them — fix: install the runtime (installRuntime) before the first connection or worker`,
+    );
+  }
+  try {
+    Runtime.install({
+      telemetryOptions: {
+        metrics: {
+          prometheus: {
+            bindAddress: address,
+            histogramBucketOverrides: { [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS },
+          },
+        },
+      },
+    });
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const why = /address already in use|os error (98|48)\b|EADDRINUSE/i.test(message) ? 'the port is already in use' : message;
+    throw new MetricsConfigError(
+      `cannot serve metrics on ${address} (from ${source}): ${why} — fix: choose a free IP:PORT with ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} (e.g. ${SUGGESTED_METRICS_ADDRESS.worker} for a worker, ${SUGGESTED_METRICS_ADDRESS.agent} for an agent), or set it to "off"`,
+      { cause: err },
+    );
+  }
+  installed = { metricsAddress: address, metricsUrl: `http://${address}/metrics` };
+  return installed;
+}
+
+/**
+ * For connectWorker: installs from DATUM_METRICS_ADDRESS unless the runtime already exists
+ * (a command installed it from its flag, or an embedding program or test configured its own).
+ */
+export function ensureRuntime(): void {
+  if (installed || Runtime._instance !== undefined) return;
+  installRuntime();
+}
+
+/**
+ * IP:PORT, as core's exporter binds a socket address, not a host name ("localhost" is taken as
+ * 127.0.0.1), with a port a scraper can be told (so not 0).
+ */
+function checkAddress(raw: string, source: string): string {
+  const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(raw);
+  const host = m ? (m[1] ?? m[2]) : '';
+  const port = m ? Number(m[3]) : NaN;
+  const ip = host === 'localhost' ? '127.0.0.1' : host;
+  if (!m || isIP(ip) === 0 || (m[1] !== undefined && isIP(ip) !== 6) || port < 1 || port > 65535) {
+    throw new MetricsConfigError(
+      `${source} ${JSON.stringify(raw)} is not IP:PORT — fix: e.g. ${SUGGESTED_METRICS_ADDRESS.worker} (0.0.0.0:PORT to be scraped from other hosts, [::1]:PORT for IPv6), or "off"`,
+    );
+  }
+  return isIP(ip) === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
