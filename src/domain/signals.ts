@@ -77,8 +77,12 @@ export function recordSignal(history: History, name: SignalName, rejected: { err
   return { ...history, rejected_signals };
 }
 
+/** One INVALID_SIGNAL condition listing every signal name whose last payload was rejected. */
 export function signalConditions(history: History) {
-  return Object.entries(history.rejected_signals).map(([name, r]) => draft('INVALID_SIGNAL', null, `A ${name} signal was rejected: ${r.error}`, { signal: name, at: r.at }));
+  const rejected = Object.entries(history.rejected_signals).sort(([a], [b]) => a.localeCompare(b));
+  if (rejected.length === 0) return [];
+  const message = rejected.map(([name, r]) => `A ${name} signal was rejected: ${r.error}`).join(' | ');
+  return [draft('INVALID_SIGNAL', null, message, { signals: Object.fromEntries(rejected.map(([name, r]) => [name, { at: r.at, error: r.error }])) })];
 }
 
 /**

@@ -4,7 +4,7 @@
 // the tests at compile time. The real agent is exercised by test/agent and test/integration.
 import { Context } from '@temporalio/activity';
 import type { AuthorityRead } from '../../src/activities';
-import type { BoundIntent, ExecutionEvidence, Mode } from '../../src/domain';
+import type { BoundIntent, ExecutionEvidence, LedgerEntry, Mode } from '../../src/domain';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/workflows/contract';
 import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
 
@@ -61,7 +61,9 @@ export function fakeNode(options: FakeNodeOptions = {}) {
 /** The authority as a variable: tests move it between generations. */
 export function fakeAuthority(initial: BoundIntent = n24()) {
   let current: AuthorityRead = { ok: true, intent: initial };
+  const stored = new Map<string, LedgerEntry>();
   return {
+    stored,
     set(intent: BoundIntent) {
       current = { ok: true, intent };
     },
@@ -72,6 +74,13 @@ export function fakeAuthority(initial: BoundIntent = n24()) {
       async readAuthority(node: string): Promise<AuthorityRead> {
         if (node !== 'N-24') return { ok: false, kind: 'unknown_node', error: `no desired state for node "${node}"` };
         return Promise.resolve(current);
+      },
+      /** An in-memory ledger store with the real one's idempotency key. */
+      async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {
+        const key = `${input.entry.workflow_id}/${input.chain_id}/${input.entry.seq}`;
+        if (stored.has(key)) return Promise.resolve('duplicate');
+        stored.set(key, input.entry);
+        return Promise.resolve('appended');
       },
       async prepareRolloutNodes(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));

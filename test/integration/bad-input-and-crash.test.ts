@@ -5,6 +5,7 @@ import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
 import { ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/workflows/contract';
@@ -100,9 +101,17 @@ describe('bad input reaches no node', () => {
     expect(condition.message).toMatch(/by: is missing/);
     const ledger = await handle.query(ledgerQuery);
     expect(statusesOf(ledger)).toContain('CONVERGED/SIGNAL_REJECTED');
-    // A valid signal of the same name closes it.
+    // A second malformed signal of another name joins the same condition …
     await handle.signal('refreshDesired', { generation: 'twelve' });
-    await stack.waitFor(handle, (s) => s.conditions.filter((c) => c.type === 'INVALID_SIGNAL').length === 1 && s.reason === 'SIGNAL_REJECTED');
+    const signalsIn = (s: { conditions: Array<{ type: string; evidence: unknown }> }) =>
+      Object.keys((s.conditions.find((c) => c.type === 'INVALID_SIGNAL')?.evidence as { signals?: object } | undefined)?.signals ?? {}).sort();
+    await stack.waitFor(handle, (s) => signalsIn(s).join() === 'refreshDesired,resolveConflict');
+    // … and a valid signal of a name closes that name's part (here: a refresh that re-binds).
+    const read = await new DesiredStateAuthority(stack.fleet.dir).read(node);
+    if (!read.ok) throw new Error(read.error);
+    await handle.signal('refreshDesired', { generation: 1, digest: read.intent.digest });
+    await stack.waitFor(handle, (s) => signalsIn(s).join() === 'resolveConflict');
+    expect(statusesOf(await handle.query(ledgerQuery))).toContain('CONVERGED/REBOUND');
     await handle.terminate('test done');
     await stack.recordHistory(handle, 'malformed-signals');
   });

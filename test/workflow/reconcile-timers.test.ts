@@ -114,7 +114,8 @@ describe('reconcileNode timers (time-skipping)', () => {
 
   it('continue-as-new keeps the ledger tail and the open conditions', async () => {
     const node = fakeNode({ mode: 'observe' });
-    const { taskQueue } = await startWorkers(node, fakeAuthority());
+    const authority = fakeAuthority();
+    const { taskQueue } = await startWorkers(node, authority);
     const workflowId = `datum/N-24/gen-12-${randomUUID()}`;
     const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId, args: [{ node: 'N-24', generation: 12 }] });
     await env.sleep('1 minute');
@@ -132,6 +133,8 @@ describe('reconcileNode timers (time-skipping)', () => {
     const ledger = await after.query(ledgerQuery);
     expect(ledger[0].seq).toBe(1);
     expect(statuses(ledger)).toEqual(['DRIFTED/OBSERVE_MODE_DRIFT']);
+    // The store took the entry once, across both runs of the chain.
+    expect([...authority.stored.values()].map((e) => e.seq)).toEqual([1]);
     expect(Date.parse(state.last_verified_at!)).toBeGreaterThan(Date.parse(before.last_verified_at!) + 5 * 3600_000);
     await after.terminate('test done');
   });
