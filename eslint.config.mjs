@@ -39,7 +39,7 @@ export default tseslint.config(
         projectService: {
           // Plain JS/ESM entry points outside tsconfig.json still get type information, so
           // type-aware rules (no-floating-promises) apply to them too.
-          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bin/*.js', 'examples/*/*.js'],
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/*.mjs', 'bin/*.js', 'examples/*/*.js'],
         },
         tsconfigRootDir: import.meta.dirname,
       },

@@ -339,7 +339,8 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
       note({ reason: 'REFRESH_REFUSED', detail: verdict.detail });
       return false;
     }
-    if (verdict.verdict === 'rebind' && read.ok) {
+    if (verdict.verdict === 'rebind') {
+      if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
       intent = read.intent;
       agent = agentFor(node, intent.policy.node_timeout);
       upsertIfChanged([{ key: DatumDigest, value: intent.digest }]);
