@@ -27,6 +27,7 @@ import { applyReleaseInstall, observeRelease, releaseInstallSpec } from './provi
 import { applyServiceRun, observeService, serviceRunSpec } from './providers/service';
 import type { ApplyResult, NodeContext } from './providers/types';
 import { AgentRefusal, toFailure, withFix } from './refusal';
+import { watchNode } from './watch';
 
 /*
  * The node agent's two activities (task queue datum-node-<node>). Both re-read agent.yaml on
@@ -39,6 +40,7 @@ export function createAgentActivities(configPath: string): AgentActivities {
   return {
     observe: (request) => observeNode(config, request),
     apply: (request) => countedApply(request, () => applyAction(config, request)),
+    watch: (request) => watchNode(config, request),
   };
 }
 

@@ -116,6 +116,7 @@ export const POLICY_DEFAULTS = {
   resync_interval: '30s',
   node_timeout: '30s',
   conflict_window: '10m',
+  watch: true,
 } as const;
 
 const retryBudget = z
@@ -138,6 +139,7 @@ export const policyInput = z
     resync_interval: duration('resync_interval').optional(),
     node_timeout: duration('node_timeout').optional(),
     conflict_window: duration('conflict_window', true).optional(),
+    watch: z.boolean({ error: msg('watch must be true or false', 'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)') }).optional(),
   })
   .optional();
 
@@ -148,6 +150,8 @@ export interface Policy {
   resync_interval: string;
   node_timeout: string;
   conflict_window: string;
+  /** Event-driven observation: the agent watches what it manages and a change triggers a pass. */
+  watch: boolean;
 }
 
 /** The policy with defaults applied and every duration in its one stored spelling. */
@@ -164,6 +168,7 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
     resync_interval: d(input?.resync_interval, POLICY_DEFAULTS.resync_interval),
     node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
     conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
+    watch: input?.watch ?? POLICY_DEFAULTS.watch,
   };
 }
 

@@ -110,9 +110,25 @@ export interface ApplyRequest {
   action: AuthorizedAction;
 }
 
+export interface WatchRequest {
+  node: string;
+  resources: Record<string, ResourceSpec>;
+  /** Return with no change after this long (the workflow starts another watch). */
+  window_ms: number;
+}
+
+export interface WatchResult {
+  /** Resource keys whose change marker moved since the watch started. */
+  changed: string[];
+  at: string;
+  reason: 'changed' | 'window elapsed' | 'cancelled';
+}
+
 export interface AgentActivities {
   observe: (request: ObserveRequest) => Promise<Observation>;
   apply: (request: ApplyRequest) => Promise<ExecutionEvidence>;
+  /** Event-driven observation: returns when something the node manages changes (see src/agent/watch.ts). */
+  watch: (request: WatchRequest) => Promise<WatchResult>;
 }
 
 /**

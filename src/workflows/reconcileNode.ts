@@ -87,6 +87,23 @@ const store = proxyLocalActivities<ControlActivities>({
  * The node's agent. scheduleToStartTimeout is node_timeout: an agent that does not pick the
  * task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang.
  */
+/** How long one watch runs before it returns "nothing changed" and the loop starts another. */
+const WATCH_WINDOW_MS = 10 * 60_000;
+
+/**
+ * The agent's watch: long-lived, so it heartbeats (a dead agent is noticed within the heartbeat
+ * timeout) and is never retried by Temporal; the loop decides when to start the next one.
+ */
+function watcherFor(node: string, nodeTimeout: string) {
+  return proxyActivities<AgentActivities>({
+    taskQueue: agentTaskQueue(node),
+    scheduleToStartTimeout: durationMs(nodeTimeout),
+    startToCloseTimeout: WATCH_WINDOW_MS + 60_000,
+    heartbeatTimeout: '30s',
+    retry: { maximumAttempts: 1 },
+  });
+}
+
 function agentFor(node: string, nodeTimeout: string) {
   return proxyActivities<AgentActivities>({
     taskQueue: agentTaskQueue(node),
@@ -139,6 +156,27 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
   let lastDecision: Decision | null = ledger.length > 0 ? ledger[ledger.length - 1] : null;
   let supersededBy: string | null = null;
   let agent = agentFor(node, intent.policy.node_timeout);
+  let watcher = watcherFor(node, intent.policy.node_timeout);
+  // Event-driven observation: one watch at a time; its return (a change) wakes the loop.
+  let watching = false;
+  let watchFired = false;
+  let watchRetryAt = 0;
+  const startWatch = () => {
+    // While a backoff timer runs, a change must not bring the next attempt forward.
+    if (!intent.policy.watch || watching || Date.now() < watchRetryAt || lastDecision?.convergence_status === 'RETRY') return;
+    watching = true;
+    void watcher.watch({ node, resources: resolvedResources(intent), window_ms: WATCH_WINDOW_MS }).then(
+      (result) => {
+        watching = false;
+        if (result.changed.length > 0) watchFired = true;
+      },
+      () => {
+        // The agent is away or failed: resync keeps observing; try watching again after one interval.
+        watching = false;
+        watchRetryAt = Date.now() + durationMs(intent.policy.resync_interval);
+      },
+    );
+  };
 
   // Signals are queued and handled by the loop, in order, so each one becomes one ledger entry
   // at a point where no pass is half done.
@@ -343,6 +381,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
       if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
       intent = read.intent;
       agent = agentFor(node, intent.policy.node_timeout);
+      watcher = watcherFor(node, intent.policy.node_timeout);
       upsertIfChanged([{ key: DatumDigest, value: intent.digest }]);
       note({ reason: 'REBOUND', detail: verdict.detail, trigger: { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } });
       recheckRequested = true;
@@ -385,11 +424,13 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
       }
     }
     recheckRequested = false;
+    watchFired = false;
     record(await pass(), false);
     await flush();
     if (pending.length > 0 || recheckRequested) continue;
 
-    await condition(() => pending.length > 0 || recheckRequested, waitMs(lastDecision, intent));
+    startWatch();
+    await condition(() => pending.length > 0 || recheckRequested || watchFired, waitMs(lastDecision, intent));
 
     const info = workflowInfo();
     if ((info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS) && pending.length === 0) {

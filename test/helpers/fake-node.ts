@@ -34,6 +34,11 @@ export function fakeNode(options: FakeNodeOptions = {}) {
       calls.push({ name: 'observe', at });
       return Promise.resolve(snapshot(state, { at: new Date(at).toISOString(), mode: options.mode ?? 'enforce' }));
     },
+    // The time-skipping server cannot skip time while an activity runs, so these tests use
+    // policy.watch: false and a watch here is a test bug.
+    async watch(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no watch: run time-skipping tests with policy.watch false'));
+    },
     async apply({ action }: ApplyRequest): Promise<ExecutionEvidence> {
       const at = now();
       calls.push({ name: 'apply', at, action: `${action.resource_key}:${action.action}` });
@@ -59,7 +64,7 @@ export function fakeNode(options: FakeNodeOptions = {}) {
 }
 
 /** The authority as a variable: tests move it between generations. */
-export function fakeAuthority(initial: BoundIntent = n24()) {
+export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: false } })) {
   let current: AuthorityRead = { ok: true, intent: initial };
   const stored = new Map<string, LedgerEntry>();
   return {

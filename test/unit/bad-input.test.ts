@@ -210,6 +210,7 @@ describe('bad input names the file, the field and the fix', () => {
       resync_interval: '30s',
       node_timeout: '30s',
       conflict_window: '600s',
+      watch: true,
     });
     expect(intent.provenance.source).toBe(DESIRED);
     const agent = parseAgentConfigText(goodAgent, AGENT);

@@ -79,7 +79,7 @@ describe('reconcileNode timers (time-skipping)', () => {
     const node = fakeNode();
     // The test server does not skip time while an activity task waits for a worker, so each
     // unreachable pass costs node_timeout of real time: keep it short and passes sparse.
-    const policy = { resync_interval: '2h', node_timeout: '1s' };
+    const policy = { resync_interval: '2h', node_timeout: '1s', watch: false };
     const authority = fakeAuthority(n24(12, { policy }));
     const { taskQueue, agent } = await startWorkers(node, authority);
     const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });

@@ -1,0 +1,108 @@
+import { watch as fsWatch, type FSWatcher } from 'node:fs';
+import { lstat, readlink } from 'node:fs/promises';
+import path from 'node:path';
+import { asyncLocalStorage } from '@temporalio/activity';
+import type { ResourceSpec } from '../domain';
+import type { WatchRequest, WatchResult } from '../workflows/contract';
+import { loadAgentConfig } from './config';
+import { readServiceState, serviceMarker, startTicks } from './services';
+
+/*
+ * Event-driven observation: a long-lived, heartbeating activity that returns as soon as
+ * something this node manages changes (a file, a flag, the current release, a service's
+ * process), so the workflow observes in well under a second instead of at the next resync.
+ * It only says *that* something changed; the workflow then takes a real, fresh observation,
+ * which is still the only evidence a decision uses. Resync stays as the safety net.
+ *
+ * The change test is cheap (lstat, readlink, /proc): the marker of each resource against the
+ * baseline the watch took when it started. fs.watch wakes it early; a short poll covers what
+ * inotify cannot see (a service's process dying, a watched directory created later).
+ */
+
+const POLL_MS = 500;
+const HEARTBEAT_MS = 5000;
+
+async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
+  const stamp = async (p: string) => {
+    try {
+      const st = await lstat(p);
+      return st.isSymbolicLink() ? `link:${await readlink(p)}:${st.ctimeMs}` : `file:${st.mtimeMs}:${st.ino}:${st.size}`;
+    } catch {
+      return 'absent';
+    }
+  };
+  switch (spec.type) {
+    case 'file':
+      return stamp(path.join(root, spec.path));
+    case 'flag':
+      return stamp(path.join(root, 'flags', `${key}.json`));
+    case 'release':
+      return stamp(path.join(root, 'current'));
+    case 'service': {
+      const state = await readServiceState(root, key).catch(() => null);
+      if (!state) return 'stopped';
+      const ticks = await startTicks(state.pid);
+      return ticks !== null && ticks === state.start_ticks ? serviceMarker(state.pid, ticks) : 'stopped';
+    }
+  }
+}
+
+async function markers(root: string, resources: Record<string, ResourceSpec>): Promise<Record<string, string>> {
+  const entries = await Promise.all(Object.entries(resources).map(async ([k, spec]) => [k, await markerOf(root, k, spec)] as const));
+  return Object.fromEntries(entries);
+}
+
+/** Directories whose entries change when a managed resource does (watched with fs.watch). */
+function watchedDirs(root: string, resources: Record<string, ResourceSpec>): string[] {
+  const dirs = new Set<string>([root]);
+  for (const [key, spec] of Object.entries(resources)) {
+    if (spec.type === 'file') dirs.add(path.dirname(path.join(root, spec.path)));
+    if (spec.type === 'flag') dirs.add(path.join(root, 'flags'));
+    if (spec.type === 'service') dirs.add(path.join(root, '.datum', 'services'));
+    void key;
+  }
+  return [...dirs];
+}
+
+export async function watchNode(configPath: string, request: WatchRequest): Promise<WatchResult> {
+  const config = await loadAgentConfig(configPath);
+  const root = config.root;
+  const ctx = asyncLocalStorage.getStore();
+  const baseline = await markers(root, request.resources);
+  const deadline = Date.now() + request.window_ms;
+  let wake: (() => void) | null = null;
+  const watchers: FSWatcher[] = [];
+  for (const dir of watchedDirs(root, request.resources)) {
+    try {
+      watchers.push(fsWatch(dir, { persistent: false }, () => wake?.()));
+    } catch {
+      // Not there yet: the poll covers it.
+    }
+  }
+  let lastBeat = 0;
+  try {
+    for (;;) {
+      if (ctx?.cancellationSignal.aborted) return { changed: [], at: new Date().toISOString(), reason: 'cancelled' };
+      const now = await markers(root, request.resources);
+      const changed = Object.keys(now).filter((k) => now[k] !== baseline[k]);
+      if (changed.length > 0) return { changed, at: new Date().toISOString(), reason: 'changed' };
+      if (Date.now() >= deadline) return { changed: [], at: new Date().toISOString(), reason: 'window elapsed' };
+      if (ctx && Date.now() - lastBeat >= HEARTBEAT_MS) {
+        ctx.heartbeat();
+        lastBeat = Date.now();
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, POLL_MS);
+        wake = () => {
+          clearTimeout(timer);
+          // Let a burst of writes (temp file + rename) settle before reading markers.
+          setTimeout(resolve, 20);
+        };
+        ctx?.cancellationSignal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      wake = null;
+    }
+  } finally {
+    for (const w of watchers) w.close();
+  }
+}
