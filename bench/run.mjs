@@ -27,7 +27,14 @@ const { temporalCliPath } = require(dist('worker/paths.js'));
 const { stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('workflows/contract.js'));
 
-const { values } = parseArgs({ options: { nodes: { type: 'string', default: '100' }, keep: { type: 'boolean' } } });
+const { values } = parseArgs({
+  options: { nodes: { type: 'string', default: '100' }, modes: { type: 'string', default: 'watch,poll' }, changes: { type: 'string', default: '20' }, keep: { type: 'boolean' } },
+});
+const modes = values.modes.split(',');
+if (modes.some((m) => m !== 'watch' && m !== 'poll')) {
+  console.error(`bench: --modes ${values.modes} must list watch and/or poll`);
+  process.exit(2);
+}
 const sizes = values.nodes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1)) {
   console.error(`bench: --nodes ${values.nodes} must be a comma-separated list of node counts, such as 100,300`);
@@ -74,12 +81,14 @@ async function cpuSeconds(pid) {
   }
 }
 
-async function fleetOf(dir, n) {
+async function fleetOf(dir, n, watch) {
   await Promise.all(['desired/nodes', 'agents', 'artifacts', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
   const art = path.join(root, 'examples', 'fleet', 'artifacts', 'app-7.3.tgz');
   const sha = createHash('sha256').update(await readFile(art)).digest('hex');
   const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
-  const policy = { resync_interval: '10m', node_timeout: '60s', observation_ttl: '120s' };
+  // Polling mode keeps the default resync (30s); watch mode relies on events with resync as a
+  // safety net. conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
+  const policy = { resync_interval: watch ? '10m' : '30s', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch };
   await Promise.all(
     nodes.map(async (node) => {
       const desired = {
@@ -99,7 +108,7 @@ async function fleetOf(dir, n) {
   return nodes;
 }
 
-async function runSize(n) {
+async function runSize(n, mode) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${n}-`));
   const logs = path.join(dir, 'logs');
   await mkdir(logs);
@@ -107,7 +116,7 @@ async function runSize(n) {
   const address = `127.0.0.1:${port}`;
   const procs = [];
   try {
-    const nodes = await fleetOf(dir, n);
+    const nodes = await fleetOf(dir, n, mode === 'watch');
     const server = start('temporal', temporalCliPath(), ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', path.join(dir, 'temporal.sqlite'), '--log-level', 'error', ...contract.DATUM_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${{ KEYWORD: 'Keyword', INT: 'Int', KEYWORD_LIST: 'KeywordList' }[k.type]}`])], logs);
     procs.push(server);
     let connection;
@@ -163,9 +172,33 @@ async function runSize(n) {
     const events1 = await Promise.all(handles.map(async (h) => (await h.describe()).historyLength));
     const steadyEvents = events1.map((e, i) => e - events0[i]);
     const repairEvents = events0; // the first pass (the repair) plus start-up, per node
+    // Drift-detection latency: out-of-band edits of managed files at random nodes and random
+    // times; latency is edit → the ledger entry that records the node's next decision.
+    const k = Math.min(Number(values.changes), n);
+    const picked = [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, k);
+    const detections = await Promise.all(
+      picked.map(async (i) => {
+        await sleep(Math.random() * 2000);
+        const file = path.join(dir, 'nodes', nodes[i], 'etc/app/config.json');
+        const at = Date.now();
+        await writeFile(file, `${JSON.stringify({ workers: 1000 + i }, null, 2)}\n`);
+        for (;;) {
+          const ledger = await handles[i].query(contract.ledgerQuery);
+          const entry = ledger.find((e) => Date.parse(e.decided_at) >= at);
+          if (entry) return Date.parse(entry.decided_at) - at;
+          if (Date.now() - at > 120_000) return null;
+          await sleep(50);
+        }
+      }),
+    );
+    const detected = detections.filter((x) => x !== null);
     const cpu1 = await cpuSeconds(server.pid);
     return {
       nodes: n,
+      mode,
+      detection_p50_s: pct(detected, 50) / 1000,
+      detection_p99_s: pct(detected, 99) / 1000,
+      detections: `${detected.length}/${k}`,
       converged,
       rollout_s: rolloutMs / 1000,
       convergence_p50_s: pct(perNode.filter((x) => x !== null), 50) / 1000,
@@ -191,8 +224,10 @@ async function runSize(n) {
 
 const results = [];
 for (const n of sizes) {
-  console.error(`bench: ${n} nodes …`);
-  results.push(await runSize(n));
+  for (const mode of modes) {
+    console.error(`bench: ${n} nodes, ${mode} …`);
+    results.push(await runSize(n, mode));
+  }
 }
 const date = new Date().toISOString().slice(0, 10);
 await mkdir(path.join(root, 'bench', 'results'), { recursive: true });

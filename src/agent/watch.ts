@@ -80,6 +80,9 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
     }
   }
   let lastBeat = 0;
+  // One listener for the whole watch (not one per poll, which would pile up for ten minutes).
+  const onAbort = () => wake?.();
+  ctx?.cancellationSignal.addEventListener('abort', onAbort);
   try {
     for (;;) {
       if (ctx?.cancellationSignal.aborted) return { changed: [], at: new Date().toISOString(), reason: 'cancelled' };
@@ -98,11 +101,11 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
           // Let a burst of writes (temp file + rename) settle before reading markers.
           setTimeout(resolve, 20);
         };
-        ctx?.cancellationSignal.addEventListener('abort', () => resolve(), { once: true });
       });
       wake = null;
     }
   } finally {
+    ctx?.cancellationSignal.removeEventListener('abort', onAbort);
     for (const w of watchers) w.close();
   }
 }
