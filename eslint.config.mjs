@@ -6,7 +6,7 @@ import eslint from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
-const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts'];
+const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts', 'bench/*-workflows.js'];
 const DOMAIN_FILES = ['src/domain/**/*.ts'];
 
 // Every Node built-in under both spellings (`fs` and `node:fs`, `fs/promises` …). Node 20's
@@ -39,7 +39,7 @@ export default tseslint.config(
         projectService: {
           // Plain JS/ESM entry points outside tsconfig.json still get type information, so
           // type-aware rules (no-floating-promises) apply to them too.
-          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/*.mjs', 'bin/*.js', 'examples/*/*.js'],
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/*.mjs', 'bench/*.js', 'bin/*.js', 'examples/*/*.js'],
         },
         tsconfigRootDir: import.meta.dirname,
       },
@@ -65,7 +65,7 @@ export default tseslint.config(
   },
   {
     // CommonJS entry points (the bin shim; the demo app, which runs without a package.json).
-    files: ['bin/*.js'],
+    files: ['bin/*.js', 'bench/*.js'],
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {

@@ -26,6 +26,63 @@ const { stringify } = require('yaml');
 const { temporalCliPath } = require(dist('worker/paths.js'));
 const { stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('workflows/contract.js'));
+const { observeNode, applyAction } = require(dist('agent/activities.js'));
+const { DesiredStateAuthority } = require(dist('activities/authority.js'));
+const domain = require(dist('domain/index.js'));
+const { Worker, NativeConnection } = require('@temporalio/worker');
+
+/**
+ * The floor: the same observations and applies, by a plain in-process loop calling the agent's
+ * providers directly, every node at once (the concurrency a rollout gives), no Temporal.
+ */
+async function floorRollout(n) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `datum-floor-${n}-`));
+  try {
+    const nodes = await fleetOf(dir, n, false);
+    const authority = new DesiredStateAuthority(dir);
+    const t0 = Date.now();
+    let applies = 0;
+    await Promise.all(
+      nodes.map(async (node) => {
+        const read = await authority.read(node);
+        if (!read.ok) throw new Error(read.error);
+        const intent = read.intent;
+        const resources = Object.fromEntries(Object.entries(intent.resources).map(([k, r]) => [k, r.type === 'release' ? { ...r, artifact: intent.locations[k] } : r]));
+        const configPath = path.join(dir, 'agents', `${node}.yaml`);
+        const pre = await observeNode(configPath, { node, resources });
+        const view = { ok: true, generation: intent.generation, digest: intent.digest };
+        const first = domain.decide({ intent, authority: view, observation: pre, history: domain.emptyHistory(), now: new Date().toISOString() });
+        for (const action of first.decision.authorized_actions) {
+          await applyAction(configPath, { node, action });
+          applies++;
+        }
+        const post = await observeNode(configPath, { node, resources });
+        if (Object.values(post.resources).some((r) => r.value === null)) throw new Error(`floor: ${node} did not converge`);
+      }),
+    );
+    return { ms: Date.now() - t0, applies };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The ceiling: N no-op workflows running the same number of activities as a repair pass. */
+async function ceilingRollout(address, n, appliesPerNode) {
+  const connection = await NativeConnection.connect({ address });
+  const taskQueue = 'bench-ceiling';
+  const worker = await Worker.create({ connection, taskQueue, workflowsPath: path.join(root, 'bench', 'ceiling-workflows.js'), activities: { noop: () => Promise.resolve() } });
+  const running = worker.run();
+  try {
+    const client = new Client({ connection: await Connection.connect({ address }) });
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: n }, (_, i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] })));
+    return Date.now() - t0;
+  } finally {
+    worker.shutdown();
+    await running;
+    await connection.close();
+  }
+}
 
 const { values } = parseArgs({
   options: { nodes: { type: 'string', default: '100' }, modes: { type: 'string', default: 'watch,poll' }, changes: { type: 'string', default: '20' }, keep: { type: 'boolean' } },
@@ -192,6 +249,7 @@ async function runSize(n, mode) {
       }),
     );
     const detected = detections.filter((x) => x !== null);
+    const ceilingMs = await ceilingRollout(address, n, 3);
     const cpu1 = await cpuSeconds(server.pid);
     return {
       nodes: n,
@@ -201,6 +259,8 @@ async function runSize(n, mode) {
       detections: `${detected.length}/${k}`,
       converged,
       rollout_s: rolloutMs / 1000,
+      ceiling_s: ceilingMs / 1000,
+      datum_over_ceiling: Math.round((rolloutMs / ceilingMs) * 100) / 100,
       convergence_p50_s: pct(perNode.filter((x) => x !== null), 50) / 1000,
       convergence_p99_s: pct(perNode.filter((x) => x !== null), 99) / 1000,
       verification_pass_s: verifyMs / 1000,
@@ -224,9 +284,12 @@ async function runSize(n, mode) {
 
 const results = [];
 for (const n of sizes) {
+  console.error(`bench: ${n} nodes, floor (plain loop, no Temporal) …`);
+  const floor = await floorRollout(n);
   for (const mode of modes) {
     console.error(`bench: ${n} nodes, ${mode} …`);
-    results.push(await runSize(n, mode));
+    const r = await runSize(n, mode);
+    results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: Math.round((r.rollout_s / (floor.ms / 1000)) * 100) / 100 });
   }
 }
 const date = new Date().toISOString().slice(0, 10);
