@@ -24,6 +24,12 @@ export class DesiredStateAuthority {
 
   constructor(readonly fleetDir: string) {}
 
+  /** Every node the authority declares (desired/nodes/<node>.yaml), sorted. */
+  async nodes(): Promise<string[]> {
+    const files = await fs.readdir(path.join(this.fleetDir, 'desired', 'nodes'));
+    return files.filter((f) => f.endsWith('.yaml')).map((f) => f.slice(0, -'.yaml'.length)).sort();
+  }
+
   fileFor(node: string): string {
     return path.join(this.fleetDir, 'desired', 'nodes', `${node}.yaml`);
   }

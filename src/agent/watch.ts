@@ -55,11 +55,10 @@ async function markers(root: string, resources: Record<string, ResourceSpec>): P
 /** Directories whose entries change when a managed resource does (watched with fs.watch). */
 function watchedDirs(root: string, resources: Record<string, ResourceSpec>): string[] {
   const dirs = new Set<string>([root]);
-  for (const [key, spec] of Object.entries(resources)) {
+  for (const spec of Object.values(resources)) {
     if (spec.type === 'file') dirs.add(path.dirname(path.join(root, spec.path)));
     if (spec.type === 'flag') dirs.add(path.join(root, 'flags'));
     if (spec.type === 'service') dirs.add(path.join(root, '.datum', 'services'));
-    void key;
   }
   return [...dirs];
 }

@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
 import { reconcileWorkflowId } from '../../src/workflows/contract';
+import { startConflictingWriter } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
 
 /* The operator's commands against a real stack: resolve, refresh, status, and their bad input. */
@@ -54,8 +55,7 @@ describe('datum resolve / refresh / status', () => {
     expect(await datum('resolve', 'NOPE-1', '--resource', 'config', '--resolution', 'retake', '--by', 'alice')).toMatchObject({ code: 1 });
 
     const file = path.join(stack.fleet.root(node), 'etc/app/config.json');
-    const script = `const fs=require('fs');const [f,c]=process.argv.slice(1);setInterval(()=>{let cur=null;try{cur=fs.readFileSync(f,'utf8')}catch{}if(cur!==c)fs.writeFileSync(f,c)},50);`;
-    const writer = spawn(process.execPath, ['-e', script, file, fileBytes({ workers: 1 })], { stdio: 'ignore' });
+    const writer = startConflictingWriter(file, fileBytes({ workers: 1 }));
     children.push(writer);
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONFLICT');
 

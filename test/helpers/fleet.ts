@@ -1,5 +1,6 @@
 // A real fleet directory on disk for integration tests: desired/nodes/<node>.yaml, agents/<node>.yaml
 // (each node's root under <fleet>/nodes/<node>) and artifacts/ built from examples/demo-app.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -97,4 +98,13 @@ async function writeAtomic(file: string, text: string): Promise<void> {
   const tmp = `${file}.${process.pid}.tmp`;
   await fs.writeFile(tmp, text);
   await fs.rename(tmp, file);
+}
+
+/**
+ * Another writer, as a real process: keeps `file` at its own `content`, checking every 50 ms.
+ * The caller kills it (SIGKILL) when the test is done.
+ */
+export function startConflictingWriter(file: string, content: string): ChildProcess {
+  const script = `const fs=require('fs');const [f,c]=process.argv.slice(1);setInterval(()=>{let cur=null;try{cur=fs.readFileSync(f,'utf8')}catch{}if(cur!==c)fs.writeFileSync(f,c)},50);`;
+  return spawn(process.execPath, ['-e', script, file, content], { stdio: 'ignore' });
 }

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { reconcileWorkflowId, recheckSignal, refreshDesiredSignal, resolveConflictSignal } from '../../src/workflows/contract';
-import { Fleet, MAINTENANCE } from '../helpers/fleet';
+import { Fleet, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
 import { Stack, statusesOf } from '../helpers/stack';
 
 /*
@@ -51,10 +51,8 @@ async function servicePid(node: string): Promise<number> {
   return (JSON.parse(await fs.readFile(path.join(stack.fleet.root(node), '.datum/services/app.json'), 'utf8')) as { pid: number }).pid;
 }
 
-/** Another writer: keeps the config file at its own content, checking every 50 ms. */
 function startWriter(file: string, content: string): ChildProcess {
-  const script = `const fs=require('fs');const [f,c]=process.argv.slice(1);setInterval(()=>{let cur=null;try{cur=fs.readFileSync(f,'utf8')}catch{}if(cur!==c)fs.writeFileSync(f,c)},50);`;
-  const child = spawn(process.execPath, ['-e', script, file, content], { stdio: 'ignore' });
+  const child = startConflictingWriter(file, content);
   children.push(child);
   return child;
 }

@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { temporalCliPath } from '../../src/worker/paths';
 import type { NodeState } from '../../src/workflows/contract';
+import { startConflictingWriter } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
 
 /*
@@ -99,10 +100,8 @@ interface ListedExecution {
 
 const listed = async (command: string) => JSON.parse(await temporal(command)) as ListedExecution[];
 
-/** Another writer: keeps the config file at its own content (as in loop-failures.test.ts). */
 function startWriter(file: string, content: string): ChildProcess {
-  const script = `const fs=require('fs');const [f,c]=process.argv.slice(1);setInterval(()=>{let cur=null;try{cur=fs.readFileSync(f,'utf8')}catch{}if(cur!==c)fs.writeFileSync(f,c)},50);`;
-  const child = spawn(process.execPath, ['-e', script, file, content], { stdio: 'ignore' });
+  const child = startConflictingWriter(file, content);
   children.push(child);
   return child;
 }

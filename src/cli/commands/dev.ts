@@ -160,8 +160,7 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
   }
   const authority = new DesiredStateAuthority(fleetDir);
   const byGeneration = new Map<number, string[]>();
-  for (const f of (await fs.readdir(path.join(fleetDir, 'desired', 'nodes'))).filter((x) => x.endsWith('.yaml')).sort()) {
-    const node = f.slice(0, -'.yaml'.length);
+  for (const node of await authority.nodes()) {
     const read = await authority.read(node);
     if (!read.ok) {
       print(`  ${node}: not rolled out: ${read.error}`);

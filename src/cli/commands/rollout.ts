@@ -1,6 +1,5 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { DesiredStateAuthority } from '../../activities/authority';
 import { connectClient } from '../../worker/connection';
 import { CONTROL_TASK_QUEUE, rolloutProgressQuery, rolloutWorkflowId, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../../workflows/contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
@@ -85,8 +84,7 @@ ends BLOCKED or CONFLICT or was refused.`,
 };
 
 async function fleetNodes(fleetDir: string): Promise<string[]> {
-  const files = await fs.readdir(path.join(fleetDir, 'desired', 'nodes'));
-  const nodes = files.filter((f) => f.endsWith('.yaml')).map((f) => f.slice(0, -'.yaml'.length)).sort();
+  const nodes = await new DesiredStateAuthority(fleetDir).nodes();
   if (nodes.length === 0) throw new UsageError(`${fleetDir}/desired/nodes has no <node>.yaml — fix: add desired state first`);
   return nodes;
 }
