@@ -24,6 +24,8 @@ export const CONTROL_TASK_QUEUE = 'datum-control';
 export const agentTaskQueue = (node: string) => `datum-node-${node}`;
 export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;
 /** One id per (generation, node set): a second `rollout start` for the same set attaches. */
+/** Statuses a node settles in for a rollout's purposes: nothing more happens without new evidence. */
+export const ROLLOUT_SETTLED: readonly ConvergenceStatus[] = ['CONVERGED', 'DRIFTED', 'BLOCKED', 'CONFLICT'];
 export const rolloutWorkflowId = (generation: number, nodes: string[]) =>
   `datum-rollout/gen-${generation}/${nodes.length === 1 ? nodes[0] : `${nodes.length}-nodes-${sha256Hex([...nodes].sort().join(',')).slice(0, 12)}`}`;
 
@@ -164,6 +166,8 @@ export interface ReconcileCarry {
   next_seq: number;
   last_verified_at: string | null;
   last_fingerprint: string | null;
+  /** The last decision, recorded or not (absent in carries from before it was added). */
+  last_decision?: import('../domain').Decision | null;
   runs: number;
   /** Entries the ledger store has not confirmed yet; appended again by the next run. */
   unstored: LedgerEntry[];

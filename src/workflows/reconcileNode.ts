@@ -153,7 +153,8 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     unstored = [];
   }
   const chainId = workflowInfo().firstExecutionRunId;
-  let lastDecision: Decision | null = ledger.length > 0 ? ledger[ledger.length - 1] : null;
+  /** The last pass's or note's decision, recorded or not (a steady pass is not). */
+  let lastDecision: Decision | null = input.carry?.last_decision ?? (ledger.length > 0 ? ledger[ledger.length - 1] : null);
   let supersededBy: string | null = null;
   let agent = agentFor(node, intent.policy.node_timeout);
   let watcher = watcherFor(node, intent.policy.node_timeout);
@@ -235,6 +236,9 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     // Only a pass (not forced) judged a snapshot; a note carries the last one's observed_at.
     if (!force) observationJudged(decision, nowIso());
     if (decision.observation_fresh && decision.observed_at) lastVerifiedAt = decision.post_action_observation ? nowIso() : decision.observed_at;
+    // The node's current judgement, written or not: its recheck trigger times the next pass (a
+    // steady pass's trigger, not the one of the entry it matched, which is already due).
+    lastDecision = decision;
     const fingerprint = decisionFingerprint(decision);
     // Steady state: nothing changed, nothing written. A pass that acted is always recorded.
     if (!force && decision.execution_evidence.length === 0 && fingerprint === lastFingerprint) return;
@@ -243,7 +247,6 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     ledger.push(entry);
     unstored.push(entry);
     if (ledger.length > LEDGER_TAIL * 2) ledger = ledger.slice(-LEDGER_TAIL);
-    lastDecision = decision;
     decisionRecorded(decision);
     upsertIfChanged([
       { key: DatumStatus, value: decision.convergence_status },
@@ -442,6 +445,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
         next_seq: nextSeq,
         last_verified_at: lastVerifiedAt,
         last_fingerprint: lastFingerprint,
+        last_decision: lastDecision,
         runs,
         unstored,
       };

@@ -112,6 +112,28 @@ describe('reconcileNode timers (time-skipping)', () => {
     await handle.terminate('test done');
   });
 
+  it('a converged node observes once per resync_interval, not back to back', async () => {
+    // Steady passes write no ledger entry; the wait must follow the last pass's own trigger,
+    // not the due one of the entry it matched (which would spin the loop with 0 ms timers).
+    const node = fakeNode();
+    const authority = fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '5m' } }));
+    const { taskQueue } = await startWorkers(node, authority);
+    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    await env.sleep('1 minute');
+    expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
+    const observesBefore = node.calls.filter((c) => c.name === 'observe').length;
+    await env.sleep('2 hours');
+    const passes = node.calls.filter((c) => c.name === 'observe').length - observesBefore;
+    expect(passes).toBeGreaterThanOrEqual(23);
+    expect(passes).toBeLessThanOrEqual(25);
+    const state = await handle.query(stateQuery);
+    expect(state.reason).toBe('ALREADY_CONVERGED');
+    expect(state.recheck_trigger?.trigger).toBe('TIMER');
+    expect(Date.parse(state.recheck_trigger!.not_before!) - Date.parse(state.last_verified_at!)).toBeGreaterThan(4 * 60_000);
+    expect(await handle.query(ledgerQuery)).toHaveLength(1);
+    await handle.terminate('test done');
+  });
+
   it('continue-as-new keeps the ledger tail and the open conditions', async () => {
     const node = fakeNode({ mode: 'observe' });
     const authority = fakeAuthority();
