@@ -16,10 +16,14 @@ import { readServiceState, serviceMarker, startTicks } from './services';
  *
  * The change test is cheap (lstat, readlink, /proc): the marker of each resource against the
  * baseline the watch took when it started. fs.watch wakes it early; a short poll covers what
- * inotify cannot see (a service's process dying, a watched directory created later).
+ * inotify cannot see (a service's process dying, a watched directory created later), and a
+ * slower one stands guard when inotify sees everything.
  */
 
+/** Poll for what inotify cannot see: a service's process dying, a directory that is not there. */
 const POLL_MS = 500;
+/** With every watched directory under inotify and no service, the poll is only a safety net. */
+const SAFETY_POLL_MS = 2000;
 const HEARTBEAT_MS = 5000;
 
 async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
@@ -71,13 +75,17 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
   const deadline = Date.now() + request.window_ms;
   let wake: (() => void) | null = null;
   const watchers: FSWatcher[] = [];
+  let blind = Object.values(request.resources).some((spec) => spec.type === 'service');
   for (const dir of watchedDirs(root, request.resources)) {
     try {
       watchers.push(fsWatch(dir, { persistent: false }, () => wake?.()));
     } catch {
       // Not there yet: the poll covers it.
+      blind = true;
     }
   }
+  // An agent serving 1000 virtual nodes would otherwise lstat thousands of paths a second.
+  const pollMs = blind ? POLL_MS : SAFETY_POLL_MS;
   let lastBeat = 0;
   // One listener for the whole watch (not one per poll, which would pile up for ten minutes).
   const onAbort = () => wake?.();
@@ -94,7 +102,7 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
         lastBeat = Date.now();
       }
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, POLL_MS);
+        const timer = setTimeout(resolve, pollMs);
         wake = () => {
           clearTimeout(timer);
           // Let a burst of writes (temp file + rename) settle before reading markers.

@@ -13,6 +13,15 @@ import { loadAgentConfig } from './config';
  * queue datum-node-<node>, root and agent.yaml, and all share one connection.
  */
 
+/** Activity slots per node: a watch, an observe or apply, and room for a superseded generation's. */
+const NODE_ACTIVITY_SLOTS = 8;
+/**
+ * Long polls per node's task queue. One is enough: a poll returns as soon as a task comes and
+ * the next starts at once, and a running watch holds a slot, not the poll. The server sees one
+ * poll per node, so its concurrent-poll limit bounds how many nodes it can serve.
+ */
+const NODE_ACTIVITY_POLLS = 1;
+
 export interface RunAgentsOptions {
   configPaths: string[];
   /** An existing connection (not closed by shutdown). Otherwise one is opened from envconfig. */
@@ -62,6 +71,11 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
           taskQueue: agentTaskQueue(config.node),
           activities: createAgentActivities(file),
           identity: `datum-agent/${config.node}@${process.pid}`,
+          // A node's loop runs one watch and one observe or apply at a time. The SDK's defaults
+          // (100 slots, 10 long polls per worker) would have an agent serving 1000 virtual nodes
+          // hold 10,000 polls open on the server for work that rarely comes.
+          maxConcurrentActivityTaskExecutions: NODE_ACTIVITY_SLOTS,
+          maxConcurrentActivityTaskPolls: NODE_ACTIVITY_POLLS,
         }),
       );
     }

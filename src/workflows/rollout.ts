@@ -1,16 +1,14 @@
 import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
-import { nodeId, type ConvergenceStatus } from '../domain';
+import { nodeId } from '../domain';
 import type { ControlActivities } from '../activities';
 import type { PreparedNode } from '../activities/rollout';
-import { rolloutProgressQuery, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from './contract';
+import { ROLLOUT_SETTLED, rolloutProgressQuery, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from './contract';
 
 const acts = proxyActivities<ControlActivities>({
   startToCloseTimeout: '5m',
   retry: { initialInterval: '1s', maximumAttempts: 5 },
 });
 
-/** Statuses a node settles in for a rollout's purposes: nothing more happens without new evidence. */
-const SETTLED: ConvergenceStatus[] = ['CONVERGED', 'DRIFTED', 'BLOCKED', 'CONFLICT'];
 const BATCH = 100;
 const POLL_MS = 1000;
 
@@ -37,7 +35,7 @@ export async function rollout(input: RolloutInput & { prepared?: PreparedNode[] 
     for (const report of reports) {
       const p = waiting.find((w) => w.workflow_id === report.workflow_id)!;
       const s = report.state;
-      if (s && s.desired_generation === input.generation && s.convergence_status && SETTLED.includes(s.convergence_status)) {
+      if (s && s.desired_generation === input.generation && s.convergence_status && ROLLOUT_SETTLED.includes(s.convergence_status)) {
         outcomes.set(p.node, {
           node: p.node,
           outcome: 'reported',

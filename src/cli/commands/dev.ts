@@ -8,14 +8,14 @@ import { DesiredStateAuthority } from '../../activities/authority';
 import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
-import { CONTROL_TASK_QUEUE, DATUM_SEARCH_ATTRIBUTES, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../workflows/contract';
+import { devServerFlags } from '../../worker/dev-server';
+import { CONTROL_TASK_QUEUE, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../workflows/contract';
 import { UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { print, table } from '../output';
 import { untilSignal } from '../process';
 import { dataDirFrom } from './worker';
 
-const SA_TYPE: Record<string, string> = { KEYWORD: 'Keyword', INT: 'Int', KEYWORD_LIST: 'KeywordList' };
 
 export const devCommand: Command = {
   summary: 'the whole stack on this machine: dev server + Web UI, controller, one agent per node, a first rollout',
@@ -66,7 +66,7 @@ resumes from DIR: the workflows are still there and continue.`,
         'default',
         '--log-level',
         'warn',
-        ...DATUM_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${SA_TYPE[k.type]}`]),
+        ...devServerFlags(),
       ]);
       const started = await Promise.race([waitForServer(address, children), signalled]);
       if (started === 'signal') return 130;
