@@ -1,22 +1,29 @@
 #!/usr/bin/env node
-// Fleet benchmark, first cut (issue 5 is open; see bench/README.md for what is still missing).
-// Runs against a real dev server with a real controller worker and one real agent process
-// serving N virtual nodes (each with its own task queue, root and agent.yaml), and measures:
-//   - a full rollout: rollout workflow until every node is CONVERGED, per-node latency p50/p99;
-//   - a full verification pass: `recheck` to every node until every last_verified_at moved;
-//   - history events per steady-state pass and per repair.
-// Writes bench/results/<date>.json and prints a markdown table.
+// Fleet benchmark (issue 5). For each fleet size it runs a real dev server, a real controller
+// (`datum worker`) and one real `datum agent` process serving N virtual nodes, each with its own
+// task queue, root and agent.yaml, and measures in the same run:
+//   - the floor (a plain in-process loop over the providers) and the engine's ceiling (no-op
+//     workflows running the same activities), so Datum's rollout is reported as ratios;
+//   - a full rollout, per-node convergence p50/p99, a full verification pass, history events;
+//   - drift-detection latency for out-of-band edits to managed files and kills of services;
+//   - RSS, and CPU seconds per process and phase (plus the dev server's own metrics).
+// Then a 24 h simulated soak on the time-skipping server (bench/soak.mjs).
+// Writes bench/results/<date>.json, <date>.md and <date>.png, and prints the table.
 //
-//   npm run bench -- --nodes 100[,300]
+//   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--changes 20] [--services 10]
+//                    [--soak 24] [--profile] [--keep]
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
+import { writeChart } from './chart.mjs';
+import { summarizeProfiles } from './profile.mjs';
+import { soak } from './soak.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -24,21 +31,164 @@ const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
 const { stringify } = require('yaml');
 const { temporalCliPath } = require(dist('worker/paths.js'));
-const { stopServices } = require(dist('agent/services.js'));
+const { devServerFlags } = require(dist('worker/dev-server.js'));
+const { readServiceState, stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('workflows/contract.js'));
 const { observeNode, applyAction } = require(dist('agent/activities.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
+const { mapLimit } = require(dist('activities/rollout.js'));
 const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
+
+const USAGE = 'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      nodes: { type: 'string', default: '100' },
+      modes: { type: 'string', default: 'watch,poll' },
+      changes: { type: 'string', default: '20' },
+      services: { type: 'string', default: '10' },
+      soak: { type: 'string', default: '24' },
+      profile: { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+    },
+  }));
+} catch (e) {
+  fail(`${e.message}\n${USAGE}`);
+}
+const modes = values.modes.split(',');
+if (modes.some((m) => m !== 'watch' && m !== 'poll')) fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
+const sizes = values.nodes.split(',').map(Number);
+if (sizes.some((n) => !Number.isInteger(n) || n < 1)) fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
+const wholeOption = (name, min) => {
+  const v = Number(values[name]);
+  if (!Number.isInteger(v) || v < min) fail(`--${name} ${values[name]} must be a whole number of ${min} or more`);
+  return v;
+};
+const fileChanges = wholeOption('changes', 0);
+const serviceNodes = wholeOption('services', 0);
+const soakHours = wholeOption('soak', 0);
+
+function fail(message) {
+  console.error(`bench: ${message}`);
+  process.exit(2);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const round = (x, digits = 2) => (x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+const pct = (xs, p) => {
+  const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null;
+};
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+
+function start(name, command, args, logDir) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const chunks = [];
+  child.stdout.on('data', (d) => chunks.push(d));
+  child.stderr.on('data', (d) => chunks.push(d));
+  child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() => writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined));
+  return child;
+}
+
+async function rssMb(pid) {
+  try {
+    return Math.round(Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) / 1024);
+  } catch {
+    return null;
+  }
+}
+async function cpuSeconds(pid) {
+  try {
+    const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    // The server is a single Go binary; the Node processes' services are not their children.
+    return ticks / 100;
+  } catch {
+    return null;
+  }
+}
+/** CPU seconds of each process, to take a phase's deltas from. */
+const cpuOf = async (procs) => Object.fromEntries(await Promise.all(Object.entries(procs).map(async ([k, p]) => [k, await cpuSeconds(p.pid)])));
+const cpuDelta = (a, b, wallMs) =>
+  Object.fromEntries(Object.keys(a).map((k) => [k, { cpu_s: round(b[k] - a[k], 1), cores: round((b[k] - a[k]) / (wallMs / 1000), 2) }]));
+
+/** The dev server's Prometheus counters that explain where its time goes. */
+async function serverMetrics(port) {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const sums = {};
+    for (const line of text.split('\n')) {
+      const m = /^(persistence_latency|service_latency)_(sum|count)\{([^}]*)\} ([0-9.e+-]+)$/.exec(line);
+      if (!m) continue;
+      const op = /operation="([^"]*)"/.exec(m[3])?.[1] ?? '?';
+      const key = `${m[1]}:${op}`;
+      sums[key] ??= { sum: 0, count: 0 };
+      sums[key][m[2]] += Number(m[4]);
+    }
+    return sums;
+  } catch {
+    return {};
+  }
+}
+function metricsDelta(a, b, top = 6) {
+  const rows = Object.entries(b).map(([k, v]) => ({ key: k, seconds: v.sum - (a[k]?.sum ?? 0), count: v.count - (a[k]?.count ?? 0) }));
+  const pick = (prefix) =>
+    rows
+      .filter((r) => r.key.startsWith(prefix) && r.count > 0)
+      .sort((x, y) => y.seconds - x.seconds)
+      .slice(0, top)
+      .map((r) => ({ operation: r.key.split(':')[1], seconds: round(r.seconds, 1), count: r.count }));
+  const total = (prefix) => round(rows.filter((r) => r.key.startsWith(prefix)).reduce((s, r) => s + r.seconds, 0), 1);
+  return { persistence_s: total('persistence_latency'), persistence_top: pick('persistence_latency'), service_top: pick('service_latency') };
+}
+
+/**
+ * A fleet of n virtual nodes at generation 1: each node a release, a config file and a flag; the
+ * first `services` nodes also run the demo service (a real process each, so only a few of them).
+ */
+async function fleetOf(dir, n, watch, services) {
+  await Promise.all(['desired/nodes', 'agents', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
+  const art = path.join(root, 'examples', 'fleet', 'artifacts', 'app-7.3.tgz');
+  const sha = createHash('sha256').update(await readFile(art)).digest('hex');
+  const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
+  // Polling mode resyncs every 30s; watch mode relies on events with resync as the safety net.
+  // conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
+  const policy = { resync_interval: watch ? '10m' : '30s', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch };
+  await mapLimit([...nodes.entries()], 64, async ([i, node]) => {
+    const resources = {
+      build: { type: 'release', version: '7.3', artifact: art, sha256: sha },
+      config: { type: 'file', path: 'etc/app/config.json', content: { workers: 8 } },
+      feature: { type: 'flag', value: true },
+      ...(i < services ? { app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] } } : {}),
+    };
+    await writeFile(path.join(dir, 'desired/nodes', `${node}.yaml`), stringify({ node, generation: 1, resources, policy }));
+    await writeFile(path.join(dir, 'agents', `${node}.yaml`), stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'enforce' } }));
+  });
+  return nodes;
+}
+
+async function stopAllServices(dir) {
+  const nodes = await readdir(path.join(dir, 'nodes')).catch(() => []);
+  await mapLimit(nodes, 16, (x) => stopServices(path.join(dir, 'nodes', x)).catch(() => undefined));
+}
 
 /**
  * The floor: the same observations and applies, by a plain in-process loop calling the agent's
  * providers directly, every node at once (the concurrency a rollout gives), no Temporal.
  */
-async function floorRollout(n) {
+async function floorRollout(n, services) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `datum-floor-${n}-`));
   try {
-    const nodes = await fleetOf(dir, n, false);
+    const nodes = await fleetOf(dir, n, false, services);
     const authority = new DesiredStateAuthority(dir);
     const t0 = Date.now();
     let applies = 0;
@@ -57,11 +207,13 @@ async function floorRollout(n) {
           applies++;
         }
         const post = await observeNode(configPath, { node, resources });
-        if (Object.values(post.resources).some((r) => r.value === null)) throw new Error(`floor: ${node} did not converge`);
+        const final = domain.decide({ intent, authority: view, observation: post, history: first.history, now: new Date().toISOString(), acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence: [], pre } });
+        if (final.decision.convergence_status !== 'CONVERGED') throw new Error(`floor: ${node} did not converge: ${final.decision.reason} ${final.decision.reason_detail}`);
       }),
     );
     return { ms: Date.now() - t0, applies };
   } finally {
+    await stopAllServices(dir);
     await rm(dir, { recursive: true, force: true });
   }
 }
@@ -75,7 +227,7 @@ async function ceilingRollout(address, n, appliesPerNode) {
   try {
     const client = new Client({ connection: await Connection.connect({ address }) });
     const t0 = Date.now();
-    await Promise.all(Array.from({ length: n }, (_, i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] })));
+    await mapLimit(Array.from({ length: n }, (_, i) => i), 200, (i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] }));
     return Date.now() - t0;
   } finally {
     worker.shutdown();
@@ -84,97 +236,27 @@ async function ceilingRollout(address, n, appliesPerNode) {
   }
 }
 
-const { values } = parseArgs({
-  options: { nodes: { type: 'string', default: '100' }, modes: { type: 'string', default: 'watch,poll' }, changes: { type: 'string', default: '20' }, keep: { type: 'boolean' } },
-});
-const modes = values.modes.split(',');
-if (modes.some((m) => m !== 'watch' && m !== 'poll')) {
-  console.error(`bench: --modes ${values.modes} must list watch and/or poll`);
-  process.exit(2);
-}
-const sizes = values.nodes.split(',').map(Number);
-if (sizes.some((n) => !Number.isInteger(n) || n < 1)) {
-  console.error(`bench: --nodes ${values.nodes} must be a comma-separated list of node counts, such as 100,300`);
-  process.exit(2);
-}
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null;
-};
-
-function start(name, command, args, logDir, env = process.env) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  const chunks = [];
-  child.stdout.on('data', (d) => chunks.push(d));
-  child.stderr.on('data', (d) => chunks.push(d));
-  child.on('exit', () => void writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined));
-  return child;
-}
-
-async function rss(pid) {
-  try {
-    const status = await readFile(`/proc/${pid}/status`, 'utf8');
-    return Number(/VmRSS:\s+(\d+)/.exec(status)[1]) * 1024;
-  } catch {
-    return null;
+/** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
+async function pollerOn(connection, taskQueue, type, what) {
+  for (let i = 0; i < 600; i++) {
+    const r = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: type });
+    if (r.pollers.length > 0) return;
+    await sleep(500);
   }
-}
-async function cpuSeconds(pid) {
-  try {
-    const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return null;
-  }
-}
-
-async function fleetOf(dir, n, watch) {
-  await Promise.all(['desired/nodes', 'agents', 'artifacts', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
-  const art = path.join(root, 'examples', 'fleet', 'artifacts', 'app-7.3.tgz');
-  const sha = createHash('sha256').update(await readFile(art)).digest('hex');
-  const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
-  // Polling mode keeps the default resync (30s); watch mode relies on events with resync as a
-  // safety net. conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
-  const policy = { resync_interval: watch ? '10m' : '30s', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch };
-  await Promise.all(
-    nodes.map(async (node) => {
-      const desired = {
-        node,
-        generation: 1,
-        resources: {
-          build: { type: 'release', version: '7.3', artifact: art, sha256: sha },
-          config: { type: 'file', path: 'etc/app/config.json', content: { workers: 8 } },
-          feature: { type: 'flag', value: true },
-        },
-        policy,
-      };
-      await writeFile(path.join(dir, 'desired/nodes', `${node}.yaml`), stringify(desired));
-      await writeFile(path.join(dir, 'agents', `${node}.yaml`), stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'enforce' } }));
-    }),
-  );
-  return nodes;
+  throw new Error(`${what} did not poll ${taskQueue} within 5 minutes; see its log under --keep`);
 }
 
 async function runSize(n, mode) {
-  const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${n}-`));
+  const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${n}-${mode}-`));
   const logs = path.join(dir, 'logs');
   await mkdir(logs);
-  const port = await freePort();
+  const [port, metricsPort] = [await freePort(), await freePort()];
   const address = `127.0.0.1:${port}`;
   const procs = [];
   try {
-    const nodes = await fleetOf(dir, n, mode === 'watch');
-    const server = start('temporal', temporalCliPath(), ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', path.join(dir, 'temporal.sqlite'), '--log-level', 'error', ...contract.DATUM_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${{ KEYWORD: 'Keyword', INT: 'Int', KEYWORD_LIST: 'KeywordList' }[k.type]}`])], logs);
+    const services = Math.min(serviceNodes, n);
+    const nodes = await fleetOf(dir, n, mode === 'watch', services);
+    const server = start('temporal', temporalCliPath(), ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), '--db-filename', path.join(dir, 'temporal.sqlite'), '--log-level', 'error', ...devServerFlags()], logs);
     procs.push(server);
     let connection;
     for (let i = 0; ; i++) {
@@ -189,115 +271,203 @@ async function runSize(n, mode) {
     }
     const client = new Client({ connection });
     const datum = path.join(root, 'bin', 'datum.js');
-    const worker = start('worker', process.execPath, [datum, 'worker', '--fleet', dir, '--data', dir, '--address', address], logs);
-    const agent = start('agent', process.execPath, [datum, 'agent', '--address', address, ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)])], logs);
+    const prof = (name) => (values.profile ? ['--cpu-prof', '--cpu-prof-dir', path.join(logs, `${name}-prof`)] : []);
+    const worker = start('worker', process.execPath, [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address], logs);
+    const agent = start('agent', process.execPath, [...prof('agent'), datum, 'agent', '--address', address, ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)])], logs);
     procs.push(worker, agent);
-    await sleep(3000);
+    const tAgent = Date.now();
+    await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
+    await pollerOn(connection, contract.agentTaskQueue(nodes[n - 1]), 2, 'the agent');
+    const agentStartS = (Date.now() - tAgent) / 1000;
+    const say = (m) => console.error(`bench: ${n} nodes, ${mode}: ${m}`);
+    say(`controller and agent (${n} node workers) polling after ${agentStartS} s; no-op ceiling …`);
 
     // The ceiling first, on the idle server, so Datum's loops do not compete with it.
     const ceilingMs = await ceilingRollout(address, n, 3);
-    const cpu0 = await cpuSeconds(server.pid);
+    const watched = { server, worker, agent };
+    say(`ceiling ${ceilingMs / 1000} s; rollout …`);
+
+    // Full rollout of generation 1 to every node.
+    const [cpu0, m0] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t0 = Date.now();
     const result = await client.workflow.execute('rollout', { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId: contract.rolloutWorkflowId(1, nodes), args: [{ generation: 1, nodes }] });
     const rolloutMs = Date.now() - t0;
+    const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
-    // Per-node latency: from the rollout's start to the node's recorded convergence.
-    const perNode = await Promise.all(
-      nodes.map(async (node) => {
-        const ledger = await client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)).query(contract.ledgerQuery);
-        const done = ledger.find((e) => e.convergence_status === 'CONVERGED');
-        return done ? Date.parse(done.decided_at) - t0 : null;
-      }),
-    );
-
-    // Full verification pass: recheck every node, wait until every last_verified_at moved.
+    say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
-    const before = await Promise.all(handles.map((h) => h.query(contract.stateQuery)));
-    const events0 = await Promise.all(handles.map(async (h) => (await h.describe()).historyLength));
+    // Per node: from the rollout's start to the node's recorded convergence.
+    const perNode = await mapLimit(handles, 32, async (h) => {
+      const done = (await h.query(contract.ledgerQuery)).find((e) => e.convergence_status === 'CONVERGED');
+      return done ? Date.parse(done.decided_at) - t0 : null;
+    });
+
+    // Full verification pass: recheck every node; it ends when the last node's last_verified_at
+    // (stamped by the pass itself) has moved. The harness polls gently so it does not compete.
+    const before = await mapLimit(handles, 32, (h) => h.query(contract.stateQuery));
+    const events0 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
+    const [cpu2] = [await cpuOf(watched)];
     const t1 = Date.now();
-    await Promise.all(handles.map((h) => h.signal(contract.recheckSignal, {})));
-    const pending = new Set(nodes.map((_, i) => i));
-    while (pending.size > 0) {
-      await Promise.all(
-        [...pending].map(async (i) => {
-          const s = await handles[i].query(contract.stateQuery);
-          if (s.last_verified_at && s.last_verified_at !== before[i].last_verified_at) pending.delete(i);
-        }),
-      );
-      if (Date.now() - t1 > 600_000) throw new Error(`verification pass did not finish in 10 min; ${pending.size} nodes left`);
+    await mapLimit(handles, 64, (h) => h.signal(contract.recheckSignal, {}));
+    const verifiedAt = new Array(n).fill(null);
+    while (verifiedAt.some((v) => v === null)) {
+      await sleep(500);
+      const pending = [...verifiedAt.keys()].filter((i) => verifiedAt[i] === null);
+      await mapLimit(pending, 16, async (i) => {
+        const s = await handles[i].query(contract.stateQuery);
+        if (s.last_verified_at && s.last_verified_at !== before[i].last_verified_at) verifiedAt[i] = Date.parse(s.last_verified_at);
+      });
+      if (Date.now() - t1 > 900_000) throw new Error(`verification pass did not finish in 15 min; ${verifiedAt.filter((v) => v === null).length} nodes left`);
     }
-    const verifyMs = Date.now() - t1;
+    const verifyMs = Math.max(...verifiedAt) - t1;
+    const cpu3 = await cpuOf(watched);
     await sleep(1000);
-    const events1 = await Promise.all(handles.map(async (h) => (await h.describe()).historyLength));
+    const events1 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
     const steadyEvents = events1.map((e, i) => e - events0[i]);
-    const repairEvents = events0; // the first pass (the repair) plus start-up, per node
-    // Drift-detection latency: out-of-band edits of managed files at random nodes and random
-    // times; latency is edit → the ledger entry that records the node's next decision.
-    const k = Math.min(Number(values.changes), n);
-    const picked = [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, k);
-    const detections = await Promise.all(
-      picked.map(async (i) => {
-        await sleep(Math.random() * 2000);
-        const file = path.join(dir, 'nodes', nodes[i], 'etc/app/config.json');
-        const at = Date.now();
-        await writeFile(file, `${JSON.stringify({ workers: 1000 + i }, null, 2)}\n`);
-        for (;;) {
-          const ledger = await handles[i].query(contract.ledgerQuery);
-          const entry = ledger.find((e) => Date.parse(e.decided_at) >= at);
-          if (entry) return Date.parse(entry.decided_at) - at;
-          if (Date.now() - at > 120_000) return null;
-          await sleep(50);
+    say(`verification pass ${verifyMs / 1000} s; drift detection …`);
+
+    // Drift detection: out-of-band edits to managed config files and kills of service processes,
+    // at random nodes and random times; latency is the change → the ledger entry recording it.
+    const picked = [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, Math.min(fileChanges, n));
+    const changes = [...picked.map((i) => ({ i, kind: 'file' })), ...Array.from({ length: services }, (_, i) => ({ i, kind: 'service' }))];
+    const detect = async ({ i, kind }) => {
+      await sleep(Math.random() * 5000);
+      const nodeRoot = path.join(dir, 'nodes', nodes[i]);
+      const eventsBefore = (await handles[i].describe()).historyLength;
+      let at;
+      if (kind === 'file') {
+        at = Date.now();
+        await writeFile(path.join(nodeRoot, 'etc/app/config.json'), `${JSON.stringify({ workers: 1000 + i }, null, 2)}\n`);
+      } else {
+        const state = await readServiceState(nodeRoot, 'app');
+        at = Date.now();
+        process.kill(state.pid, 'SIGKILL');
+      }
+      for (;;) {
+        const entry = (await handles[i].query(contract.ledgerQuery)).find((e) => Date.parse(e.decided_at) >= at);
+        if (entry) {
+          // The repair is recorded; its pass has finished once the node is CONVERGED again.
+          for (let w = 0; w < 40 && (await handles[i].query(contract.stateQuery)).convergence_status !== 'CONVERGED'; w++) await sleep(250);
+          await sleep(500);
+          return { kind, ms: Date.parse(entry.decided_at) - at, events: (await handles[i].describe()).historyLength - eventsBefore };
         }
-      }),
-    );
-    const detected = detections.filter((x) => x !== null);
-    const cpu1 = await cpuSeconds(server.pid);
+        if (Date.now() - at > 120_000) return { kind, ms: null };
+        await sleep(250);
+      }
+    };
+    const detections = await Promise.all(changes.map(detect));
+    const ms = (kind) => detections.filter((d) => (kind === 'all' || d.kind === kind) && d.ms !== null).map((d) => d.ms / 1000);
+    const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
     return {
       nodes: n,
       mode,
-      detection_p50_s: pct(detected, 50) / 1000,
-      detection_p99_s: pct(detected, 99) / 1000,
-      detections: `${detected.length}/${k}`,
+      service_nodes: services,
       converged,
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
-      datum_over_ceiling: Math.round((rolloutMs / ceilingMs) * 100) / 100,
-      convergence_p50_s: pct(perNode.filter((x) => x !== null), 50) / 1000,
-      convergence_p99_s: pct(perNode.filter((x) => x !== null), 99) / 1000,
+      datum_over_ceiling: round(rolloutMs / ceilingMs),
+      convergence_p50_s: pct(perNode, 50) / 1000,
+      convergence_p99_s: pct(perNode, 99) / 1000,
       verification_pass_s: verifyMs / 1000,
+      detection_p50_s: pct(ms('all'), 50),
+      detection_p99_s: pct(ms('all'), 99),
+      detection_file_p99_s: pct(ms('file'), 99),
+      detection_service_p99_s: pct(ms('service'), 99),
+      detections: `${ms('all').length}/${changes.length}`,
       events_per_steady_pass_p50: pct(steadyEvents, 50),
       events_per_steady_pass_max: Math.max(...steadyEvents),
-      events_to_first_convergence_p50: pct(repairEvents, 50),
-      worker_rss_mb: Math.round((await rss(worker.pid)) / 2 ** 20),
-      agent_rss_mb: Math.round((await rss(agent.pid)) / 2 ** 20),
-      server_cpu_s: cpu1 !== null && cpu0 !== null ? Math.round((cpu1 - cpu0) * 10) / 10 : null,
+      events_to_first_convergence_p50: pct(events0, 50),
+      events_per_repair_p50: pct(detections.map((d) => d.events ?? null), 50),
+      events_per_repair_max: Math.max(...detections.map((d) => d.events ?? 0)),
+      worker_rss_mb: await rssMb(worker.pid),
+      agent_rss_mb: await rssMb(agent.pid),
+      server_rss_mb: await rssMb(server.pid),
+      server_cpu_rollout_cores: rolloutCpu.server.cores,
+      worker_cpu_rollout_cores: rolloutCpu.worker.cores,
+      agent_cpu_rollout_cores: rolloutCpu.agent.cores,
+      agent_start_s: agentStartS,
+      profile: {
+        rollout_cpu: rolloutCpu,
+        verification_cpu: cpuDelta(cpu2, cpu3, Date.now() - t1),
+        rollout_server_metrics: metricsDelta(m0, m1),
+      },
+      logs,
     };
   } finally {
-    for (const p of procs.reverse()) if (p.exitCode === null) p.kill('SIGTERM');
-    await sleep(2000);
+    for (const p of [...procs].reverse()) if (p.exitCode === null) p.kill('SIGTERM');
+    // A profiled process writes its profile on exit, which takes a moment for a big one.
+    await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(values.profile ? 60_000 : 5000)]);
     for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
-    await Promise.all(
-      (await import('node:fs/promises')).readdir(path.join(dir, 'nodes')).then((ns) => Promise.all(ns.map((x) => stopServices(path.join(dir, 'nodes', x)).catch(() => undefined)))),
-    ).catch(() => undefined);
-    if (!values.keep) await rm(dir, { recursive: true, force: true });
+    await stopAllServices(dir);
+    if (!values.keep && !values.profile) await rm(dir, { recursive: true, force: true });
   }
 }
 
 const results = [];
+const floors = {};
 for (const n of sizes) {
   console.error(`bench: ${n} nodes, floor (plain loop, no Temporal) …`);
-  const floor = await floorRollout(n);
+  const floor = await floorRollout(n, Math.min(serviceNodes, n));
+  floors[n] = floor.ms / 1000;
   for (const mode of modes) {
     console.error(`bench: ${n} nodes, ${mode} …`);
     const r = await runSize(n, mode);
-    results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: Math.round((r.rollout_s / (floor.ms / 1000)) * 100) / 100 });
+    if (values.profile) {
+      r.profile.node = await summarizeProfiles(r.logs);
+      if (!values.keep) await rm(path.dirname(r.logs), { recursive: true, force: true });
+    }
+    delete r.logs;
+    results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
+    console.error(`bench: ${n} nodes, ${mode}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`);
   }
 }
+let soakResult = null;
+if (soakHours > 0) {
+  console.error(`bench: ${soakHours} h simulated soak on the time-skipping server …`);
+  // At the default resync_interval (30s): 2880 passes a day, so continue-as-new many times over.
+  soakResult = await soak({ hours: soakHours, resync: '30s', log: (m) => console.error(`bench: soak: ${m}`) });
+}
+
 const date = new Date().toISOString().slice(0, 10);
-await mkdir(path.join(root, 'bench', 'results'), { recursive: true });
-const out = path.join(root, 'bench', 'results', `${date}.json`);
-await writeFile(out, `${JSON.stringify({ date: new Date().toISOString(), machine: { cpus: os.cpus().length, mem_gb: Math.round(os.totalmem() / 2 ** 30) }, results }, null, 2)}\n`);
-const cols = Object.keys(results[0]);
-console.log(`| ${cols.join(' | ')} |\n| ${cols.map(() => '---').join(' | ')} |\n${results.map((r) => `| ${cols.map((c) => r[c]).join(' | ')} |`).join('\n')}`);
-console.error(`bench: wrote ${path.relative(root, out)}`);
+const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, mem_gb: Math.round(os.totalmem() / 2 ** 30), node: process.version };
+const dirOut = path.join(root, 'bench', 'results');
+await mkdir(dirOut, { recursive: true });
+const out = (ext) => path.join(dirOut, `${date}.${ext}`);
+await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(), machine, results, soak: soakResult }, null, 2)}\n`);
+const table = markdown(results, soakResult);
+await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${table}\n`);
+await writeChart(results, out('png'), { date, cpus: machine.cpus });
+console.log(table);
+console.error(`bench: wrote ${['json', 'md', 'png'].map((e) => path.relative(root, out(e))).join(', ')}`);
 process.exit(0);
+
+function markdown(rows, soaked) {
+  const cols = [
+    ['nodes', 'nodes'],
+    ['mode', 'mode'],
+    ['rollout_s', 'rollout s'],
+    ['floor_s', 'floor s'],
+    ['ceiling_s', 'ceiling s'],
+    ['datum_over_floor', 'Datum/floor'],
+    ['datum_over_ceiling', 'Datum/ceiling'],
+    ['convergence_p50_s', 'conv p50 s'],
+    ['convergence_p99_s', 'conv p99 s'],
+    ['verification_pass_s', 'verify s'],
+    ['detection_p50_s', 'detect p50 s'],
+    ['detection_p99_s', 'detect p99 s'],
+    ['detection_service_p99_s', 'service detect p99 s'],
+    ['detections', 'detected'],
+    ['events_per_steady_pass_max', 'events/steady pass'],
+    ['events_per_repair_p50', 'events/repair'],
+    ['events_to_first_convergence_p50', 'events to converge'],
+    ['worker_rss_mb', 'worker MB'],
+    ['agent_rss_mb', 'agent MB'],
+    ['server_cpu_rollout_cores', 'server cores (rollout)'],
+  ];
+  const lines = [`| ${cols.map((c) => c[1]).join(' | ')} |`, `| ${cols.map(() => '---').join(' | ')} |`];
+  for (const r of rows) lines.push(`| ${cols.map(([k]) => (r[k] === null || r[k] === undefined ? 'n/a' : r[k])).join(' | ')} |`);
+  if (soaked) {
+    lines.push('', `Soak: ${soaked.simulated_hours} h simulated (resync ${soaked.resync}) in ${soaked.wall_s} s: ${soaked.runs} runs via continue-as-new, at most ${soaked.events_per_run_max} events per run, ${soaked.events_current_run} in the current one; bounded: ${soaked.bounded}.`);
+  }
+  return lines.join('\n');
+}
