@@ -21,6 +21,8 @@ export type AuthorityRead =
  */
 export class DesiredStateAuthority {
   private readonly provenanceCache = new Map<string, { stamp: string; revision: string; author: string | null }>();
+  /** Directories found not to be in a git checkout (until the worker restarts): no git process per file there. */
+  private readonly notGit = new Set<string>();
 
   constructor(readonly fleetDir: string) {}
 
@@ -100,9 +102,14 @@ export class DesiredStateAuthority {
     if (cached && cached.stamp === stamp) return cached;
     const digest = `sha256:${createHash('sha256').update(text).digest('hex')}`;
     let result = { stamp, revision: digest, author: null as string | null };
+    const dir = path.dirname(file);
     try {
-      const dir = path.dirname(file);
-      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 });
+      if (this.notGit.has(dir)) throw new Error('not a git checkout');
+      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 }).catch((error: unknown) => {
+        // Exit 128 is git's "not a git repository"; anything else (a timeout) may pass next time.
+        if ((error as { code?: unknown }).code === 128) this.notGit.add(dir);
+        throw error;
+      });
       if (status.stdout.trim() === '') {
         const log = await run('git', ['-C', dir, 'log', '-1', '--format=%H%n%an <%ae>', '--', path.basename(file)], { timeout: 5000 });
         const [commit, author] = log.stdout.trim().split('\n');

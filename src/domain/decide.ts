@@ -161,7 +161,9 @@ export function decide(input: DecideInput): DecideResult {
       'BLOCKED',
       'STALE_OBSERVATION',
       `The snapshot is ${formatDuration(Math.max(age, 0))} old, past observation_ttl ${policy.observation_ttl}; a heartbeat does not make it fresh, so nothing is acted on.`,
-      trigger('FRESH_OBSERVATION', `a snapshot younger than ${policy.observation_ttl}`),
+      // Datum can take that snapshot itself: soon, not at the next resync (which may be many
+      // minutes away in watch mode), yet not back to back if every snapshot arrives stale.
+      trigger('FRESH_OBSERVATION', `a snapshot younger than ${policy.observation_ttl}, which the loop takes in ${formatDuration(restaleMs(policy))}`, addMs(now, restaleMs(policy))),
       'STALE_OBSERVATION',
       { observed_at: observation.observed_at, heartbeat_at: observation.heartbeat_at, age: formatDuration(Math.max(age, 0)) },
       resourcesForGate,
@@ -483,6 +485,11 @@ export function backoffMs(intent: BoundIntent, attempt: number): number {
 
 function backoffRecord(intent: BoundIntent, nextDelayMs: number | null): Decision['backoff'] {
   return { ...intent.policy.backoff, next_delay: nextDelayMs === null ? null : formatDuration(nextDelayMs) };
+}
+
+/** When the loop re-observes after a stale snapshot: half the TTL, within backoff.initial and resync_interval. */
+function restaleMs(policy: BoundIntent['policy']): number {
+  return Math.min(durationMs(policy.resync_interval), Math.max(durationMs(policy.backoff.initial), durationMs(policy.observation_ttl) / 2));
 }
 
 function trigger(kind: RecheckTriggerKind, detail: string, notBefore: string | null = null): RecheckTrigger {

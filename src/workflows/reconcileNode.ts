@@ -104,14 +104,23 @@ function watcherFor(node: string, nodeTimeout: string) {
   });
 }
 
-function agentFor(node: string, nodeTimeout: string) {
+function agentFor(node: string, nodeTimeout: string, startToClose: string = APPLY_TIMEOUT) {
   return proxyActivities<AgentActivities>({
     taskQueue: agentTaskQueue(node),
     scheduleToStartTimeout: durationMs(nodeTimeout),
-    startToCloseTimeout: '10m',
+    startToCloseTimeout: startToClose,
     retry: { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] },
   });
 }
+
+/** An apply may fetch and unpack a release or wait for a service to become healthy. */
+const APPLY_TIMEOUT = '10m';
+/**
+ * An observation reads files and /proc and probes health with short timeouts: seconds. Past this
+ * the task is taken as lost (an agent that died holding it, a poll answered after the agent
+ * stopped waiting for it) and retried, instead of holding the loop for an apply's ten minutes.
+ */
+const OBSERVE_TIMEOUT = '1m';
 
 export interface ReconcileResult {
   node: string;
@@ -157,6 +166,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
   let lastDecision: Decision | null = input.carry?.last_decision ?? (ledger.length > 0 ? ledger[ledger.length - 1] : null);
   let supersededBy: string | null = null;
   let agent = agentFor(node, intent.policy.node_timeout);
+  let observer = agentFor(node, intent.policy.node_timeout, OBSERVE_TIMEOUT);
   let watcher = watcherFor(node, intent.policy.node_timeout);
   // Event-driven observation: one watch at a time; its return (a change) wakes the loop.
   let watching = false;
@@ -282,7 +292,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
 
   const observe = async (): Promise<{ observation: Observation | null; unreachable: string | null }> => {
     try {
-      return { observation: await agent.observe({ node, resources: resolvedResources(intent) }), unreachable: null };
+      return { observation: await observer.observe({ node, resources: resolvedResources(intent) }), unreachable: null };
     } catch (error) {
       return { observation: null, unreachable: describeFailure(error, intent.policy.node_timeout) };
     }
@@ -384,6 +394,7 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
       if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
       intent = read.intent;
       agent = agentFor(node, intent.policy.node_timeout);
+      observer = agentFor(node, intent.policy.node_timeout, OBSERVE_TIMEOUT);
       watcher = watcherFor(node, intent.policy.node_timeout);
       upsertIfChanged([{ key: DatumDigest, value: intent.digest }]);
       note({ reason: 'REBOUND', detail: verdict.detail, trigger: { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } });
@@ -492,7 +503,8 @@ function resolvedResources(intent: BoundIntent): BoundIntent['resources'] {
 function waitMs(decision: Decision | null, intent: BoundIntent): number {
   const resync = durationMs(intent.policy.resync_interval);
   const notBefore = decision?.recheck_trigger.not_before;
-  if (decision?.recheck_trigger.trigger === 'TIMER' && notBefore) {
+  // A TIMER trigger, or another trigger the loop can meet itself at a time (a stale snapshot).
+  if (notBefore) {
     return Math.max(0, Math.min(Date.parse(notBefore) - Date.now(), decision.convergence_status === 'RETRY' ? Number.MAX_SAFE_INTEGER : resync));
   }
   return resync;

@@ -66,10 +66,13 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
 
     const gen12 = stack.client.workflow.getHandle(reconcileWorkflowId(node, 12));
     const state = await stack.waitFor(gen12, (s) => s.convergence_status === 'CONVERGED');
-    expect(state).toMatchObject({ desired_generation: 12, reason: 'CONVERGED_AFTER_REPAIR', conditions: [] });
+    expect(state).toMatchObject({ desired_generation: 12, conditions: [] });
 
     const ledger = await stack.ledger(gen12);
     const repair = ledger.find((e) => e.authorized_actions.length > 0)!;
+    expect(repair.reason).toBe('CONVERGED_AFTER_REPAIR');
+    // The state shows the latest pass: the repair itself, or a steady pass after it (not written).
+    expect([repair.reason, 'ALREADY_CONVERGED']).toContain(state.reason);
     expect(repair.authorized_actions.map((a) => `${a.resource_key}:${a.action}`)).toEqual(['build:release.install', 'app:service.restart']);
     expect(repair.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
     expect(repair.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE, desired: false, observed: true }]);

@@ -355,6 +355,16 @@ describe('seed scenarios: what else each must show', () => {
     expect(r.decision.conditions.map((c) => c.type)).toEqual(['DESTRUCTIVE_REPAIR_REQUIRED']);
   });
 
+  it('probe 1: the loop re-takes a stale snapshot after half the TTL, not at the next resync', () => {
+    const stale = (policy: Record<string, unknown>) =>
+      decide({ intent: n24(12, { policy }), authority: authorityOf(n24(12, { policy })), observation: snapshot(n24Before(), { at: later(-20 * MIN), heartbeat_at: NOW }), history: emptyHistory(), now: NOW }).decision.recheck_trigger;
+    // Watch mode resyncs every 10 minutes; a stale snapshot must not wait that long.
+    expect(stale({ resync_interval: '10m', observation_ttl: '120s' }).not_before).toBe(later(60_000));
+    // Never sooner than backoff.initial (every snapshot may arrive stale), never later than resync.
+    expect(stale({ resync_interval: '10m', observation_ttl: '2s' }).not_before).toBe(later(5_000));
+    expect(stale({ resync_interval: '20s', observation_ttl: '10m' }).not_before).toBe(later(20_000));
+  });
+
   it('a condition keeps its since while it stays open and closes only on observation', () => {
     const stale = { intent: n24(11), authority: authorityOf(n24(12)), history: emptyHistory() };
     const first = decide({ ...stale, observation: snapshot(n24Before()), now: NOW });
