@@ -404,11 +404,9 @@ async function runSize(n, mode) {
 }
 
 const results = [];
-const floors = {};
 for (const n of sizes) {
   console.error(`bench: ${n} nodes, floor (plain loop, no Temporal) …`);
   const floor = await floorRollout(n, Math.min(serviceNodes, n));
-  floors[n] = floor.ms / 1000;
   for (const mode of modes) {
     console.error(`bench: ${n} nodes, ${mode} …`);
     const r = await runSize(n, mode);
@@ -433,9 +431,19 @@ const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null
 const dirOut = path.join(root, 'bench', 'results');
 await mkdir(dirOut, { recursive: true });
 const out = (ext) => path.join(dirOut, `${date}.${ext}`);
-await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(), machine, results, soak: soakResult }, null, 2)}\n`);
+// Runs on the same day accumulate: a row replaces the earlier row of its size and mode only.
+const command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
+const earlier = await readFile(out('json'), 'utf8').then(JSON.parse, () => null);
+const keyOf = (r) => `${r.nodes}/${r.mode}`;
+const fresh = new Set(results.map(keyOf));
+const kept = (earlier?.results ?? []).filter((r) => !fresh.has(keyOf(r)));
+results.unshift(...kept);
+results.sort((a, b) => a.nodes - b.nodes || a.mode.localeCompare(b.mode));
+soakResult ??= earlier?.soak ?? null;
+const commands = [...new Set([...(earlier?.commands ?? []), command])];
+await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results, soak: soakResult }, null, 2)}\n`);
 const table = markdown(results, soakResult);
-await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${table}\n`);
+await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`);
 await writeChart(results, out('png'), { date, cpus: machine.cpus });
 console.log(table);
 console.error(`bench: wrote ${['json', 'md', 'png'].map((e) => path.relative(root, out(e))).join(', ')}`);
@@ -466,6 +474,16 @@ function markdown(rows, soaked) {
   ];
   const lines = [`| ${cols.map((c) => c[1]).join(' | ')} |`, `| ${cols.map(() => '---').join(' | ')} |`];
   for (const r of rows) lines.push(`| ${cols.map(([k]) => (r[k] === null || r[k] === undefined ? 'n/a' : r[k])).join(' | ')} |`);
+  const withProfile = rows.filter((r) => r.profile);
+  if (withProfile.length > 0) {
+    lines.push('', 'Where the rollout spent CPU (cores busy on average over the rollout) and the dev server\'s time in persistence (SQLite):', '');
+    lines.push('| nodes | mode | server cores | worker cores | agent cores | server persistence s | top persistence operations (s) |', '| --- | --- | --- | --- | --- | --- | --- |');
+    for (const r of withProfile) {
+      const m = r.profile.rollout_server_metrics;
+      const c = r.profile.rollout_cpu;
+      lines.push(`| ${r.nodes} | ${r.mode} | ${c.server.cores} | ${c.worker.cores} | ${c.agent.cores} | ${m.persistence_s} | ${m.persistence_top.slice(0, 3).map((o) => `${o.operation} ${o.seconds}`).join(', ')} |`);
+    }
+  }
   if (soaked) {
     lines.push('', `Soak: ${soaked.simulated_hours} h simulated (resync ${soaked.resync}) in ${soaked.wall_s} s: ${soaked.runs} runs via continue-as-new, at most ${soaked.events_per_run_max} events per run, ${soaked.events_current_run} in the current one; bounded: ${soaked.bounded}.`);
   }
