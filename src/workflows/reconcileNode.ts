@@ -109,6 +109,8 @@ function agentFor(node: string, nodeTimeout: string, startToClose: string = APPL
     taskQueue: agentTaskQueue(node),
     scheduleToStartTimeout: durationMs(nodeTimeout),
     startToCloseTimeout: startToClose,
+    // The agent heartbeats every 5 s while it works: a silent task is lost, and is retried.
+    heartbeatTimeout: '30s',
     retry: { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] },
   });
 }
