@@ -306,7 +306,7 @@ async function runSize(n, mode) {
     // (stamped by the pass itself) has moved. The harness polls gently so it does not compete.
     const before = await mapLimit(handles, 32, (h) => h.query(contract.stateQuery));
     const events0 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
-    const [cpu2] = [await cpuOf(watched)];
+    const [cpu2, m2] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t1 = Date.now();
     await mapLimit(handles, 64, (h) => h.signal(contract.recheckSignal, {}));
     const verifiedAt = new Array(n).fill(null);
@@ -320,7 +320,7 @@ async function runSize(n, mode) {
       if (Date.now() - t1 > 900_000) throw new Error(`verification pass did not finish in 15 min; ${verifiedAt.filter((v) => v === null).length} nodes left`);
     }
     const verifyMs = Math.max(...verifiedAt) - t1;
-    const cpu3 = await cpuOf(watched);
+    const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     await sleep(1000);
     const events1 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
     const steadyEvents = events1.map((e, i) => e - events0[i]);
@@ -330,8 +330,10 @@ async function runSize(n, mode) {
     // at random nodes and random times; latency is the change → the ledger entry recording it.
     const picked = [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, Math.min(fileChanges, n));
     const changes = [...picked.map((i) => ({ i, kind: 'file' })), ...Array.from({ length: services }, (_, i) => ({ i, kind: 'service' }))];
+    // Changes land at random times over one default resync interval (30 s), so a polling loop
+    // meets them at every phase of its timer, not just after the verification pass's recheck.
     const detect = async ({ i, kind }) => {
-      await sleep(Math.random() * 5000);
+      await sleep(Math.random() * 30_000);
       const nodeRoot = path.join(dir, 'nodes', nodes[i]);
       const eventsBefore = (await handles[i].describe()).historyLength;
       let at;
@@ -390,6 +392,7 @@ async function runSize(n, mode) {
         rollout_cpu: rolloutCpu,
         verification_cpu: cpuDelta(cpu2, cpu3, Date.now() - t1),
         rollout_server_metrics: metricsDelta(m0, m1),
+        verification_server_metrics: metricsDelta(m2, m3),
       },
       logs,
     };
