@@ -236,6 +236,23 @@ async function ceilingRollout(address, n, appliesPerNode) {
   }
 }
 
+/**
+ * Retries a read the server may time out while it is saturated (a query waits for the worker,
+ * which at 1000 nodes can be busy for longer than the query's deadline). The bench measures from
+ * timestamps the workflows record, so a late answer does not skew a figure.
+ */
+async function patiently(read, tries = 6) {
+  for (let i = 1; ; i++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (i >= tries) throw error;
+      await sleep(1000 * i);
+    }
+  }
+}
+const ask = (handle, query) => patiently(() => handle.query(query));
+
 /** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
 async function pollerOn(connection, taskQueue, type, what) {
   for (let i = 0; i < 600; i++) {
@@ -298,14 +315,14 @@ async function runSize(n, mode) {
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
     // Per node: from the rollout's start to the node's recorded convergence.
     const perNode = await mapLimit(handles, 32, async (h) => {
-      const done = (await h.query(contract.ledgerQuery)).find((e) => e.convergence_status === 'CONVERGED');
+      const done = (await ask(h, contract.ledgerQuery)).find((e) => e.convergence_status === 'CONVERGED');
       return done ? Date.parse(done.decided_at) - t0 : null;
     });
 
     // Full verification pass: recheck every node; it ends when the last node's last_verified_at
     // (stamped by the pass itself) has moved. The harness polls gently so it does not compete.
-    const before = await mapLimit(handles, 32, (h) => h.query(contract.stateQuery));
-    const events0 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
+    const before = await mapLimit(handles, 32, (h) => ask(h, contract.stateQuery));
+    const events0 = await mapLimit(handles, 32, async (h) => (await patiently(() => h.describe())).historyLength);
     const [cpu2, m2] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t1 = Date.now();
     await mapLimit(handles, 64, (h) => h.signal(contract.recheckSignal, {}));
@@ -314,7 +331,7 @@ async function runSize(n, mode) {
       await sleep(500);
       const pending = [...verifiedAt.keys()].filter((i) => verifiedAt[i] === null);
       await mapLimit(pending, 16, async (i) => {
-        const s = await handles[i].query(contract.stateQuery);
+        const s = await ask(handles[i], contract.stateQuery);
         if (s.last_verified_at && s.last_verified_at !== before[i].last_verified_at) verifiedAt[i] = Date.parse(s.last_verified_at);
       });
       if (Date.now() - t1 > 900_000) throw new Error(`verification pass did not finish in 15 min; ${verifiedAt.filter((v) => v === null).length} nodes left`);
@@ -322,7 +339,7 @@ async function runSize(n, mode) {
     const verifyMs = Math.max(...verifiedAt) - t1;
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     await sleep(1000);
-    const events1 = await mapLimit(handles, 32, async (h) => (await h.describe()).historyLength);
+    const events1 = await mapLimit(handles, 32, async (h) => (await patiently(() => h.describe())).historyLength);
     const steadyEvents = events1.map((e, i) => e - events0[i]);
     say(`verification pass ${verifyMs / 1000} s; drift detection …`);
 
@@ -335,7 +352,7 @@ async function runSize(n, mode) {
     const detect = async ({ i, kind }) => {
       await sleep(Math.random() * 30_000);
       const nodeRoot = path.join(dir, 'nodes', nodes[i]);
-      const eventsBefore = (await handles[i].describe()).historyLength;
+      const eventsBefore = (await patiently(() => handles[i].describe())).historyLength;
       let at;
       if (kind === 'file') {
         at = Date.now();
@@ -346,12 +363,12 @@ async function runSize(n, mode) {
         process.kill(state.pid, 'SIGKILL');
       }
       for (;;) {
-        const entry = (await handles[i].query(contract.ledgerQuery)).find((e) => Date.parse(e.decided_at) >= at);
+        const entry = (await ask(handles[i], contract.ledgerQuery)).find((e) => Date.parse(e.decided_at) >= at);
         if (entry) {
           // The repair is recorded; its pass has finished once the node is CONVERGED again.
-          for (let w = 0; w < 40 && (await handles[i].query(contract.stateQuery)).convergence_status !== 'CONVERGED'; w++) await sleep(250);
+          for (let w = 0; w < 40 && (await ask(handles[i], contract.stateQuery)).convergence_status !== 'CONVERGED'; w++) await sleep(250);
           await sleep(500);
-          return { kind, ms: Date.parse(entry.decided_at) - at, events: (await handles[i].describe()).historyLength - eventsBefore };
+          return { kind, ms: Date.parse(entry.decided_at) - at, events: (await patiently(() => handles[i].describe())).historyLength - eventsBefore };
         }
         if (Date.now() - at > 120_000) return { kind, ms: null };
         await sleep(250);
@@ -407,6 +424,32 @@ async function runSize(n, mode) {
 }
 
 const results = [];
+let soakResult = null;
+const date = new Date().toISOString().slice(0, 10);
+const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, mem_gb: Math.round(os.totalmem() / 2 ** 30), node: process.version };
+const out = (ext) => path.join(root, 'bench', 'results', `${date}.${ext}`);
+const command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
+const earlier = await readFile(out('json'), 'utf8').then(JSON.parse, () => null);
+const commands = [...new Set([...(earlier?.commands ?? []), command])];
+
+/** This run's rows over the earlier same-day rows: a row replaces the earlier one of its size and mode. */
+function accumulated() {
+  const keyOf = (r) => `${r.nodes}/${r.mode}`;
+  const fresh = new Set(results.map(keyOf));
+  const kept = (earlier?.results ?? []).filter((r) => !fresh.has(keyOf(r)));
+  return [...kept, ...results].sort((a, b) => a.nodes - b.nodes || a.mode.localeCompare(b.mode));
+}
+
+async function writeResults() {
+  const rows = accumulated();
+  const soaked = soakResult ?? earlier?.soak ?? null;
+  await mkdir(path.dirname(out('json')), { recursive: true });
+  await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results: rows, soak: soaked }, null, 2)}\n`);
+  const table = markdown(rows, soaked);
+  await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`);
+  await writeChart(rows, out('png'), { date, cpus: machine.cpus });
+}
+
 for (const n of sizes) {
   console.error(`bench: ${n} nodes, floor (plain loop, no Temporal) …`);
   const floor = await floorRollout(n, Math.min(serviceNodes, n));
@@ -419,36 +462,19 @@ for (const n of sizes) {
     }
     delete r.logs;
     results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
+    // Written after every row: a later size that fails does not lose the earlier ones.
+    await writeResults();
     console.error(`bench: ${n} nodes, ${mode}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`);
   }
 }
-let soakResult = null;
 if (soakHours > 0) {
   console.error(`bench: ${soakHours} h simulated soak on the time-skipping server …`);
   // At the default resync_interval (30s): 2880 passes a day, so continue-as-new many times over.
   soakResult = await soak({ hours: soakHours, resync: '30s', log: (m) => console.error(`bench: soak: ${m}`) });
 }
 
-const date = new Date().toISOString().slice(0, 10);
-const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, mem_gb: Math.round(os.totalmem() / 2 ** 30), node: process.version };
-const dirOut = path.join(root, 'bench', 'results');
-await mkdir(dirOut, { recursive: true });
-const out = (ext) => path.join(dirOut, `${date}.${ext}`);
-// Runs on the same day accumulate: a row replaces the earlier row of its size and mode only.
-const command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
-const earlier = await readFile(out('json'), 'utf8').then(JSON.parse, () => null);
-const keyOf = (r) => `${r.nodes}/${r.mode}`;
-const fresh = new Set(results.map(keyOf));
-const kept = (earlier?.results ?? []).filter((r) => !fresh.has(keyOf(r)));
-results.unshift(...kept);
-results.sort((a, b) => a.nodes - b.nodes || a.mode.localeCompare(b.mode));
-soakResult ??= earlier?.soak ?? null;
-const commands = [...new Set([...(earlier?.commands ?? []), command])];
-await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results, soak: soakResult }, null, 2)}\n`);
-const table = markdown(results, soakResult);
-await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`);
-await writeChart(results, out('png'), { date, cpus: machine.cpus });
-console.log(table);
+await writeResults();
+console.log(markdown(accumulated(), soakResult ?? earlier?.soak ?? null));
 console.error(`bench: wrote ${['json', 'md', 'png'].map((e) => path.relative(root, out(e))).join(', ')}`);
 process.exit(0);
 
