@@ -13,15 +13,14 @@
 //   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--changes 20] [--services 10]
 //                    [--soak 24] [--profile] [--keep]
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { writeChart } from './chart.mjs';
+import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 
@@ -29,10 +28,9 @@ const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
-const { stringify } = require('yaml');
 const { temporalCliPath } = require(dist('worker/paths.js'));
 const { devServerFlags } = require(dist('worker/dev-server.js'));
-const { readServiceState, stopServices } = require(dist('agent/services.js'));
+const { freePort, readServiceState, stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('workflows/contract.js'));
 const { observeNode, applyAction } = require(dist('agent/activities.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
@@ -77,18 +75,6 @@ function fail(message) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (x, digits = 2) => (x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
-const pct = (xs, p) => {
-  const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null;
-};
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 function start(name, command, args, logDir) {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -151,29 +137,13 @@ function metricsDelta(a, b, top = 6) {
   return { persistence_s: total('persistence_latency'), persistence_top: pick('persistence_latency'), service_top: pick('service_latency') };
 }
 
-/**
- * A fleet of n virtual nodes at generation 1: each node a release, a config file and a flag; the
- * first `services` nodes also run the demo service (a real process each, so only a few of them).
- */
+/** A fleet of n virtual nodes; the first `services` run the demo service. */
 async function fleetOf(dir, n, watch, services) {
-  await Promise.all(['desired/nodes', 'agents', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
-  const art = path.join(root, 'examples', 'fleet', 'artifacts', 'app-7.3.tgz');
-  const sha = createHash('sha256').update(await readFile(art)).digest('hex');
   const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
   // Polling mode resyncs every 30s; watch mode relies on events with resync as the safety net.
   // conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
   const policy = { resync_interval: watch ? '10m' : '30s', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch };
-  await mapLimit([...nodes.entries()], 64, async ([i, node]) => {
-    const resources = {
-      build: { type: 'release', version: '7.3', artifact: art, sha256: sha },
-      config: { type: 'file', path: 'etc/app/config.json', content: { workers: 8 } },
-      feature: { type: 'flag', value: true },
-      ...(i < services ? { app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] } } : {}),
-    };
-    await writeFile(path.join(dir, 'desired/nodes', `${node}.yaml`), stringify({ node, generation: 1, resources, policy }));
-    await writeFile(path.join(dir, 'agents', `${node}.yaml`), stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'enforce' } }));
-  });
-  return nodes;
+  return writeFleet(dir, nodes, { policy, services });
 }
 
 async function stopAllServices(dir) {

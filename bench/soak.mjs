@@ -7,14 +7,14 @@
 // run by run and each run's history is counted.
 //
 //   node bench/soak.mjs [--hours 24] [--resync 30s]     prints the result as JSON on stdout
-import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from '../scripts/build.mjs';
+import { pct, writeFleet } from './fleet.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -55,7 +55,7 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
   const { runAgents } = require(dist('agent/worker.js'));
   const { openLedgerStore } = require(dist('activities/ledger-store.js'));
   const contract = require(dist('workflows/contract.js'));
-  const threshold = await continueAsNewThreshold();
+  const threshold = contract.MAX_HISTORY_EVENTS;
 
   // The runtime is per process and configurable only before its first use; WARN keeps the
   // worker's per-task chatter out of the soak's output.
@@ -177,38 +177,10 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
  * are `hours` apart and the default 60s would judge every snapshot stale.
  */
 async function oneNodeFleet(dir, { resync, hours }) {
-  const { stringify } = require('yaml');
-  await Promise.all(['desired/nodes', 'agents', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
-  const art = path.join(root, 'examples', 'fleet', 'artifacts', 'app-7.3.tgz');
-  const sha = createHash('sha256').update(await readFile(art)).digest('hex');
-  const desired = {
-    node: NODE,
-    generation: 1,
-    resources: {
-      build: { type: 'release', version: '7.3', artifact: art, sha256: sha },
-      config: { type: 'file', path: 'etc/app/config.json', content: { workers: 8 } },
-      feature: { type: 'flag', value: true },
-    },
-    policy: { resync_interval: resync, node_timeout: '60s', observation_ttl: `${Math.ceil(hours) + 1}h`, watch: false },
-  };
-  const nodeRoot = path.join(dir, 'nodes', NODE);
-  const agentYaml = path.join(dir, 'agents', `${NODE}.yaml`);
-  await writeFile(path.join(dir, 'desired/nodes', `${NODE}.yaml`), stringify(desired));
-  await writeFile(agentYaml, stringify({ node: NODE, root: nodeRoot, reconciliation: { mode: 'enforce' } }));
-  return { agentYaml, configFile: path.join(nodeRoot, 'etc/app/config.json') };
+  await writeFleet(dir, [NODE], { policy: { resync_interval: resync, node_timeout: '60s', observation_ttl: `${Math.ceil(hours) + 1}h`, watch: false } });
+  return { agentYaml: path.join(dir, 'agents', `${NODE}.yaml`), configFile: path.join(dir, 'nodes', NODE, 'etc/app/config.json') };
 }
 
-/**
- * The workflow's own continue-as-new threshold (MAX_HISTORY_EVENTS, not exported), read from the
- * compiled workflow so the bound follows the code. The time-skipping server never sets
- * continueAsNewSuggested, so this count is the only trigger here.
- */
-async function continueAsNewThreshold() {
-  const file = dist('workflows/reconcileNode.js');
-  const match = /\bMAX_HISTORY_EVENTS\s*=\s*(\d[\d_]*)/.exec(await readFile(file, 'utf8'));
-  if (!match) throw new Error(`soak: no MAX_HISTORY_EVENTS in ${file}; the bound needs the workflow's continue-as-new threshold`);
-  return Number(match[1].replaceAll('_', ''));
-}
 
 /** Every run of the chain, oldest first, following each WorkflowExecutionContinuedAsNew event. */
 async function continueAsNewChain(client, workflowId, firstRunId) {
@@ -268,10 +240,6 @@ function quietBundler(log) {
 }
 
 const round1 = (x) => Math.round(x * 10) / 10;
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null;
-};
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {

@@ -158,6 +158,13 @@ export const LEDGER_PERMANENT_ERRORS = ['InvalidLedgerEntry', 'LedgerSeqConflict
 
 export type { Decision, ExecutionEvidence, Observation };
 
+/**
+ * reconcileNode continues as new past this many events even if the server has not suggested it
+ * yet (servers differ in when they suggest; the time-skipping test server never does). Keeps
+ * replay cheap, and bounds every run's history (bench/soak.mjs checks that bound).
+ */
+export const MAX_HISTORY_EVENTS = 2000;
+
 /** Everything continue-as-new carries, as plain JSON (a Map would arrive as {}). */
 export interface ReconcileCarry {
   intent: import('../domain').BoundIntent;

@@ -43,6 +43,7 @@ import {
   CONTROL_PERMANENT_ERRORS,
   CONTROL_TASK_QUEUE,
   LEDGER_PERMANENT_ERRORS,
+  MAX_HISTORY_EVENTS,
   DatumConditions,
   DatumDigest,
   DatumGeneration,
@@ -67,11 +68,6 @@ import { decisionRecorded, observationJudged } from './metrics';
 
 /** Ledger entries kept in the workflow and carried across continue-as-new (the store keeps all). */
 const LEDGER_TAIL = 50;
-/**
- * Continue-as-new past this many events even if the server has not suggested it yet (servers
- * differ in when they suggest; the time-skipping test server never does). Keeps replay cheap.
- */
-const MAX_HISTORY_EVENTS = 2000;
 
 const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
