@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { nodePathProblem } from '../domain';
+import { nodePathProblem, pathSpellingProblem } from '../domain';
 import { AgentRefusal, withFix } from './refusal';
 
 /*
@@ -29,17 +29,16 @@ export function isInside(root: string, candidate: string): boolean {
  * relative path at all. Only the spelling: the symlinks on disk are `locate`'s job.
  */
 export function checkSpelling(rel: string, what: string): void {
+  const problem = pathSpellingProblem(rel);
+  if (problem === null) return;
   const fix = 'write a path relative to the node root without ".." segments, such as "etc/app/config.json"';
-  if (rel.startsWith('/') || rel.startsWith('\\') || /^[A-Za-z]:/.test(rel)) {
+  if (problem === 'absolute') {
     throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" is an absolute path and would leave the node root`, fix), { path: rel });
   }
-  const segments = rel.split(/[\\/]/);
-  if (segments.includes('..')) {
+  if (problem === 'parent_segment') {
     throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" has a ".." segment and could leave the node root`, fix), { path: rel });
   }
-  if (rel.length === 0 || rel.includes('\0') || segments.some((s) => s === '' || s === '.')) {
-    throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), { path: rel });
-  }
+  throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), { path: rel });
 }
 
 /**

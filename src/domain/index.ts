@@ -2,6 +2,7 @@
 export * from './canonical';
 export * from './duration';
 export * from './schemas';
+export * from './rootPath';
 export * from './errors';
 export * from './desired';
 export * from './history';

@@ -1,33 +1,24 @@
 import { z } from 'zod';
 import { DURATION_HINT, formatDuration, parseDuration } from './duration';
 import type { Json } from './canonical';
+import { FIX, nodeId, resourceKey } from '../contract/identifiers';
+import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 
 /*
  * The wire and file formats of Datum, one zod schema each, with the field names of DESIGN.md.
  * Messages that a person will read are written as "<what is wrong> — fix: <what to do>", so the
- * error formatter (errors.ts) can always name the field, the problem and the fix.
+ * error formatter (errors.ts) can always name the field, the problem and the fix. The primitive
+ * identifiers (node names, resource keys) belong to the contract, which signals are built from.
  */
 
-export const FIX = ' — fix: ';
+export { FIX, nodeId, resourceKey };
 const msg = (problem: string, fix: string) => `${problem}${FIX}${fix}`;
 
 export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
-const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
-const RESOURCE_KEY = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
 const SHA256_HEX = /^[a-f0-9]{64}$/;
-
-export const nodeId = z.string({ error: msg('must be a node name', 'give the node a name like "N-24"') }).regex(
-  NODE_ID,
-  msg('is not a valid node name', 'use letters, digits, ".", "_" or "-", starting with a letter or digit (at most 63 characters)'),
-);
-
-export const resourceKey = z.string().regex(
-  RESOURCE_KEY,
-  msg('is not a valid resource key', 'start with a letter and use letters, digits, "_" or "-" (at most 63 characters)'),
-);
 
 /** Top-level names under a node root that belong to Datum itself and may not be written as files. */
 export const RESERVED_ROOT_ENTRIES = ['.datum', 'releases', 'current', 'flags'];
@@ -37,15 +28,20 @@ export const RESERVED_ROOT_ENTRIES = ['.datum', 'releases', 'current', 'flags'];
  * state is validated and again on the agent (which also resolves symlinks).
  */
 export function nodePathProblem(path: string): string | null {
-  if (path.length === 0) return 'is empty';
-  if (path.includes('\0')) return 'contains a NUL byte';
-  if (path.startsWith('/') || path.startsWith('\\') || /^[A-Za-z]:/.test(path)) return `"${path}" is absolute and would leave the node root`;
-  const segments = path.split(/[\\/]/);
-  if (segments.includes('..')) return `"${path}" has a ".." segment and could leave the node root`;
-  if (segments.some((s) => s === '' || s === '.')) return `"${path}" has an empty or "." segment`;
-  if (RESERVED_ROOT_ENTRIES.includes(segments[0])) return `"${path}" is inside "${segments[0]}", which Datum manages itself`;
+  const spelling = pathSpellingProblem(path);
+  if (spelling) return NODE_PATH_PROBLEMS[spelling](path);
+  const top = pathSegments(path)[0];
+  if (RESERVED_ROOT_ENTRIES.includes(top)) return `"${path}" is inside "${top}", which Datum manages itself`;
   return null;
 }
+
+const NODE_PATH_PROBLEMS: Record<PathSpellingProblem, (path: string) => string> = {
+  absolute: (path) => `"${path}" is absolute and would leave the node root`,
+  parent_segment: (path) => `"${path}" has a ".." segment and could leave the node root`,
+  empty: () => 'is empty',
+  nul: () => 'contains a NUL byte',
+  empty_or_dot_segment: (path) => `"${path}" has an empty or "." segment`,
+};
 
 export const nodePath = z.string().superRefine((p, ctx) => {
   const problem = nodePathProblem(p);
@@ -72,7 +68,7 @@ const artifactRef = z.string({ error: msg('the artifact is missing', 'name the r
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
   if (scheme && !/^https?$/i.test(scheme[1])) {
     ctx.addIssue({ code: 'custom', message: msg(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
-  } else if (!scheme && ref.split(/[\\/]/).includes('..')) {
+  } else if (!scheme && hasParentSegment(ref)) {
     ctx.addIssue({ code: 'custom', message: msg(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
   }
 });
