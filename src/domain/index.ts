@@ -11,3 +11,5 @@ export * from './plan';
 export * from './conditions';
 export * from './decide';
 export * from './signals';
+export * from './loop';
+export * from './pass';

@@ -340,7 +340,8 @@ export const executionEvidence = z.object({
   resource_key: z.string(),
   action: z.string(),
   idempotency_key: z.string(),
-  outcome: z.enum(['applied', 'replayed', 'refused', 'failed']),
+  /** skipped: not attempted, because an earlier action of the same batch failed or was refused. */
+  outcome: z.enum(['applied', 'replayed', 'refused', 'failed', 'skipped']),
   executed_at: z.string(),
   /** The change marker our own write left; null when nothing was written. */
   marker_after: z.string().nullable(),

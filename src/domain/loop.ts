@@ -1,0 +1,110 @@
+import type { BoundIntent } from './desired';
+import { durationMs } from './duration';
+import { decisionFingerprint } from './signals';
+import type { AuthorizedAction, ConvergenceStatus, Decision, ExecutionEvidence } from './schemas';
+
+/*
+ * The loop's own rules, apart from the judgement in decide.ts: when the next pass runs, when the
+ * watch may run, how a failed apply becomes evidence, and what is written to the ledger. The
+ * workflow (src/workflows/reconcileNode.ts) only carries them out; the rules are tested by table
+ * in test/unit/loop.test.ts.
+ */
+
+type Policy = BoundIntent['policy'];
+
+/**
+ * How long the loop waits for new evidence before the next pass, from the current decision's
+ * recheck trigger (kubebuilder's getNextSchedule: time is an input).
+ * - A trigger with `not_before` (a backoff TIMER, a resync, a stale snapshot the loop re-takes
+ *   itself) is honoured, but never later than resync_interval, except a RETRY's backoff, which
+ *   is the retry budget's pacing and must not be cut short by the resync.
+ * - Any other trigger waits for evidence (a signal, the watch) and re-observes at resync.
+ */
+export function nextWakeMs(decision: Decision | null, policy: Policy, nowMs: number): number {
+  const resync = durationMs(policy.resync_interval);
+  const notBefore = decision?.recheck_trigger.not_before;
+  if (!notBefore) return resync;
+  const cap = decision.convergence_status === 'RETRY' ? Number.MAX_SAFE_INTEGER : resync;
+  return Math.max(0, Math.min(Date.parse(notBefore) - nowMs, cap));
+}
+
+export interface WatchState {
+  /** A watch activity is running now. */
+  running: boolean;
+  /** The last watch failed (agent away): do not start another before this time (epoch ms). */
+  retry_at_ms: number;
+}
+
+/**
+ * Event-driven observation may run only when the policy asks for it, one watch at a time, not
+ * right after a failed one, and never while a backoff timer runs: a change the other writer
+ * makes must not bring the next repair attempt forward.
+ */
+export function mayWatch(policy: Policy, watch: WatchState, lastStatus: ConvergenceStatus | null, nowMs: number): boolean {
+  return policy.watch && !watch.running && nowMs >= watch.retry_at_ms && lastStatus !== 'RETRY';
+}
+
+/** After a failed watch, the next one waits one resync interval (resync keeps observing meanwhile). */
+export function watchRetryAtMs(policy: Policy, nowMs: number): number {
+  return nowMs + durationMs(policy.resync_interval);
+}
+
+/**
+ * Why an apply did not answer with evidence, as the workflow saw it. A refusal is the agent's
+ * typed "no" (a failure type listed in REFUSALS); anything else (a crash, a timeout, the node
+ * away) is a failure to act.
+ */
+export type ApplyFailure = { kind: 'refused'; refusal_type: string; message: string } | { kind: 'failed'; detail: string };
+
+/** The evidence a pass records for an apply that failed or was refused. */
+export function evidenceOfFailure(action: AuthorizedAction, failure: ApplyFailure, at: string): ExecutionEvidence {
+  const refusal = failure.kind === 'refused' ? `${failure.refusal_type}: ${failure.message}` : null;
+  return {
+    ...evidenceBase(action, at),
+    outcome: failure.kind,
+    detail: failure.kind === 'refused' ? `${failure.refusal_type}: ${failure.message}` : failure.detail,
+    refusal,
+  };
+}
+
+/**
+ * The evidence for an action the pass did not attempt, because an earlier one in the same batch
+ * failed or was refused: later actions may depend on it (a service on its release), and the fresh
+ * probe that follows judges what is left.
+ */
+export function evidenceOfSkip(action: AuthorizedAction, stoppedBy: ExecutionEvidence, at: string): ExecutionEvidence {
+  return {
+    ...evidenceBase(action, at),
+    outcome: 'skipped',
+    detail: `skipped: ${stoppedBy.resource_key} ${stoppedBy.outcome} before it`,
+    refusal: null,
+  };
+}
+
+function evidenceBase(action: AuthorizedAction, at: string) {
+  return { resource_key: action.resource_key, action: action.action, idempotency_key: action.idempotency_key, executed_at: at, marker_after: null };
+}
+
+/** A pass judged a snapshot; a note (signal handled, hand-over) did not and is always written. */
+export type RecordKind = 'pass' | 'note';
+
+/**
+ * What is written to the ledger: every note, every pass that acted, and a pass whose decision
+ * differs from the last written one (decisionFingerprint). A steady pass writes nothing and
+ * upserts nothing: status churn is a defect, and history stays bounded.
+ */
+export function shouldWrite(decision: Decision, kind: RecordKind, lastFingerprint: string | null): { write: boolean; fingerprint: string } {
+  const fingerprint = decisionFingerprint(decision);
+  const acted = decision.execution_evidence.length > 0;
+  return { write: kind === 'note' || acted || fingerprint !== lastFingerprint, fingerprint };
+}
+
+/**
+ * When a decision last verified the node: the snapshot's time for a fresh pre-action snapshot,
+ * the moment of deciding for a fresh post-action probe (taken after acting, so newer than
+ * observed_at of the plan), unchanged when the decision verified nothing.
+ */
+export function verifiedAt(decision: Decision, decidedAt: string, previous: string | null): string | null {
+  if (!decision.observation_fresh || !decision.observed_at) return previous;
+  return decision.post_action_observation ? decidedAt : decision.observed_at;
+}

@@ -1,0 +1,70 @@
+import type { AuthorityView, DecideResult } from './decide';
+import { decide } from './decide';
+import type { BoundIntent } from './desired';
+import type { History } from './history';
+import { evidenceOfFailure, evidenceOfSkip, type ApplyFailure } from './loop';
+import type { AuthorizedAction, ExecutionEvidence, Observation } from './schemas';
+
+/** A snapshot from the node, or why there is none. */
+export interface Snapshot {
+  observation: Observation | null;
+  unreachable: string | null;
+}
+
+/**
+ * What a pass needs from the world. The workflow backs these with activities (the node's agent,
+ * the authority); the unit tests back them with fixtures, so both run this same pass.
+ */
+export interface PassPorts {
+  observe(): Promise<Snapshot>;
+  readAuthority(): Promise<AuthorityView>;
+  apply(action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure>;
+  now(): string;
+}
+
+/**
+ * One pass of the loop:
+ *   1. observe: a fresh snapshot from the node itself;
+ *   2. re-read the authority after observing and before deciding, so no action runs on intent
+ *      older than the snapshot it was planned from;
+ *   3. decide on the snapshot: the gates, then which planned actions are authorized;
+ *   4. act: each authorized action in plan order, stopping at the first that fails or is
+ *      refused (the rest are recorded as skipped: they may depend on it);
+ *   5. probe: a fresh post-action snapshot, the only thing that can show convergence;
+ *   6. judge the probe against what was done.
+ */
+export async function runPass(ports: PassPorts, intent: BoundIntent, history: History): Promise<DecideResult> {
+  const pre = await ports.observe();
+  const authority = await ports.readAuthority();
+  const first = decide({ intent, authority, observation: pre.observation, unreachable: pre.unreachable, history, now: ports.now() });
+  const actions = first.decision.authorized_actions;
+  if (actions.length === 0 || !pre.observation) return first;
+
+  const evidence = await act(ports, actions);
+  const post = await ports.observe();
+  return decide({
+    intent,
+    authority,
+    observation: post.observation,
+    unreachable: post.unreachable,
+    history,
+    now: ports.now(),
+    acted: { planned: first.decision.planned_actions, actions, evidence, pre: pre.observation },
+  });
+}
+
+async function act(ports: PassPorts, actions: AuthorizedAction[]): Promise<ExecutionEvidence[]> {
+  const evidence: ExecutionEvidence[] = [];
+  let stoppedBy: ExecutionEvidence | null = null;
+  for (const action of actions) {
+    if (stoppedBy) {
+      evidence.push(evidenceOfSkip(action, stoppedBy, ports.now()));
+      continue;
+    }
+    const answer = await ports.apply(action);
+    const ev = 'kind' in answer ? evidenceOfFailure(action, answer, ports.now()) : answer;
+    if ('kind' in answer) stoppedBy = ev;
+    evidence.push(ev);
+  }
+  return evidence;
+}
