@@ -54,7 +54,7 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
   const { createControllerWorker } = require(dist('worker/controller.js'));
   const { runAgents } = require(dist('agent/worker.js'));
   const { openLedgerStore } = require(dist('activities/ledger-store.js'));
-  const contract = require(dist('workflows/contract.js'));
+  const contract = require(dist('contract/index.js'));
   const threshold = contract.MAX_HISTORY_EVENTS;
 
   // The runtime is per process and configurable only before its first use; WARN keeps the

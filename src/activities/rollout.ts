@@ -11,13 +11,10 @@ import {
   reconcileWorkflowId,
   stateQuery,
   type NodeState,
+  type PreparedNode,
   type ReconcileNodeInput,
-} from '../workflows/contract';
+} from '../contract';
 import type { DesiredStateAuthority } from './authority';
-
-export type PreparedNode =
-  | { node: string; outcome: 'started'; workflow_id: string; digest: string; handed_over_from: string[] }
-  | { node: string; outcome: 'refused'; error: string };
 
 export interface NodeStateReport {
   workflow_id: string;

@@ -17,7 +17,7 @@ import {
   type ObservedResource,
   type ResourceSpec,
 } from '../domain';
-import type { AgentActivities, ApplyRequest, ObserveRequest } from '../workflows/contract';
+import type { AgentActivities, ApplyRequest, ObserveRequest } from '../contract';
 import { effectiveMode, loadAgentConfig } from './config';
 import { AgentJournal, journalKey, withLock } from './journal';
 import { countedApply } from './metrics';

@@ -1,8 +1,7 @@
 import { asyncLocalStorage } from '@temporalio/activity';
 import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import { ACTIONS, type ExecutionEvidence } from '../domain';
-import { ACTIONS_METRIC } from '../workflows/metrics';
-import { REFUSALS, type ApplyRequest } from '../workflows/contract';
+import { ACTIONS_METRIC, REFUSALS, type ApplyRequest } from '../contract';
 
 /*
  * The agent's side of Datum's metrics: every apply it answers, counted by action kind and the

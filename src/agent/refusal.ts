@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Json } from '../domain';
-import type { RefusalType } from '../workflows/contract';
+import type { RefusalType } from '../contract';
 
 /**
  * Failure type of a service that could not be started at all (no current release, command not

@@ -3,7 +3,7 @@ import { lstat, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
 import type { ResourceSpec } from '../domain';
-import type { WatchRequest, WatchResult } from '../workflows/contract';
+import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
 import { readServiceState, serviceMarker, startTicks } from './services';
 

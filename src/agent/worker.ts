@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
 import type { AgentConfig } from '../domain';
-import { agentTaskQueue } from '../workflows/contract';
+import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 

@@ -1,6 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { nodeId } from '../domain';
-import { stateQuery, type NodeState } from '../workflows/contract';
+import { stateQuery, type NodeState } from '../contract';
 import { UsageError } from './args';
 
 export interface NodeLoop {

@@ -1,5 +1,4 @@
-import { sha256 } from '@noble/hashes/sha2';
-import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
+export { sha256Hex } from '../contract/identifiers';
 
 /** A JSON value as it crosses every boundary (workflow history, ledger, agent). */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -23,11 +22,6 @@ export function canonicalJson(value: unknown): string {
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   throw new TypeError(`canonical JSON has no form for a value of type ${typeof value}`);
-}
-
-/** Hex sha256 of a UTF-8 string. Pure JS, so it runs inside the workflow sandbox. */
-export function sha256Hex(text: string): string {
-  return bytesToHex(sha256(utf8ToBytes(text)));
 }
 
 export function jsonEqual(a: unknown, b: unknown): boolean {

@@ -1,43 +1,24 @@
-import { z } from 'zod';
 import { canonicalJson } from './canonical';
 import { draft, mergeConditions } from './conditions';
 import type { AuthorityView } from './decide';
 import type { BoundIntent } from './desired';
 import { problemsFromZod } from './errors';
 import type { History } from './history';
-import { resourceKey, type ConvergenceStatus, type Decision, type Reason, type RecheckTrigger } from './schemas';
+import type { ConvergenceStatus, Decision, Reason, RecheckTrigger } from './schemas';
+import { SIGNAL_SCHEMAS, type RefreshDesiredPayload, type SignalName, type SignalPayload } from '../contract/signals';
 
 /*
- * The payloads of the three signals, validated before they touch the loop. A malformed signal
- * is never half-applied: it is recorded, raises INVALID_SIGNAL, and the loop goes on.
+ * The payloads of the three signals, validated before they touch the loop (their schemas are the
+ * contract's). A malformed signal is never half-applied: it is recorded, raises INVALID_SIGNAL,
+ * and the loop goes on.
  */
-
-const DIGEST = /^sha256:[a-f0-9]{64}$/;
-
-export const refreshDesiredPayload = z.strictObject({
-  generation: z.number({ error: 'must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
-  digest: z.string({ error: 'is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DIGEST, 'must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
-});
-export const resolveConflictPayload = z.strictObject({
-  resource_key: resourceKey,
-  resolution: z.enum(['retake', 'yield'], { error: 'must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
-  by: z.string({ error: 'is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'is empty — fix: say who resolves the conflict'),
-  note: z.string().nullable().optional(),
-});
-export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);
-
-export type RefreshDesiredPayload = z.infer<typeof refreshDesiredPayload>;
-export type ResolveConflictPayload = z.infer<typeof resolveConflictPayload>;
-
-export const SIGNAL_SCHEMAS = { refreshDesired: refreshDesiredPayload, resolveConflict: resolveConflictPayload, recheck: recheckPayload } as const;
-export type SignalName = keyof typeof SIGNAL_SCHEMAS;
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /** Validates a signal payload; the error names each bad field and how to fix it. */
-export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<z.infer<(typeof SIGNAL_SCHEMAS)[N]>> {
+export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<SignalPayload<N>> {
   const result = SIGNAL_SCHEMAS[name].safeParse(payload, { reportInput: true });
-  if (result.success) return { ok: true, value: result.data as z.infer<(typeof SIGNAL_SCHEMAS)[N]> };
+  if (result.success) return { ok: true, value: result.data as SignalPayload<N> };
   const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${p.problem} (fix: ${p.fix})`);
   return { ok: false, error: `${name} payload ${canonicalJson(payload ?? null)} rejected: ${problems.join('; ')}` };
 }

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createControlActivities } from '../activities';
 import type { LedgerStore } from '../activities/ledger-store';
-import { CONTROL_TASK_QUEUE } from '../workflows/contract';
+import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowsPath } from './paths';
 
 export interface ControllerOptions {

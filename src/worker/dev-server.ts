@@ -1,4 +1,4 @@
-import { DATUM_SEARCH_ATTRIBUTES } from '../workflows/contract';
+import { DATUM_SEARCH_ATTRIBUTES } from '../contract';
 
 /*
  * What `temporal server start-dev` needs for Datum: its search attributes, and limits sized for a

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Runtime } from '@temporalio/worker';
-import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC } from '../workflows/metrics';
+import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC } from '../contract';
 
 /*
  * Prometheus metrics of a worker process (`datum worker`, `datum agent`): one HTTP endpoint,
@@ -10,7 +10,7 @@ import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC } from '../workflows/me
  *     slots, sticky cache, request counts …; durations in milliseconds, core's default);
  *   - Datum's, emitted through the SDK's metric meter and not prefixed: datum_decisions_total,
  *     datum_open_conditions, datum_observation_age_seconds (controller, from the workflow) and
- *     datum_actions_total (agent, from apply). Names: src/workflows/metrics.ts.
+ *     datum_actions_total (agent, from apply). Names: src/contract/metrics.ts.
  *
  * Off unless asked for: `--metrics-address IP:PORT` or DATUM_METRICS_ADDRESS=IP:PORT (the
  * flag wins; "off" or empty turns it off). Not on by default because a fixed port would collide

@@ -1,6 +1,6 @@
 /*
- * Datum's own Prometheus metrics: their names (dashboards and alerts rely on them, like the
- * Temporal contract), and the workflow side of emitting them. Workflow-safe: the workflow
+ * The workflow side of emitting Datum's own Prometheus metrics (their names are the contract's,
+ * src/contract/metrics.ts). Workflow-safe: the workflow
  * `metricMeter` forwards through a sink that is skipped during replay, so a metric is neither a
  * command nor recorded in history, and a replayed pass does not count twice.
  *
@@ -8,15 +8,8 @@
  * src/worker/metrics.ts); the workflow meter adds the tags namespace, taskQueue and workflowType.
  */
 import { metricMeter } from '@temporalio/workflow';
+import { DECISIONS_METRIC, OBSERVATION_AGE_METRIC, OPEN_CONDITIONS_METRIC } from '../contract';
 import { CONDITION_TYPES, msBetween, type ConditionType, type Decision } from '../domain';
-
-export const DECISIONS_METRIC = 'datum_decisions_total';
-export const OPEN_CONDITIONS_METRIC = 'datum_open_conditions';
-export const OBSERVATION_AGE_METRIC = 'datum_observation_age_seconds';
-export const ACTIONS_METRIC = 'datum_actions_total';
-
-/** Around the default observation_ttl (60s): a fresh snapshot is well under a second old. */
-export const OBSERVATION_AGE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 /**
  * A pass judged a snapshot, whether or not the decision is recorded: how old the snapshot was

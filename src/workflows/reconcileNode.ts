@@ -63,7 +63,7 @@ import {
   type NodeState,
   type ReconcileCarry,
   type ReconcileNodeInput,
-} from './contract';
+} from '../contract';
 import { decisionRecorded, observationJudged } from './metrics';
 
 /** Ledger entries kept in the workflow and carried across continue-as-new (the store keeps all). */

@@ -1,8 +1,7 @@
 import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import type { ControlActivities } from '../activities';
-import type { PreparedNode } from '../activities/rollout';
-import { ROLLOUT_SETTLED, rolloutProgressQuery, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from './contract';
+import { ROLLOUT_SETTLED, rolloutProgressQuery, type PreparedNode, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../contract';
 
 const acts = proxyActivities<ControlActivities>({
   startToCloseTimeout: '5m',

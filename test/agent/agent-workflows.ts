@@ -2,7 +2,7 @@
 // so the agent worker can be tested on a real server without the whole reconcile loop.
 
 import { proxyActivities } from '@temporalio/workflow';
-import { agentTaskQueue, type AgentActivities, type ExecutionEvidence, type Observation } from '../../src/workflows/contract';
+import { agentTaskQueue, type AgentActivities, type ExecutionEvidence, type Observation } from '../../src/contract';
 import type { AuthorizedAction, ResourceSpec } from '../../src/domain';
 
 export async function callAgent(node: string, resources: Record<string, ResourceSpec>, action: AuthorizedAction | null): Promise<{ before: Observation; evidence: ExecutionEvidence | null; after: Observation }> {

@@ -13,7 +13,7 @@ import { expect } from 'vitest';
 import { fileBytes, idempotencyKey, type AuthorizedAction, type Json } from '../../src/domain';
 import { createAgentActivities } from '../../src/agent/activities';
 import { stopServices } from '../../src/agent/services';
-import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/workflows/contract';
+import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import type { BuildArtifactOptions } from '../../scripts/build-artifact.mjs' with { 'resolution-mode': 'import' };
 
 export interface TestNode {

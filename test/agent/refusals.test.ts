@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
 import { observation, type ResourceSpec } from '../../src/domain';
-import type { ApplyRequest, ObserveRequest } from '../../src/workflows/contract';
+import type { ApplyRequest, ObserveRequest } from '../../src/contract';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode, runActivity } from './helpers';
 
 afterEach(cleanupNodes);

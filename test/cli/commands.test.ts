@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
-import { reconcileWorkflowId } from '../../src/workflows/contract';
+import { reconcileWorkflowId } from '../../src/contract';
 import { startConflictingWriter } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
 

@@ -18,7 +18,7 @@ import { parse as parseYaml } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
-import { DATUM_SEARCH_ATTRIBUTES } from '../../src/workflows/contract';
+import { DATUM_SEARCH_ATTRIBUTES } from '../../src/contract';
 import { installTestRuntime } from '../helpers/temporal';
 
 const ROOT = projectRoot();
@@ -342,7 +342,7 @@ describe('docker-compose.yml', () => {
     expect(dependsOn(service(job))[temporal]).toBe('service_healthy');
   });
 
-  it('registers exactly the search attributes of src/workflows/contract.ts, names and types', () => {
+  it('registers exactly the search attributes of src/contract/names.ts, names and types', () => {
     const { attributes } = registeredSearchAttributes(compose);
     const expected = new Map(DATUM_SEARCH_ATTRIBUTES.map((key) => [key.name, CLI_TYPE[key.type]]));
     expect(Object.fromEntries(attributes)).toEqual(Object.fromEntries(expected));

@@ -5,7 +5,7 @@
 import { Context } from '@temporalio/activity';
 import type { AuthorityRead } from '../../src/activities';
 import type { BoundIntent, ExecutionEvidence, LedgerEntry, Mode } from '../../src/domain';
-import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/workflows/contract';
+import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
 
 export interface Call {

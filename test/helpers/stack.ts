@@ -15,7 +15,7 @@ import { createControllerWorker } from '../../src/worker/controller';
 import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/paths';
 
 const run = promisify(execFile);
-import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
+import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/contract';
 import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
-import { ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/workflows/contract';
+import { ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/contract';
 import { sha256 as sha256Of, tarGz } from '../agent/helpers';
 import { Stack, statusesOf } from '../helpers/stack';
 

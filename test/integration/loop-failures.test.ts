@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
-import { reconcileWorkflowId, recheckSignal, refreshDesiredSignal, resolveConflictSignal } from '../../src/workflows/contract';
+import { reconcileWorkflowId, recheckSignal, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { Fleet, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
 import { Stack, statusesOf } from '../helpers/stack';
 

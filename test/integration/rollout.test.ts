@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type RolloutResult } from '../../src/workflows/contract';
+import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type RolloutResult } from '../../src/contract';
 import { Stack } from '../helpers/stack';
 
 let stack: Stack;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
-import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/workflows/contract';
+import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/contract';
 import { MAINTENANCE } from '../helpers/fleet';
 import { Stack, statusesOf } from '../helpers/stack';
 

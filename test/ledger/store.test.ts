@@ -23,7 +23,7 @@ import {
   type LedgerStore,
 } from '../../src/activities/ledger-store';
 import { canonicalJson, LEDGER_VERSION, ledgerEntry, type Decision, type LedgerEntry } from '../../src/domain';
-import { reconcileWorkflowId } from '../../src/workflows/contract';
+import { reconcileWorkflowId } from '../../src/contract';
 import { startPostgres, type TestPostgres } from '../helpers/postgres';
 import { later, n24After, n24Before, NOW, oursFor, pass, snapshot } from '../unit/fixtures';
 

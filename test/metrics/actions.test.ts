@@ -3,8 +3,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { countedApply } from '../../src/agent/metrics';
 import type { ExecutionEvidence } from '../../src/domain';
-import { ACTIONS_METRIC } from '../../src/workflows/metrics';
-import type { ApplyRequest } from '../../src/workflows/contract';
+import { ACTIONS_METRIC, type ApplyRequest } from '../../src/contract';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode } from '../agent/helpers';
 
 /*

@@ -8,7 +8,7 @@ import { CONDITION_TYPES } from '../../src/domain';
 import { stopServices } from '../../src/agent/services';
 import { METRICS_ADDRESS_ENV, MetricsConfigError, installRuntime } from '../../src/worker/metrics';
 import { projectRoot } from '../../src/worker/paths';
-import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/workflows/contract';
+import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/contract';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 

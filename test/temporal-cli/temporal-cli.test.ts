@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { temporalCliPath } from '../../src/worker/paths';
-import type { NodeState } from '../../src/workflows/contract';
+import type { NodeState } from '../../src/contract';
 import { startConflictingWriter } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
 

@@ -3,8 +3,7 @@ import path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
-import type { NodeState } from '../../src/workflows/contract';
-import { MEMO_SUMMARY, reconcileWorkflowId, stateQuery } from '../../src/workflows/contract';
+import { MEMO_SUMMARY, reconcileWorkflowId, stateQuery, type NodeState } from '../../src/contract';
 import { Stack } from '../helpers/stack';
 import { CHROMIUM_ARGS, CHROMIUM_PATH, ensureChromium } from './chromium';
 

@@ -4,7 +4,7 @@ import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@t
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
 import { workflowsPath } from '../../src/worker/paths';
-import { agentTaskQueue, ledgerQuery, stateQuery } from '../../src/workflows/contract';
+import { agentTaskQueue, ledgerQuery, stateQuery } from '../../src/contract';
 import { fakeAuthority, fakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
 import { n24 } from '../unit/fixtures';

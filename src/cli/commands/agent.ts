@@ -1,5 +1,5 @@
 import { runAgents } from '../../agent/worker';
-import { agentTaskQueue } from '../../workflows/contract';
+import { agentTaskQueue } from '../../contract';
 import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';

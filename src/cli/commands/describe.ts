@@ -1,5 +1,5 @@
 import { connectClient } from '../../worker/connection';
-import { ledgerQuery } from '../../workflows/contract';
+import { ledgerQuery } from '../../contract';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';

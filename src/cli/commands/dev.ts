@@ -9,7 +9,7 @@ import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
 import { devServerFlags } from '../../worker/dev-server';
-import { CONTROL_TASK_QUEUE, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../workflows/contract';
+import { CONTROL_TASK_QUEUE, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../contract';
 import { UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { print, table } from '../output';

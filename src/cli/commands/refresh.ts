@@ -1,6 +1,6 @@
 import { DesiredStateAuthority } from '../../activities/authority';
 import { connectClient } from '../../worker/connection';
-import { refreshDesiredSignal, reconcileWorkflowId } from '../../workflows/contract';
+import { refreshDesiredSignal, reconcileWorkflowId } from '../../contract';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor } from '../nodes';

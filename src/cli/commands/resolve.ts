@@ -1,6 +1,6 @@
 import { parseSignal } from '../../domain';
 import { connectClient } from '../../worker/connection';
-import { ledgerQuery, resolveConflictSignal } from '../../workflows/contract';
+import { ledgerQuery, resolveConflictSignal } from '../../contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { DesiredStateAuthority } from '../../activities/authority';
 import { connectClient } from '../../worker/connection';
-import { CONTROL_TASK_QUEUE, rolloutProgressQuery, rolloutWorkflowId, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../../workflows/contract';
+import { CONTROL_TASK_QUEUE, rolloutProgressQuery, rolloutWorkflowId, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../../contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode } from '../nodes';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { openLedgerStore } from '../../activities/ledger-store';
 import { createControllerWorker } from '../../worker/controller';
 import { connectClient, connectWorker } from '../../worker/connection';
-import { CONTROL_TASK_QUEUE } from '../../workflows/contract';
+import { CONTROL_TASK_QUEUE } from '../../contract';
 import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';

@@ -1,0 +1,39 @@
+/*
+ * The node agent's activities (task queue `datum-node-<node>`, see names.ts): what the
+ * controller sends and what the agent answers. The agent imports these, never workflow code.
+ */
+import type { AuthorizedAction, ExecutionEvidence, Observation, ResourceSpec } from '../domain';
+
+export interface ObserveRequest {
+  node: string;
+  /** Declared resources of the bound generation; artifact references already resolved. */
+  resources: Record<string, ResourceSpec>;
+}
+
+export interface ApplyRequest {
+  node: string;
+  action: AuthorizedAction;
+}
+
+export interface WatchRequest {
+  node: string;
+  resources: Record<string, ResourceSpec>;
+  /** Return with no change after this long (the workflow starts another watch). */
+  window_ms: number;
+}
+
+export interface WatchResult {
+  /** Resource keys whose change marker moved since the watch started. */
+  changed: string[];
+  at: string;
+  reason: 'changed' | 'window elapsed' | 'cancelled';
+}
+
+export interface AgentActivities {
+  observe: (request: ObserveRequest) => Promise<Observation>;
+  apply: (request: ApplyRequest) => Promise<ExecutionEvidence>;
+  /** Event-driven observation: returns when something the node manages changes (see src/agent/watch.ts). */
+  watch: (request: WatchRequest) => Promise<WatchResult>;
+}
+
+export type { Decision, ExecutionEvidence, Observation } from '../domain';

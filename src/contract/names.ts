@@ -1,0 +1,35 @@
+/*
+ * The names users and external tools rely on (DESIGN.md "Temporal contract"): task queues,
+ * workflow types and ids, search attributes, the memo. Plain `temporal workflow start/signal/
+ * query/list` against these must work as the README documents: change one only with a
+ * migration note.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { sha256Hex } from './identifiers';
+
+export const CONTROL_TASK_QUEUE = 'datum-control';
+export const agentTaskQueue = (node: string) => `datum-node-${node}`;
+
+/**
+ * Workflow types, as registered by the controller worker (the export names of
+ * src/workflows/index.ts, checked there against these).
+ */
+export const WORKFLOW_TYPES = { reconcileNode: 'reconcileNode', rollout: 'rollout' } as const;
+export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
+
+/** One loop per (node, generation): starting it twice attaches instead. */
+export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;
+/** One id per (generation, node set): a second `rollout start` for the same set attaches. */
+export const rolloutWorkflowId = (generation: number, nodes: string[]) =>
+  `datum-rollout/gen-${generation}/${nodes.length === 1 ? nodes[0] : `${nodes.length}-nodes-${sha256Hex([...nodes].sort().join(',')).slice(0, 12)}`}`;
+
+export const DatumNode = defineSearchAttributeKey('DatumNode', SearchAttributeType.KEYWORD);
+export const DatumGeneration = defineSearchAttributeKey('DatumGeneration', SearchAttributeType.INT);
+export const DatumDigest = defineSearchAttributeKey('DatumDigest', SearchAttributeType.KEYWORD);
+export const DatumStatus = defineSearchAttributeKey('DatumStatus', SearchAttributeType.KEYWORD);
+export const DatumConditions = defineSearchAttributeKey('DatumConditions', SearchAttributeType.KEYWORD_LIST);
+export const DatumMode = defineSearchAttributeKey('DatumMode', SearchAttributeType.KEYWORD);
+export const DATUM_SEARCH_ATTRIBUTES = [DatumNode, DatumGeneration, DatumDigest, DatumStatus, DatumConditions, DatumMode] as const;
+
+/** Memo key holding the last decision's one-line summary, shown in the Web UI's workflow list. */
+export const MEMO_SUMMARY = 'summary';

@@ -1,0 +1,78 @@
+/*
+ * Signals and queries of reconcileNode and rollout. Each signal's payload is written once, as a
+ * zod schema; its TypeScript type and the signal definition are derived from it, so the CLI,
+ * the workflow and src/domain's validation cannot disagree on the shape.
+ *
+ * The definitions are the plain objects `defineSignal`/`defineQuery` return (`{type, name}`),
+ * built here without @temporalio/workflow so that importing the contract never loads the
+ * workflow sandbox's code; client `handle.signal/query` and workflow `setHandler` take them.
+ */
+import type { QueryDefinition, SignalDefinition } from '@temporalio/common';
+import { z } from 'zod';
+import type { Condition, ConvergenceStatus, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
+import { DESIRED_DIGEST, resourceKey } from './identifiers';
+import type { RolloutResult } from './workflows';
+
+// ---------------------------------------------------------------------------------------------
+// Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts validates
+// it with these schemas, records it and raises INVALID_SIGNAL, and the loop goes on.
+
+export const refreshDesiredPayload = z.strictObject({
+  generation: z.number({ error: 'must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
+  digest: z.string({ error: 'is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DESIRED_DIGEST, 'must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
+});
+export const resolveConflictPayload = z.strictObject({
+  resource_key: resourceKey,
+  resolution: z.enum(['retake', 'yield'], { error: 'must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
+  by: z.string({ error: 'is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'is empty — fix: say who resolves the conflict'),
+  note: z.string().nullable().optional(),
+});
+export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);
+
+export type RefreshDesiredPayload = z.infer<typeof refreshDesiredPayload>;
+export type ResolveConflictPayload = z.infer<typeof resolveConflictPayload>;
+export type RecheckPayload = z.infer<typeof recheckPayload>;
+
+/** Each signal's name and payload schema: the one table the definitions below are built from. */
+export const SIGNAL_SCHEMAS = { refreshDesired: refreshDesiredPayload, resolveConflict: resolveConflictPayload, recheck: recheckPayload } as const;
+export type SignalName = keyof typeof SIGNAL_SCHEMAS;
+export type SignalPayload<N extends SignalName> = z.infer<(typeof SIGNAL_SCHEMAS)[N]>;
+
+// The brand fields of SignalDefinition/QueryDefinition exist only at the type level (the SDK's
+// own defineSignal casts the same way).
+const signal = <N extends SignalName>(name: N) => ({ type: 'signal', name }) as SignalDefinition<[SignalPayload<N>], N>;
+const query = <Ret, Name extends string>(name: Name) => ({ type: 'query', name }) as QueryDefinition<Ret, [], Name>;
+
+export const refreshDesiredSignal = signal('refreshDesired');
+export const resolveConflictSignal = signal('resolveConflict');
+/** `recheck` takes `{}` or nothing at all (`temporal workflow signal --name recheck`). */
+export const recheckSignal = { type: 'signal', name: 'recheck' } as SignalDefinition<[RecheckPayload?], 'recheck'>;
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+/** reconcileNode's `state` query (DESIGN.md "Temporal contract"). */
+export interface NodeState {
+  node: string;
+  workflow_id: string;
+  convergence_status: ConvergenceStatus | null;
+  reason: Reason | null;
+  reason_detail: string | null;
+  recheck_trigger: RecheckTrigger | null;
+  conditions: Condition[];
+  attempt_count: number;
+  retry_budget: number;
+  desired_generation: number;
+  desired_digest: string;
+  mode: Mode | null;
+  last_verified_at: string | null;
+  /** Ledger entries recorded by this run chain (the tail kept across continue-as-new included). */
+  ledger_entries: number;
+  superseded_by: string | null;
+}
+
+/** All ledger entries of this run chain (the tail kept across continue-as-new included). */
+export const ledgerQuery = query<LedgerEntry[], 'ledger'>('ledger');
+export const stateQuery = query<NodeState, 'state'>('state');
+/** The rollout's per-node view so far (settled nodes carry their status). */
+export const rolloutProgressQuery = query<RolloutResult, 'progress'>('progress');

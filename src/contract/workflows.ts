@@ -1,0 +1,78 @@
+/*
+ * The two workflows' inputs, results and signatures. Clients start them by typed reference,
+ * `client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, …)`, so the
+ * arguments are checked without importing workflow code.
+ */
+import type { BoundIntent, ConvergenceStatus, Decision, History, LedgerEntry, Reason } from '../domain';
+
+export interface ReconcileNodeInput {
+  node: string;
+  generation: number;
+  /** Set only by continue-as-new: the state the previous run hands over, as plain JSON. */
+  carry?: ReconcileCarry;
+}
+
+/** Everything continue-as-new carries, as plain JSON (a Map would arrive as {}). */
+export interface ReconcileCarry {
+  intent: BoundIntent;
+  history: History;
+  ledger_tail: LedgerEntry[];
+  next_seq: number;
+  last_verified_at: string | null;
+  last_fingerprint: string | null;
+  /** The last decision, recorded or not (absent in carries from before it was added). */
+  last_decision?: Decision | null;
+  runs: number;
+  /** Entries the ledger store has not confirmed yet; appended again by the next run. */
+  unstored: LedgerEntry[];
+}
+
+/** A reconcileNode run ends only when a newer generation's loop takes the node over. */
+export interface ReconcileResult {
+  node: string;
+  generation: number;
+  convergence_status: 'SUPERSEDED';
+  superseded_by: string;
+}
+
+/**
+ * reconcileNode continues as new past this many events even if the server has not suggested it
+ * yet (servers differ in when they suggest; the time-skipping test server never does). Keeps
+ * replay cheap, and bounds every run's history (bench/soak.mjs checks that bound).
+ */
+export const MAX_HISTORY_EVENTS = 2000;
+
+export interface RolloutInput {
+  generation: number;
+  nodes: string[];
+  /** Set only by continue-as-new: the nodes already prepared, so none is started twice. */
+  prepared?: PreparedNode[];
+}
+
+/** What preparing a node for a rollout came to: its loop started (or attached to), or refused. */
+export type PreparedNode =
+  | { node: string; outcome: 'started'; workflow_id: string; digest: string; handed_over_from: string[] }
+  | { node: string; outcome: 'refused'; error: string };
+
+export const ROLLOUT_OUTCOMES = { reported: 'reported', refused: 'refused' } as const;
+
+export type RolloutNodeOutcome =
+  | { node: string; outcome: typeof ROLLOUT_OUTCOMES.reported; workflow_id: string; status: ConvergenceStatus; reason: Reason; reason_detail: string; handed_over_from: string[] }
+  | { node: string; outcome: typeof ROLLOUT_OUTCOMES.refused; error: string };
+
+export interface RolloutResult {
+  generation: number;
+  nodes: RolloutNodeOutcome[];
+}
+
+/** Statuses a node settles in for a rollout's purposes: nothing more happens without new evidence. */
+export const ROLLOUT_SETTLED: readonly ConvergenceStatus[] = ['CONVERGED', 'DRIFTED', 'BLOCKED', 'CONFLICT'];
+
+export type ReconcileNodeWorkflow = (input: ReconcileNodeInput) => Promise<ReconcileResult>;
+export type RolloutWorkflow = (input: RolloutInput) => Promise<RolloutResult>;
+
+/** Every workflow type with its signature: what src/workflows/index.ts must export. */
+export interface DatumWorkflows {
+  reconcileNode: ReconcileNodeWorkflow;
+  rollout: RolloutWorkflow;
+}
