@@ -2,10 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants, createReadStream, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 
-/** A file's change marker: mtime + inode + size, read from the file itself. */
-export const fileMarker = (st: Stats) => `file:${st.mtimeMs}:${st.ino}:${st.size}`;
-export const ABSENT_MARKER = 'absent';
-
 export function sha256(bytes: string | Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }

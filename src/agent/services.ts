@@ -33,8 +33,6 @@ const serviceState = z.object({
 });
 export type ServiceState = z.infer<typeof serviceState>;
 
-export const serviceMarker = (pid: number, ticks: string) => `pid:${pid}:${ticks}`;
-
 const stateRel = (key: string) => `.datum/services/${key}.json`;
 
 /** The recorded state of service `key`, without creating anything (observe is read-only). */

@@ -5,7 +5,8 @@ import { asyncLocalStorage } from '@temporalio/activity';
 import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
-import { readServiceState, serviceMarker, startTicks } from './services';
+import { ABSENT_MARKER, fileMarker, linkMarker, serviceMarker } from './markers';
+import { readServiceState, startTicks } from './services';
 
 /*
  * Event-driven observation: a long-lived, heartbeating activity that returns as soon as
@@ -30,9 +31,9 @@ async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<
   const stamp = async (p: string) => {
     try {
       const st = await lstat(p);
-      return st.isSymbolicLink() ? `link:${await readlink(p)}:${st.ctimeMs}` : `file:${st.mtimeMs}:${st.ino}:${st.size}`;
+      return st.isSymbolicLink() ? linkMarker(await readlink(p), st.ctimeMs) : fileMarker(st);
     } catch {
-      return 'absent';
+      return ABSENT_MARKER;
     }
   };
   switch (spec.type) {

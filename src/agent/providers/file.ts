@@ -1,7 +1,8 @@
 import type { Stats } from 'node:fs';
 import { z } from 'zod';
 import { type FileSpec, type ObservedResource } from '../../domain';
-import { ABSENT_MARKER, atomicWrite, fileMarker, fileStamp, readRegular, sha256 } from '../fsx';
+import { atomicWrite, fileStamp, readRegular, sha256 } from '../fsx';
+import { ABSENT_MARKER, fileMarker } from '../markers';
 import { checkFileResourcePath, createParents, kindOf, locate, lstatOrNull } from '../paths';
 import { AgentRefusal, withFix } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';

@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
-import { fileMarker } from '../fsx';
+import { fileMarker } from '../markers';
 import { isErrno, locate, lstatOrNull } from '../paths';
 import { AgentRefusal, withFix } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';

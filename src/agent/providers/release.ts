@@ -7,7 +7,8 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import * as tar from 'tar';
 import { z } from 'zod';
 import { releaseSpec, type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
-import { ABSENT_MARKER, atomicWriteJson, fsyncDir, readJsonOrNull, sha256File, tempName } from '../fsx';
+import { atomicWriteJson, fsyncDir, readJsonOrNull, sha256File, tempName } from '../fsx';
+import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
 import { createParents, datumPath, isErrno, isInside, kindOf, locate, lstatOrNull } from '../paths';
 import { AgentRefusal, withFix } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
@@ -26,8 +27,6 @@ export type ReleaseInstallSpec = z.infer<typeof releaseInstallSpec>;
 
 const releaseRecord = z.object({ version: z.string(), sha256: z.string() });
 type ReleaseRecord = z.infer<typeof releaseRecord>;
-
-export const linkMarker = (target: string, ctimeMs: number) => `link:${target}:${ctimeMs}`;
 
 type CurrentState =
   | { kind: 'absent' }
@@ -79,7 +78,7 @@ export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, '
   if (current.kind === 'absent') return observed('release', null, ABSENT_MARKER, { ...detail, current: null }, obstruction);
   if (current.kind === 'obstructed') {
     const st = await fs.lstat(path.join(ctx.root, 'current'));
-    return observed('release', null, `${current.what}:${st.ctimeMs}:${st.ino}`, { ...detail, current: current.what }, `"current" is a ${current.what}, not a symlink; switching it would destroy it`);
+    return observed('release', null, obstructionMarker(current.what, st), { ...detail, current: current.what }, `"current" is a ${current.what}, not a symlink; switching it would destroy it`);
   }
   detail.current = current.target;
   if (current.release === null) {

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { Json, ObservedResource } from '../../domain';
 import { checkFileResourcePath, locate } from '../paths';
 import { AgentRefusal, withFix } from '../refusal';
-import { isRunning, launch, probeHealth, readServiceState, serviceMarker, stopInstance, waitHealthy, type Health, type ServiceState } from '../services';
+import { serviceMarker } from '../markers';
+import { isRunning, launch, probeHealth, readServiceState, stopInstance, waitHealthy, type Health, type ServiceState } from '../services';
 import { currentReleaseDir } from './release';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
 
