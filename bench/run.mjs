@@ -8,7 +8,7 @@
 //   - drift-detection latency for out-of-band edits to managed files and kills of services;
 //   - RSS, and CPU seconds per process and phase (plus the dev server's own metrics).
 // Then a 24 h simulated soak on the time-skipping server (bench/soak.mjs).
-// Writes bench/results/<date>.json, <date>.md and <date>.png, and prints the table.
+// Writes bench/results/<date>.json, <date>.md and <date>.svg, and prints the table.
 //
 //   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--changes 20] [--services 10]
 //                    [--soak 24] [--profile] [--keep]
@@ -418,7 +418,7 @@ async function writeResults() {
   await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results: rows, soak: soaked }, null, 2)}\n`);
   const table = markdown(rows, soaked);
   await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`);
-  await writeChart(rows, out('png'), { date, cpus: machine.cpus });
+  await writeChart(rows, out('svg'), { date, cpus: machine.cpus });
 }
 
 for (const n of sizes) {
@@ -446,7 +446,7 @@ if (soakHours > 0) {
 
 await writeResults();
 console.log(markdown(accumulated(), soakResult ?? earlier?.soak ?? null));
-console.error(`bench: wrote ${['json', 'md', 'png'].map((e) => path.relative(root, out(e))).join(', ')}`);
+console.error(`bench: wrote ${['json', 'md', 'svg'].map((e) => path.relative(root, out(e))).join(', ')}`);
 process.exit(0);
 
 function markdown(rows, soaked) {
