@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { asyncLocalStorage } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import {
@@ -19,6 +18,7 @@ import {
 } from '../domain';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../contract';
 import { effectiveMode, loadAgentConfig } from './config';
+import { whileBeating } from './heartbeat';
 import { AgentJournal, journalKey, withLock } from './journal';
 import { countedApply } from './metrics';
 import { realRoot } from './paths';
@@ -39,30 +39,10 @@ import { watchNode } from './watch';
 export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
   return {
-    observe: (request) => beating(() => observeNode(config, request)),
-    apply: (request) => beating(() => countedApply(request, () => applyAction(config, request))),
+    observe: (request) => whileBeating(() => observeNode(config, request)),
+    apply: (request) => whileBeating(() => countedApply(request, () => applyAction(config, request))),
     watch: (request) => watchNode(config, request),
   };
-}
-
-/** How often a running observe or apply tells the server it is alive. */
-const BEAT_MS = 5000;
-
-/**
- * Runs `work` while heartbeating. With the workflow's heartbeatTimeout, a task whose worker died
- * or whose completion the server lost is retried within that timeout, not at start-to-close
- * (ten minutes for an apply): at 1000 nodes on one SQLite dev server, completions were lost.
- */
-async function beating<T>(work: () => Promise<T>): Promise<T> {
-  const ctx = asyncLocalStorage.getStore();
-  if (!ctx) return work();
-  ctx.heartbeat();
-  const timer = setInterval(() => ctx.heartbeat(), BEAT_MS);
-  try {
-    return await work();
-  } finally {
-    clearInterval(timer);
-  }
 }
 
 const now = () => new Date();

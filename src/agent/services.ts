@@ -8,7 +8,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Json } from '../domain';
 import { atomicWriteJson, readJsonOrNull } from './fsx';
-import { heartbeat } from './heartbeat';
 import { datumPath, isErrno, locate, realRoot } from './paths';
 import { AgentRefusal, SERVICE_START_FAILED, withFix } from './refusal';
 
@@ -77,12 +76,12 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+// The waits below need not heartbeat: the apply that runs them beats from a timer (heartbeat.ts).
 async function waitUntil(done: () => Promise<boolean>, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (await done()) return true;
     if (Date.now() >= deadline) return false;
-    heartbeat();
     await sleep(100);
   }
 }
@@ -213,7 +212,6 @@ export async function waitHealthy(state: ServiceState, ms: number): Promise<Heal
     if (!(await isRunning(state))) return { ok: false, error: `the process exited (see ${state.log})`, exited: true };
     last = await probeHealth(state.port, Math.max(250, Math.min(2000, deadline - Date.now())));
     if (last.ok || Date.now() >= deadline) return last;
-    heartbeat();
     await sleep(150);
   }
 }

@@ -5,6 +5,7 @@ import { asyncLocalStorage } from '@temporalio/activity';
 import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
+import { loopHeartbeat } from './heartbeat';
 import { ABSENT_MARKER, fileMarker, linkMarker, serviceMarker } from './markers';
 import { readServiceState, startTicks } from './services';
 
@@ -25,7 +26,6 @@ import { readServiceState, startTicks } from './services';
 const POLL_MS = 500;
 /** With every watched directory under inotify and no service, the poll is only a safety net. */
 const SAFETY_POLL_MS = 15_000;
-const HEARTBEAT_MS = 5000;
 
 async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
   const stamp = async (p: string) => {
@@ -88,7 +88,7 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
   // An agent serving 1000 virtual nodes would otherwise lstat thousands of paths a second (a
   // 2 s poll was 40% of such an agent's CPU in bench/ profiles).
   const pollMs = blind ? POLL_MS : SAFETY_POLL_MS;
-  let lastBeat = 0;
+  const beat = loopHeartbeat();
   // One listener for the whole watch (not one per poll, which would pile up for ten minutes).
   const onAbort = () => wake?.();
   ctx?.cancellationSignal.addEventListener('abort', onAbort);
@@ -99,10 +99,7 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
       const changed = Object.keys(now).filter((k) => now[k] !== baseline[k]);
       if (changed.length > 0) return { changed, at: new Date().toISOString(), reason: 'changed' };
       if (Date.now() >= deadline) return { changed: [], at: new Date().toISOString(), reason: 'window elapsed' };
-      if (ctx && Date.now() - lastBeat >= HEARTBEAT_MS) {
-        ctx.heartbeat();
-        lastBeat = Date.now();
-      }
+      beat();
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, pollMs);
         wake = () => {
