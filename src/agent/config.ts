@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { InvalidAgentConfig, type AgentConfig } from '../domain';
 import { parseAgentConfigText } from '../domain/documents';
 
@@ -22,6 +23,26 @@ export async function loadAgentConfig(configPath: string): Promise<AgentConfig> 
     ]);
   }
   return parseAgentConfigText(text, configPath);
+}
+
+/** One agent.yaml of a fleet directory: FLEET/agents/<node>.yaml. */
+export interface FleetAgentFile {
+  /** The file's name without .yaml: the node it configures. */
+  node: string;
+  file: string;
+}
+
+/**
+ * The agent.yaml files of a fleet directory, sorted by node; none when there is no agents/.
+ * Only lists them: each agent validates its own file (loadAgentConfig) when it reads it.
+ */
+export async function listFleetAgents(fleetDir: string): Promise<FleetAgentFile[]> {
+  const dir = path.join(fleetDir, 'agents');
+  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  return names
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => ({ node: f.replace(/\.yaml$/, ''), file: path.join(dir, f) }));
 }
 
 /** The effective mode of one resource: observe when the host or the resource says so. */

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { stringify, parse as parseYaml } from 'yaml';
 import { DesiredStateAuthority } from '../../activities/authority';
+import { listFleetAgents, type FleetAgentFile } from '../../agent/config';
 import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
@@ -35,8 +36,8 @@ resumes from DIR: the workflows are still there and continue.`,
     await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
     await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
     const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
-    const agentFiles = (await fs.readdir(path.join(fleetDir, 'agents')).catch(() => [] as string[])).filter((f) => f.endsWith('.yaml')).sort();
-    if (agentFiles.length === 0) throw new UsageError(`${fleetDir}/agents has no <node>.yaml — fix: add one agent.yaml per node the dev stack should run`);
+    const agents = await listFleetAgents(fleetDir);
+    if (agents.length === 0) throw new UsageError(`${fleetDir}/agents has no <node>.yaml — fix: add one agent.yaml per node the dev stack should run`);
 
     const address = `127.0.0.1:${port}`;
     const children = new Children(path.join(dataDir, 'logs'));
@@ -45,7 +46,7 @@ resumes from DIR: the workflows are still there and continue.`,
       () => undefined,
       () => {
         children.killAll();
-        killNodeServicesNow(fleetDir);
+        killNodeServicesNow(agents);
       },
     ).then(() => 'signal' as const);
     let exitCode = 0;
@@ -74,7 +75,7 @@ resumes from DIR: the workflows are still there and continue.`,
       try {
         const datum = path.join(projectRoot(), 'bin', 'datum.js');
         children.start('worker', process.execPath, [datum, 'worker', '--fleet', fleetDir, '--data', dataDir, '--address', address]);
-        for (const f of agentFiles) children.start(`agent-${f.replace(/\.yaml$/, '')}`, process.execPath, [datum, 'agent', '--config', path.join(fleetDir, 'agents', f), '--address', address]);
+        for (const a of agents) children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', address]);
         if ((await Promise.race([firstRollouts(client, fleetDir, dataDir, children), signalled])) === 'signal') return 130;
         printNextSteps(uiPort, port, dataDir, fleetDir, values.fleet === undefined);
         const outcome = await Promise.race([signalled, children.firstExit()]);
@@ -87,8 +88,8 @@ resumes from DIR: the workflows are still there and continue.`,
       }
     } finally {
       print('datum dev: stopping…');
-      await children.stop(['worker', ...agentFiles.map((f) => `agent-${f.replace(/\.yaml$/, '')}`)]);
-      await stopNodeServices(fleetDir);
+      await children.stop(['worker', ...agents.map((a) => `agent-${a.node}`)]);
+      await stopNodeServices(agents);
       await children.stop(['temporal']);
       print('datum dev: stopped; every process it started has exited. `npm start` again resumes from the same data.');
     }
@@ -119,8 +120,7 @@ async function prepareDemoFleet(dataDir: string): Promise<string> {
   const fleetDir = path.join(dataDir, 'fleet');
   if (existsSync(path.join(fleetDir, 'desired', 'nodes'))) return fleetDir;
   await fs.cp(path.join(projectRoot(), 'examples', 'fleet'), fleetDir, { recursive: true });
-  for (const f of await fs.readdir(path.join(fleetDir, 'agents'))) {
-    const file = path.join(fleetDir, 'agents', f);
+  for (const { file } of await listFleetAgents(fleetDir)) {
     const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
     doc.root = path.join(dataDir, 'nodes', doc.node);
     await fs.writeFile(file, `# Rooted by datum dev under its data dir (the bundled copy says /var/lib/datum).\n${stringify(doc)}`);
@@ -212,12 +212,20 @@ Next, in another terminal:
 Ctrl-C stops everything this command started.`);
 }
 
+/**
+ * The root an agent.yaml names, read without validating the rest: on the way out, a file the
+ * agent would refuse may still root services this stack started. Sync, for the second Ctrl-C.
+ */
+function agentRootOf(agent: FleetAgentFile): string | undefined {
+  return (parseYaml(readFileSync(agent.file, 'utf8')) as { root?: string }).root;
+}
+
 /** The second Ctrl-C: no time for graceful stops, but the node services must not outlive us. */
-function killNodeServicesNow(fleetDir: string): void {
+function killNodeServicesNow(agents: FleetAgentFile[]): void {
   try {
-    for (const f of readdirSync(path.join(fleetDir, 'agents')).filter((x) => x.endsWith('.yaml'))) {
-      const doc = parseYaml(readFileSync(path.join(fleetDir, 'agents', f), 'utf8')) as { root?: string };
-      const dir = doc.root ? path.join(doc.root, '.datum', 'services') : null;
+    for (const agent of agents) {
+      const root = agentRootOf(agent);
+      const dir = root ? path.join(root, '.datum', 'services') : null;
       if (!dir || !existsSync(dir)) continue;
       for (const s of readdirSync(dir).filter((x) => x.endsWith('.json'))) {
         const { pid } = JSON.parse(readFileSync(path.join(dir, s), 'utf8')) as { pid?: number };
@@ -235,11 +243,11 @@ function killNodeServicesNow(fleetDir: string): void {
   }
 }
 
-async function stopNodeServices(fleetDir: string): Promise<void> {
-  for (const f of (await fs.readdir(path.join(fleetDir, 'agents')).catch(() => [] as string[])).filter((x) => x.endsWith('.yaml'))) {
+async function stopNodeServices(agents: FleetAgentFile[]): Promise<void> {
+  for (const agent of agents) {
     try {
-      const doc = parseYaml(await fs.readFile(path.join(fleetDir, 'agents', f), 'utf8')) as { root?: string };
-      if (doc.root) await stopServices(doc.root);
+      const root = agentRootOf(agent);
+      if (root) await stopServices(root);
     } catch {
       // An unreadable agent.yaml has no services we started.
     }
