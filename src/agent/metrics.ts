@@ -1,7 +1,7 @@
 import { asyncLocalStorage } from '@temporalio/activity';
 import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import { ACTIONS, type ExecutionEvidence } from '../domain';
-import { ACTIONS_METRIC, REFUSALS, type ApplyRequest } from '../contract';
+import { ACTIONS_METRIC, outcomeOfFailure, type ApplyRequest } from '../contract';
 
 /*
  * The agent's side of Datum's metrics: every apply it answers, counted by action kind and the
@@ -20,8 +20,8 @@ export async function countedApply(request: ApplyRequest, apply: () => Promise<E
   try {
     evidence = await apply();
   } catch (err) {
-    const refusal = err instanceof ApplicationFailure && (REFUSALS as readonly string[]).includes(err.type ?? '') ? err.type! : null;
-    count(action, refusal ? 'refused' : 'failed', refusal);
+    const outcome = err instanceof ApplicationFailure ? outcomeOfFailure(err.type) : 'failed';
+    count(action, outcome, outcome === 'refused' ? (err as ApplicationFailure).type! : null);
     throw err;
   }
   count(action, evidence.outcome, evidence.refusal);

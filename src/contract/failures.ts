@@ -25,3 +25,12 @@ export type RefusalType = (typeof REFUSALS)[number];
 export const CONTROL_PERMANENT_ERRORS = ['InvalidDesiredState', 'UnknownNode', 'GenerationNotAtAuthority', 'MisconfiguredWorker'] as const;
 /** Ledger append failures that retrying cannot fix (the entry is kept in the workflow either way). */
 export const LEDGER_PERMANENT_ERRORS = ['InvalidLedgerEntry', 'LedgerSeqConflict', 'MisconfiguredWorker'] as const;
+
+/**
+ * How the ledger records a failed activity by its failure type: a refusal (the agent's typed
+ * "no", which nothing but changed evidence can turn into a yes) or a failure to act. The agent's
+ * metrics and the workflow's evidence both read it here, so they never disagree.
+ */
+export function outcomeOfFailure(type: string | null | undefined): 'refused' | 'failed' {
+  return (REFUSALS as readonly string[]).includes(type ?? '') ? 'refused' : 'failed';
+}
