@@ -277,7 +277,7 @@ async function runSize(n, mode) {
     // Full rollout of generation 1 to every node.
     const [cpu0, m0] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t0 = Date.now();
-    const result = await client.workflow.execute('rollout', { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId: contract.rolloutWorkflowId(1, nodes), args: [{ generation: 1, nodes }] });
+    const result = await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId: contract.rolloutWorkflowId(1, nodes), args: [{ generation: 1, nodes }] });
     const rolloutMs = Date.now() - t0;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;

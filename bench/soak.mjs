@@ -90,7 +90,7 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
     cleanup.unshift(() => agents.shutdown());
 
     const workflowId = contract.reconcileWorkflowId(NODE, 1);
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId, args: [{ node: NODE, generation: 1 }] });
+    const handle = await env.client.workflow.start(contract.WORKFLOW_TYPES.reconcileNode, { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId, args: [{ node: NODE, generation: 1 }] });
     cleanup.unshift(() => handle.terminate('soak done').catch(() => undefined));
     log(`soak: ${workflowId} started; ${hours} simulated hours at resync ${resync}`);
 

@@ -8,11 +8,13 @@ import {
   DatumNode,
   DatumStatus,
   ROLLOUT_SETTLED,
+  WORKFLOW_TYPES,
   reconcileWorkflowId,
+  refreshDesiredSignal,
   stateQuery,
   type NodeState,
   type PreparedNode,
-  type ReconcileNodeInput,
+  type ReconcileNodeWorkflow,
 } from '../contract';
 import type { DesiredStateAuthority } from './authority';
 
@@ -56,11 +58,10 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
           };
         }
         const workflowId = reconcileWorkflowId(node, input.generation);
-        const args: [ReconcileNodeInput] = [{ node, generation: input.generation }];
-        await c.workflow.start('reconcileNode', {
+        await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
           taskQueue: CONTROL_TASK_QUEUE,
           workflowId,
-          args,
+          args: [{ node, generation: input.generation }],
           workflowIdConflictPolicy: 'USE_EXISTING',
           typedSearchAttributes: new TypedSearchAttributes([
             { key: DatumNode, value: node },
@@ -69,10 +70,10 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
           ]),
         });
         const older: string[] = [];
-        const query = `WorkflowType = "reconcileNode" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${input.generation}`;
+        const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${input.generation}`;
         for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
         await Promise.all(
-          older.map((id) => c.workflow.getHandle(id).signal('refreshDesired', { generation: input.generation, digest: read.intent.digest })),
+          older.map((id) => c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: input.generation, digest: read.intent.digest })),
         );
         return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
       });

@@ -1,6 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { nodeId } from '../domain';
-import { stateQuery, type NodeState } from '../contract';
+import { WORKFLOW_TYPES, stateQuery, type NodeState } from '../contract';
 import { UsageError } from './args';
 
 export interface NodeLoop {
@@ -17,7 +17,7 @@ export function checkNode(node: string | undefined): string {
 
 /** Every running reconcileNode loop, by node: the newest generation wins if two overlap. */
 export async function runningLoops(client: Client, node?: string): Promise<Map<string, NodeLoop>> {
-  const query = `WorkflowType = "reconcileNode" AND ExecutionStatus = "Running"${node ? ` AND DatumNode = "${node}"` : ''}`;
+  const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running"${node ? ` AND DatumNode = "${node}"` : ''}`;
   const loops = new Map<string, NodeLoop>();
   for await (const w of client.workflow.list({ query })) {
     const m = /^datum\/(.+)\/gen-(\d+)$/.exec(w.workflowId);

@@ -11,7 +11,7 @@ import type { QueryDefinition, SignalDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import type { Condition, ConvergenceStatus, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
 import { DESIRED_DIGEST, resourceKey } from './identifiers';
-import type { RolloutResult } from './workflows';
+import type { RolloutProgress } from './workflows';
 
 // ---------------------------------------------------------------------------------------------
 // Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts validates
@@ -75,4 +75,4 @@ export interface NodeState {
 export const ledgerQuery = query<LedgerEntry[], 'ledger'>('ledger');
 export const stateQuery = query<NodeState, 'state'>('state');
 /** The rollout's per-node view so far (settled nodes carry their status). */
-export const rolloutProgressQuery = query<RolloutResult, 'progress'>('progress');
+export const rolloutProgressQuery = query<RolloutProgress, 'progress'>('progress');

@@ -4,6 +4,7 @@
  * arguments are checked without importing workflow code.
  */
 import type { BoundIntent, ConvergenceStatus, Decision, History, LedgerEntry, Reason } from '../domain';
+import type { WorkflowType } from './names';
 
 export interface ReconcileNodeInput {
   node: string;
@@ -54,15 +55,25 @@ export type PreparedNode =
   | { node: string; outcome: 'started'; workflow_id: string; digest: string; handed_over_from: string[] }
   | { node: string; outcome: 'refused'; error: string };
 
-export const ROLLOUT_OUTCOMES = { reported: 'reported', refused: 'refused' } as const;
+/** reported: the node's loop settled (ROLLOUT_SETTLED); refused: it was never started; pending: not settled yet. */
+export const ROLLOUT_OUTCOMES = { reported: 'reported', refused: 'refused', pending: 'pending' } as const;
 
+/** A node's outcome once the rollout is done with it. */
 export type RolloutNodeOutcome =
   | { node: string; outcome: typeof ROLLOUT_OUTCOMES.reported; workflow_id: string; status: ConvergenceStatus; reason: Reason; reason_detail: string; handed_over_from: string[] }
   | { node: string; outcome: typeof ROLLOUT_OUTCOMES.refused; error: string };
 
+/** A node as the `progress` query shows it: settled, or still reconciling. */
+export type RolloutNodeProgress = RolloutNodeOutcome | { node: string; outcome: typeof ROLLOUT_OUTCOMES.pending; workflow_id: string; handed_over_from: string[] };
+
 export interface RolloutResult {
   generation: number;
   nodes: RolloutNodeOutcome[];
+}
+
+export interface RolloutProgress {
+  generation: number;
+  nodes: RolloutNodeProgress[];
 }
 
 /** Statuses a node settles in for a rollout's purposes: nothing more happens without new evidence. */
@@ -72,7 +83,7 @@ export type ReconcileNodeWorkflow = (input: ReconcileNodeInput) => Promise<Recon
 export type RolloutWorkflow = (input: RolloutInput) => Promise<RolloutResult>;
 
 /** Every workflow type with its signature: what src/workflows/index.ts must export. */
-export interface DatumWorkflows {
+export interface DatumWorkflows extends Record<WorkflowType, (input: never) => Promise<unknown>> {
   reconcileNode: ReconcileNodeWorkflow;
   rollout: RolloutWorkflow;
 }

@@ -1,5 +1,14 @@
 import type { z } from 'zod';
-import { FIX } from './schemas';
+
+/*
+ * Every message Datum writes for a person reads "<what is wrong> — fix: <what to do>". withFix
+ * builds that shape everywhere (schemas, the agent, the CLI, the activities), so problemsFromZod
+ * can always cut a schema's message back into its problem and its fix.
+ */
+export const FIX = ' — fix: ';
+
+/** "<problem> — fix: <fix>". */
+export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
 
 export interface Problem {
   /** Dotted path of the offending field, or "(file)" for the document as a whole. */
@@ -37,8 +46,11 @@ export class InvalidAgentConfig extends InvalidInputError {
   }
 }
 
+/** One problem as a line of a list: "  - <field>: <problem> — fix: <fix>". */
+export const problemLine = (p: Problem): string => withFix(`  - ${p.field}: ${p.problem}`, p.fix);
+
 export function formatProblems(file: string, what: string, problems: Problem[]): string {
-  const lines = problems.map((p) => `  - ${p.field}: ${p.problem} — fix: ${p.fix}`);
+  const lines = problems.map(problemLine);
   return `${file}: invalid ${what}; nothing from this file was applied:\n${lines.join('\n')}`;
 }
 

@@ -13,14 +13,15 @@ import { SIGNAL_SCHEMAS, type RefreshDesiredPayload, type SignalName, type Signa
  * and the loop goes on.
  */
 
-export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
+/** `problems` are the bad fields alone ("<field>: <problem> (fix: <fix>)"), for a caller that names the payload itself. */
+export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string; problems: string[] };
 
-/** Validates a signal payload; the error names each bad field and how to fix it. */
+/** Validates a signal payload; the error names the signal, the payload, each bad field and how to fix it. */
 export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<SignalPayload<N>> {
   const result = SIGNAL_SCHEMAS[name].safeParse(payload, { reportInput: true });
   if (result.success) return { ok: true, value: result.data as SignalPayload<N> };
   const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${p.problem} (fix: ${p.fix})`);
-  return { ok: false, error: `${name} payload ${canonicalJson(payload ?? null)} rejected: ${problems.join('; ')}` };
+  return { ok: false, error: `${name} payload ${canonicalJson(payload ?? null)} rejected: ${problems.join('; ')}`, problems };
 }
 
 export type RefreshVerdict = { verdict: 'rebind' | 'supersede' | 'refuse'; detail: string };

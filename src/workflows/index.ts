@@ -1,3 +1,9 @@
-// The workflow bundle's entry point: every workflow type the controller worker registers.
-export { reconcileNode } from './reconcileNode';
-export { rollout } from './rollout';
+// The workflow bundle's entry point: every workflow type the controller worker registers, each
+// under its export name. Clients start them by the contract's WORKFLOW_TYPES and function types
+// (never by importing this code), so the annotation below makes a workflow missing, renamed or
+// typed otherwise than the contract says a compile error here, not "workflow type not found".
+import type { DatumWorkflows } from '../contract';
+import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
+import { rollout as rolloutWorkflow } from './rollout';
+
+export const { reconcileNode, rollout }: DatumWorkflows = { reconcileNode: reconcileNodeWorkflow, rollout: rolloutWorkflow };

@@ -63,6 +63,9 @@ import {
   type NodeState,
   type ReconcileCarry,
   type ReconcileNodeInput,
+  type ReconcileNodeWorkflow,
+  type ReconcileResult,
+  WORKFLOW_TYPES,
 } from '../contract';
 import { decisionRecorded, observationJudged } from './metrics';
 
@@ -119,13 +122,6 @@ const APPLY_TIMEOUT = '10m';
  * stopped waiting for it) and retried, instead of holding the loop for an apply's ten minutes.
  */
 const OBSERVE_TIMEOUT = '1m';
-
-export interface ReconcileResult {
-  node: string;
-  generation: number;
-  convergence_status: 'SUPERSEDED';
-  superseded_by: string;
-}
 
 const nowIso = () => new Date(Date.now()).toISOString();
 
@@ -401,10 +397,10 @@ export async function reconcileNode(input: ReconcileNodeInput): Promise<Reconcil
     }
     const successor = reconcileWorkflowId(node, parsed.value.generation);
     try {
-      await startChild('reconcileNode', {
+      await startChild<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
         workflowId: successor,
         taskQueue: CONTROL_TASK_QUEUE,
-        args: [{ node, generation: parsed.value.generation } satisfies ReconcileNodeInput],
+        args: [{ node, generation: parsed.value.generation }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
         typedSearchAttributes: [
           { key: DatumNode, value: node },

@@ -1,7 +1,17 @@
 import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import type { ControlActivities } from '../activities';
-import { ROLLOUT_SETTLED, rolloutProgressQuery, type PreparedNode, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../contract';
+import {
+  ROLLOUT_OUTCOMES,
+  ROLLOUT_SETTLED,
+  rolloutProgressQuery,
+  type PreparedNode,
+  type RolloutInput,
+  type RolloutNodeOutcome,
+  type RolloutNodeProgress,
+  type RolloutProgress,
+  type RolloutResult,
+} from '../contract';
 
 const acts = proxyActivities<ControlActivities>({
   startToCloseTimeout: '5m',
@@ -16,14 +26,14 @@ const POLL_MS = 1000;
  * generations by refreshDesired, refuses nodes whose authority is elsewhere (the others go on),
  * and reports each node's status once every node has settled. No staging: every node at once.
  */
-export async function rollout(input: RolloutInput & { prepared?: PreparedNode[] }): Promise<RolloutResult> {
+export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   checkInput(input);
   const prepared = input.prepared ?? (await prepare(input));
   const outcomes = new Map<string, RolloutNodeOutcome>();
   for (const p of prepared) {
-    if (p.outcome === 'refused') outcomes.set(p.node, { node: p.node, outcome: 'refused', error: p.error });
+    if (p.outcome === 'refused') outcomes.set(p.node, { node: p.node, outcome: ROLLOUT_OUTCOMES.refused, error: p.error });
   }
-  const progress = (): RolloutResult => ({ generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? pendingOutcome(n, prepared)) });
+  const progress = (): RolloutProgress => ({ generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? pendingOutcome(n, prepared)) });
   setHandler(rolloutProgressQuery, progress);
 
   const started = prepared.filter((p): p is Extract<PreparedNode, { outcome: 'started' }> => p.outcome === 'started');
@@ -37,7 +47,7 @@ export async function rollout(input: RolloutInput & { prepared?: PreparedNode[] 
       if (s && s.desired_generation === input.generation && s.convergence_status && ROLLOUT_SETTLED.includes(s.convergence_status)) {
         outcomes.set(p.node, {
           node: p.node,
-          outcome: 'reported',
+          outcome: ROLLOUT_OUTCOMES.reported,
           workflow_id: p.workflow_id,
           status: s.convergence_status,
           reason: s.reason!,
@@ -53,25 +63,24 @@ export async function rollout(input: RolloutInput & { prepared?: PreparedNode[] 
     }
     await sleep(POLL_MS);
   }
-  return progress();
+  // Every node has an outcome now: refused at preparation, or reported once settled.
+  return { generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? unprepared(n)) };
 }
 
 async function prepare(input: RolloutInput): Promise<PreparedNode[]> {
   return (await Promise.all(chunk(input.nodes, BATCH).map((nodes) => acts.prepareRolloutNodes({ generation: input.generation, nodes })))).flat();
 }
 
-function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeOutcome {
+function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeProgress {
   const p = prepared.find((x) => x.node === node);
-  if (p?.outcome === 'refused') return { node, outcome: 'refused', error: p.error };
-  return {
-    node,
-    outcome: 'reported',
-    workflow_id: p?.outcome === 'started' ? p.workflow_id : '',
-    status: 'RETRY',
-    reason: 'DRIFT_DETECTED',
-    reason_detail: 'not settled yet',
-    handed_over_from: p?.outcome === 'started' ? p.handed_over_from : [],
-  };
+  if (!p) return unprepared(node);
+  if (p.outcome === 'refused') return { node, outcome: ROLLOUT_OUTCOMES.refused, error: p.error };
+  return { node, outcome: ROLLOUT_OUTCOMES.pending, workflow_id: p.workflow_id, handed_over_from: p.handed_over_from };
+}
+
+/** Preparation answers for every node it is given; a node without an answer was never started. */
+function unprepared(node: string): RolloutNodeOutcome {
+  return { node, outcome: ROLLOUT_OUTCOMES.refused, error: `${node} was not prepared for this rollout — fix: start the rollout again` };
 }
 
 function checkInput(input: RolloutInput): void {

@@ -15,7 +15,7 @@ import { createControllerWorker } from '../../src/worker/controller';
 import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/paths';
 
 const run = promisify(execFile);
-import { CONTROL_TASK_QUEUE, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/contract';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeWorkflow } from '../../src/contract';
 import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
@@ -76,8 +76,7 @@ export class Stack {
   }
 
   async startNode(node: string, generation: number, taskQueue = CONTROL_TASK_QUEUE): Promise<WorkflowHandle> {
-    const args: [ReconcileNodeInput] = [{ node, generation }];
-    return this.client.workflow.start('reconcileNode', { taskQueue, workflowId: reconcileWorkflowId(node, generation), args });
+    return this.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: reconcileWorkflowId(node, generation), args: [{ node, generation }] });
   }
 
   /** Polls the state query until `predicate` holds; fails with the last state and ledger otherwise. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type RolloutResult } from '../../src/contract';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, stateQuery, type RolloutWorkflow } from '../../src/contract';
 import { Stack } from '../helpers/stack';
 
 let stack: Stack;
@@ -25,7 +25,7 @@ describe('rollout', () => {
     await stack.fleet.writeDesired('W-2', 2, { version: '7.4' });
     // W-3's authority stays at generation 1: refused, the others proceed.
 
-    const result = await stack.client.workflow.execute<(input: { generation: number; nodes: string[] }) => Promise<RolloutResult>>('rollout', {
+    const result = await stack.client.workflow.execute<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
       taskQueue: CONTROL_TASK_QUEUE,
       workflowId: 'datum-rollout/test',
       args: [{ generation: 2, nodes: ['W-1', 'W-2', 'W-3'] }],
@@ -43,7 +43,7 @@ describe('rollout', () => {
   });
 
   it('rejects malformed rollout input with the fix', async () => {
-    const handle = await stack.client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId: 'datum-rollout/bad', args: [{ generation: 0, nodes: ['ok', '../etc'] }] });
+    const handle = await stack.client.workflow.start(WORKFLOW_TYPES.rollout, { taskQueue: CONTROL_TASK_QUEUE, workflowId: 'datum-rollout/bad', args: [{ generation: 0, nodes: ['ok', '../etc'] }] });
     await expect(handle.result()).rejects.toThrow();
     const description = await handle.describe();
     expect(description.status.name).toBe('FAILED');

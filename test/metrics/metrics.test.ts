@@ -8,7 +8,7 @@ import { CONDITION_TYPES } from '../../src/domain';
 import { stopServices } from '../../src/agent/services';
 import { METRICS_ADDRESS_ENV, MetricsConfigError, installRuntime } from '../../src/worker/metrics';
 import { projectRoot } from '../../src/worker/paths';
-import { CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeInput } from '../../src/contract';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeWorkflow } from '../../src/contract';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 
@@ -59,8 +59,7 @@ afterAll(async () => {
 describe('Prometheus metrics of the worker processes', () => {
   it('serve the SDK runtime metrics and Datum decisions, conditions, observation age and actions', async () => {
     const workflowId = reconcileWorkflowId(NODE, 1);
-    const args: [ReconcileNodeInput] = [{ node: NODE, generation: 1 }];
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue: CONTROL_TASK_QUEUE, workflowId, args });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue: CONTROL_TASK_QUEUE, workflowId, args: [{ node: NODE, generation: 1 }] });
     const converged = await waitForState(() => handle.query(stateQuery), (s) => s.convergence_status === 'CONVERGED');
     expect(converged.reason).toBe('CONVERGED_AFTER_REPAIR');
     // Then one steady-state pass (resync 1s): it judges a snapshot but records no decision.

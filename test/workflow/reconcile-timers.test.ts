@@ -4,7 +4,7 @@ import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@t
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
 import { workflowsPath } from '../../src/worker/paths';
-import { agentTaskQueue, ledgerQuery, stateQuery } from '../../src/contract';
+import { WORKFLOW_TYPES, agentTaskQueue, ledgerQuery, stateQuery, type ReconcileNodeWorkflow } from '../../src/contract';
 import { fakeAuthority, fakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
 import { n24 } from '../unit/fixtures';
@@ -53,7 +53,7 @@ describe('reconcileNode timers (time-skipping)', () => {
   it('probe 4 on the clock: backoff 5s then 10s, and BLOCKED when the budget of 3 is spent', async () => {
     const node = fakeNode({ ineffective: true });
     const { taskQueue } = await startWorkers(node, fakeAuthority());
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
     await env.sleep('2 minutes');
     const ledger = await handle.query(ledgerQuery);
     expect(statuses(ledger).slice(0, 3)).toEqual(['RETRY/ACTION_INEFFECTIVE', 'RETRY/ACTION_INEFFECTIVE', 'BLOCKED/RETRY_BUDGET_EXHAUSTED']);
@@ -82,7 +82,7 @@ describe('reconcileNode timers (time-skipping)', () => {
     const policy = { resync_interval: '2h', node_timeout: '1s', watch: false };
     const authority = fakeAuthority(n24(12, { policy }));
     const { taskQueue, agent } = await startWorkers(node, authority);
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
     await env.sleep('1 minute');
     expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
 
@@ -118,7 +118,7 @@ describe('reconcileNode timers (time-skipping)', () => {
     const node = fakeNode();
     const authority = fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '5m' } }));
     const { taskQueue } = await startWorkers(node, authority);
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
     await env.sleep('1 minute');
     expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
     const observesBefore = node.calls.filter((c) => c.name === 'observe').length;
@@ -139,7 +139,7 @@ describe('reconcileNode timers (time-skipping)', () => {
     const authority = fakeAuthority();
     const { taskQueue } = await startWorkers(node, authority);
     const workflowId = `datum/N-24/gen-12-${randomUUID()}`;
-    const handle = await env.client.workflow.start('reconcileNode', { taskQueue, workflowId, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId, args: [{ node: 'N-24', generation: 12 }] });
     await env.sleep('1 minute');
     const before = await handle.query(stateQuery);
     expect(before.convergence_status).toBe('DRIFTED');

@@ -10,7 +10,7 @@ import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
 import { devServerFlags } from '../../worker/dev-server';
-import { CONTROL_TASK_QUEUE, rolloutWorkflowId, type RolloutInput, type RolloutResult } from '../../contract';
+import { CONTROL_TASK_QUEUE, ROLLOUT_OUTCOMES, WORKFLOW_TYPES, rolloutWorkflowId, type RolloutWorkflow } from '../../contract';
 import { UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { print, table } from '../output';
@@ -170,18 +170,21 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
   }
   for (const [generation, nodes] of byGeneration) {
     const workflowId = rolloutWorkflowId(generation, nodes);
-    const handle = client.workflow.getHandle(workflowId);
     print(`Rolling out generation ${generation} to ${nodes.join(', ')}…`);
-    const args: [RolloutInput] = [{ generation, nodes }];
-    await client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId, args, workflowIdConflictPolicy: 'USE_EXISTING' });
+    const handle = await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId,
+      args: [{ generation, nodes }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
     const result = await Promise.race([
-      handle.result() as Promise<RolloutResult>,
+      handle.result(),
       children.firstExit().then((name) => Promise.reject(new Error(`${name} stopped during the first rollout — see ${children.logOf(name)}`))),
     ]);
     print(
       table(
         ['NODE', 'STATUS', 'REASON'],
-        result.nodes.map((n) => (n.outcome === 'refused' ? [n.node, 'REFUSED', n.error] : [n.node, n.status, `${n.reason}: ${n.reason_detail}`])),
+        result.nodes.map((n) => (n.outcome === ROLLOUT_OUTCOMES.refused ? [n.node, 'REFUSED', n.error] : [n.node, n.status, `${n.reason}: ${n.reason_detail}`])),
       ),
     );
   }

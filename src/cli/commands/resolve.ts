@@ -1,6 +1,6 @@
 import { parseSignal } from '../../domain';
 import { connectClient } from '../../worker/connection';
-import { ledgerQuery, resolveConflictSignal } from '../../contract';
+import { ledgerQuery, resolveConflictSignal, type ResolveConflictPayload } from '../../contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
@@ -20,9 +20,10 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
       true,
     );
     const node = checkNode(positionals[0]);
-    const payload = { resource_key: values.resource, resolution: values.resolution, by: values.by, ...(values.note ? { note: values.note } : {}) };
-    const parsed = parseSignal('resolveConflict', payload);
-    if (!parsed.ok) throw new UsageError(parsed.error.replace(/^resolveConflict payload .*? rejected: /, ''));
+    // Options named after the payload's fields; the contract's schema judges them, as the workflow will.
+    const payload: Partial<Record<keyof ResolveConflictPayload, string>> = { resource_key: values.resource, resolution: values.resolution, by: values.by, ...(values.note ? { note: values.note } : {}) };
+    const parsed = parseSignal(resolveConflictSignal.name, payload);
+    if (!parsed.ok) throw new UsageError(parsed.problems.join('; '));
     const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
     try {
       const loop = await loopFor(client, node);

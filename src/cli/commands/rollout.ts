@@ -1,14 +1,24 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { DesiredStateAuthority } from '../../activities/authority';
 import { connectClient } from '../../worker/connection';
-import { CONTROL_TASK_QUEUE, rolloutProgressQuery, rolloutWorkflowId, type RolloutInput, type RolloutNodeOutcome, type RolloutResult } from '../../contract';
+import {
+  CONTROL_TASK_QUEUE,
+  ROLLOUT_OUTCOMES,
+  WORKFLOW_TYPES,
+  rolloutProgressQuery,
+  rolloutWorkflowId,
+  type RolloutNodeProgress,
+  type RolloutResult,
+  type RolloutWorkflow,
+} from '../../contract';
+import type { ConvergenceStatus } from '../../domain';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode } from '../nodes';
 import { print, printJson } from '../output';
 import { fleetDirFrom } from './worker';
 
-const SETTLED_BAD = new Set(['BLOCKED', 'CONFLICT']);
+const SETTLED_BAD = new Set<ConvergenceStatus>(['BLOCKED', 'CONFLICT']);
 
 export const rolloutCommand: Command = {
   summary: 'start (or attach to) a rollout of a generation to nodes',
@@ -40,40 +50,44 @@ ends BLOCKED or CONFLICT or was refused.`,
     const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
     try {
       const workflowId = rolloutWorkflowId(generation, nodes);
-      const args: [RolloutInput] = [{ generation, nodes }];
       let attached = false;
       try {
-        await client.workflow.start('rollout', { taskQueue: CONTROL_TASK_QUEUE, workflowId, args });
+        await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, { taskQueue: CONTROL_TASK_QUEUE, workflowId, args: [{ generation, nodes }] });
       } catch (error) {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
         attached = true;
       }
-      const handle = client.workflow.getHandle(workflowId);
+      const handle = client.workflow.getHandle<RolloutWorkflow>(workflowId);
       if (!values.wait) {
         if (values.json) printJson({ workflow_id: workflowId, generation, nodes, attached });
         else print(`${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Watch it: datum rollout start --generation ${generation} ${values.all ? '--all' : `--nodes ${nodes.join(',')}`} --wait`);
         return 0;
       }
       const shown = new Map<string, string>();
-      const show = (n: RolloutNodeOutcome, settled: boolean) => {
-        const line = n.outcome === 'refused' ? `${n.node.padEnd(12)} REFUSED    ${n.error}` : `${n.node.padEnd(12)} ${(settled ? n.status : '…').padEnd(10)} ${settled ? `${n.reason}: ${n.reason_detail}` : 'reconciling'}`;
+      const show = (n: RolloutNodeProgress) => {
+        const line =
+          n.outcome === ROLLOUT_OUTCOMES.refused
+            ? `${n.node.padEnd(12)} REFUSED    ${n.error}`
+            : n.outcome === ROLLOUT_OUTCOMES.pending
+              ? `${n.node.padEnd(12)} ${'…'.padEnd(10)} reconciling`
+              : `${n.node.padEnd(12)} ${n.status.padEnd(10)} ${n.reason}: ${n.reason_detail}`;
         if (!values.json && shown.get(n.node) !== line) print(line);
         shown.set(n.node, line);
       };
       let result: RolloutResult | undefined;
-      const finished = handle.result().then((r: RolloutResult) => (result = r));
+      const finished = handle.result().then((r) => (result = r));
       finished.catch(() => undefined);
       while (!result) {
         try {
           const progress = await handle.query(rolloutProgressQuery);
-          for (const n of progress.nodes) show(n, n.outcome === 'refused' || n.reason_detail !== 'not settled yet');
+          for (const n of progress.nodes) show(n);
         } catch {
           // The query needs a worker; the result below still arrives when one runs.
         }
         await Promise.race([finished, new Promise((r) => setTimeout(r, 1000))]);
       }
-      for (const n of result.nodes) show(n, true);
-      const bad = result.nodes.filter((n) => n.outcome === 'refused' || SETTLED_BAD.has(n.status));
+      for (const n of result.nodes) show(n);
+      const bad = result.nodes.filter((n) => n.outcome === ROLLOUT_OUTCOMES.refused || SETTLED_BAD.has(n.status));
       if (values.json) printJson({ workflow_id: workflowId, ...result });
       else print(`\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : ''}.`);
       return bad.length > 0 ? 1 : 0;
