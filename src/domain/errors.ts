@@ -1,14 +1,8 @@
 import type { z } from 'zod';
+import { FIX, withFix } from '../contract/identifiers';
 
-/*
- * Every message Datum writes for a person reads "<what is wrong> — fix: <what to do>". withFix
- * builds that shape everywhere (schemas, the agent, the CLI, the activities), so problemsFromZod
- * can always cut a schema's message back into its problem and its fix.
- */
-export const FIX = ' — fix: ';
-
-/** "<problem> — fix: <fix>". */
-export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
+// "<what is wrong> — fix: <what to do>": the one shape, defined with the contract's identifiers.
+export { FIX, withFix };
 
 export interface Problem {
   /** Dotted path of the offending field, or "(file)" for the document as a whole. */

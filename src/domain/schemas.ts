@@ -11,7 +11,7 @@ import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingP
  * identifiers (node names, resource keys) belong to the contract, which signals are built from.
  */
 
-export { FIX, nodeId, resourceKey };
+export { nodeId, resourceKey };
 const msg = (problem: string, fix: string) => `${problem}${FIX}${fix}`;
 
 export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
