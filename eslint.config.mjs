@@ -1,10 +1,12 @@
-// Lint is part of the safety story, not style: the rules below keep workflow code replayable
-// and the domain core pure. Formatting is not linted.
+// Lint is part of the safety story, not style: the rules below keep workflow code replayable,
+// the domain core pure, the contract a leaf and the agent free of workflow code. Formatting is
+// not linted.
 
 import { builtinModules } from 'node:module';
 import eslint from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import datum from './eslint.layers.mjs';
 
 const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts', 'bench/*-workflows.js'];
 const DOMAIN_FILES = ['src/domain/**/*.ts'];
@@ -20,6 +22,57 @@ const builtinRestrictions = (where) =>
     name,
     message: `Node built-ins are not allowed in ${where}: I/O belongs in activities (src/activities, src/agent).`,
   }));
+
+// Who may import whom inside src/ (the `datum/layers` rule of eslint.layers.mjs resolves each
+// relative import to the file it names). The contract is the leaf everyone shares; the domain
+// is the pure core everyone calls; the agent, a separate process on every node, never loads
+// workflow or controller code.
+const LAYERS = [
+  {
+    in: 'src/agent/',
+    forbid: ['src/workflows/', 'src/activities/'],
+    message: 'the node agent never loads workflow or controller code; names and wire types it shares come from src/contract.',
+  },
+  {
+    in: 'src/domain/',
+    forbid: ['src/workflows/', 'src/activities/', 'src/agent/', 'src/cli/', 'src/worker/'],
+    message: 'src/domain is the pure core: the other parts call into it, never the reverse.',
+  },
+  {
+    in: 'src/domain/',
+    forbid: ['src/contract/index', 'src/contract/names'],
+    allowTypes: true,
+    message: 'import the contract module you need (identifiers, signals): its index and names.ts load @temporalio/common, and src/domain is Temporal-free.',
+  },
+  {
+    in: 'src/contract/',
+    forbid: ['src/', 'test/', 'bench/', 'scripts/'],
+    except: ['src/contract/', 'src/domain/'],
+    message: 'src/contract is a leaf: it imports nothing from the project but `import type` from src/domain.',
+  },
+  {
+    in: 'src/contract/',
+    forbid: ['src/domain/'],
+    allowTypes: true,
+    message: 'src/contract imports src/domain only as types (`import type`); at run time it is a leaf.',
+  },
+  {
+    in: 'src/contract/',
+    packages: ['zod', '@temporalio/common', '@noble/hashes'],
+    message: 'src/contract loads only zod, @temporalio/common and @noble/hashes at run time, so importing it never brings in the workflow sandbox.',
+  },
+  {
+    in: 'src/workflows/',
+    forbid: ['src/activities/', 'src/agent/'],
+    allowTypes: true,
+    message: 'workflows import activities only as types (`import type`, for proxyActivities<…>): activity code never runs in the sandbox.',
+  },
+  {
+    in: 'src/workflows/',
+    forbid: ['src/cli/', 'src/worker/'],
+    message: 'workflow code runs in the sandbox; the CLI and the workers do not.',
+  },
+];
 
 const nonWorkflowTemporalPackages = (where) =>
   ['@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'].map((name) => ({
@@ -86,6 +139,31 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         { paths: [...builtinRestrictions('workflow code'), ...nonWorkflowTemporalPackages('workflow code')] },
+      ],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    plugins: { datum },
+    rules: { 'datum/layers': ['error', LAYERS] },
+  },
+  {
+    // The contract is imported by the workflow sandbox and by the agent: no Node built-ins, and
+    // none of the SDK's process-bound packages, not even as types (their definitions live in
+    // @temporalio/common).
+    files: ['src/contract/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            ...builtinRestrictions('src/contract'),
+            ...['@temporalio/workflow', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'].map((name) => ({
+              name,
+              message: `src/contract never imports ${name}: build definitions from @temporalio/common's types, so importing the contract loads no SDK runtime.`,
+            })),
+          ],
+        },
       ],
     },
   },
