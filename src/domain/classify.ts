@@ -19,6 +19,14 @@ export interface Assessment {
 }
 
 /**
+ * The mode a resource is judged in: observe when the host or the resource says so. The one copy
+ * of this rule in the domain; observe and enforce share everything else (plan, ledger, conditions).
+ */
+export function effectiveMode(observation: Pick<Observation, 'mode' | 'resource_modes'>, key: string): Mode {
+  return observation.mode === 'observe' || observation.resource_modes[key] === 'observe' ? 'observe' : 'enforce';
+}
+
+/**
  * Ownership of every resource_key the desired state declares, the agent overrides or the node
  * shows. MANAGED only when declared and nothing local claims it; anything whose ownership is
  * not proven is UNKNOWN and is never touched.
@@ -34,22 +42,20 @@ export function classify(intent: BoundIntent, observation: Observation, history:
       observation.resources[key] ?? (undeclared ? { type: undeclared.type, value: undeclared.value, marker: undeclared.marker, obstruction: null, detail: {} } : null);
     const desired: Json = spec ? desiredValue(key, intent.resources) : null;
     const drift = spec !== null && !jsonEqual(observed?.value ?? null, desired);
-    const resourceMode = observation.resource_modes[key];
-    const effective_mode: Mode = observation.mode === 'observe' || resourceMode === 'observe' ? 'observe' : 'enforce';
-    const base = { resource_key: key, type: spec?.type ?? observed?.type ?? null, spec, desired, observed, drift, effective_mode };
+    const base = { resource_key: key, type: spec?.type ?? observed?.type ?? null, spec, desired, observed, drift, effective_mode: effectiveMode(observation, key) };
 
-    const hasOverride = Object.prototype.hasOwnProperty.call(observation.overrides, key);
-    const override = observation.overrides[key];
-    const contested = history.conflicts[key] !== undefined && history.conflicts[key].resolution === null;
+    // undefined: no override; null: an override without provenance.
+    const override = Object.prototype.hasOwnProperty.call(observation.overrides, key) ? (observation.overrides[key] ?? null) : undefined;
+    const contested = history.conflicts[key]?.resolution === null;
     const yielded = history.yielded[key];
 
-    if (hasOverride && override === null) {
+    if (override === null) {
       return { ...base, ownership: 'UNKNOWN', ownership_provenance: null, ownership_reason: `"${key}" has a local override without provenance (approved_by, reason, since)` };
     }
-    if (hasOverride && contested) {
+    if (override && contested) {
       return { ...base, ownership: 'UNKNOWN', ownership_provenance: override, ownership_reason: `"${key}" is both overridden locally and contested by another writer` };
     }
-    if (hasOverride && override) {
+    if (override) {
       return { ...base, ownership: 'OPERATOR_OWNED', ownership_provenance: override, ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}` };
     }
     if (yielded && spec) {

@@ -1,5 +1,6 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import { fileBytes, type BoundIntent } from './desired';
+import { withheldBecause } from './causes';
 import type { Assessment } from './classify';
 import type { ActionKind, PlannedAction, ResourceSpec } from './schemas';
 
@@ -9,7 +10,13 @@ export function idempotencyKey(node: string, resourceKey: string, generation: nu
 }
 
 // Releases first, then the files and flags a service reads, then the services that load them.
-const ORDER: Record<string, number> = { release: 0, file: 1, flag: 2, service: 3 };
+const ORDER: Record<ResourceSpec['type'], number> = { release: 0, file: 1, flag: 2, service: 3 };
+
+/** A planned action with the assessment it was planned from (what authorize() judges it by). */
+export interface PlanItem {
+  action: PlannedAction;
+  assessment: Assessment;
+}
 
 /**
  * The ordered plan for every MANAGED resource that drifted. Observe and enforce build the same
@@ -17,12 +24,15 @@ const ORDER: Record<string, number> = { release: 0, file: 1, flag: 2, service: 3
  * differs, and decide() sets it. OPERATOR_OWNED and UNKNOWN resources are never planned.
  */
 export function plan(intent: BoundIntent, assessments: Assessment[], actionSeq: number): PlannedAction[] {
-  const drifted = assessments.filter((a) => a.ownership === 'MANAGED' && a.drift && a.spec);
-  drifted.sort((a, b) => ORDER[a.spec!.type] - ORDER[b.spec!.type] || a.resource_key.localeCompare(b.resource_key));
-  const planned: PlannedAction[] = drifted.map((a) => {
-    const spec = a.spec!;
-    const destructive = a.observed?.obstruction != null;
-    return {
+  return planItems(intent, assessments, actionSeq).map((item) => item.action);
+}
+
+export function planItems(intent: BoundIntent, assessments: Assessment[], actionSeq: number): PlanItem[] {
+  const drifted = assessments.flatMap((a) => (a.ownership === 'MANAGED' && a.drift && a.spec ? [{ a, spec: a.spec }] : []));
+  drifted.sort((x, y) => ORDER[x.spec.type] - ORDER[y.spec.type] || x.a.resource_key.localeCompare(y.a.resource_key));
+  return drifted.map(({ a, spec }) => {
+    const obstruction = a.observed?.obstruction ?? null;
+    const action: PlannedAction = {
       resource_key: a.resource_key,
       action: actionFor(spec, a),
       desired_generation: intent.generation,
@@ -31,12 +41,12 @@ export function plan(intent: BoundIntent, assessments: Assessment[], actionSeq: 
       observed_marker: a.observed?.marker ?? null,
       action_seq: actionSeq,
       spec: actionSpec(a, spec, intent),
-      destructive,
+      destructive: obstruction !== null,
       authorized: false,
-      withheld_because: destructive ? `repair would be destructive: ${a.observed!.obstruction}` : null,
+      withheld_because: obstruction === null ? null : withheldBecause({ kind: 'destructive', obstruction }),
     };
+    return { action, assessment: a };
   });
-  return planned;
 }
 
 function actionFor(spec: ResourceSpec, a: Assessment): ActionKind {

@@ -1,0 +1,108 @@
+import { withheldBecause, type WithheldCause } from './causes';
+import type { Assessment } from './classify';
+import type { History } from './history';
+import { resourceConcerns, type Judgement } from './ladder';
+import { dependenciesOf, planItems, type PlanItem } from './plan';
+import type { AuthorizedAction, PlannedAction } from './schemas';
+import { standingRefusals, trackConflicts, NO_FINDINGS, type StageInput } from './writers';
+import type { Classified } from './verdict';
+
+/** A planned action and why it is withheld (null: authorized). */
+export interface Authorization {
+  action: PlannedAction;
+  assessment: Assessment;
+  cause: WithheldCause | null;
+}
+
+/**
+ * Stage 3, before acting: judge the pre-action snapshot and authorize what may run. The plan is
+ * the same in observe and enforce; authorization is the only difference, and every withheld
+ * action says why.
+ */
+export function authorize(pre: Classified, input: StageInput): Judgement {
+  const { intent, history, carried } = input;
+  const writers = trackConflicts(history, pre, input.now, intent.policy.conflict_window, NO_FINDINGS);
+  const refused = standingRefusals(history.refused, pre, []);
+  const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
+  const authorizations = authorizePlan(planItems(intent, pre.assessments, history.action_seq + 1), pre, next, writers.blocking, intent.policy.retry_budget);
+  const planned = authorizations.map(toPlanned);
+  const withheldFor = (kind: WithheldCause['kind']) => authorizations.filter((x) => x.cause?.kind === kind).map((x) => x.action.resource_key);
+  return {
+    planned,
+    authorized: planned.filter((p) => p.authorized).map(toAuthorized),
+    history: next,
+    conflict_evidence: writers.evidence,
+    evidence: {
+      phase: 'pre',
+      intent,
+      now: input.now,
+      history,
+      judged: pre,
+      acted: null,
+      attempts: carried.attempt_count,
+      conflicts: writers.conflicts,
+      blocking: writers.blocking,
+      refused,
+      refused_now: [],
+      refused_standing: withheldFor('refused'),
+      ineffective: [],
+      failed: [],
+      budget_withheld: withheldFor('budget'),
+      authorized: planned.filter((p) => p.authorized).map((p) => p.resource_key),
+      drifted_meanwhile: [],
+      executed: false,
+      ...resourceConcerns(pre, planned),
+    },
+  };
+}
+
+/**
+ * Why each planned action is withheld, first cause first: destructive, observe mode, an open
+ * conflict, a standing refusal, a spent budget; then a service whose inputs cannot be repaired.
+ */
+export function authorizePlan(items: PlanItem[], snapshot: Classified, history: History, blocking: string[], budget: number): Authorization[] {
+  const result: Authorization[] = items.map((item) => ({ ...item, cause: withheldCause(item, history, blocking, budget) }));
+  const planned = new Map(result.map((x) => [x.action.resource_key, x]));
+  // A service restart cannot help while what it loads is drifted and not being repaired. In plan
+  // order (services last), so the authorization of what a service loads is already settled.
+  for (const x of result) {
+    const spec = x.assessment.spec;
+    if (x.cause !== null || !spec) continue;
+    const stuck = dependenciesOf(spec).filter((dep) => {
+      const d = snapshot.byKey.get(dep);
+      // An operator-owned dependency is taken as it is (classify): only managed drift holds a service back.
+      return d?.ownership === 'MANAGED' && d.drift && planned.get(dep)?.cause !== null;
+    });
+    if (stuck.length > 0) x.cause = { kind: 'dependency', on: stuck };
+  }
+  return result;
+}
+
+function withheldCause({ action: p, assessment: a }: PlanItem, history: History, blocking: string[], budget: number): WithheldCause | null {
+  const obstruction = a.observed?.obstruction ?? null;
+  if (obstruction !== null) return { kind: 'destructive', obstruction };
+  if (a.effective_mode === 'observe') return { kind: 'observe' };
+  if (blocking.length > 0) return { kind: 'conflict', writers: blocking };
+  const r = history.refused[p.resource_key];
+  if (r && r.idempotency_key === p.idempotency_key && r.marker === p.observed_marker && r.mode === a.effective_mode) return { kind: 'refused', refusal: r.refusal };
+  if (history.attempt_count >= budget) return { kind: 'budget', attempts: history.attempt_count };
+  return null;
+}
+
+/** The ledger's planned action: the cause becomes its sentence. */
+function toPlanned(x: Authorization): PlannedAction {
+  return { ...x.action, authorized: x.cause === null, withheld_because: x.cause === null ? null : withheldBecause(x.cause) };
+}
+
+export function toAuthorized(p: PlannedAction): AuthorizedAction {
+  return {
+    resource_key: p.resource_key,
+    action: p.action,
+    desired_generation: p.desired_generation,
+    desired_digest: p.desired_digest,
+    idempotency_key: p.idempotency_key,
+    observed_marker: p.observed_marker,
+    action_seq: p.action_seq,
+    spec: p.spec,
+  };
+}

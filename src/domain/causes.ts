@@ -1,0 +1,32 @@
+import { list } from './verdict';
+
+/**
+ * Why a planned action is not authorized, as a value. The ledger keeps the sentence
+ * (`PlannedAction.withheld_because`, a string in ledger v1); the judgement reads the kind.
+ * Listed in the order authorize() checks them.
+ */
+export type WithheldCause =
+  | { kind: 'destructive'; obstruction: string }
+  | { kind: 'observe' }
+  | { kind: 'conflict'; writers: string[] }
+  | { kind: 'refused'; refusal: string }
+  | { kind: 'budget'; attempts: number }
+  | { kind: 'dependency'; on: string[] };
+
+/** The ledger's sentence for a cause (ledger v1 wording; entries are stored and replayed). */
+export function withheldBecause(cause: WithheldCause): string {
+  switch (cause.kind) {
+    case 'destructive':
+      return `repair would be destructive: ${cause.obstruction}`;
+    case 'observe':
+      return 'observe mode: reported, not applied';
+    case 'conflict':
+      return `repair is stopped while a conflicting writer on ${list(cause.writers)} is unresolved`;
+    case 'refused':
+      return `refused by the agent: ${cause.refusal}`;
+    case 'budget':
+      return `retry budget exhausted after ${cause.attempts} attempt(s)`;
+    case 'dependency':
+      return `depends on ${list(cause.on)}, which cannot be repaired now`;
+  }
+}

@@ -1,0 +1,224 @@
+import type { Json } from './canonical';
+import { draft } from './conditions';
+import type { AuthorityView } from './decide';
+import type { BoundIntent } from './desired';
+import { addMs, durationMs, formatDuration, msBetween } from './duration';
+import type { ConditionType, Observation, Reason, RecheckTriggerKind } from './schemas';
+import { trigger, type Classified, type Verdict } from './verdict';
+
+/*
+ * Stage 2: the gates. Before anything is judged the pass must reach the node, know its intent is
+ * current, and trust the snapshot. Each gate is a rung that closes on the evidence it names;
+ * the first closed gate decides BLOCKED, and nothing is planned or authorized.
+ */
+
+export interface GateInput {
+  intent: BoundIntent;
+  authority: AuthorityView;
+  /** The snapshot this decision judges, classified; null when the node did not answer. */
+  judged: Classified | null;
+  /** Why there is no snapshot, when there is none. */
+  unreachable: string | null;
+  now: string;
+}
+
+interface Said {
+  detail: string;
+  recheck: string;
+  not_before?: string | null;
+  /** The condition's evidence. */
+  evidence: Json;
+}
+
+/** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
+interface Gate<T> {
+  reason: Reason;
+  condition: ConditionType;
+  trigger: RecheckTriggerKind;
+  /** Whether the entry lists the snapshot's resources (a node or authority that cannot be read has none to show). */
+  lists_resources: boolean;
+  /** Why this gate is checked before the next one. */
+  outranks: string;
+  when: (g: GateInput) => T | null;
+  say: (hit: T, g: GateInput) => Said;
+}
+
+/** A gate as the table holds it, its evidence type hidden behind `close`. */
+export interface GateRung {
+  reason: Reason;
+  condition: ConditionType;
+  trigger: RecheckTriggerKind;
+  lists_resources: boolean;
+  outranks: string;
+  /** The verdict when the gate is closed, null when it is open. */
+  close: (g: GateInput) => Verdict | null;
+}
+
+export interface ClosedGate {
+  gate: GateRung;
+  lists_resources: boolean;
+  verdict: Verdict;
+}
+
+function verdictOf<T>(g: Gate<T>, hit: T, input: GateInput): Verdict {
+  const said = g.say(hit, input);
+  return {
+    status: 'BLOCKED',
+    reason: g.reason,
+    detail: said.detail,
+    recheck: trigger(g.trigger, said.recheck, said.not_before ?? null),
+    drafts: [draft(g.condition, null, said.detail, said.evidence)],
+    next_delay_ms: null,
+    ends_episode: false,
+  };
+}
+
+function gate<T>(g: Gate<T>): GateRung {
+  const close = (input: GateInput): Verdict | null => {
+    const hit = g.when(input);
+    return hit === null ? null : verdictOf(g, hit, input);
+  };
+  return { reason: g.reason, condition: g.condition, trigger: g.trigger, lists_resources: g.lists_resources, outranks: g.outranks, close };
+}
+
+/** The snapshot once the node answered and the authority could be read. */
+const current = (g: GateInput): { observation: Observation; generation: number; digest: string } | null =>
+  g.judged && g.authority.ok ? { observation: g.judged.observation, generation: g.authority.generation, digest: g.authority.digest } : null;
+
+const whyUnreachable = (g: GateInput) => g.unreachable ?? 'the agent did not answer';
+
+const unreachable: Gate<{ why: string }> = {
+  reason: 'NODE_UNREACHABLE',
+  condition: 'NODE_UNREACHABLE',
+  trigger: 'FRESH_OBSERVATION',
+  lists_resources: false,
+  outranks: 'Without a snapshot there is nothing to judge, not even the agent config it would carry.',
+  when: (g) => (g.judged ? null : { why: whyUnreachable(g) }),
+  say: ({ why }, g) => ({
+    detail: `Node ${g.intent.node} is unreachable (${why}); nothing can be decided or repaired until it answers.`,
+    recheck: 'the node answers with a fresh snapshot',
+    evidence: { error: why },
+  }),
+};
+const UNREACHABLE = gate(unreachable);
+
+export const GATES: readonly GateRung[] = [
+  UNREACHABLE,
+  gate({
+    reason: 'AGENT_CONFIG_INVALID',
+    condition: 'AGENT_CONFIG_INVALID',
+    trigger: 'AGENT_CONFIG_CHANGE',
+    lists_resources: false,
+    outranks: 'A snapshot whose ownership and mode are unknown cannot be judged under any intent, current or not.',
+    when: (g) => (g.judged?.observation.config_error ? { error: g.judged.observation.config_error } : null),
+    say: ({ error }) => ({
+      detail: `The agent's local config is invalid, so ownership and mode are unknown: ${error}`,
+      recheck: "the node's agent.yaml is corrected",
+      evidence: { error },
+    }),
+  }),
+  gate({
+    reason: 'INVALID_DESIRED_STATE',
+    condition: 'INVALID_DESIRED_STATE',
+    trigger: 'DESIRED_STATE_CHANGE',
+    lists_resources: false,
+    outranks: 'Whether the bound intent is current cannot be asked of an authority that cannot be read.',
+    when: (g) => (g.authority.ok ? null : { error: g.authority.error }),
+    say: ({ error }, g) => ({
+      detail: `The desired state for ${g.intent.node} can no longer be read or validated: ${error}`,
+      recheck: 'the desired-state file is fixed',
+      evidence: { error },
+    }),
+  }),
+  gate({
+    reason: 'STALE_INTENT',
+    condition: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
+    lists_resources: true,
+    outranks: 'A newer generation (a node back from offline) and a regressed one exclude each other; a refresh resolves this one.',
+    when: (g) => {
+      const c = current(g);
+      return c && c.generation > g.intent.generation ? c : null;
+    },
+    say: (c, g) => ({
+      detail: `This loop holds generation ${g.intent.generation} but the authority is at generation ${c.generation}; no action until intent is refreshed.`,
+      recheck: `refreshDesired or a rollout to generation ${c.generation}`,
+      evidence: { bound_generation: g.intent.generation, authority_generation: c.generation, authority_digest: c.digest },
+    }),
+  }),
+  gate({
+    reason: 'AUTHORITY_REGRESSED',
+    condition: 'STALE_INTENT',
+    trigger: 'DESIRED_STATE_CHANGE',
+    lists_resources: true,
+    outranks: 'A different generation says more than a different digest: digests are compared within one generation.',
+    when: (g) => {
+      const c = current(g);
+      return c && c.generation < g.intent.generation ? c : null;
+    },
+    say: (c, g) => ({
+      detail: `The authority went back to generation ${c.generation} while this loop holds ${g.intent.generation}; no action until the authority is at ${g.intent.generation} again.`,
+      recheck: `the authority declares generation ${g.intent.generation} or higher`,
+      evidence: { bound_generation: g.intent.generation, authority_generation: c.generation },
+    }),
+  }),
+  gate({
+    reason: 'INTENT_DIGEST_MISMATCH',
+    condition: 'INTENT_DIGEST_MISMATCH',
+    trigger: 'DESIRED_STATE_CHANGE',
+    lists_resources: true,
+    outranks: 'Intent comes before the snapshot: a fresher snapshot cannot unblock changed intent, and Datum re-takes a stale one itself.',
+    when: (g) => {
+      const c = current(g);
+      return c && c.digest !== g.intent.digest ? c : null;
+    },
+    say: (c, g) => ({
+      detail: `Generation ${g.intent.generation} now has different content (digest ${short(c.digest)}, bound ${short(g.intent.digest)}); raise the generation for a change of intent.`,
+      recheck: 'a new generation number for the changed content, or the original content restored',
+      evidence: { bound_digest: g.intent.digest, authority_digest: c.digest },
+    }),
+  }),
+  gate({
+    reason: 'STALE_OBSERVATION',
+    condition: 'STALE_OBSERVATION',
+    trigger: 'FRESH_OBSERVATION',
+    lists_resources: true,
+    outranks: 'The last gate: past it, a fresh snapshot under current intent goes to the ladder.',
+    when: (g) => {
+      const o = g.judged?.observation;
+      const age = o ? msBetween(o.observed_at, g.now) : 0;
+      return o && age > durationMs(g.intent.policy.observation_ttl) ? { observation: o, age: formatDuration(Math.max(age, 0)) } : null;
+    },
+    say: ({ observation, age }, g) => {
+      const policy = g.intent.policy;
+      return {
+        detail: `The snapshot is ${age} old, past observation_ttl ${policy.observation_ttl}; a heartbeat does not make it fresh, so nothing is acted on.`,
+        // Datum can take that snapshot itself: soon, not at the next resync (which may be many
+        // minutes away in watch mode), yet not back to back if every snapshot arrives stale.
+        recheck: `a snapshot younger than ${policy.observation_ttl}, which the loop takes in ${formatDuration(restaleMs(policy))}`,
+        not_before: addMs(g.now, restaleMs(policy)),
+        evidence: { observed_at: observation.observed_at, heartbeat_at: observation.heartbeat_at, age },
+      };
+    },
+  }),
+];
+
+/** The first closed gate, or the snapshot to judge when every gate is open. */
+export function runGates(g: GateInput): { closed: ClosedGate; open?: undefined } | { closed: null; open: Classified } {
+  for (const rung of GATES) {
+    const verdict = rung.close(g);
+    if (verdict) return { closed: { gate: rung, lists_resources: rung.lists_resources, verdict } };
+  }
+  // Every gate is open, so the node answered: the first gate closes when there is no snapshot.
+  if (g.judged) return { closed: null, open: g.judged };
+  return { closed: { gate: UNREACHABLE, lists_resources: false, verdict: verdictOf(unreachable, { why: whyUnreachable(g) }, g) } };
+}
+
+/** When the loop re-observes after a stale snapshot: half the TTL, within backoff.initial and resync_interval. */
+function restaleMs(policy: BoundIntent['policy']): number {
+  return Math.min(durationMs(policy.resync_interval), Math.max(durationMs(policy.backoff.initial), durationMs(policy.observation_ttl) / 2));
+}
+
+function short(digest: string): string {
+  return digest.slice(0, 19);
+}

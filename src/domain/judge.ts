@@ -1,0 +1,107 @@
+import { authorizePlan } from './authorize';
+import { effectiveMode } from './classify';
+import type { ActedPass } from './decide';
+import { resourceConcerns, type Judgement } from './ladder';
+import { planItems } from './plan';
+import type { History } from './history';
+import type { ExecutionEvidence, WriterEvidence } from './schemas';
+import type { Classified } from './verdict';
+import { standingRefusals, trackConflicts, type ProbeFindings, type RefusalRecord, type RepairRecord, type StageInput } from './writers';
+
+/** What the fresh probe says about one action of this pass. */
+type ActionVerdict =
+  | { kind: 'refused'; refusal: RefusalRecord }
+  /** Not carried out (failed, or skipped): the resource is as it was, and still drifting. */
+  | { kind: 'not_carried_out' }
+  /** At desired on the probe; `proof` is what conflict_window compares later flips with. */
+  | { kind: 'took'; proof: RepairRecord | null }
+  /** The marker moved after our own write: another writer. */
+  | { kind: 'overwritten'; sequence: WriterEvidence[] }
+  /** Still differs, with the marker our own write left (seed probe 4). */
+  | { kind: 'ineffective' };
+
+/** An action was carried out: it counts toward attempt_count and can have taken. */
+export function wasExecuted(ev: ExecutionEvidence): boolean {
+  return ev.outcome !== 'refused' && ev.outcome !== 'skipped';
+}
+
+/**
+ * Stage 3, after acting: judge the fresh post-action probe. Command success is execution
+ * evidence only; what each action did is read off the probe (took, did not take, overwritten).
+ */
+export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput): Judgement {
+  const { intent, history, carried } = input;
+  const probe = judgeActions(post, acted);
+  const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe);
+  const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now);
+  const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
+  // Drift the next pass could repair that this pass did not touch (it appeared meanwhile).
+  const repairable = authorizePlan(planItems(intent, post.assessments, carried.action_seq + 1), post, next, writers.blocking, Number.MAX_SAFE_INTEGER);
+  const planned = acted.planned.map((p) => ({ ...p }));
+  return {
+    planned,
+    authorized: acted.actions,
+    history: next,
+    conflict_evidence: writers.evidence,
+    evidence: {
+      phase: 'post',
+      intent,
+      now: input.now,
+      history,
+      judged: post,
+      acted,
+      attempts: carried.attempt_count,
+      conflicts: writers.conflicts,
+      blocking: writers.blocking,
+      refused,
+      refused_now: probe.refused_now,
+      // This pass's refusals, and earlier ones nothing has changed about since.
+      refused_standing: [...new Set([...probe.refused_now, ...Object.keys(refused).filter((k) => !probe.acted_keys.has(k))])],
+      ineffective: probe.ineffective,
+      failed: probe.failed,
+      budget_withheld: [],
+      authorized: acted.actions.map((a) => a.resource_key),
+      drifted_meanwhile: repairable.filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key)).map((x) => x.action.resource_key),
+      executed: acted.evidence.some(wasExecuted),
+      ...resourceConcerns(post, planned),
+    },
+  };
+}
+
+function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
+  const probe: ProbeFindings = { acted_keys: new Set(acted.actions.map((a) => a.resource_key)), repaired: {}, overwritten: {}, refused: {}, refused_now: [], ineffective: [], failed: [] };
+  for (const ev of acted.evidence) {
+    const key = ev.resource_key;
+    const verdict = judgeAction(ev, post, acted);
+    if (verdict.kind === 'refused') {
+      probe.refused_now.push(key);
+      probe.refused[key] = verdict.refusal;
+    } else if (verdict.kind === 'not_carried_out') probe.failed.push(key);
+    else if (verdict.kind === 'took') {
+      if (verdict.proof) probe.repaired[key] = verdict.proof;
+    } else if (verdict.kind === 'overwritten') probe.overwritten[key] = verdict.sequence;
+    else probe.ineffective.push(key);
+  }
+  return probe;
+}
+
+function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass): ActionVerdict {
+  if (ev.outcome === 'refused') {
+    const action = acted.actions.find((x) => x.resource_key === ev.resource_key);
+    const refusal = { idempotency_key: ev.idempotency_key, marker: action?.observed_marker ?? null, mode: effectiveMode(acted.pre, ev.resource_key), refusal: ev.refusal ?? ev.detail, at: ev.executed_at };
+    return { kind: 'refused', refusal };
+  }
+  // A skipped action was never attempted: for the status it is a failed one (not an attempt).
+  if (ev.outcome === 'failed' || ev.outcome === 'skipped') return { kind: 'not_carried_out' };
+  const a = post.byKey.get(ev.resource_key);
+  if (!a || !a.drift) return { kind: 'took', proof: a?.observed ? { at: post.observation.observed_at, value: a.observed.value, marker: a.observed.marker } : null };
+  const marker = a.observed?.marker ?? null;
+  if (marker === null || marker === ev.marker_after) return { kind: 'ineffective' };
+  return {
+    kind: 'overwritten',
+    sequence: [
+      { at: ev.executed_at, value: a.desired, marker: ev.marker_after, source: `datum ${ev.action}` },
+      { at: post.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation after repair' },
+    ],
+  };
+}

@@ -1,0 +1,99 @@
+import type { BoundIntent } from './desired';
+import { durationMs, msBetween } from './duration';
+import type { ConflictRecord, History } from './history';
+import type { Decision, WriterEvidence } from './schemas';
+import type { Classified } from './verdict';
+
+/*
+ * What the loop carries about other writers and refusals from one pass to the next. Both stages
+ * (authorize before acting, judgeProbe after) run these on the snapshot they judge.
+ */
+
+/** What both judgement stages start from. */
+export interface StageInput {
+  intent: BoundIntent;
+  now: string;
+  /** The history the pass started with. */
+  history: History;
+  /** The same, with this pass's attempt and action_seq counted. */
+  carried: History;
+}
+
+export type RefusalRecord = History['refused'][string];
+export type RepairRecord = History['repaired'][string];
+
+/** What the fresh probe said about this pass's own actions (empty before acting). */
+export interface ProbeFindings {
+  acted_keys: ReadonlySet<string>;
+  /** Repairs the probe shows at desired, with the marker seen (conflict_window starts here). */
+  repaired: Record<string, RepairRecord>;
+  /** Actions the probe shows overwritten: the marker moved after our own write. */
+  overwritten: Record<string, WriterEvidence[]>;
+  refused: Record<string, RefusalRecord>;
+  refused_now: string[];
+  ineffective: string[];
+  failed: string[];
+}
+
+export const NO_FINDINGS: ProbeFindings = { acted_keys: new Set(), repaired: {}, overwritten: {}, refused: {}, refused_now: [], ineffective: [], failed: [] };
+
+export interface Writers {
+  repaired: History['repaired'];
+  conflicts: Record<string, ConflictRecord>;
+  /** Resources with an unresolved conflict: repair stops on the whole node. */
+  blocking: string[];
+  /** The ledger's conflicting_writer_evidence: set when a conflict is new this pass or still blocks. */
+  evidence: Decision['conflicting_writer_evidence'];
+}
+
+/**
+ * Another writer shows as a marker that moved after our own write (found by judgeProbe), or as
+ * a value our repair proved at desired that flips away within conflict_window (found here).
+ */
+export function trackConflicts(history: History, snapshot: Classified, now: string, conflictWindow: string, probe: ProbeFindings): Writers {
+  const windowMs = durationMs(conflictWindow);
+  // Repairs older than conflict_window no longer make a flip a conflict: that is ordinary drift.
+  const repaired: History['repaired'] = {};
+  for (const [key, rec] of Object.entries(history.repaired)) if (msBetween(rec.at, now) <= windowMs) repaired[key] = rec;
+  Object.assign(repaired, probe.repaired);
+
+  const fresh: Record<string, WriterEvidence[]> = { ...probe.overwritten };
+  for (const [key, rec] of Object.entries(repaired)) {
+    const a = snapshot.byKey.get(key);
+    if (probe.acted_keys.has(key) || !a || a.ownership !== 'MANAGED' || !a.drift) continue;
+    const marker = a.observed?.marker ?? null;
+    if (marker !== null && marker !== rec.marker) {
+      fresh[key] = [
+        { at: rec.at, value: rec.value, marker: rec.marker, source: 'observation after repair' },
+        { at: snapshot.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation' },
+      ];
+    }
+  }
+
+  const conflicts: Record<string, ConflictRecord> = { ...history.conflicts };
+  for (const [key, sequence] of Object.entries(fresh)) {
+    const prior = conflicts[key];
+    conflicts[key] = { since: prior?.since ?? now, sequence: [...(prior && prior.resolution === null ? prior.sequence : []), ...sequence].slice(-10), resolution: null };
+    delete repaired[key];
+  }
+  // A resolved conflict closes only on observation: a yield on the first fresh snapshot after
+  // it, a retake once the resource is seen at desired.
+  for (const [key, c] of Object.entries(conflicts)) {
+    if (!c.resolution || fresh[key]) continue;
+    if (c.resolution.resolution === 'yield' || !snapshot.byKey.get(key)?.drift) delete conflicts[key];
+  }
+  const blocking = Object.entries(conflicts).flatMap(([key, c]) => (c.resolution === null ? [key] : []));
+  const evidence = Object.keys(fresh).length > 0 || blocking.length > 0 ? Object.entries(conflicts).map(([resource_key, c]) => ({ resource_key, sequence: c.sequence })) : null;
+  return { repaired, conflicts, blocking, evidence };
+}
+
+/** Refusals are not retried until something they were about has changed (marker, mode, drift). */
+export function standingRefusals(refusals: History['refused'], snapshot: Classified, refusedNow: string[]): History['refused'] {
+  const refused = { ...refusals };
+  for (const [key, r] of Object.entries(refused)) {
+    const a = snapshot.byKey.get(key);
+    if (refusedNow.includes(key)) continue;
+    if (!a || !a.drift || a.observed?.marker !== r.marker || a.effective_mode !== r.mode) delete refused[key];
+  }
+  return refused;
+}
