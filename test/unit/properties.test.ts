@@ -24,24 +24,35 @@ const KEYS = ['build', 'config', 'app', 'maintenance'] as const;
 type Key = (typeof KEYS)[number];
 const TTL_MS = 60_000;
 
+/**
+ * Each resource is at its desired value two times in three, else one of the ways it drifts: a
+ * uniform pick would put all four at desired once in 144 snapshots, and CONVERGED almost never.
+ */
+const desiredOr = (key: Key, ...others: Json[]) => fc.oneof({ weight: 2 * others.length, arbitrary: fc.constant<Json>(desiredValue(key, intent.resources)) }, ...others.map((o) => ({ weight: 1, arbitrary: fc.constant<Json>(o) })));
 const valueFor: Record<Key, fc.Arbitrary<Json>> = {
-  build: fc.constantFrom<Json>(desiredValue('build', intent.resources), { version: '7.3', sha256: SHA_73 }, { version: '7.4', sha256: SHA_73 }, null),
-  config: fc.constantFrom<Json>(desiredValue('config', intent.resources), D6(), null),
-  app: fc.constantFrom<Json>(desiredValue('app', intent.resources), { build: '7.3', config_sha256: D6() }, { build: '7.4', config_sha256: D6() }, null),
-  maintenance: fc.constantFrom<Json>(false, true, null),
+  build: desiredOr('build', { version: '7.3', sha256: SHA_73 }, { version: '7.4', sha256: SHA_73 }, null),
+  config: desiredOr('config', D6(), null),
+  app: desiredOr('app', { build: '7.3', config_sha256: D6() }, { build: '7.4', config_sha256: D6() }, null),
+  maintenance: desiredOr('maintenance', true, null),
 };
-const override = fc.constantFrom<'none' | 'proven' | 'unproven'>('none', 'none', 'proven', 'unproven');
+/** Mostly Datum's; an approved override now and then, one without provenance (UNKNOWN) more rarely. */
+const override = fc.oneof(
+  { weight: 8, arbitrary: fc.constant('none' as const) },
+  { weight: 2, arbitrary: fc.constant('proven' as const) },
+  { weight: 1, arbitrary: fc.constant('unproven' as const) },
+);
 
 const snapshotArb: fc.Arbitrary<Observation> = fc
   .record({
     values: fc.record(valueFor),
     markers: fc.record({ build: fc.constantFrom('m1', 'm2', 'ours:build'), config: fc.constantFrom('m1', 'ours:config'), app: fc.constantFrom('m1', 'ours:app'), maintenance: fc.constant('m1') }),
     overrides: fc.record({ build: override, config: override, app: override, maintenance: override }),
-    mode: fc.constantFrom<'observe' | 'enforce'>('observe', 'enforce'),
+    mode: fc.constantFrom<'observe' | 'enforce'>('observe', 'enforce', 'enforce'),
     observeOnly: fc.subarray([...KEYS]),
-    ageMs: fc.integer({ min: 0, max: 3 * TTL_MS }),
+    // Fresh four times in five; stale up to three TTLs old.
+    ageMs: fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 0, max: TTL_MS }) }, { weight: 1, arbitrary: fc.integer({ min: TTL_MS + 1, max: 3 * TTL_MS }) }),
     obstructed: fc.subarray([...KEYS], { maxLength: 1 }),
-    undeclared: fc.boolean(),
+    undeclared: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
   })
   .map((g) => {
     const overrides: Record<string, unknown> = {};
@@ -68,10 +79,36 @@ const snapshotArb: fc.Arbitrary<Observation> = fc
     });
   });
 
-const historyArb = fc.record({ attempt_count: fc.integer({ min: 0, max: 4 }), action_seq: fc.integer({ min: 0, max: 9 }) }).map((h) => ({ ...emptyHistory(), ...h }));
+/**
+ * A probe after acting on `pre`: the same node, fresh, with the repair taken on every resource
+ * except `missed` (desired value, our marker). Three times in four it misses none, and the node
+ * is at desired unless something else in `pre` stands in the way; else the repair was ineffective.
+ */
+const missedArb = fc.oneof({ weight: 3, arbitrary: fc.constant<Key[]>([]) }, { weight: 1, arbitrary: fc.subarray([...KEYS], { minLength: 1 }) });
+const repairedArb = (pre: Observation): fc.Arbitrary<Observation> =>
+  missedArb.map((missed) =>
+    observationSchema.parse({
+      ...pre,
+      observed_at: NOW,
+      heartbeat_at: NOW,
+      resources: Object.fromEntries(
+        KEYS.map((k) => [k, missed.includes(k) ? pre.resources[k] : { ...pre.resources[k], value: desiredValue(k, intent.resources), marker: `ours:${k}`, obstruction: null }]),
+      ),
+    }),
+  );
 
-/** Pre-action decision, then (if it acted) a post-action decision on an arbitrary fresh probe. */
-const passArb = fc.record({ pre: snapshotArb, post: snapshotArb, history: historyArb, outcome: fc.constantFrom<ExecutionEvidence['outcome']>('applied', 'replayed', 'refused', 'failed') });
+/** Attempts so far: mostly within the retry budget of 3, sometimes spent. */
+const historyArb = fc.record({ attempt_count: fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 2 }) }, { weight: 1, arbitrary: fc.integer({ min: 3, max: 4 }) }), action_seq: fc.integer({ min: 0, max: 9 }) }).map((h) => ({ ...emptyHistory(), ...h }));
+
+/** Pre-action decision, then (if it acted) a post-action decision on a fresh probe: a repair of pre, or any snapshot. */
+const passArb = snapshotArb.chain((pre) =>
+  fc.record({
+    pre: fc.constant(pre),
+    post: fc.oneof(repairedArb(pre), snapshotArb),
+    history: historyArb,
+    outcome: fc.constantFrom<ExecutionEvidence['outcome']>('applied', 'replayed', 'refused', 'failed'),
+  }),
+);
 
 function run(g: { pre: Observation; post: Observation; history: ReturnType<typeof emptyHistory>; outcome: ExecutionEvidence['outcome'] }): DecideResult[] {
   const authority = authorityOf(intent);
@@ -106,32 +143,76 @@ function expected(o: Observation, key: Key): Json {
   return { build, config_sha256: config };
 }
 const fresh = (o: Observation) => msBetween(o.observed_at, NOW) <= TTL_MS;
+/** The oracle's CONVERGED: fresh, nothing undeclared, every managed resource at what it must show. */
+const matchesDesired = (o: Observation) =>
+  fresh(o) && o.undeclared.length === 0 && KEYS.every((key) => (ownedByOperatorOrUnknown(o, key) ? o.overrides[key] !== null : jsonEqual(o.resources[key].value, expected(o, key))));
+const drifted = (o: Observation, key: Key) => !jsonEqual(o.resources[key].value, expected(o, key));
+/** The same snapshot, changed: what decide does with it is the counterfactual a property needs. */
+const withObservation = (o: Observation, change: Partial<Observation>): Observation => observationSchema.parse({ ...o, ...change });
+const actsOn = (o: Observation, history: ReturnType<typeof emptyHistory>) => decide({ intent, authority: authorityOf(intent), observation: o, history, now: NOW }).decision.authorized_actions.length > 0;
+
+/**
+ * Counts the generated cases that reach what a property is about. A property whose generator
+ * never reaches its case passes vacuously, so each case has a minimum share of the runs (set
+ * well below what the generator gives, so that no seed fails it by chance).
+ */
+function coverage<K extends string>(minShare: Record<K, number>) {
+  const counts = Object.fromEntries(Object.keys(minShare).map((l) => [l, 0])) as Record<K, number>;
+  return {
+    hit: (label: K) => void counts[label]++,
+    expectReached(runs: number) {
+      for (const label of Object.keys(minShare) as K[]) {
+        expect(counts[label], `"${label}" in ${counts[label]} of ${runs} runs`).toBeGreaterThanOrEqual(Math.ceil(minShare[label] * runs));
+      }
+    },
+  };
+}
 
 describe('invariants over generated snapshots', () => {
   it('no action for an OPERATOR_OWNED or UNKNOWN resource', () => {
+    const runs = 1000;
+    // The case: a resource not Datum's differs from desired (a naive planner would repair it)
+    // while Datum does act on others in the same pass.
+    const cov = coverage({ 'not-managed resource differs': 0.1, 'and other resources are acted on': 0.02 });
     fc.assert(
       fc.property(snapshotArb, historyArb, (obs, history) => {
         const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
         for (const a of decision.authorized_actions) expect(ownedByOperatorOrUnknown(obs, a.resource_key)).toBe(false);
         const notManaged = decision.resources.filter((r) => r.ownership !== 'MANAGED').map((r) => r.resource_key);
         expect(decision.planned_actions.filter((p) => notManaged.includes(p.resource_key))).toEqual([]);
+        if (KEYS.some((k) => ownedByOperatorOrUnknown(obs, k) && !jsonEqual(obs.resources[k].value, desiredValue(k, intent.resources)))) {
+          cov.hit('not-managed resource differs');
+          if (decision.authorized_actions.length > 0) cov.hit('and other resources are acted on');
+        }
       }),
-      { numRuns: 500 },
+      { numRuns: runs },
     );
+    cov.expectReached(runs);
   });
 
   it('no action in observe mode, for the host or the resource', () => {
+    const runs = 1000;
+    // The case: the same snapshot on an enforcing host, or without the resource's observe, is acted on.
+    const cov = coverage({ 'observe host an enforce host would repair': 0.05, 'observe resource drifted while the rest is repaired': 0.01 });
     fc.assert(
       fc.property(snapshotArb, historyArb, (obs, history) => {
         const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
         for (const a of decision.authorized_actions) expect(enforced(obs, a.resource_key)).toBe(true);
         if (obs.mode === 'observe') expect(decision.authorized_actions).toEqual([]);
+        if (obs.mode === 'observe' && actsOn(withObservation(obs, { mode: 'enforce', resource_modes: {} }), history)) cov.hit('observe host an enforce host would repair');
+        if (obs.mode === 'enforce' && decision.authorized_actions.length > 0 && KEYS.some((k) => obs.resource_modes[k] === 'observe' && drifted(obs, k))) {
+          cov.hit('observe resource drifted while the rest is repaired');
+        }
       }),
-      { numRuns: 500 },
+      { numRuns: runs },
     );
+    cov.expectReached(runs);
   });
 
   it('no action from a stale snapshot', () => {
+    const runs = 1000;
+    // The case: a stale snapshot that, taken now, would be acted on.
+    const cov = coverage({ 'stale snapshot a fresh one would repair': 0.015 });
     fc.assert(
       fc.property(snapshotArb, historyArb, (obs, history) => {
         const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
@@ -139,20 +220,27 @@ describe('invariants over generated snapshots', () => {
           expect(decision.authorized_actions).toEqual([]);
           expect(decision.convergence_status).toBe('BLOCKED');
           expect(decision.reason).toBe('STALE_OBSERVATION');
+          if (actsOn(withObservation(obs, { observed_at: NOW }), history)) cov.hit('stale snapshot a fresh one would repair');
         }
       }),
-      { numRuns: 500 },
+      { numRuns: runs },
     );
+    cov.expectReached(runs);
   });
 
   it('CONVERGED only when a fresh snapshot matches every enforced managed resource', () => {
     // Extra runs: the interesting cases (an overridden dependency of the service) are rare.
+    const runs = 5000;
+    const cov = coverage({ CONVERGED: 0.1, 'CONVERGED after acting': 0.01, 'CONVERGED with an operator-owned release or config': 0.01 });
     fc.assert(
       fc.property(passArb, (g) => {
         const decisions = run(g);
         decisions.forEach((d, i) => {
           if (d.decision.convergence_status !== 'CONVERGED') return;
           const judged = i === 0 ? g.pre : g.post;
+          cov.hit('CONVERGED');
+          if (i === 1) cov.hit('CONVERGED after acting');
+          if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config')) cov.hit('CONVERGED with an operator-owned release or config');
           expect(fresh(judged)).toBe(true);
           expect(judged.undeclared).toEqual([]);
           for (const key of KEYS) {
@@ -164,18 +252,25 @@ describe('invariants over generated snapshots', () => {
           }
         });
       }),
-      { numRuns: 5000 },
+      { numRuns: runs },
     );
+    cov.expectReached(runs);
   });
 
   it('a refused or failed apply is never reported as CONVERGED_AFTER_REPAIR without a matching probe', () => {
+    const runs = 2000;
+    const cov = coverage({ 'refused apply': 0.02, 'failed apply': 0.02 });
     fc.assert(
       fc.property(passArb, (g) => {
         const decisions = run(g);
-        const last = decisions[decisions.length - 1].decision;
-        if (decisions.length === 2 && g.outcome === 'refused') expect(last.convergence_status).not.toBe('CONVERGED');
+        if (decisions.length !== 2 || (g.outcome !== 'refused' && g.outcome !== 'failed')) return;
+        cov.hit(g.outcome === 'refused' ? 'refused apply' : 'failed apply');
+        const last = decisions[1].decision;
+        if (g.outcome === 'refused') expect(last.convergence_status).not.toBe('CONVERGED');
+        if (last.reason === 'CONVERGED_AFTER_REPAIR') expect(matchesDesired(g.post), 'the post-action probe matches desired').toBe(true);
       }),
-      { numRuns: 300 },
+      { numRuns: runs },
     );
+    cov.expectReached(runs);
   });
 });
