@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { InvalidInputError, nodeId, type BoundIntent } from '../domain';
+import { withFix } from '../contract';
+import { InvalidInputError, nodeId, problemLine, type BoundIntent } from '../domain';
 import { parseDesiredStateText } from '../domain/documents';
 
 const run = promisify(execFile);
@@ -38,7 +39,7 @@ export class DesiredStateAuthority {
 
   async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
     if (!nodeId.safeParse(node).success) {
-      return { ok: false, kind: 'unknown_node', error: `"${node}" is not a valid node name — fix: use letters, digits, ".", "_" or "-"` };
+      return { ok: false, kind: 'unknown_node', error: withFix(`"${node}" is not a valid node name`, 'use letters, digits, ".", "_" or "-"') };
     }
     const file = this.fileFor(node);
     const source = path.relative(this.fleetDir, file) || file;
@@ -52,7 +53,7 @@ export class DesiredStateAuthority {
         return {
           ok: false,
           kind: 'unknown_node',
-          error: `no desired state for node "${node}": ${file} does not exist — fix: add desired/nodes/${node}.yaml to the fleet at ${this.fleetDir}, or check the node name`,
+          error: withFix(`no desired state for node "${node}": ${file} does not exist`, `add desired/nodes/${node}.yaml to the fleet at ${this.fleetDir}, or check the node name`),
         };
       }
       return { ok: false, kind: 'unreadable', error: `cannot read ${file}: ${(error as Error).message}` };
@@ -88,7 +89,11 @@ export class DesiredStateAuthority {
         locations[key] = absolute;
       } catch {
         problems.push(
-          `  - resources.${key}.artifact: ${spec.artifact} does not exist (looked at ${absolute}) — fix: build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs) or correct the path`,
+          problemLine({
+            field: `resources.${key}.artifact`,
+            problem: `${spec.artifact} does not exist (looked at ${absolute})`,
+            fix: "build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs) or correct the path",
+          }),
         );
       }
     }

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { withFix } from '../contract';
 import { LedgerConfigError, type LedgerStore } from './ledger-store/common';
 import { openPostgresLedger, redactUrl } from './ledger-store/postgres';
 import { openSqliteLedger } from './ledger-store/sqlite';
@@ -43,12 +44,14 @@ export function resolveLedgerLocation(options: LedgerStoreOptions = {}, env: Nod
   if (/^sqlite:/i.test(url)) {
     // sqlite:/abs/file, sqlite:relative/file and the URL-ish sqlite:///abs/file all name a path.
     const file = url.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (file === '') throw new LedgerConfigError(`ledger URL "${url}" names no file — fix: write sqlite:<path>, such as sqlite:.datum/ledger.sqlite`);
+    if (file === '') throw new LedgerConfigError(withFix(`ledger URL "${url}" names no file`, 'write sqlite:<path>, such as sqlite:.datum/ledger.sqlite'));
     return { backend: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
   }
   throw new LedgerConfigError(
-    `ledger URL ${redactUrl(url)}${options.url === undefined ? ' (from DATUM_LEDGER_URL)' : ''} is neither PostgreSQL nor SQLite — ` +
-      'fix: use postgres://user:password@host:5432/database, or sqlite:<path>, or unset DATUM_LEDGER_URL for <dataDir>/ledger.sqlite',
+    withFix(
+      `ledger URL ${redactUrl(url)}${options.url === undefined ? ' (from DATUM_LEDGER_URL)' : ''} is neither PostgreSQL nor SQLite`,
+      'use postgres://user:password@host:5432/database, or sqlite:<path>, or unset DATUM_LEDGER_URL for <dataDir>/ledger.sqlite',
+    ),
   );
 }
 

@@ -12,6 +12,7 @@ import {
   reconcileWorkflowId,
   refreshDesiredSignal,
   stateQuery,
+  withFix,
   type NodeState,
   type PreparedNode,
   type ReconcileNodeWorkflow,
@@ -54,7 +55,7 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
           return {
             node,
             outcome: 'refused',
-            error: `the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation} — fix: commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`,
+            error: withFix(`the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation}`, `commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`),
           };
         }
         const workflowId = reconcileWorkflowId(node, input.generation);

@@ -16,7 +16,7 @@ import {
   type ObservedResource,
   type ResourceSpec,
 } from '../domain';
-import type { AgentActivities, ApplyRequest, ObserveRequest } from '../contract';
+import { withFix, type AgentActivities, type ApplyRequest, type ObserveRequest } from '../contract';
 import { effectiveMode, loadAgentConfig } from './config';
 import { whileBeating } from './heartbeat';
 import { AgentJournal, journalKey, withLock } from './journal';
@@ -27,7 +27,7 @@ import { applyFlagWrite, flagWriteSpec, observeFlag, undeclaredFlags } from './p
 import { applyReleaseInstall, observeRelease, releaseInstallSpec } from './providers/release';
 import { applyServiceRun, observeService, serviceRunSpec } from './providers/service';
 import type { ApplyResult, NodeContext } from './providers/types';
-import { AgentRefusal, toFailure, withFix } from './refusal';
+import { AgentRefusal, toFailure } from './refusal';
 import { watchNode } from './watch';
 
 /*

@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { nodePathProblem, pathSpellingProblem } from '../domain';
-import { AgentRefusal, withFix } from './refusal';
+import { withFix } from '../contract';
+import { AgentRefusal } from './refusal';
 
 /*
  * Keeping every byte inside the node root. Paths are checked twice: by their spelling (absolute,

@@ -36,6 +36,3 @@ export function toFailure(refusal: AgentRefusal, subject: string | null, context
   const message = subject === null ? refusal.message : `${subject} ${verb}: ${refusal.message}`;
   return ApplicationFailure.nonRetryable(message, refusal.type, { ...context, ...refusal.facts });
 }
-
-/** "<what> — fix: <how>", the same shape every Datum message a person reads has. */
-export const withFix = (problem: string, fix: string) => `${problem} — fix: ${fix}`;

@@ -6,10 +6,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { withFix } from '../contract';
 import type { Json } from '../domain';
 import { atomicWriteJson, readJsonOrNull } from './fsx';
 import { datumPath, isErrno, locate, realRoot } from './paths';
-import { AgentRefusal, SERVICE_START_FAILED, withFix } from './refusal';
+import { AgentRefusal, SERVICE_START_FAILED } from './refusal';
 
 /*
  * The processes the agent manages. Each service started under a root has a state file

@@ -1,6 +1,6 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { nodeId } from '../domain';
-import { WORKFLOW_TYPES, stateQuery, type NodeState } from '../contract';
+import { WORKFLOW_TYPES, stateQuery, withFix, type NodeState } from '../contract';
 import { UsageError } from './args';
 
 export interface NodeLoop {
@@ -10,8 +10,8 @@ export interface NodeLoop {
 }
 
 export function checkNode(node: string | undefined): string {
-  if (!node) throw new UsageError('which node? — fix: name it, for example `N-24`');
-  if (!nodeId.safeParse(node).success) throw new UsageError(`"${node}" is not a node name — fix: letters, digits, ".", "_" or "-"`);
+  if (!node) throw new UsageError(withFix('which node?', 'name it, for example `N-24`'));
+  if (!nodeId.safeParse(node).success) throw new UsageError(withFix(`"${node}" is not a node name`, 'letters, digits, ".", "_" or "-"'));
   return node;
 }
 
@@ -33,7 +33,7 @@ export async function runningLoops(client: Client, node?: string): Promise<Map<s
 export async function loopFor(client: Client, node: string): Promise<NodeLoop> {
   const loop = (await runningLoops(client, node)).get(node);
   if (!loop) {
-    throw new Error(`no reconcile loop is running for node ${node} — fix: start one with \`datum rollout start --generation <G> --nodes ${node}\` (see \`datum status\` for the nodes that have one)`);
+    throw new Error(withFix(`no reconcile loop is running for node ${node}`, `start one with \`datum rollout start --generation <G> --nodes ${node}\` (see \`datum status\` for the nodes that have one)`));
   }
   return loop;
 }

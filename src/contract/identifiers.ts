@@ -17,21 +17,20 @@ export const FIX = ' — fix: ';
 
 /** "<problem> — fix: <fix>". */
 export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
-const msg = withFix;
 
 const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const RESOURCE_KEY = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 /** A desired_digest: `sha256:` and the hex sha256 of the canonical desired state. */
 export const DESIRED_DIGEST = /^sha256:[a-f0-9]{64}$/;
 
-export const nodeId = z.string({ error: msg('must be a node name', 'give the node a name like "N-24"') }).regex(
+export const nodeId = z.string({ error: withFix('must be a node name', 'give the node a name like "N-24"') }).regex(
   NODE_ID,
-  msg('is not a valid node name', 'use letters, digits, ".", "_" or "-", starting with a letter or digit (at most 63 characters)'),
+  withFix('is not a valid node name', 'use letters, digits, ".", "_" or "-", starting with a letter or digit (at most 63 characters)'),
 );
 
 export const resourceKey = z.string().regex(
   RESOURCE_KEY,
-  msg('is not a valid resource key', 'start with a letter and use letters, digits, "_" or "-" (at most 63 characters)'),
+  withFix('is not a valid resource key', 'start with a letter and use letters, digits, "_" or "-" (at most 63 characters)'),
 );
 
 /** Hex sha256 of a UTF-8 string. Pure JS, so it runs inside the workflow sandbox. */

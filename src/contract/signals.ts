@@ -10,7 +10,7 @@
 import type { QueryDefinition, SignalDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import type { Condition, ConvergenceStatus, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
-import { DESIRED_DIGEST, resourceKey } from './identifiers';
+import { DESIRED_DIGEST, resourceKey, withFix } from './identifiers';
 import type { RolloutProgress } from './workflows';
 
 // ---------------------------------------------------------------------------------------------
@@ -18,13 +18,13 @@ import type { RolloutProgress } from './workflows';
 // it with these schemas, records it and raises INVALID_SIGNAL, and the loop goes on.
 
 export const refreshDesiredPayload = z.strictObject({
-  generation: z.number({ error: 'must be a whole number — fix: send {"generation": <G>, "digest": "sha256:…"}' }).int().min(1),
-  digest: z.string({ error: 'is missing — fix: send the desired_digest the authority shows for that generation (datum refresh does this)' }).regex(DESIRED_DIGEST, 'must look like "sha256:<64 hex digits>" — fix: copy desired_digest from `datum describe` or let `datum refresh` send it'),
+  generation: z.number({ error: withFix('must be a whole number', 'send {"generation": <G>, "digest": "sha256:…"}') }).int().min(1),
+  digest: z.string({ error: withFix('is missing', 'send the desired_digest the authority shows for that generation (datum refresh does this)') }).regex(DESIRED_DIGEST, withFix('must look like "sha256:<64 hex digits>"', 'copy desired_digest from `datum describe` or let `datum refresh` send it')),
 });
 export const resolveConflictPayload = z.strictObject({
   resource_key: resourceKey,
-  resolution: z.enum(['retake', 'yield'], { error: 'must be "retake" or "yield" — fix: retake to let Datum own the resource again, yield to leave it to the other writer' }),
-  by: z.string({ error: 'is missing — fix: say who resolves the conflict, such as "oncall"' }).min(1, 'is empty — fix: say who resolves the conflict'),
+  resolution: z.enum(['retake', 'yield'], { error: withFix('must be "retake" or "yield"', 'retake to let Datum own the resource again, yield to leave it to the other writer') }),
+  by: z.string({ error: withFix('is missing', 'say who resolves the conflict, such as "oncall"') }).min(1, withFix('is empty', 'say who resolves the conflict')),
   note: z.string().nullable().optional(),
 });
 export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DURATION_HINT, formatDuration, parseDuration } from './duration';
 import type { Json } from './canonical';
-import { FIX, nodeId, resourceKey } from '../contract/identifiers';
+import { nodeId, resourceKey, withFix } from '../contract/identifiers';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 
 /*
@@ -12,7 +12,6 @@ import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingP
  */
 
 export { nodeId, resourceKey };
-const msg = (problem: string, fix: string) => `${problem}${FIX}${fix}`;
 
 export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
@@ -45,37 +44,37 @@ const NODE_PATH_PROBLEMS: Record<PathSpellingProblem, (path: string) => string> 
 
 export const nodePath = z.string().superRefine((p, ctx) => {
   const problem = nodePathProblem(p);
-  if (problem) ctx.addIssue({ code: 'custom', message: msg(problem, 'write a path relative to the node root, such as "etc/app/config.json"') });
+  if (problem) ctx.addIssue({ code: 'custom', message: withFix(problem, 'write a path relative to the node root, such as "etc/app/config.json"') });
 });
 
 const duration = (what: string, allowZero = false) =>
-  z.string({ error: msg(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
+  z.string({ error: withFix(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
     const ms = parseDuration(text);
-    if (ms === null) ctx.addIssue({ code: 'custom', message: msg(`"${text}" is not a duration`, DURATION_HINT) });
-    else if (ms === 0 && !allowZero) ctx.addIssue({ code: 'custom', message: msg(`${what} cannot be zero`, 'give a positive duration') });
+    if (ms === null) ctx.addIssue({ code: 'custom', message: withFix(`"${text}" is not a duration`, DURATION_HINT) });
+    else if (ms === 0 && !allowZero) ctx.addIssue({ code: 'custom', message: withFix(`${what} cannot be zero`, 'give a positive duration') });
   });
 
 const jsonValue: z.ZodType<Json> = z.lazy(() =>
   z.union([z.null(), z.boolean(), z.number().refine(Number.isFinite), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
 );
 
-const sha256Field = z.string({ error: msg('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') }).regex(
+const sha256Field = z.string({ error: withFix('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') }).regex(
   SHA256_HEX,
-  msg('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'),
+  withFix('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'),
 );
 
-const artifactRef = z.string({ error: msg('the artifact is missing', 'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL') }).superRefine((ref, ctx) => {
+const artifactRef = z.string({ error: withFix('the artifact is missing', 'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL') }).superRefine((ref, ctx) => {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
   if (scheme && !/^https?$/i.test(scheme[1])) {
-    ctx.addIssue({ code: 'custom', message: msg(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
+    ctx.addIssue({ code: 'custom', message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
   } else if (!scheme && hasParentSegment(ref)) {
-    ctx.addIssue({ code: 'custom', message: msg(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
+    ctx.addIssue({ code: 'custom', message: withFix(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
   }
 });
 
 export const releaseSpec = z.strictObject({
   type: z.literal('release'),
-  version: z.string().regex(VERSION, msg('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
+  version: z.string().regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
   artifact: artifactRef,
   sha256: sha256Field,
 });
@@ -83,19 +82,19 @@ export const fileSpec = z.strictObject({
   type: z.literal('file'),
   path: nodePath,
   content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
-    error: msg('content must be text or a JSON/YAML object', 'write the file body as a string, or as a mapping that Datum writes as JSON'),
+    error: withFix('content must be text or a JSON/YAML object', 'write the file body as a string, or as a mapping that Datum writes as JSON'),
   }),
 });
 export const serviceSpec = z.strictObject({
   type: z.literal('service'),
   release: resourceKey,
   config: resourceKey,
-  command: z.array(z.string().min(1)).min(1, msg('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
+  command: z.array(z.string().min(1)).min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
 });
 export const flagSpec = z.strictObject({
   type: z.literal('flag'),
   // null is how an absent flag is observed, so it cannot also be a desired value.
-  value: jsonValue.refine((v) => v !== null, msg('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource')),
+  value: jsonValue.refine((v) => v !== null, withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource')),
 });
 
 export const resourceSpec = z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]);
@@ -116,10 +115,10 @@ export const POLICY_DEFAULTS = {
 } as const;
 
 const retryBudget = z
-  .number({ error: msg('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3') })
-  .int(msg('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3'))
-  .min(0, msg('retry_budget cannot be negative', 'write 0 to never retry a repair, or a positive count such as 3'))
-  .max(100, msg('retry_budget above 100 hides oscillation', 'use a budget of at most 100'));
+  .number({ error: withFix('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3') })
+  .int(withFix('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3'))
+  .min(0, withFix('retry_budget cannot be negative', 'write 0 to never retry a repair, or a positive count such as 3'))
+  .max(100, withFix('retry_budget above 100 hides oscillation', 'use a budget of at most 100'));
 
 export const policyInput = z
   .strictObject({
@@ -128,14 +127,14 @@ export const policyInput = z
     backoff: z
       .strictObject({
         initial: duration('backoff.initial').optional(),
-        factor: z.number().min(1, msg('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2')).max(10).optional(),
+        factor: z.number().min(1, withFix('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2')).max(10).optional(),
         max: duration('backoff.max').optional(),
       })
       .optional(),
     resync_interval: duration('resync_interval').optional(),
     node_timeout: duration('node_timeout').optional(),
     conflict_window: duration('conflict_window', true).optional(),
-    watch: z.boolean({ error: msg('watch must be true or false', 'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)') }).optional(),
+    watch: z.boolean({ error: withFix('watch must be true or false', 'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)') }).optional(),
   })
   .optional();
 
@@ -171,19 +170,19 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
 export const desiredStateFile = z.strictObject({
   node: nodeId,
   generation: z
-    .number({ error: msg('generation is missing or not a number', 'add generation: <whole number>, raised by one for every change of intent') })
-    .int(msg('generation must be a whole number', 'write the generation as a whole number such as 12'))
-    .min(1, msg('generation must be 1 or more', 'start generations at 1 and raise them by one for every change')),
+    .number({ error: withFix('generation is missing or not a number', 'add generation: <whole number>, raised by one for every change of intent') })
+    .int(withFix('generation must be a whole number', 'write the generation as a whole number such as 12'))
+    .min(1, withFix('generation must be 1 or more', 'start generations at 1 and raise them by one for every change')),
   resources: z.record(z.string(), z.unknown(), {
-    error: msg('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
+    error: withFix('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
   }),
   policy: policyInput,
 });
 
 export const provenance = z.strictObject({
-  approved_by: z.string({ error: msg('an override needs approved_by', 'record who approved the override (approved_by), why (reason) and since when (since)') }).min(1),
-  reason: z.string({ error: msg('an override needs a reason', 'record why the override exists, such as a change ticket') }).min(1),
-  since: z.iso.datetime({ offset: true, error: msg('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z') }),
+  approved_by: z.string({ error: withFix('an override needs approved_by', 'record who approved the override (approved_by), why (reason) and since when (since)') }).min(1),
+  reason: z.string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') }).min(1),
+  since: z.iso.datetime({ offset: true, error: withFix('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z') }),
 });
 export type Provenance = z.infer<typeof provenance>;
 
@@ -193,22 +192,22 @@ export type Mode = (typeof MODES)[number];
 export const agentConfig = z.strictObject({
   node: nodeId,
   root: z
-    .string({ error: msg('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
-    .refine((r) => r.startsWith('/'), msg('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24')),
+    .string({ error: withFix('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
+    .refine((r) => r.startsWith('/'), withFix('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24')),
   reconciliation: z
     .strictObject({
-      mode: z.enum(MODES, { error: msg('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)') }).default('observe'),
+      mode: z.enum(MODES, { error: withFix('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)') }).default('observe'),
       resources: z
         .record(
           resourceKey,
-          z.literal('observe', { error: msg('a per-resource mode can only be observe', 'remove the entry to follow the host mode, or write observe') }),
+          z.literal('observe', { error: withFix('a per-resource mode can only be observe', 'remove the entry to follow the host mode, or write observe') }),
         )
         .default({}),
     })
     .default({ mode: 'observe', resources: {} }),
   overrides: z
     .record(resourceKey, provenance, {
-      error: msg('overrides must be a mapping of resource keys to provenance', 'write overrides: { <key>: { approved_by: …, reason: …, since: … } }'),
+      error: withFix('overrides must be a mapping of resource keys to provenance', 'write overrides: { <key>: { approved_by: …, reason: …, since: … } }'),
     })
     .default({}),
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { canonicalJson, ledgerEntry, problemsFromZod, type LedgerEntry, type Problem } from '../../domain';
+import { withFix } from '../../contract';
+import { canonicalJson, ledgerEntry, problemLine, problemsFromZod, type LedgerEntry, type Problem } from '../../domain';
 
 /*
  * What both ledger back ends share: the public types, the typed errors (their names are the
@@ -51,7 +52,7 @@ export class InvalidLedgerEntry extends Error {
     readonly problems: Problem[],
     verdict = 'not recorded in the ledger',
   ) {
-    super(`${what}: ${verdict}:\n${problems.map((p) => `  - ${p.field}: ${p.problem} — fix: ${p.fix}`).join('\n')}`);
+    super(`${what}: ${verdict}:\n${problems.map(problemLine).join('\n')}`);
   }
 }
 
@@ -181,7 +182,7 @@ export interface ListQuery {
 
 export function prepareList(node: unknown, options: ListOptions | undefined): ListQuery {
   if (typeof node !== 'string' || node.length === 0) {
-    throw new InvalidLedgerQuery('node must be a node name such as "N-24" — fix: say which node\'s ledger to list');
+    throw new InvalidLedgerQuery(withFix('node must be a node name such as "N-24"', 'say which node\'s ledger to list'));
   }
   const o = options ?? {};
   let since: string | null = null;
@@ -190,16 +191,16 @@ export function prepareList(node: unknown, options: ListOptions | undefined): Li
     since = typeof o.since !== 'string' ? null : isoDate.safeParse(o.since).success ? `${o.since}T00:00:00.000Z` : normalizeInstant(o.since);
     if (since === null) {
       throw new InvalidLedgerQuery(
-        `since ${JSON.stringify(o.since)} is not an ISO 8601 time with a zone — fix: write a UTC time such as 2026-11-29T12:00:00Z, one with an offset such as 2026-11-29T13:00:00+01:00, or a date such as 2026-11-29`,
+        withFix(`since ${JSON.stringify(o.since)} is not an ISO 8601 time with a zone`, 'write a UTC time such as 2026-11-29T12:00:00Z, one with an offset such as 2026-11-29T13:00:00+01:00, or a date such as 2026-11-29'),
       );
     }
   }
   const limit = o.limit ?? null;
   if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 1)) {
-    throw new InvalidLedgerQuery(`limit ${JSON.stringify(limit)} is not a positive whole number — fix: give how many entries to return, such as 50`);
+    throw new InvalidLedgerQuery(withFix(`limit ${JSON.stringify(limit)} is not a positive whole number`, 'give how many entries to return, such as 50'));
   }
   if (o.workflowId !== undefined && typeof o.workflowId !== 'string') {
-    throw new InvalidLedgerQuery('workflowId must be a string — fix: pass the reconcile workflow id, or leave it out');
+    throw new InvalidLedgerQuery(withFix('workflowId must be a string', 'pass the reconcile workflow id, or leave it out'));
   }
   return { node, since, limit, workflowId: o.workflowId ?? null };
 }
@@ -211,11 +212,14 @@ export function assertSameEntry(stored: unknown, prepared: PreparedEntry): void 
   throw new LedgerSeqConflict(
     `ledger already holds a different entry for workflow ${prepared.workflow_id} chain ${prepared.chain_id} seq ${prepared.seq} ` +
       `(stored: ${String(s.convergence_status)}/${String(s.reason)} decided at ${String(s.decided_at)}; ` +
-      `new: ${prepared.convergence_status}/${prepared.reason} decided at ${prepared.entry.decided_at}) — fix: a run chain must number ` +
-      'its decisions once; check that only one workflow run writes this chain and that chainId is the chain\'s first run id',
+      withFix(
+        `new: ${prepared.convergence_status}/${prepared.reason} decided at ${prepared.entry.decided_at})`,
+        'a run chain must number ' +
+          'its decisions once; check that only one workflow run writes this chain and that chainId is the chain\'s first run id',
+      ),
   );
 }
 
 export function closedError(location: string): LedgerUnavailable {
-  return new LedgerUnavailable(`the ledger store at ${location} is closed — fix: open a new store with openLedgerStore()`);
+  return new LedgerUnavailable(withFix(`the ledger store at ${location} is closed`, 'open a new store with openLedgerStore()'));
 }

@@ -1,4 +1,5 @@
 import { Pool, type PoolClient } from 'pg';
+import { withFix } from '../../contract';
 import {
   LedgerConfigError,
   LedgerUnavailable,
@@ -72,7 +73,7 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
     new URL(url);
   } catch {
     // Not `cause`: the URL parser's error carries the whole input, password included.
-    throw new LedgerConfigError(`DATUM_LEDGER_URL ${location} is not a valid URL — fix: write it as postgres://user:password@host:5432/database`);
+    throw new LedgerConfigError(withFix(`DATUM_LEDGER_URL ${location} is not a valid URL`, 'write it as postgres://user:password@host:5432/database'));
   }
   const pool = new Pool({
     connectionString: url,
@@ -185,7 +186,7 @@ async function readVersion(client: PoolClient, location: string): Promise<number
   const version = row.rows[0]?.v ?? 0;
   if (version > SCHEMA_VERSION) {
     throw new LedgerConfigError(
-      `the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION}) — fix: upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger`,
+      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
     );
   }
   return version;
@@ -242,26 +243,26 @@ function translate(error: unknown, location: string): unknown {
   const detail = describe(error);
   if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || /timeout exceeded when trying to connect|Connection terminated/i.test(detail)) {
     return new LedgerUnavailable(
-      `cannot reach the PostgreSQL ledger at ${location} (${detail}) — fix: start PostgreSQL there, or correct DATUM_LEDGER_URL`,
+      withFix(`cannot reach the PostgreSQL ledger at ${location} (${detail})`, 'start PostgreSQL there, or correct DATUM_LEDGER_URL'),
       { cause: error },
     );
   }
   if (code === '28P01' || code === '28000' || /\bSASL\b|password must be a string/i.test(detail)) {
     return new LedgerUnavailable(
-      `PostgreSQL at ${location} refused the login (${detail}) — fix: correct the user and password in DATUM_LEDGER_URL, or allow this client in pg_hba.conf`,
+      withFix(`PostgreSQL at ${location} refused the login (${detail})`, 'correct the user and password in DATUM_LEDGER_URL, or allow this client in pg_hba.conf'),
       { cause: error },
     );
   }
   if (code === '3D000') {
     const database = new URL(location).pathname.slice(1) || '(default)';
     return new LedgerUnavailable(
-      `the database of DATUM_LEDGER_URL ${location} does not exist (${detail}) — fix: create it (createdb ${database}), or correct DATUM_LEDGER_URL`,
+      withFix(`the database of DATUM_LEDGER_URL ${location} does not exist (${detail})`, `create it (createdb ${database}), or correct DATUM_LEDGER_URL`),
       { cause: error },
     );
   }
   if (code === '42501') {
     return new LedgerUnavailable(
-      `PostgreSQL at ${location} denied the ledger's user (${detail}) — fix: grant it CREATE on the schema and INSERT/SELECT on the ledger tables, or use another user in DATUM_LEDGER_URL`,
+      withFix(`PostgreSQL at ${location} denied the ledger's user (${detail})`, 'grant it CREATE on the schema and INSERT/SELECT on the ledger tables, or use another user in DATUM_LEDGER_URL'),
       { cause: error },
     );
   }

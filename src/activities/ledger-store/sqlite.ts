@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { withFix } from '../../contract';
 import {
   LedgerConfigError,
   LedgerUnavailable,
@@ -198,7 +199,7 @@ function migrate(db: Database.Database, location: string): void {
 function checkVersion(version: number, location: string): number {
   if (version > SCHEMA_VERSION) {
     throw new LedgerConfigError(
-      `the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION}) — fix: upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger`,
+      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
     );
   }
   return version;
@@ -207,8 +208,11 @@ function checkVersion(version: number, location: string): number {
 function unavailable(location: string, error: unknown, doing: 'open' | 'use' = 'open'): LedgerUnavailable {
   const detail = error instanceof Error ? error.message : String(error);
   return new LedgerUnavailable(
-    `cannot ${doing} the SQLite ledger at ${location}: ${detail} — fix: make sure the directory is writable, the disk has room and the file is a ` +
-      `Datum ledger that no process keeps locked for more than ${BUSY_TIMEOUT_MS / 1000} s, or set DATUM_LEDGER_URL to another location`,
+    withFix(
+      `cannot ${doing} the SQLite ledger at ${location}: ${detail}`,
+      'make sure the directory is writable, the disk has room and the file is a ' +
+        `Datum ledger that no process keeps locked for more than ${BUSY_TIMEOUT_MS / 1000} s, or set DATUM_LEDGER_URL to another location`,
+    ),
     { cause: error },
   );
 }

@@ -4,7 +4,8 @@ import { type FileSpec, type ObservedResource } from '../../domain';
 import { atomicWrite, fileStamp, readRegular, sha256 } from '../fsx';
 import { ABSENT_MARKER, fileMarker } from '../markers';
 import { checkFileResourcePath, createParents, kindOf, locate, lstatOrNull } from '../paths';
-import { AgentRefusal, withFix } from '../refusal';
+import { withFix } from '../../contract';
+import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
 
 /*

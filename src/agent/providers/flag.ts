@@ -4,7 +4,8 @@ import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
 import { fileMarker } from '../markers';
 import { isErrno, locate, lstatOrNull } from '../paths';
-import { AgentRefusal, withFix } from '../refusal';
+import { withFix } from '../../contract';
+import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';
 import { type ApplyResult, type NodeContext } from './types';
 

@@ -10,7 +10,8 @@ import { releaseSpec, type Json, type ObservedResource, type ReleaseSpec } from 
 import { atomicWriteJson, fsyncDir, readJsonOrNull, sha256File, tempName } from '../fsx';
 import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
 import { createParents, datumPath, isErrno, isInside, kindOf, locate, lstatOrNull } from '../paths';
-import { AgentRefusal, withFix } from '../refusal';
+import { withFix } from '../../contract';
+import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
 
 /*

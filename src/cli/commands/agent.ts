@@ -1,5 +1,5 @@
 import { runAgents } from '../../agent/worker';
-import { agentTaskQueue } from '../../contract';
+import { agentTaskQueue, withFix } from '../../contract';
 import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
@@ -17,7 +17,7 @@ re-read on every observation, so a new override or mode takes effect without a r
     const { values } = parse(argv, { config: { type: 'string', multiple: true }, ...CONNECTION_OPTIONS, ...METRICS_OPTIONS });
     const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
     const configPaths = values.config ?? [];
-    if (configPaths.length === 0) throw new UsageError('no agent.yaml given — fix: pass --config PATH (once per node this process serves)');
+    if (configPaths.length === 0) throw new UsageError(withFix('no agent.yaml given', 'pass --config PATH (once per node this process serves)'));
     const agents = await runAgents({ configPaths, address: values.address, namespace: values.namespace });
     process.stdout.write(`datum agent: serving ${agents.nodes.map(agentTaskQueue).join(', ')}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`);
     await Promise.race([untilSignal(() => agents.shutdown()), agents.done]);

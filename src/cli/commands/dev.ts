@@ -10,7 +10,7 @@ import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
 import { devServerFlags } from '../../worker/dev-server';
-import { CONTROL_TASK_QUEUE, ROLLOUT_OUTCOMES, WORKFLOW_TYPES, rolloutWorkflowId, type RolloutWorkflow } from '../../contract';
+import { CONTROL_TASK_QUEUE, ROLLOUT_OUTCOMES, WORKFLOW_TYPES, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../../contract';
 import { UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { print, table } from '../output';
@@ -37,7 +37,7 @@ resumes from DIR: the workflows are still there and continue.`,
     await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
     const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
     const agents = await listFleetAgents(fleetDir);
-    if (agents.length === 0) throw new UsageError(`${fleetDir}/agents has no <node>.yaml — fix: add one agent.yaml per node the dev stack should run`);
+    if (agents.length === 0) throw new UsageError(withFix(`${fleetDir}/agents has no <node>.yaml`, 'add one agent.yaml per node the dev stack should run'));
 
     const address = `127.0.0.1:${port}`;
     const children = new Children(path.join(dataDir, 'logs'));
@@ -99,14 +99,14 @@ resumes from DIR: the workflows are still there and continue.`,
 
 function portOf(text: string, flag: string): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(`${flag} ${JSON.stringify(text)} is not a port — fix: a number from 1 to 65535`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(withFix(`${flag} ${JSON.stringify(text)} is not a port`, 'a number from 1 to 65535'));
   return n;
 }
 
 async function ensureFree(port: number, flag: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const server = net.createServer();
-    server.once('error', () => reject(new UsageError(`port ${port} is in use (another dev server?) — fix: stop it, or pass ${flag} with a free port`)));
+    server.once('error', () => reject(new UsageError(withFix(`port ${port} is in use (another dev server?)`, `stop it, or pass ${flag} with a free port`))));
     server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
   });
 }

@@ -1,6 +1,6 @@
 import { parseSignal } from '../../domain';
 import { connectClient } from '../../worker/connection';
-import { ledgerQuery, resolveConflictSignal, type ResolveConflictPayload } from '../../contract';
+import { ledgerQuery, resolveConflictSignal, withFix, type ResolveConflictPayload } from '../../contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
@@ -31,7 +31,7 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
       const open = state.conditions.filter((c) => c.type === 'CONFLICTING_WRITER').map((c) => c.resource_key);
       if (!open.includes(parsed.value.resource_key)) {
         throw new Error(
-          `${node} has no open conflict on "${parsed.value.resource_key}"${open.length ? ` (open conflicts: ${open.join(', ')})` : ' (it has none)'} — fix: check \`datum describe ${node}\``,
+          withFix(`${node} has no open conflict on "${parsed.value.resource_key}"${open.length ? ` (open conflicts: ${open.join(', ')})` : ' (it has none)'}`, `check \`datum describe ${node}\``),
         );
       }
       const before = (await loop.handle.query(ledgerQuery)).length;

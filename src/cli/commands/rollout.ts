@@ -7,6 +7,7 @@ import {
   WORKFLOW_TYPES,
   rolloutProgressQuery,
   rolloutWorkflowId,
+  withFix,
   type RolloutNodeProgress,
   type RolloutResult,
   type RolloutWorkflow,
@@ -31,7 +32,7 @@ progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 
 ends BLOCKED or CONFLICT or was refused.`,
   async run(argv) {
     const [sub, ...rest] = argv;
-    if (sub !== 'start') throw new UsageError(sub ? `unknown rollout subcommand "${sub}" — fix: datum rollout start …` : 'missing subcommand — fix: datum rollout start …');
+    if (sub !== 'start') throw new UsageError(sub ? withFix(`unknown rollout subcommand "${sub}"`, 'datum rollout start …') : withFix('missing subcommand', 'datum rollout start …'));
     const { values } = parse(rest, {
       generation: { type: 'string' },
       nodes: { type: 'string' },
@@ -99,6 +100,6 @@ ends BLOCKED or CONFLICT or was refused.`,
 
 async function fleetNodes(fleetDir: string): Promise<string[]> {
   const nodes = await new DesiredStateAuthority(fleetDir).nodes();
-  if (nodes.length === 0) throw new UsageError(`${fleetDir}/desired/nodes has no <node>.yaml — fix: add desired state first`);
+  if (nodes.length === 0) throw new UsageError(withFix(`${fleetDir}/desired/nodes has no <node>.yaml`, 'add desired state first'));
   return nodes;
 }

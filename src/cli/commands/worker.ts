@@ -3,7 +3,7 @@ import path from 'node:path';
 import { openLedgerStore } from '../../activities/ledger-store';
 import { createControllerWorker } from '../../worker/controller';
 import { connectClient, connectWorker } from '../../worker/connection';
-import { CONTROL_TASK_QUEUE } from '../../contract';
+import { CONTROL_TASK_QUEUE, withFix } from '../../contract';
 import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
@@ -11,10 +11,10 @@ import { untilSignal } from '../process';
 
 export function fleetDirFrom(flag: string | undefined): string {
   const dir = flag ?? process.env.DATUM_FLEET;
-  if (!dir) throw new UsageError('no fleet directory — fix: pass --fleet DIR or set DATUM_FLEET');
+  if (!dir) throw new UsageError(withFix('no fleet directory', 'pass --fleet DIR or set DATUM_FLEET'));
   const abs = path.resolve(dir);
   if (!existsSync(path.join(abs, 'desired', 'nodes'))) {
-    throw new UsageError(`${abs} has no desired/nodes/ — fix: point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)`);
+    throw new UsageError(withFix(`${abs} has no desired/nodes/`, 'point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)'));
   }
   return abs;
 }
