@@ -3,16 +3,11 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { withFix } from '../contract';
+import { withFix, type AuthorityRead } from '../contract';
 import { InvalidInputError, nodeId, problemLine, type BoundIntent } from '../domain';
 import { parseDesiredStateText } from '../domain/documents';
 
 const run = promisify(execFile);
-
-/** The authority's answer for one node: a bound intent, or why there is none. */
-export type AuthorityRead =
-  | { ok: true; intent: BoundIntent }
-  | { ok: false; kind: 'unknown_node' | 'invalid' | 'unreadable'; error: string };
 
 /**
  * The desired-state authority: `<fleet>/desired/nodes/<node>.yaml`, usually a git checkout.

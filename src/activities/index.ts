@@ -1,7 +1,8 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import type { AuthorityRead, ControlActivities } from '../contract';
 import type { LedgerEntry } from '../domain';
-import { DesiredStateAuthority, type AuthorityRead } from './authority';
+import { DesiredStateAuthority } from './authority';
 import type { LedgerStore } from './ledger-store';
 import { createRolloutActivities } from './rollout';
 
@@ -17,7 +18,7 @@ export interface ControlDeps {
  * The controller's activities. readAuthority runs as a local activity: it only reads the
  * fleet directory next to the worker, and a pass must not pay three history events for it.
  */
-export function createControlActivities(deps: ControlDeps) {
+export function createControlActivities(deps: ControlDeps): ControlActivities {
   const authority = new DesiredStateAuthority(deps.fleetDir);
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
@@ -35,5 +36,4 @@ export function createControlActivities(deps: ControlDeps) {
   };
 }
 
-export type ControlActivities = ReturnType<typeof createControlActivities>;
-export type { AuthorityRead };
+export type { AuthorityRead, ControlActivities };

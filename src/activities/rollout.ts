@@ -13,17 +13,11 @@ import {
   refreshDesiredSignal,
   stateQuery,
   withFix,
-  type NodeState,
+  type NodeStateReport,
   type PreparedNode,
   type ReconcileNodeWorkflow,
 } from '../contract';
 import type { DesiredStateAuthority } from './authority';
-
-export interface NodeStateReport {
-  workflow_id: string;
-  state: NodeState | null;
-  error: string | null;
-}
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping the input order. */
 export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {

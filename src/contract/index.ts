@@ -9,5 +9,6 @@ export * from './names';
 export * from './workflows';
 export * from './signals';
 export * from './agent';
+export * from './control';
 export * from './failures';
 export * from './metrics';

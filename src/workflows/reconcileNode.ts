@@ -38,7 +38,6 @@ import {
   type Observation,
   LEDGER_VERSION,
 } from '../domain';
-import type { ControlActivities, AuthorityRead } from '../activities';
 import {
   CONTROL_PERMANENT_ERRORS,
   CONTROL_TASK_QUEUE,
@@ -60,6 +59,8 @@ import {
   resolveConflictSignal,
   stateQuery,
   type AgentActivities,
+  type AuthorityRead,
+  type ControlActivities,
   type NodeState,
   type ReconcileCarry,
   type ReconcileNodeInput,

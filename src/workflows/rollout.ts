@@ -1,10 +1,10 @@
 import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import { nodeId } from '../domain';
-import type { ControlActivities } from '../activities';
 import {
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
   rolloutProgressQuery,
+  type ControlActivities,
   type PreparedNode,
   type RolloutInput,
   type RolloutNodeOutcome,
