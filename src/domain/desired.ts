@@ -137,6 +137,8 @@ export function fileBytes(content: string | Json): string {
  */
 export function desiredValue(key: string, resources: Record<string, ResourceSpec>): Json {
   const spec = resources[key];
+  // An undeclared key has no desired value.
+  if (!spec) return null;
   switch (spec.type) {
     case 'release':
       return { version: spec.version, sha256: spec.sha256 };

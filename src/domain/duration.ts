@@ -1,5 +1,6 @@
 /** Durations in desired state and the ledger are strings like "60s", "5m", "1h30m" or "250ms". */
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const isUnit = (u: string | undefined): u is keyof typeof UNIT_MS => u !== undefined && Object.hasOwn(UNIT_MS, u);
 const WHOLE = /^(?:\d+(?:ms|s|m|h|d))+$/;
 const PART = /(\d+)(ms|s|m|h|d)/g;
 
@@ -9,7 +10,10 @@ export const DURATION_HINT = 'write a number followed by a unit (ms, s, m, h or 
 export function parseDuration(text: string): number | null {
   if (typeof text !== 'string' || !WHOLE.test(text)) return null;
   let total = 0;
-  for (const [, amount, unit] of text.matchAll(PART)) total += Number(amount) * UNIT_MS[unit];
+  for (const [, amount, unit] of text.matchAll(PART)) {
+    if (!isUnit(unit)) return null;
+    total += Number(amount) * UNIT_MS[unit];
+  }
   return Number.isSafeInteger(total) ? total : null;
 }
 

@@ -30,7 +30,7 @@ export function nodePathProblem(path: string): string | null {
   const spelling = pathSpellingProblem(path);
   if (spelling) return NODE_PATH_PROBLEMS[spelling](path);
   const top = pathSegments(path)[0];
-  if (RESERVED_ROOT_ENTRIES.includes(top)) return `"${path}" is inside "${top}", which Datum manages itself`;
+  if (top !== undefined && RESERVED_ROOT_ENTRIES.includes(top)) return `"${path}" is inside "${top}", which Datum manages itself`;
   return null;
 }
 
@@ -65,7 +65,7 @@ const sha256Field = z.string({ error: withFix('the artifact digest is missing', 
 
 const artifactRef = z.string({ error: withFix('the artifact is missing', 'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL') }).superRefine((ref, ctx) => {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
-  if (scheme && !/^https?$/i.test(scheme[1])) {
+  if (scheme && !/^https?$/i.test(scheme[1] ?? '')) {
     ctx.addIssue({ code: 'custom', message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
   } else if (!scheme && hasParentSegment(ref)) {
     ctx.addIssue({ code: 'custom', message: withFix(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
