@@ -205,18 +205,59 @@ export function prepareList(node: unknown, options: ListOptions | undefined): Li
   return { node, since, limit, workflowId: o.workflowId ?? null };
 }
 
+/**
+ * The SELECT for one list call, oldest first, with the back end's placeholders: `?` for SQLite,
+ * `$n` (and a cast for the time bound) for PostgreSQL. The parameters follow the placeholders.
+ */
+export function listSql(q: ListQuery, placeholder: (n: number, cast?: 'timestamptz') => string): { sql: string; params: Array<string | number> } {
+  const params: Array<string | number> = [q.node];
+  const where = [`node_id = ${placeholder(params.length)}`];
+  if (q.since !== null) {
+    params.push(q.since);
+    where.push(`decided_at >= ${placeholder(params.length, 'timestamptz')}`);
+  }
+  if (q.workflowId !== null) {
+    params.push(q.workflowId);
+    where.push(`workflow_id = ${placeholder(params.length)}`);
+  }
+  let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
+  if (q.limit !== null) {
+    params.push(q.limit);
+    sql += ` LIMIT ${placeholder(params.length)}`;
+  }
+  return { sql, params };
+}
+
+/** Every node's entry count and last decision, in the SQL both back ends understand. */
+export const NODE_SUMMARY_SQL = `SELECT c.node_id AS node, c.entries AS entries, l.decided_at AS last_decided_at, l.convergence_status AS last_status
+     FROM (SELECT node_id, COUNT(*) AS entries FROM ledger_entries GROUP BY node_id) c
+     JOIN (SELECT node_id, decided_at, convergence_status,
+                  ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY decided_at DESC, seq DESC, id DESC) AS rn
+             FROM ledger_entries) l
+       ON l.node_id = c.node_id AND l.rn = 1
+    ORDER BY c.node_id`;
+
+/** `version`, unless the ledger's schema is newer than this code: then LedgerConfigError. */
+export function checkSchemaVersion(version: number, location: string): number {
+  if (version > SCHEMA_VERSION) {
+    throw new LedgerConfigError(
+      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
+    );
+  }
+  return version;
+}
+
 /** Throws LedgerSeqConflict unless `stored` is the same entry as `entry` (by canonical JSON). */
 export function assertSameEntry(stored: unknown, prepared: PreparedEntry): void {
   if (canonicalJson(stored) === canonicalJson(prepared.entry)) return;
   const s = (stored ?? {}) as Partial<LedgerEntry>;
   throw new LedgerSeqConflict(
-    `ledger already holds a different entry for workflow ${prepared.workflow_id} chain ${prepared.chain_id} seq ${prepared.seq} ` +
-      `(stored: ${String(s.convergence_status)}/${String(s.reason)} decided at ${String(s.decided_at)}; ` +
-      withFix(
+    withFix(
+      `ledger already holds a different entry for workflow ${prepared.workflow_id} chain ${prepared.chain_id} seq ${prepared.seq} ` +
+        `(stored: ${String(s.convergence_status)}/${String(s.reason)} decided at ${String(s.decided_at)}; ` +
         `new: ${prepared.convergence_status}/${prepared.reason} decided at ${prepared.entry.decided_at})`,
-        'a run chain must number ' +
-          'its decisions once; check that only one workflow run writes this chain and that chainId is the chain\'s first run id',
-      ),
+      "a run chain must number its decisions once; check that only one workflow run writes this chain and that chainId is the chain's first run id",
+    ),
   );
 }
 

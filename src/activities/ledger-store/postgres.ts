@@ -5,9 +5,12 @@ import {
   LedgerUnavailable,
   SCHEMA_VERSION,
   assertSameEntry,
+  checkSchemaVersion,
   closedError,
+  listSql,
   prepareEntry,
   prepareList,
+  NODE_SUMMARY_SQL,
   readEntry,
   type LedgerStore,
   type NodeSummary,
@@ -129,36 +132,12 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
       return 'duplicate';
     },
     async list(node, options) {
-      const q = prepareList(node, options);
-      const params: unknown[] = [q.node];
-      const where = ['node_id = $1'];
-      if (q.since !== null) {
-        params.push(q.since);
-        where.push(`decided_at >= $${params.length}::timestamptz`);
-      }
-      if (q.workflowId !== null) {
-        params.push(q.workflowId);
-        where.push(`workflow_id = $${params.length}`);
-      }
-      let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
-      if (q.limit !== null) {
-        params.push(q.limit);
-        sql += ` LIMIT $${params.length}`;
-      }
+      const { sql, params } = listSql(prepareList(node, options), (n, cast) => (cast ? `$${n}::${cast}` : `$${n}`));
       const result = await query<{ entry: unknown }>(sql, params);
       return result.rows.map((r) => readEntry(r.entry));
     },
     async nodes(): Promise<NodeSummary[]> {
-      const result = await query<{ node: string; entries: string; last_decided_at: Date; last_status: string }>(
-        `SELECT c.node_id AS node, c.entries AS entries, l.decided_at AS last_decided_at, l.convergence_status AS last_status
-           FROM (SELECT node_id, COUNT(*) AS entries FROM ledger_entries GROUP BY node_id) c
-           JOIN (SELECT node_id, decided_at, convergence_status,
-                        ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY decided_at DESC, seq DESC, id DESC) AS rn
-                   FROM ledger_entries) l
-             ON l.node_id = c.node_id AND l.rn = 1
-          ORDER BY c.node_id`,
-        [],
-      );
+      const result = await query<{ node: string; entries: string; last_decided_at: Date; last_status: string }>(NODE_SUMMARY_SQL, []);
       return result.rows.map((r) => ({
         node: r.node,
         entries: Number(r.entries),
@@ -183,13 +162,7 @@ async function readVersion(client: PoolClient, location: string): Promise<number
   );
   if (table.rowCount === 0) return 0;
   const row = await client.query<{ v: number | null }>('SELECT MAX(version) AS v FROM ledger_schema_versions');
-  const version = row.rows[0]?.v ?? 0;
-  if (version > SCHEMA_VERSION) {
-    throw new LedgerConfigError(
-      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
-    );
-  }
-  return version;
+  return checkSchemaVersion(row.rows[0]?.v ?? 0, location);
 }
 
 async function migrate(pool: Pool, location: string): Promise<void> {

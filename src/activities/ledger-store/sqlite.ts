@@ -7,9 +7,12 @@ import {
   LedgerUnavailable,
   SCHEMA_VERSION,
   assertSameEntry,
+  checkSchemaVersion,
   closedError,
+  listSql,
   prepareEntry,
   prepareList,
+  NODE_SUMMARY_SQL,
   readEntry,
   type LedgerStore,
   type ListOptions,
@@ -83,15 +86,7 @@ export function openSqliteLedger(file: string): LedgerStore {
   const existing = db.prepare<[string, string, number], { entry: string }>(
     'SELECT entry FROM ledger_entries WHERE workflow_id = ? AND chain_id = ? AND seq = ?',
   );
-  const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(
-    `SELECT c.node_id AS node, c.entries AS entries, l.decided_at AS last_decided_at, l.convergence_status AS last_status
-       FROM (SELECT node_id, COUNT(*) AS entries FROM ledger_entries GROUP BY node_id) c
-       JOIN (SELECT node_id, decided_at, convergence_status,
-                    ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY decided_at DESC, seq DESC, id DESC) AS rn
-               FROM ledger_entries) l
-         ON l.node_id = c.node_id AND l.rn = 1
-      ORDER BY c.node_id`,
-  );
+  const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(NODE_SUMMARY_SQL);
   let closed = false;
   const open = () => {
     if (closed) throw closedError(location);
@@ -124,22 +119,7 @@ export function openSqliteLedger(file: string): LedgerStore {
       }),
     list: (node, options?: ListOptions) =>
       settle(() => {
-        const q = prepareList(node, options);
-        const where = ['node_id = ?'];
-        const params: Array<string | number> = [q.node];
-        if (q.since !== null) {
-          where.push('decided_at >= ?');
-          params.push(q.since);
-        }
-        if (q.workflowId !== null) {
-          where.push('workflow_id = ?');
-          params.push(q.workflowId);
-        }
-        let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
-        if (q.limit !== null) {
-          sql += ' LIMIT ?';
-          params.push(q.limit);
-        }
+        const { sql, params } = listSql(prepareList(node, options), () => '?');
         const rows = open().prepare<Array<string | number>, { entry: string }>(sql).all(...params);
         return rows.map((r) => readEntry(JSON.parse(r.entry)));
       }),
@@ -181,10 +161,10 @@ function currentVersion(db: Database.Database): number {
 
 function migrate(db: Database.Database, location: string): void {
   // The common case (schema current) reads only; the write lock is taken only to migrate.
-  if (checkVersion(currentVersion(db), location) === SCHEMA_VERSION) return;
+  if (checkSchemaVersion(currentVersion(db), location) === SCHEMA_VERSION) return;
   db.transaction(() => {
     // Re-read under the write lock: another process may have migrated meanwhile.
-    const from = checkVersion(currentVersion(db), location);
+    const from = checkSchemaVersion(currentVersion(db), location);
     db.exec(
       "CREATE TABLE IF NOT EXISTS ledger_schema_versions (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))",
     );
@@ -194,15 +174,6 @@ function migrate(db: Database.Database, location: string): void {
       db.prepare('INSERT INTO ledger_schema_versions (version) VALUES (?)').run(m.version);
     }
   }).immediate();
-}
-
-function checkVersion(version: number, location: string): number {
-  if (version > SCHEMA_VERSION) {
-    throw new LedgerConfigError(
-      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
-    );
-  }
-  return version;
 }
 
 function unavailable(location: string, error: unknown, doing: 'open' | 'use' = 'open'): LedgerUnavailable {
