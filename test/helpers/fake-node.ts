@@ -3,7 +3,7 @@
 // interfaces (AgentActivities, ControlActivities' readAuthority), so a signature change breaks
 // the tests at compile time. The real agent is exercised by test/agent and test/integration.
 import { Context } from '@temporalio/activity';
-import type { AuthorityRead } from '../../src/activities';
+import type { AuthorityRead, ControlActivities } from '../../src/activities';
 import type { BoundIntent, ExecutionEvidence, LedgerEntry, Mode } from '../../src/domain';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
@@ -21,8 +21,17 @@ export interface FakeNodeOptions {
   mode?: Mode;
 }
 
+export interface FakeNode {
+  /** The agent's activities, for a worker on datum-node-N-24. */
+  activities: AgentActivities;
+  /** The node as it is now; tests change it by hand (an operator on the node). */
+  state: NodeState;
+  /** Every observe and apply, in order, stamped with server time. */
+  calls: Call[];
+}
+
 /** N-24 as an in-memory node: build 7.3 running 7.3 on D7, maintenance overridden by oncall. */
-export function fakeNode(options: FakeNodeOptions = {}) {
+export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
   const state: NodeState = { build: '7.3', config: D7(), app: { build: '7.3', config_sha256: D7() }, maintenance: true, markers: {} };
   const calls: Call[] = [];
   let writes = 0;
@@ -63,8 +72,19 @@ export function fakeNode(options: FakeNodeOptions = {}) {
   return { activities, state, calls };
 }
 
+export interface FakeAuthority {
+  /** What appendLedger took, keyed like the real store: `<workflow_id>/<chain_id>/<seq>`. */
+  stored: Map<string, LedgerEntry>;
+  /** The authority now holds `intent` (a new generation, or the same one changed). */
+  set(intent: BoundIntent): void;
+  /** The authority can no longer be read (an invalid file): readAuthority answers `error`. */
+  fail(error: string): void;
+  /** The controller's activities, for a worker on the control task queue. */
+  activities: ControlActivities;
+}
+
 /** The authority as a variable: tests move it between generations. */
-export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: false } })) {
+export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: false } })): FakeAuthority {
   let current: AuthorityRead = { ok: true, intent: initial };
   const stored = new Map<string, LedgerEntry>();
   return {

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
 import { workflowsPath } from '../../src/worker/paths';
 import { WORKFLOW_TYPES, agentTaskQueue, ledgerQuery, stateQuery, type ReconcileNodeWorkflow } from '../../src/contract';
-import { fakeAuthority, fakeNode } from '../helpers/fake-node';
+import { fakeAuthority, fakeNode, type FakeAuthority, type FakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
 import { n24 } from '../unit/fixtures';
 
@@ -38,7 +38,7 @@ afterEach(async () => {
   );
 });
 
-async function startWorkers(node: ReturnType<typeof fakeNode>, authority: ReturnType<typeof fakeAuthority>) {
+async function startWorkers(node: FakeNode, authority: FakeAuthority) {
   const taskQueue = `control-${randomUUID()}`;
   const controller = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: authority.activities });
   const agent = await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities });
@@ -67,8 +67,13 @@ describe('reconcileNode timers (time-skipping)', () => {
     expect(applies).toHaveLength(3);
     expect(applies[1].at - applies[0].at).toBeGreaterThanOrEqual(5000);
     expect(applies[2].at - applies[1].at).toBeGreaterThanOrEqual(10000);
-    // Budget spent: resync keeps observing but never acts again.
-    expect(node.calls.filter((c) => c.name === 'observe').length).toBeGreaterThan(6);
+    // Budget spent: resync keeps observing but never acts again. Every apply is one of the three
+    // attempts' (their evidence is in the first three entries), and passes observed after them.
+    const allApplies = node.calls.filter((c) => c.name === 'apply');
+    expect(allApplies).toHaveLength(ledger.slice(0, 3).flatMap((e) => e.execution_evidence).length);
+    expect(ledger.slice(3).flatMap((e) => e.execution_evidence)).toEqual([]);
+    const lastApply = allApplies[allApplies.length - 1].at;
+    expect(node.calls.filter((c) => c.name === 'observe' && c.at > lastApply).length).toBeGreaterThanOrEqual(2);
     const state = await handle.query(stateQuery);
     expect(state).toMatchObject({ convergence_status: 'BLOCKED', reason: 'RETRY_BUDGET_EXHAUSTED', attempt_count: 3, retry_budget: 3 });
     expect(state.conditions.map((c) => c.type)).toContain('RETRY_BUDGET_EXHAUSTED');
@@ -143,6 +148,7 @@ describe('reconcileNode timers (time-skipping)', () => {
     await env.sleep('1 minute');
     const before = await handle.query(stateQuery);
     expect(before.convergence_status).toBe('DRIFTED');
+    expect(before.conditions.map((c) => c.type)).toContain('OBSERVED_DRIFT');
     const firstRun = (await handle.describe()).runId;
 
     await env.sleep('6 hours');
