@@ -67,6 +67,17 @@ export async function atomicWriteJson(file: string, value: unknown): Promise<voi
   await atomicWrite(file, `${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** A directory's entry names, unsorted; none when it is absent (or not a directory). */
+export async function readdirOrEmpty(dir: string): Promise<string[]> {
+  try {
+    return await fs.readdir(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    throw err;
+  }
+}
+
 export async function readJsonOrNull(file: string): Promise<unknown> {
   let text: string;
   try {

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { withFix } from '../contract';
 import type { Json } from '../domain';
-import { atomicWriteJson, readJsonOrNull } from './fsx';
+import { atomicWriteJson, readJsonOrNull, readdirOrEmpty } from './fsx';
 import { datumPath, isErrno, locate, realRoot } from './paths';
 import { AgentRefusal, SERVICE_START_FAILED } from './refusal';
 
@@ -224,13 +224,7 @@ export async function waitHealthy(state: ServiceState, ms: number): Promise<Heal
 export async function stopServices(root: string): Promise<Array<{ key: string; pid: number; result: string }>> {
   const real = await realRoot(root, false);
   const dir = path.dirname((await locate(real, stateRel('_'), 'service state path')).abs);
-  let names: string[];
-  try {
-    names = await fs.readdir(dir);
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return [];
-    throw err;
-  }
+  const names = await readdirOrEmpty(dir);
   const stopped: Array<{ key: string; pid: number; result: string }> = [];
   for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
     const key = name.slice(0, -'.json'.length);

@@ -1,9 +1,9 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
 import { fileMarker } from '../markers';
-import { isErrno, locate, lstatOrNull } from '../paths';
+import { readdirOrEmpty } from '../fsx';
+import { locate, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';
@@ -47,13 +47,7 @@ export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): 
     if (err instanceof AgentRefusal) return []; // flags/ itself is obstructed; each declared flag reports it
     throw err;
   }
-  let names: string[];
-  try {
-    names = await fs.readdir(dir);
-  } catch (err) {
-    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return [];
-    throw err;
-  }
+  const names = await readdirOrEmpty(dir);
   const out: Observation['undeclared'] = [];
   for (const file of names.sort()) {
     if (!file.endsWith('.json') || file.startsWith('.')) continue;
