@@ -27,6 +27,16 @@ export async function connectClient(target: TemporalTarget = {}): Promise<{ clie
   return { client: new Client({ connection, namespace }), connection, namespace, address: connectionOptions.address! };
 }
 
+/** Runs `work` with a client on a connection of its own, closed afterwards whatever happens. */
+export async function withClient<T>(target: TemporalTarget, work: (client: Client) => Promise<T>): Promise<T> {
+  const { client, connection } = await connectClient(target);
+  try {
+    return await work(client);
+  } finally {
+    await connection.close();
+  }
+}
+
 export async function connectWorker(target: TemporalTarget = {}): Promise<{ connection: NativeConnection; namespace: string; address: string }> {
   const { connectionOptions, namespace } = connectConfig(target);
   // The first native connection creates the process's SDK runtime: metrics must be set up first.

@@ -1,4 +1,4 @@
-import { connectClient } from '../../worker/connection';
+import { withClient } from '../../worker/connection';
 import { ledgerQuery } from '../../contract';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
@@ -21,8 +21,7 @@ export const describeCommand: Command = {
   async run(argv) {
     const { values, positionals } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
     const node = checkNode(positionals[0]);
-    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
-    try {
+    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loop = await loopFor(client, node);
       const [state, ledger] = await Promise.all([stateOf(loop), loop.handle.query(ledgerQuery)]);
       const last = ledger[ledger.length - 1];
@@ -65,8 +64,6 @@ export const describeCommand: Command = {
       print('\nLast decisions');
       print(table(['SEQ', 'DECIDED', 'STATUS', 'REASON', 'ACTIONS'], ledger.slice(-5).map((e) => [String(e.seq), ago(e.decided_at), e.convergence_status, e.reason, e.authorized_actions.map((a) => `${a.resource_key}:${a.action}`).join(', ') || '-'])));
       return 0;
-    } finally {
-      await connection.close();
-    }
+    });
   },
 };

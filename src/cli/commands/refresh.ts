@@ -1,5 +1,5 @@
 import { DesiredStateAuthority } from '../../activities/authority';
-import { connectClient } from '../../worker/connection';
+import { withClient } from '../../worker/connection';
 import { refreshDesiredSignal, reconcileWorkflowId } from '../../contract';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
@@ -19,8 +19,7 @@ datum/NODE/gen-<new>, an older one is refused (and recorded).`,
     const node = checkNode(positionals[0]);
     const read = await new DesiredStateAuthority(fleetDirFrom(values.fleet)).read(node);
     if (!read.ok) throw new Error(read.error);
-    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
-    try {
+    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loop = await loopFor(client, node);
       const signal = { generation: read.intent.generation, digest: read.intent.digest };
       await loop.handle.signal(refreshDesiredSignal, signal);
@@ -33,8 +32,6 @@ datum/NODE/gen-<new>, an older one is refused (and recorded).`,
       if (values.json) printJson({ node, workflow_id: loop.workflowId, signal });
       else print(`${node}: sent refreshDesired generation ${signal.generation} (${signal.digest.slice(0, 19)}…): ${what}.`);
       return 0;
-    } finally {
-      await connection.close();
-    }
+    });
   },
 };

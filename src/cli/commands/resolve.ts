@@ -1,5 +1,5 @@
 import { parseSignal } from '../../domain';
-import { connectClient } from '../../worker/connection';
+import { withClient } from '../../worker/connection';
 import { ledgerQuery, resolveConflictSignal, withFix, type ResolveConflictPayload } from '../../contract';
 import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
 import type { Command } from '../main';
@@ -24,8 +24,7 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
     const payload: Partial<Record<keyof ResolveConflictPayload, string>> = { resource_key: values.resource, resolution: values.resolution, by: values.by, ...(values.note ? { note: values.note } : {}) };
     const parsed = parseSignal(resolveConflictSignal.name, payload);
     if (!parsed.ok) throw new UsageError(parsed.problems.join('; '));
-    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
-    try {
+    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loop = await loopFor(client, node);
       const state = await stateOf(loop);
       const open = state.conditions.filter((c) => c.type === 'CONFLICTING_WRITER').map((c) => c.resource_key);
@@ -52,8 +51,6 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
         }
         await new Promise((r) => setTimeout(r, 250));
       }
-    } finally {
-      await connection.close();
-    }
+    });
   },
 };

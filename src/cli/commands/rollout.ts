@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { DesiredStateAuthority } from '../../activities/authority';
-import { connectClient } from '../../worker/connection';
+import { withClient } from '../../worker/connection';
 import {
   CONTROL_TASK_QUEUE,
   ROLLOUT_OUTCOMES,
@@ -48,8 +48,7 @@ ends BLOCKED or CONFLICT or was refused.`,
     const nodes = values.all ? await fleetNodes(fleetDirFrom(values.fleet)) : values.nodes!.split(',').map((n) => checkNode(n.trim()));
     if (new Set(nodes).size !== nodes.length) throw new UsageError('a node is listed twice in --nodes');
 
-    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
-    try {
+    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const workflowId = rolloutWorkflowId(generation, nodes);
       let attached = false;
       try {
@@ -92,9 +91,7 @@ ends BLOCKED or CONFLICT or was refused.`,
       if (values.json) printJson({ workflow_id: workflowId, ...result });
       else print(`\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : ''}.`);
       return bad.length > 0 ? 1 : 0;
-    } finally {
-      await connection.close();
-    }
+    });
   },
 };
 

@@ -1,4 +1,4 @@
-import { connectClient } from '../../worker/connection';
+import { withClient } from '../../worker/connection';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
 import { runningLoops, stateOf } from '../nodes';
@@ -26,8 +26,7 @@ resource, since when, the evidence, what was tried and who can resolve it. Exit 
 there is none, 1 when there is at least one.`,
   async run(argv) {
     const { values } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS });
-    const { client, connection } = await connectClient({ address: values.address, namespace: values.namespace });
-    try {
+    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loops = [...(await runningLoops(client)).entries()].sort(([a], [b]) => a.localeCompare(b));
       const conditions: OpenCondition[] = [];
       const unreadable: Array<{ node: string; error: string }> = [];
@@ -57,8 +56,6 @@ there is none, 1 when there is at least one.`,
         print(`\n${conditions.length} open condition(s) on ${new Set(conditions.map((c) => c.node)).size} of ${loops.length} node(s). \`datum describe NODE\` explains one.`);
       }
       return conditions.length === 0 && unreadable.length === 0 ? 0 : 1;
-    } finally {
-      await connection.close();
-    }
+    });
   },
 };
