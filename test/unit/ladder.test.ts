@@ -1,0 +1,476 @@
+import { describe, expect, it } from 'vitest';
+import { decide, emptyHistory, type AuthorityView, type BoundIntent, type DecideResult, type ExecutionEvidence, type History, type Observation, type RecheckTriggerKind } from '../../src/domain';
+import { GATES } from '../../src/domain/gates';
+import { LADDER } from '../../src/domain/ladder';
+import { D6, D7, NOW, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot, type NodeState } from './fixtures';
+
+/*
+ * The decision's two tables, row by row: every gate and every rung of the status ladder has one
+ * named row (the evidence that triggers it and what it decides), and every pair of adjacent rungs
+ * has a row showing which one wins when both hold, and that the lower one decides once the
+ * upper one's evidence is gone. Adding, dropping or reordering a rung fails here until the
+ * table below says so.
+ */
+
+const MIN = 60_000;
+
+interface Expect {
+  status: string;
+  reason: string;
+  trigger: RecheckTriggerKind;
+  /** Tells apart rungs that share a status and reason. */
+  detail?: RegExp;
+}
+
+interface Row extends Expect {
+  name: string;
+  run: () => DecideResult;
+}
+
+const expectDecision = (r: DecideResult, e: Expect) => {
+  const d = r.decision;
+  expect([d.convergence_status, d.reason, d.recheck_trigger.trigger]).toEqual([e.status, e.reason, e.trigger]);
+  if (e.detail) expect(d.reason_detail).toMatch(e.detail);
+};
+
+/** decide() on one pre-action snapshot. */
+function judge(pre: Observation | null, o: { intent?: BoundIntent; authority?: AuthorityView; history?: History; unreachable?: string } = {}): DecideResult {
+  const intent = o.intent ?? n24();
+  return decide({ intent, authority: o.authority ?? authorityOf(intent), observation: pre, unreachable: o.unreachable, history: o.history ?? emptyHistory(), now: NOW });
+}
+
+type Report = Partial<ExecutionEvidence> | null;
+
+/**
+ * A whole pass: decide on `pre`, act on every authorized action with the evidence `report`
+ * gives for it (null: the agent reported nothing for that action), decide on `post`.
+ */
+function acting(pre: Observation, post: Observation, report: (key: string) => Report = () => ({}), history = emptyHistory()): DecideResult {
+  const intent = n24();
+  const first = decide({ intent, authority: authorityOf(intent), observation: pre, history, now: NOW });
+  expect(first.decision.authorized_actions.length, 'the pre-action decision must authorize something').toBeGreaterThan(0);
+  const evidence = first.decision.authorized_actions.flatMap((a): ExecutionEvidence[] => {
+    const r = report(a.resource_key);
+    if (r === null) return [];
+    return [{ resource_key: a.resource_key, action: a.action, idempotency_key: a.idempotency_key, outcome: 'applied', executed_at: NOW, marker_after: `ours:${a.resource_key}`, detail: 'exit 0', refusal: null, ...r }];
+  });
+  return decide({
+    intent,
+    authority: authorityOf(intent),
+    observation: post,
+    history,
+    now: NOW,
+    acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence, pre },
+  });
+}
+
+const refused: Report = { outcome: 'refused', marker_after: null, detail: 'refused', refusal: 'the resource is set to observe on the node' };
+const failed: Report = { outcome: 'failed', marker_after: null, detail: 'exit 1' };
+const skipped: Report = { outcome: 'skipped', marker_after: null, detail: 'not attempted: an earlier action of the batch failed' };
+
+// The states the rows are built from (N-24 of the seed; maintenance is operator-owned throughout).
+const before = () => snapshot(n24Before());
+const after = () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) });
+/** Probe 4: the agent says it applied build and app, and the fresh probe shows our markers on the old values. */
+const unchanged = () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) });
+const overwritten = () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } });
+const obstructed = (state: NodeState, opts: Parameters<typeof snapshot>[1] = {}) => {
+  const o = snapshot(state, opts);
+  o.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+  return o;
+};
+const debugFlag = { undeclared: [{ resource_key: 'debug', type: 'flag' as const, value: true, marker: 'flag:9' }] };
+const spent = (attempts: number) => ({ ...emptyHistory(), attempt_count: attempts });
+/** The history after the agent refused build and app: the refusal stands until something about it changes. */
+const afterRefusal = () => acting(before(), before(), () => refused).history;
+/** Only build is refused: config and app are then the drift. */
+const afterBuildRefused = () => acting(before(), snapshot({ ...n24Before(), markers: { app: 'ours:app' } }), (k) => (k === 'build' ? refused : {})).history;
+
+const gateRows: Row[] = [
+  {
+    name: 'NODE_UNREACHABLE: no snapshot',
+    run: () => judge(null, { unreachable: 'no agent polled within node_timeout 30s' }),
+    status: 'BLOCKED',
+    reason: 'NODE_UNREACHABLE',
+    trigger: 'FRESH_OBSERVATION',
+  },
+  {
+    name: "AGENT_CONFIG_INVALID: the snapshot carries the agent's config error",
+    run: () => judge(snapshot(n24Before(), { config_error: 'reconciliation.mode: must be observe or enforce' })),
+    status: 'BLOCKED',
+    reason: 'AGENT_CONFIG_INVALID',
+    trigger: 'AGENT_CONFIG_CHANGE',
+  },
+  {
+    name: 'INVALID_DESIRED_STATE: the authority cannot be read',
+    run: () => judge(before(), { authority: { ok: false, error: 'generation is missing' } }),
+    status: 'BLOCKED',
+    reason: 'INVALID_DESIRED_STATE',
+    trigger: 'DESIRED_STATE_CHANGE',
+  },
+  {
+    name: 'STALE_INTENT: the authority is at a newer generation',
+    run: () => judge(before(), { intent: n24(11), authority: authorityOf(n24(12)) }),
+    status: 'BLOCKED',
+    reason: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
+  },
+  {
+    name: 'AUTHORITY_REGRESSED: the authority went back to an older generation',
+    run: () => judge(before(), { intent: n24(12), authority: authorityOf(n24(11)) }),
+    status: 'BLOCKED',
+    reason: 'AUTHORITY_REGRESSED',
+    trigger: 'DESIRED_STATE_CHANGE',
+  },
+  {
+    name: 'INTENT_DIGEST_MISMATCH: same generation, different content',
+    run: () => judge(before(), { authority: authorityOf(n24(12, { workers: 16 })) }),
+    status: 'BLOCKED',
+    reason: 'INTENT_DIGEST_MISMATCH',
+    trigger: 'DESIRED_STATE_CHANGE',
+  },
+  {
+    name: 'STALE_OBSERVATION: a snapshot older than observation_ttl, with a fresh heartbeat',
+    run: () => judge(snapshot(n24Before(), { at: later(-2 * MIN), heartbeat_at: NOW })),
+    status: 'BLOCKED',
+    reason: 'STALE_OBSERVATION',
+    trigger: 'FRESH_OBSERVATION',
+  },
+];
+
+const ladderRows: Row[] = [
+  {
+    name: 'CONFLICT: the marker moved after our own write',
+    run: () => acting(before(), overwritten()),
+    status: 'CONFLICT',
+    reason: 'CONFLICTING_WRITER',
+    trigger: 'OPERATOR_RESOLUTION',
+  },
+  {
+    name: 'ACTION_REFUSED (this pass): the agent refused the repair',
+    run: () => acting(before(), before(), () => refused),
+    status: 'BLOCKED',
+    reason: 'ACTION_REFUSED',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /^The agent refused "build", "app": the resource is set to observe/,
+  },
+  {
+    name: 'RETRY / ACTION_INEFFECTIVE: applied, and the probe still differs with our own marker (probe 4)',
+    run: () => acting(before(), unchanged()),
+    status: 'RETRY',
+    reason: 'ACTION_INEFFECTIVE',
+    trigger: 'TIMER',
+  },
+  {
+    name: 'RETRY / ACTION_FAILED: every action failed, budget remains',
+    run: () => acting(before(), before(), () => failed),
+    status: 'RETRY',
+    reason: 'ACTION_FAILED',
+    trigger: 'TIMER',
+  },
+  {
+    name: 'RETRY_BUDGET_EXHAUSTED (after acting): the last attempt of the budget did not take',
+    run: () => acting(before(), unchanged(), () => ({}), spent(2)),
+    status: 'BLOCKED',
+    reason: 'RETRY_BUDGET_EXHAUSTED',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /Datum stops and says so instead of looping/,
+  },
+  {
+    name: 'RETRY_BUDGET_EXHAUSTED (before acting): the budget is spent, nothing is authorized',
+    run: () => judge(before(), { history: spent(3) }),
+    status: 'BLOCKED',
+    reason: 'RETRY_BUDGET_EXHAUSTED',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /nothing more is tried/,
+  },
+  {
+    name: 'ACTION_REFUSED (standing): refused before, nothing about it changed, nothing else may run',
+    run: () => judge(before(), { history: afterRefusal() }),
+    status: 'BLOCKED',
+    reason: 'ACTION_REFUSED',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /nothing about it has changed since/,
+  },
+  {
+    name: 'DRIFTED / DRIFT_DETECTED: managed drift, actions authorized',
+    run: () => judge(before()),
+    status: 'DRIFTED',
+    reason: 'DRIFT_DETECTED',
+    trigger: 'NONE',
+  },
+  {
+    name: 'RETRY / DRIFT_DETECTED: the repair took, but config drifted meanwhile',
+    run: () => acting(before(), snapshot({ ...n24After(), config: D6(), markers: oursFor(['build', 'app']) })),
+    status: 'RETRY',
+    reason: 'DRIFT_DETECTED',
+    trigger: 'TIMER',
+  },
+  {
+    name: 'DESTRUCTIVE_REPAIR_REQUIRED: a directory stands where the config file belongs',
+    run: () => judge(obstructed(n24After())),
+    status: 'BLOCKED',
+    reason: 'DESTRUCTIVE_REPAIR_REQUIRED',
+    trigger: 'OPERATOR_RESOLUTION',
+  },
+  {
+    name: 'UNKNOWN_OWNERSHIP: a flag on the node that nobody declared',
+    run: () => judge(snapshot(n24After(), debugFlag)),
+    status: 'BLOCKED',
+    reason: 'UNKNOWN_OWNERSHIP',
+    trigger: 'OPERATOR_RESOLUTION',
+  },
+  {
+    name: 'OBSERVE_MODE_DRIFT: managed drift on a host in observe mode',
+    run: () => judge(snapshot(n24Before(), { mode: 'observe' })),
+    status: 'DRIFTED',
+    reason: 'OBSERVE_MODE_DRIFT',
+    trigger: 'AGENT_CONFIG_CHANGE',
+  },
+  {
+    name: 'DEPENDENCY_BLOCKED (guard): enforced drift nothing above explains (acted, but no evidence came back)',
+    run: () => acting(before(), before(), () => null),
+    status: 'BLOCKED',
+    reason: 'DEPENDENCY_BLOCKED',
+    trigger: 'FRESH_OBSERVATION',
+  },
+  {
+    name: 'CONVERGED_AFTER_REPAIR: a fresh probe shows the repair took',
+    run: () => acting(before(), after()),
+    status: 'CONVERGED',
+    reason: 'CONVERGED_AFTER_REPAIR',
+    trigger: 'TIMER',
+  },
+  {
+    name: 'ALREADY_CONVERGED: a fresh snapshot at desired, nothing to do',
+    run: () => judge(after()),
+    status: 'CONVERGED',
+    reason: 'ALREADY_CONVERGED',
+    trigger: 'TIMER',
+  },
+];
+
+describe('the tables are what the rows say', () => {
+  it('one row per gate, in order', () => {
+    expect(GATES.map((g) => g.reason)).toEqual(gateRows.map((r) => r.reason));
+    expect(GATES.map((g) => g.trigger)).toEqual(gateRows.map((r) => r.trigger));
+  });
+  it('one row per rung of the ladder, in order', () => {
+    expect(LADDER.map((r) => [r.status, r.reason, r.trigger])).toEqual(ladderRows.map((r) => [r.status, r.reason, r.trigger]));
+  });
+  it('every gate and rung says why it outranks the next', () => {
+    for (const r of [...GATES, ...LADDER]) expect(r.outranks.length, r.reason).toBeGreaterThan(20);
+  });
+});
+
+describe('gates, row by row', () => {
+  it.each(gateRows)('$name', (row) => {
+    const r = row.run();
+    expectDecision(r, row);
+    expect(r.decision.authorized_actions).toEqual([]);
+    expect(r.decision.conditions.map((c) => c.type)).toContain(GATES.find((g) => g.reason === row.reason)?.condition);
+  });
+});
+
+describe('the ladder, rung by rung', () => {
+  it.each(ladderRows)('$name', (row) => expectDecision(row.run(), row));
+});
+
+interface Precedence {
+  name: string;
+  /** Evidence for both rungs: the upper one decides. */
+  both: () => DecideResult;
+  upper: Expect;
+  /** The same without the upper rung's evidence: the lower one decides. */
+  without: () => DecideResult;
+  lower: Expect;
+}
+
+const gate = (reason: string, trigger: RecheckTriggerKind): Expect => ({ status: 'BLOCKED', reason, trigger });
+const stale = (o: Parameters<typeof snapshot>[1] = {}) => snapshot(n24Before(), { at: later(-2 * MIN), heartbeat_at: NOW, ...o });
+
+const gatePrecedence: Precedence[] = [
+  {
+    name: 'NODE_UNREACHABLE over INVALID_DESIRED_STATE',
+    both: () => judge(null, { authority: { ok: false, error: 'unreadable' } }),
+    upper: gate('NODE_UNREACHABLE', 'FRESH_OBSERVATION'),
+    without: () => judge(before(), { authority: { ok: false, error: 'unreadable' } }),
+    lower: gate('INVALID_DESIRED_STATE', 'DESIRED_STATE_CHANGE'),
+  },
+  {
+    name: 'AGENT_CONFIG_INVALID over INVALID_DESIRED_STATE',
+    both: () => judge(snapshot(n24Before(), { config_error: 'bad yaml' }), { authority: { ok: false, error: 'unreadable' } }),
+    upper: gate('AGENT_CONFIG_INVALID', 'AGENT_CONFIG_CHANGE'),
+    without: () => judge(before(), { authority: { ok: false, error: 'unreadable' } }),
+    lower: gate('INVALID_DESIRED_STATE', 'DESIRED_STATE_CHANGE'),
+  },
+  {
+    name: 'INVALID_DESIRED_STATE over STALE_OBSERVATION',
+    both: () => judge(stale(), { authority: { ok: false, error: 'unreadable' } }),
+    upper: gate('INVALID_DESIRED_STATE', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(stale()),
+    lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
+  },
+  {
+    name: 'STALE_INTENT over INTENT_DIGEST_MISMATCH (a newer generation also has another digest)',
+    both: () => judge(before(), { intent: n24(11), authority: authorityOf(n24(12)) }),
+    upper: gate('STALE_INTENT', 'REFRESHED_INTENT'),
+    without: () => judge(before(), { intent: n24(11), authority: authorityOf(n24(11, { workers: 16 })) }),
+    lower: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+  },
+  {
+    name: 'AUTHORITY_REGRESSED over INTENT_DIGEST_MISMATCH (an older generation also has another digest)',
+    both: () => judge(before(), { intent: n24(12), authority: authorityOf(n24(11)) }),
+    upper: gate('AUTHORITY_REGRESSED', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(before(), { authority: authorityOf(n24(12, { workers: 16 })) }),
+    lower: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+  },
+  {
+    name: 'INTENT_DIGEST_MISMATCH over STALE_OBSERVATION',
+    both: () => judge(stale(), { authority: authorityOf(n24(12, { workers: 16 })) }),
+    upper: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(stale()),
+    lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
+  },
+  {
+    name: 'STALE_OBSERVATION over the ladder',
+    both: () => judge(stale()),
+    upper: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
+    without: () => judge(before()),
+    lower: { status: 'DRIFTED', reason: 'DRIFT_DETECTED', trigger: 'NONE' },
+  },
+];
+
+const rung = (i: number): Expect => {
+  const row = ladderRows[i];
+  if (!row) throw new Error(`no ladder row ${i}`);
+  return { status: row.status, reason: row.reason, trigger: row.trigger, detail: row.detail };
+};
+
+/** Rungs `at` and `at + 1` of the ladder. */
+const adjacent = (at: number, p: Omit<Precedence, 'upper' | 'lower'> & { upperDetail?: RegExp; lowerDetail?: RegExp }): Precedence & { at: number } => ({
+  ...p,
+  at,
+  upper: { ...rung(at), ...(p.upperDetail ? { detail: p.upperDetail } : {}) },
+  lower: { ...rung(at + 1), ...(p.lowerDetail ? { detail: p.lowerDetail } : {}) },
+});
+
+const ladderPrecedence = [
+  adjacent(0, {
+    name: 'CONFLICT over ACTION_REFUSED: build overwritten by another writer, app refused',
+    both: () => acting(before(), overwritten(), (k) => (k === 'app' ? refused : {})),
+    without: () => acting(before(), unchanged(), (k) => (k === 'app' ? refused : {})),
+    lowerDetail: /^The agent refused "app"/,
+  }),
+  adjacent(1, {
+    name: 'ACTION_REFUSED over ACTION_INEFFECTIVE: app refused, build did not take',
+    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? refused : {})),
+    upperDetail: /^The agent refused "app"/,
+    without: () => acting(before(), unchanged()),
+  }),
+  adjacent(2, {
+    name: 'ACTION_INEFFECTIVE over ACTION_FAILED: build did not take, app failed',
+    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? failed : {})),
+    without: () => acting(before(), before(), () => failed),
+  }),
+  adjacent(3, {
+    name: 'ACTION_FAILED within the budget, RETRY_BUDGET_EXHAUSTED at it (they exclude each other: the boundary)',
+    both: () => acting(before(), before(), () => failed, spent(1)),
+    without: () => acting(before(), before(), () => failed, spent(2)),
+  }),
+  adjacent(5, {
+    name: 'RETRY_BUDGET_EXHAUSTED over a standing ACTION_REFUSED: build refused before, the budget spent since',
+    both: () => judge(before(), { history: { ...afterBuildRefused(), attempt_count: 3 } }),
+    without: () => judge(before(), { history: afterBuildRefused() }),
+    lowerDetail: /^The agent refused "build" and nothing about it has changed since/,
+  }),
+  adjacent(8, {
+    name: 'RETRY / DRIFT_DETECTED over DESTRUCTIVE_REPAIR_REQUIRED: build repaired, app drifted, config was obstructed',
+    both: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) })),
+    without: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), markers: oursFor(['build']) })),
+  }),
+  adjacent(9, {
+    name: 'DESTRUCTIVE_REPAIR_REQUIRED over UNKNOWN_OWNERSHIP',
+    both: () => judge(obstructed(n24After(), debugFlag)),
+    without: () => judge(snapshot(n24After(), debugFlag)),
+  }),
+  adjacent(10, {
+    name: 'UNKNOWN_OWNERSHIP over OBSERVE_MODE_DRIFT',
+    both: () => judge(snapshot(n24Before(), { mode: 'observe', ...debugFlag })),
+    without: () => judge(snapshot(n24Before(), { mode: 'observe' })),
+  }),
+  adjacent(11, {
+    name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
+    both: () => acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
+    without: () => acting(before(), before(), () => null),
+  }),
+  adjacent(12, {
+    name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
+    both: () => acting(before(), snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) }), (k) => (k === 'app' ? null : {})),
+    without: () => acting(before(), after(), (k) => (k === 'app' ? null : {})),
+  }),
+  adjacent(13, {
+    name: 'CONVERGED_AFTER_REPAIR over ALREADY_CONVERGED: an action was carried out',
+    both: () => acting(before(), after()),
+    without: () => acting(before(), after(), () => null),
+  }),
+];
+
+describe('precedence between adjacent rungs', () => {
+  it.each([...gatePrecedence, ...ladderPrecedence])('$name', (p) => {
+    expectDecision(p.both(), p.upper);
+    expectDecision(p.without(), p.lower);
+  });
+  it('a standing ACTION_REFUSED (6) steps aside for DRIFT_DETECTED (7) while something else may run', () => {
+    // build refused before; config drifted since, and its repair may run: the refusal stays a condition.
+    const r = judge(snapshot({ ...n24Before(), config: D6() }), { history: afterBuildRefused() });
+    expectDecision(r, rung(7));
+    expect(r.decision.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['ACTION_REFUSED', 'build']);
+    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(6));
+  });
+  it('covers every adjacent pair of the ladder', () => {
+    // 4/5 (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 7/8 (DRIFT_DETECTED before
+    // acting, RETRY drift meanwhile after) are one phase against the other, never both; 6/7 is above.
+    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 1, 2, 3, 5, 8, 9, 10, 11, 12, 13]);
+    expect(LADDER.length).toBe(15);
+  });
+});
+
+describe('a skipped action (an earlier action of the batch failed or was refused)', () => {
+  it('is not an attempt, and the resource is still drifting: RETRY / ACTION_FAILED', () => {
+    const r = acting(before(), before(), (k) => (k === 'build' ? failed : skipped));
+    expectDecision(r, rung(3));
+    expect(r.decision.attempt_count).toBe(1);
+    expect(r.decision.reason_detail).toContain('"build", "app" failed');
+  });
+  it('after a refusal: ACTION_REFUSED, and no attempt counted', () => {
+    const r = acting(before(), before(), (k) => (k === 'build' ? refused : skipped));
+    expectDecision(r, { ...rung(1), detail: /^The agent refused "build":/ });
+    expect(r.decision.attempt_count).toBe(0);
+  });
+  it('alone never counts toward attempt_count nor proves a repair', () => {
+    const r = acting(before(), after(), () => skipped);
+    expectDecision(r, rung(3));
+    expect(r.decision.attempt_count).toBe(0);
+    expect(r.history.attempt_count).toBe(0);
+  });
+});
+
+describe('withheld_because keeps the ledger v1 wording', () => {
+  it.each([
+    ['observe mode', () => judge(snapshot(n24Before(), { mode: 'observe' })), 'observe mode: reported, not applied'],
+    ['budget', () => judge(before(), { history: spent(3) }), 'retry budget exhausted after 3 attempt(s)'],
+    ['destructive', () => judge(obstructed(n24After())), 'repair would be destructive: a directory stands at etc/app/config.json'],
+    ['refused', () => judge(before(), { history: afterRefusal() }), 'refused by the agent: the resource is set to observe on the node'],
+    ['dependency', () => judge(before(), { history: afterBuildRefused() }), 'depends on "build", which cannot be repaired now'],
+    ['conflict', () => judge(before(), { history: acting(before(), overwritten()).history }), 'repair is stopped while a conflicting writer on "build" is unresolved'],
+  ] as const)('%s', (_kind, run, sentence) => {
+    expect(run().decision.planned_actions.map((p) => p.withheld_because)).toContain(sentence);
+  });
+});
+
+// Keep the fixture in view: a pass as the workflow runs it gives the same rows.
+it('the fixtures pass agrees with the rows it shares', () => {
+  expectDecision(pass(before(), () => after()).final, rung(13));
+  expectDecision(pass(before(), () => unchanged()).final, rung(2));
+});
