@@ -1,5 +1,5 @@
 import type { Json } from './canonical';
-import type { Condition, ConvergenceStatus, Reason, WriterEvidence } from './schemas';
+import type { Condition, ConvergenceStatus, Mode, Reason, WriterEvidence } from './schemas';
 
 /**
  * What the loop carries from one decision to the next, as plain JSON (it crosses
@@ -19,7 +19,7 @@ export interface History {
   /** Resources an operator yielded to the other writer (treated as OPERATOR_OWNED). */
   yielded: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
-  refused: Record<string, { idempotency_key: string; marker: string | null; mode: string; refusal: string; at: string }>;
+  refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
   rejected_signals: Record<string, { error: string; at: string }>;
   conditions: Condition[];
