@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { promisify } from 'node:util';
 import path from 'node:path';
-import type { WorkflowHandle } from '@temporalio/client';
+import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { LedgerEntry } from '../../src/domain';
@@ -19,6 +19,12 @@ import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, ledgerQuery, reconcileWorkflowId, s
 import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
+
+/** A run's history, counted: its events, and the activities it scheduled by type (observe, apply, watch). */
+export interface HistoryCounts {
+  events: number;
+  scheduled: Record<string, number>;
+}
 
 export class Stack {
   readonly agents = new Map<string, RunningAgents>();
@@ -75,7 +81,7 @@ export class Stack {
     await agents?.shutdown();
   }
 
-  async startNode(node: string, generation: number, taskQueue = CONTROL_TASK_QUEUE): Promise<WorkflowHandle> {
+  async startNode(node: string, generation: number, taskQueue = CONTROL_TASK_QUEUE): Promise<WorkflowHandleWithFirstExecutionRunId> {
     return this.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: reconcileWorkflowId(node, generation), args: [{ node, generation }] });
   }
 
@@ -100,6 +106,66 @@ export class Stack {
   }
 
   /**
+   * Waits for a pass that judged a fresh snapshot taken after `since` (epoch ms or an ISO time):
+   * the state query's last_verified_at has moved past it. This is the positive event a test
+   * needs before it asserts that a pass acted on nothing (after a sleep, perhaps no pass ran).
+   * `passes` > 1 waits for that many such passes in a row. Returns the state after the last.
+   */
+  async waitForPass(handle: WorkflowHandle, since: number | string, passes = 1, timeoutMs = 60_000): Promise<NodeState> {
+    let after = typeof since === 'number' ? since : Date.parse(since);
+    let state: NodeState | undefined;
+    for (let i = 0; i < passes; i++) {
+      state = await this.waitFor(handle, (s) => s.last_verified_at !== null && Date.parse(s.last_verified_at) > after, timeoutMs);
+      after = Date.parse(state.last_verified_at!);
+    }
+    return state!;
+  }
+
+  /** The run's history so far, counted: its events and the activities it scheduled, by type. */
+  async historyCounts(handle: WorkflowHandle): Promise<HistoryCounts> {
+    const history = await handle.fetchHistory();
+    const scheduled: Record<string, number> = {};
+    for (const e of history.events ?? []) {
+      const type = e.activityTaskScheduledEventAttributes?.activityType?.name;
+      if (type) scheduled[type] = (scheduled[type] ?? 0) + 1;
+    }
+    return { events: history.events?.length ?? 0, scheduled };
+  }
+
+  /**
+   * Waits until `passes` more passes have completed than had when called, counted by the agent
+   * observations the run scheduled: a pass that does not act observes once, and the next pass's
+   * observe is scheduled only after the previous pass decided and recorded. For passes whose
+   * snapshot is not fresh (stale, unreachable), where last_verified_at does not move.
+   */
+  async waitForObservePasses(handle: WorkflowHandle, passes: number, timeoutMs = 60_000): Promise<{ before: HistoryCounts; after: HistoryCounts }> {
+    const before = await this.historyCounts(handle);
+    const start = before.scheduled.observe ?? 0;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const after = await this.historyCounts(handle);
+      // The observe in flight at the start may belong to a pass that began before it: one more.
+      if ((after.scheduled.observe ?? 0) >= start + passes + 1) return { before, after };
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${passes} passes; observes scheduled: ${start} then ${after.scheduled.observe ?? 0}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /**
+   * Waits until the run's watch activity is running on the agent and has taken its baseline
+   * (its first heartbeat comes right after): a change made from now on wakes the loop.
+   */
+  async waitForWatch(handle: WorkflowHandle, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      if (pending.some((a) => a.activityType?.name === 'watch' && a.lastHeartbeatTime)) return;
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for a running watch; pending: ${pending.map((a) => a.activityType?.name).join(', ')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /**
    * With DATUM_RECORD_HISTORIES=1, saves the workflow's history under test/histories/ for the
    * replay test (a change that breaks running workflows must fail CI). Otherwise does nothing.
    */
@@ -117,6 +183,10 @@ export class Stack {
 
   async ledger(handle: WorkflowHandle): Promise<LedgerEntry[]> {
     return handle.query(ledgerQuery);
+  }
+
+  async state(handle: WorkflowHandle): Promise<NodeState> {
+    return handle.query(stateQuery);
   }
 
   async stop(): Promise<void> {

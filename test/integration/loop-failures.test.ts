@@ -111,10 +111,11 @@ describe('conflicting writer', () => {
     expect(evidence.sequence[0].marker).not.toBe(evidence.sequence[evidence.sequence.length - 1].marker);
     expect(evidence.sequence[evidence.sequence.length - 1].value).toBe(sha(theirs));
 
-    // Repair stops: several passes later nothing more was written by Datum.
-    await new Promise((r) => setTimeout(r, 3000));
-    const later = await stack.ledger(handle);
-    expect(later.filter((e) => e.execution_evidence.length > 0).length).toBe(ledger.filter((e) => e.execution_evidence.length > 0).length);
+    // Repair stops: three more passes judge fresh snapshots of the conflict, and Datum acts in none.
+    const acted = (entries: typeof ledger) => entries.filter((e) => e.execution_evidence.length > 0 || e.authorized_actions.length > 0).length;
+    const still = await stack.waitForPass(handle, Date.now(), 3);
+    expect(still.convergence_status).toBe('CONFLICT');
+    expect(acted(await stack.ledger(handle))).toBe(acted(ledger));
 
     await handle.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall', note: 'the tuning daemon owns workers' });
     const yielded = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
@@ -149,10 +150,19 @@ describe('conflicting writer', () => {
   it('a resolveConflict for a resource with no conflict is recorded and changes nothing', async () => {
     const node = 'C-3';
     const handle = await converged(node, 1);
+    const actedBefore = (await stack.ledger(handle)).filter((e) => e.authorized_actions.length > 0).length;
     await handle.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'retake', by: 'alice' });
     const state = await stack.waitFor(handle, (s) => s.conditions.some((c) => c.type === 'INVALID_SIGNAL'));
     expect(state.convergence_status).toBe('CONVERGED');
     expect(state.conditions[0].message).toMatch(/no conflict is open on "config"/);
+    // Recorded: a ledger entry says the signal was rejected and why.
+    const rejected = (await stack.ledger(handle)).find((e) => e.reason === 'SIGNAL_REJECTED');
+    expect(rejected?.reason_detail).toMatch(/resolveConflict for "config" by alice rejected: no conflict is open on "config"/);
+    // Changes nothing: the passes after it judge the node afresh, still converged, and act on nothing.
+    const after = await stack.waitForPass(handle, Date.parse(rejected!.decided_at), 2);
+    expect(after.convergence_status).toBe('CONVERGED');
+    expect((await stack.ledger(handle)).filter((e) => e.authorized_actions.length > 0)).toHaveLength(actedBefore);
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
     await handle.terminate('test done');
   });
 });
@@ -178,7 +188,10 @@ describe('observe mode', () => {
     const ledger = await stack.ledger(gen2);
     expect(ledger[0].planned_actions.map((p) => `${p.resource_key}:${p.action}`)).toEqual(['build:release.install', 'config:file.write', 'app:service.restart']);
     expect(ledger.flatMap((e) => e.authorized_actions)).toEqual([]);
-    await new Promise((r) => setTimeout(r, 2000));
+    // Two more passes judge the drifted host afresh; none authorizes or runs anything.
+    expect((await stack.waitForPass(gen2, Date.now(), 2)).convergence_status).toBe('DRIFTED');
+    const later = await stack.ledger(gen2);
+    expect(later.flatMap((e) => [...e.authorized_actions, ...e.execution_evidence])).toEqual([]);
     expect(sha(await fs.readFile(configFile(node), 'utf8'))).toBe(configBefore);
     expect(await servicePid(node)).toBe(pidBefore);
     expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.3');

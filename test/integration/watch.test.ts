@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recheckSignal } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { Stack } from '../helpers/stack';
 
@@ -26,9 +27,13 @@ async function convergedNode(node: string, watch: boolean) {
   await stack.startAgent(node);
   const handle = await stack.startNode(node, 1);
   await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
-  await new Promise((r) => setTimeout(r, 500)); // the watch is up
+  if (watch) await stack.waitForWatch(handle);
   return handle;
 }
+
+const configOf = (node: string) => path.join(stack.fleet.root(node), 'etc/app/config.json');
+const repairAfter = (changedAt: number) => (e: { decided_at: string; execution_evidence: Array<{ resource_key: string }> }) =>
+  Date.parse(e.decided_at) > changedAt && e.execution_evidence.some((x) => x.resource_key === 'config');
 
 describe('event-driven observation', () => {
   it('an out-of-band change to a managed file is repaired within seconds, not at the next resync', async () => {
@@ -48,15 +53,26 @@ describe('event-driven observation', () => {
   });
 
   it('with watch off, the same change waits for the resync', async () => {
-    const node = 'E-2';
-    const handle = await convergedNode(node, false);
-    const file = path.join(stack.fleet.root(node), 'etc/app/config.json');
-    await fs.writeFile(file, fileBytes({ workers: 99 }));
-    await new Promise((r) => setTimeout(r, 4000));
-    const ledger = await stack.ledger(handle);
-    expect(ledger.filter((e) => e.execution_evidence.length > 0)).toHaveLength(1); // only the first convergence
-    expect(await fs.readFile(file, 'utf8')).toBe(fileBytes({ workers: 99 }));
-    await handle.terminate('test done');
+    // E-2 without a watch, and E-2W with one as the control: the same change on both at once.
+    const [handle, control] = await Promise.all([convergedNode('E-2', false), convergedNode('E-2W', true)]);
+    const before = await stack.historyCounts(handle);
+    const verifiedBefore = (await stack.state(handle)).last_verified_at;
+    const changedAt = Date.now();
+    await Promise.all(['E-2', 'E-2W'].map((n) => fs.writeFile(configOf(n), fileBytes({ workers: 99 }))));
+    // The watching node repairs it within seconds ...
+    await stack.waitFor(control, (_s, ledger) => ledger.some(repairAfter(changedAt)), 10_000);
+    // ... while E-2 has not even observed since: no watch, no pass, the change is still there.
+    const after = await stack.historyCounts(handle);
+    expect(after.scheduled.watch ?? 0).toBe(0);
+    expect(after.scheduled.observe).toBe(before.scheduled.observe);
+    expect((await stack.state(handle)).last_verified_at).toBe(verifiedBefore);
+    expect((await stack.ledger(handle)).filter((e) => e.execution_evidence.length > 0)).toHaveLength(1); // only the first convergence
+    expect(await fs.readFile(configOf('E-2'), 'utf8')).toBe(fileBytes({ workers: 99 }));
+    // A recheck stands in for the resync: the next pass sees the change and repairs it.
+    await handle.signal(recheckSignal, {});
+    await stack.waitFor(handle, (_s, ledger) => ledger.some(repairAfter(changedAt)));
+    expect(await fs.readFile(configOf('E-2'), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    await Promise.all([handle.terminate('test done'), control.terminate('test done')]);
   });
 
   it('a watching node whose agent stops is reported unreachable, without a storm of retries', async () => {
@@ -68,10 +84,13 @@ describe('event-driven observation', () => {
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
     await stack.stopAgent(node);
     await stack.waitFor(handle, (s) => s.reason === 'NODE_UNREACHABLE', 30_000);
-    const events = (await handle.describe()).historyLength;
-    await new Promise((r) => setTimeout(r, 6000));
-    // A few resync passes in six seconds, not a loop of failing watches.
-    expect((await handle.describe()).historyLength - events).toBeLessThan(80);
+    // Three more passes find it unreachable (each waits node_timeout for an agent, then resync) ...
+    const { before, after } = await stack.waitForObservePasses(handle, 3);
+    const passes = after.scheduled.observe - before.scheduled.observe;
+    expect(await stack.state(handle)).toMatchObject({ convergence_status: 'BLOCKED', reason: 'NODE_UNREACHABLE' });
+    // ... and try the watch again at most once each, not in a loop of failing watches.
+    expect((after.scheduled.watch ?? 0) - (before.scheduled.watch ?? 0)).toBeLessThanOrEqual(passes + 1);
+    expect((after.events - before.events) / passes).toBeLessThan(25); // about 11 a pass
     await handle.terminate('test done');
   });
 });
