@@ -9,49 +9,49 @@ import {
   log,
   proxyActivities,
   proxyLocalActivities,
-  setCurrentDetails,
   setHandler,
   startChild,
-  upsertMemo,
-  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { TimeoutType, WorkflowExecutionAlreadyStartedError, type SearchAttributeUpdatePair } from '@temporalio/common';
+import { TimeoutType, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
-  decide,
-  decisionFingerprint,
+  LEDGER_VERSION,
   durationMs,
   emptyHistory,
   judgeRefresh,
+  mayWatch,
+  nextWakeMs,
   noteDecision,
-  nodeId,
   parseSignal,
   recordResolution,
   recordSignal,
+  runPass,
+  shouldWrite,
+  verifiedAt,
+  watchRetryAtMs,
+  type ApplyFailure,
   type AuthorityView,
+  type AuthorizedAction,
   type BoundIntent,
   type Decision,
   type ExecutionEvidence,
   type History,
   type LedgerEntry,
-  type AuthorizedAction,
-  type Observation,
-  LEDGER_VERSION,
+  type PassPorts,
+  type RecordKind,
+  type Snapshot,
+  type WatchState,
+  nodeId,
 } from '../domain';
 import {
   CONTROL_PERMANENT_ERRORS,
   CONTROL_TASK_QUEUE,
   LEDGER_PERMANENT_ERRORS,
   MAX_HISTORY_EVENTS,
-  DatumConditions,
-  DatumDigest,
-  DatumGeneration,
-  DatumMode,
-  DatumNode,
-  DatumStatus,
-  MEMO_SUMMARY,
   REFUSALS,
+  WORKFLOW_TYPES,
   agentTaskQueue,
+  outcomeOfFailure,
   ledgerQuery,
   recheckSignal,
   reconcileWorkflowId,
@@ -66,12 +66,315 @@ import {
   type ReconcileNodeInput,
   type ReconcileNodeWorkflow,
   type ReconcileResult,
-  WORKFLOW_TYPES,
 } from '../contract';
+import { bindAttributes, handOverAttributes, openAttributes, publishDecision, rebindAttributes, type AttributeWriter } from './attributes';
 import { decisionRecorded, observationJudged } from './metrics';
+
+/**
+ * One node at one desired generation, until superseded or cancelled. Every judgement is a call
+ * into src/domain; this file is the Temporal wiring around them: timers, signals, queries,
+ * activities and continue-as-new.
+ */
+export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
+  const loop = await openLoop(input);
+  for (;;) {
+    // 1. Signals first, in arrival order: each becomes one ledger entry, between passes.
+    if (await handleSignals(loop)) return handedOver(loop);
+
+    // 2. One pass (observe, decide, act where authorized, probe, decide), then record it.
+    loop.recheckRequested = false;
+    loop.watchFired = false;
+    const result = await runPass(passPorts(loop), loop.intent, loop.history);
+    loop.history = result.history;
+    record(loop, result.decision, 'pass');
+    await flushLedger(loop);
+    if (loop.pending.length > 0 || loop.recheckRequested) continue;
+
+    // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.
+    startWatch(loop);
+    await condition(() => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired, nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()));
+
+    // 4. Keep each run's history bounded: continue as new between passes, with no signal pending.
+    await continueAsNewIfDue(loop);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The loop's state: one object, carried across continue-as-new as ReconcileCarry.
+
+/** A signal waiting for the loop; a recheck with a bad payload waits as its rejection. */
+type Pending =
+  | { signal: typeof refreshDesiredSignal; payload: unknown }
+  | { signal: typeof resolveConflictSignal; payload: unknown }
+  | { signal: typeof recheckSignal; rejected: string };
+
+interface Loop {
+  readonly node: string;
+  readonly workflowId: string;
+  /** The first run's id: the ledger store's key for this run chain. */
+  readonly chainId: string;
+  readonly runs: number;
+  intent: BoundIntent;
+  history: History;
+  /** Recorded entries kept in the workflow (the store keeps all). */
+  ledger: LedgerEntry[];
+  nextSeq: number;
+  lastVerifiedAt: string | null;
+  lastFingerprint: string | null;
+  /** The last pass's or note's decision, written or not (a steady pass is not): it times the next pass. */
+  lastDecision: Decision | null;
+  /** Entries the ledger store has not confirmed yet, oldest first. */
+  unstored: LedgerEntry[];
+  supersededBy: string | null;
+  pending: Pending[];
+  recheckRequested: boolean;
+  watch: WatchState;
+  watchFired: boolean;
+  agents: NodeAgents;
+  attributes: AttributeWriter;
+}
 
 /** Ledger entries kept in the workflow and carried across continue-as-new (the store keeps all). */
 const LEDGER_TAIL = 50;
+
+async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
+  checkInput(input);
+  const carry = input.carry;
+  const intent = carry ? carry.intent : bindAtStart(await control.readAuthority(input.node), input);
+  const ledger = carry?.ledger_tail ?? [];
+  const loop: Loop = {
+    node: input.node,
+    workflowId: workflowInfo().workflowId,
+    chainId: workflowInfo().firstExecutionRunId,
+    runs: (carry?.runs ?? 0) + 1,
+    intent,
+    history: carry?.history ?? emptyHistory(),
+    ledger,
+    nextSeq: carry?.next_seq ?? 1,
+    lastVerifiedAt: carry?.last_verified_at ?? null,
+    lastFingerprint: carry?.last_fingerprint ?? null,
+    lastDecision: carry?.last_decision ?? ledger[ledger.length - 1] ?? null,
+    unstored: carry?.unstored ?? [],
+    supersededBy: null,
+    pending: [],
+    recheckRequested: false,
+    watch: { running: false, retry_at_ms: 0 },
+    watchFired: false,
+    agents: nodeAgents(input.node, intent.policy.node_timeout),
+    attributes: openAttributes(),
+  };
+  installHandlers(loop);
+  bindAttributes(loop.attributes, loop.node, intent);
+  return loop;
+}
+
+function carryOf(loop: Loop): ReconcileCarry {
+  return {
+    intent: loop.intent,
+    history: loop.history,
+    ledger_tail: loop.ledger.slice(-LEDGER_TAIL),
+    next_seq: loop.nextSeq,
+    last_verified_at: loop.lastVerifiedAt,
+    last_fingerprint: loop.lastFingerprint,
+    last_decision: loop.lastDecision,
+    runs: loop.runs,
+    unstored: loop.unstored,
+  };
+}
+
+async function continueAsNewIfDue(loop: Loop): Promise<void> {
+  const info = workflowInfo();
+  if (!(info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS) || loop.pending.length > 0) return;
+  await condition(allHandlersFinished);
+  await continueAsNew<ReconcileNodeWorkflow>({ node: loop.node, generation: loop.intent.generation, carry: carryOf(loop) });
+}
+
+async function handedOver(loop: Loop): Promise<ReconcileResult> {
+  await condition(allHandlersFinished);
+  return { node: loop.node, generation: loop.intent.generation, convergence_status: 'SUPERSEDED', superseded_by: loop.supersededBy ?? '' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals and queries. Handlers only queue: the loop handles signals in order, at a point where
+// no pass is half done.
+
+function installHandlers(loop: Loop): void {
+  setHandler(refreshDesiredSignal, (payload) => void loop.pending.push({ signal: refreshDesiredSignal, payload }));
+  setHandler(resolveConflictSignal, (payload) => void loop.pending.push({ signal: resolveConflictSignal, payload }));
+  setHandler(recheckSignal, (payload) => {
+    const parsed = parseSignal(recheckSignal.name, payload);
+    if (parsed.ok) loop.recheckRequested = true;
+    else loop.pending.push({ signal: recheckSignal, rejected: parsed.error });
+  });
+  setHandler(ledgerQuery, () => loop.ledger);
+  setHandler(stateQuery, () => stateOf(loop));
+}
+
+function stateOf(loop: Loop): NodeState {
+  const last = loop.lastDecision;
+  return {
+    node: loop.node,
+    workflow_id: loop.workflowId,
+    convergence_status: last?.convergence_status ?? null,
+    reason: last?.reason ?? null,
+    reason_detail: last?.reason_detail ?? null,
+    recheck_trigger: last?.recheck_trigger ?? null,
+    conditions: loop.history.conditions,
+    attempt_count: loop.history.attempt_count,
+    retry_budget: loop.intent.policy.retry_budget,
+    desired_generation: loop.intent.generation,
+    desired_digest: loop.intent.digest,
+    mode: last?.mode ?? null,
+    last_verified_at: loop.lastVerifiedAt,
+    ledger_entries: loop.nextSeq - 1,
+    superseded_by: loop.supersededBy,
+  };
+}
+
+/** Handles the queued signals in order; true when this loop has handed over and must end. */
+async function handleSignals(loop: Loop): Promise<boolean> {
+  for (let next = loop.pending.shift(); next; next = loop.pending.shift()) {
+    const done = await handleSignal(loop, next);
+    await flushLedger(loop);
+    if (done) return true;
+  }
+  return false;
+}
+
+async function handleSignal(loop: Loop, pending: Pending): Promise<boolean> {
+  if ('rejected' in pending) {
+    rejectSignal(loop, recheckSignal.name, pending.rejected, pending.rejected);
+    return false;
+  }
+  if (pending.signal === resolveConflictSignal) {
+    resolveConflict(loop, pending.payload);
+    return false;
+  }
+  return refreshDesired(loop, pending.payload);
+}
+
+/** A malformed or refused signal is recorded, raises INVALID_SIGNAL, and the loop goes on. */
+function rejectSignal(loop: Loop, name: Parameters<typeof recordSignal>[1], error: string, detail: string): void {
+  loop.history = recordSignal(loop.history, name, { error, at: nowIso() });
+  note(loop, { reason: 'SIGNAL_REJECTED', detail });
+}
+
+function resolveConflict(loop: Loop, payload: unknown): void {
+  const name = resolveConflictSignal.name;
+  const parsed = parseSignal(name, payload);
+  if (!parsed.ok) return rejectSignal(loop, name, parsed.error, parsed.error);
+  const v = parsed.value;
+  const resolved = recordResolution(recordSignal(loop.history, name, null), v, nowIso());
+  if (resolved.error) {
+    return rejectSignal(loop, name, `resolveConflict rejected: ${resolved.error}`, `resolveConflict for "${v.resource_key}" by ${v.by} rejected: ${resolved.error}.`);
+  }
+  loop.history = resolved.history;
+  note(loop, {
+    reason: 'OPERATOR_RESOLUTION_RECORDED',
+    detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
+    trigger: PASS_FOLLOWS_NOW,
+  });
+  loop.recheckRequested = true;
+}
+
+const PASS_FOLLOWS_NOW = { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } as const;
+
+/** refreshDesired: the same generation re-binds, a newer one hands over, anything else is refused. */
+async function refreshDesired(loop: Loop, payload: unknown): Promise<boolean> {
+  const name = refreshDesiredSignal.name;
+  const parsed = parseSignal(name, payload);
+  if (!parsed.ok) {
+    rejectSignal(loop, name, parsed.error, parsed.error);
+    return false;
+  }
+  loop.history = recordSignal(loop.history, name, null);
+  const read = await control.readAuthority(loop.node);
+  const verdict = judgeRefresh(loop.intent, parsed.value, authorityView(read));
+  if (verdict.verdict === 'refuse') {
+    note(loop, { reason: 'REFRESH_REFUSED', detail: verdict.detail });
+    return false;
+  }
+  if (verdict.verdict === 'rebind') {
+    if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
+    loop.intent = read.intent;
+    loop.agents = nodeAgents(loop.node, read.intent.policy.node_timeout);
+    rebindAttributes(loop.attributes, read.intent);
+    note(loop, { reason: 'REBOUND', detail: verdict.detail, trigger: PASS_FOLLOWS_NOW });
+    loop.recheckRequested = true;
+    return false;
+  }
+  const successor = await startSuccessor(loop.node, parsed.value);
+  loop.supersededBy = successor;
+  note(loop, {
+    status: 'SUPERSEDED',
+    reason: 'NEWER_GENERATION',
+    detail: verdict.detail.replace('datum/<node>/', `datum/${loop.node}/`),
+    trigger: { trigger: 'NONE', not_before: null, detail: `${successor} owns the node now` },
+  });
+  return true;
+}
+
+/** Starts the newer generation's loop, or attaches to it when a rollout started it first. */
+async function startSuccessor(node: string, target: { generation: number; digest: string }): Promise<string> {
+  const workflowId = reconcileWorkflowId(node, target.generation);
+  try {
+    await startChild<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      workflowId,
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [{ node, generation: target.generation }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      typedSearchAttributes: handOverAttributes(node, target),
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+  return workflowId;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recording: the ledger (in the workflow, then the fleet-wide store), metrics, search attributes.
+
+function note(loop: Loop, n: Parameters<typeof noteDecision>[3]): void {
+  const r = noteDecision(loop.intent, loop.lastDecision, loop.history, n, nowIso());
+  loop.history = r.history;
+  record(loop, r.decision, 'note');
+}
+
+function record(loop: Loop, decision: Decision, kind: RecordKind): void {
+  const now = nowIso();
+  if (kind === 'pass') observationJudged(decision, now);
+  loop.lastVerifiedAt = verifiedAt(decision, now, loop.lastVerifiedAt);
+  loop.lastDecision = decision;
+  const { write, fingerprint } = shouldWrite(decision, kind, loop.lastFingerprint);
+  if (!write) return;
+  loop.lastFingerprint = fingerprint;
+  const entry: LedgerEntry = { ...decision, ledger_version: LEDGER_VERSION, seq: loop.nextSeq++, decided_at: now, workflow_id: loop.workflowId };
+  loop.ledger.push(entry);
+  loop.unstored.push(entry);
+  if (loop.ledger.length > LEDGER_TAIL * 2) loop.ledger = loop.ledger.slice(-LEDGER_TAIL);
+  decisionRecorded(decision);
+  publishDecision(loop.attributes, decision);
+}
+
+/**
+ * Appends recorded entries to the fleet-wide store, oldest first. An entry the store could not
+ * take stays queued (and is carried across continue-as-new): the loop never stops for the
+ * store, and nothing recorded is dropped.
+ */
+async function flushLedger(loop: Loop): Promise<void> {
+  for (let entry = loop.unstored[0]; entry; entry = loop.unstored[0]) {
+    try {
+      await store.appendLedger({ entry, chain_id: loop.chainId });
+      loop.unstored.shift();
+    } catch (error) {
+      log.warn('ledger store did not take an entry; it stays queued', { seq: entry.seq, error: String(error) });
+      return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The world: the authority, the node's agent, and its watch.
 
 const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
@@ -83,38 +386,6 @@ const store = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: [...LEDGER_PERMANENT_ERRORS] },
 });
 
-/**
- * The node's agent. scheduleToStartTimeout is node_timeout: an agent that does not pick the
- * task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang.
- */
-/** How long one watch runs before it returns "nothing changed" and the loop starts another. */
-const WATCH_WINDOW_MS = 10 * 60_000;
-
-/**
- * The agent's watch: long-lived, so it heartbeats (a dead agent is noticed within the heartbeat
- * timeout) and is never retried by Temporal; the loop decides when to start the next one.
- */
-function watcherFor(node: string, nodeTimeout: string) {
-  return proxyActivities<AgentActivities>({
-    taskQueue: agentTaskQueue(node),
-    scheduleToStartTimeout: durationMs(nodeTimeout),
-    startToCloseTimeout: WATCH_WINDOW_MS + 60_000,
-    heartbeatTimeout: '30s',
-    retry: { maximumAttempts: 1 },
-  });
-}
-
-function agentFor(node: string, nodeTimeout: string, startToClose: string = APPLY_TIMEOUT) {
-  return proxyActivities<AgentActivities>({
-    taskQueue: agentTaskQueue(node),
-    scheduleToStartTimeout: durationMs(nodeTimeout),
-    startToCloseTimeout: startToClose,
-    // The agent heartbeats every 5 s while it works: a silent task is lost, and is retried.
-    heartbeatTimeout: '30s',
-    retry: { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] },
-  });
-}
-
 /** An apply may fetch and unpack a release or wait for a service to become healthy. */
 const APPLY_TIMEOUT = '10m';
 /**
@@ -123,342 +394,107 @@ const APPLY_TIMEOUT = '10m';
  * stopped waiting for it) and retried, instead of holding the loop for an apply's ten minutes.
  */
 const OBSERVE_TIMEOUT = '1m';
+/** How long one watch runs before it returns "nothing changed" and the loop starts another. */
+const WATCH_WINDOW_MS = 10 * 60_000;
+
+interface NodeAgents {
+  agent: AgentActivities;
+  observer: AgentActivities;
+  watcher: AgentActivities;
+  nodeTimeout: string;
+}
+
+/**
+ * The node's agent. scheduleToStartTimeout is node_timeout: an agent that does not pick the
+ * task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang. The agent
+ * heartbeats every 5 s while it works: a silent task is lost, and is retried. The watch is
+ * long-lived and never retried by Temporal; the loop decides when to start the next one.
+ */
+function nodeAgents(node: string, nodeTimeout: string): NodeAgents {
+  const base = { taskQueue: agentTaskQueue(node), scheduleToStartTimeout: durationMs(nodeTimeout), heartbeatTimeout: '30s' } as const;
+  const retry = { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] };
+  return {
+    agent: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: APPLY_TIMEOUT, retry }),
+    observer: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
+    watcher: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: WATCH_WINDOW_MS + 60_000, retry: { maximumAttempts: 1 } }),
+    nodeTimeout,
+  };
+}
+
+function passPorts(loop: Loop): PassPorts {
+  const { node, agents } = loop;
+  const resources = resolvedResources(loop.intent);
+  return {
+    observe: async (): Promise<Snapshot> => {
+      try {
+        return { observation: await agents.observer.observe({ node, resources }), unreachable: null };
+      } catch (error) {
+        return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
+      }
+    },
+    readAuthority: async () => authorityView(await control.readAuthority(node)),
+    apply: async (action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure> => {
+      try {
+        return await agents.agent.apply({ node, action });
+      } catch (error) {
+        return applyFailure(error, agents.nodeTimeout);
+      }
+    },
+    now: nowIso,
+  };
+}
+
+/** Event-driven observation: one watch at a time; its return (a change) wakes the loop. */
+function startWatch(loop: Loop): void {
+  if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
+  loop.watch.running = true;
+  void loop.agents.watcher.watch({ node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS }).then(
+    (result) => {
+      loop.watch.running = false;
+      if (result.changed.length > 0) loop.watchFired = true;
+    },
+    () => {
+      // The agent is away or failed: resync keeps observing; watching waits one interval.
+      loop.watch.running = false;
+      loop.watch.retry_at_ms = watchRetryAtMs(loop.intent.policy, Date.now());
+    },
+  );
+}
+
+function authorityView(read: AuthorityRead): AuthorityView {
+  return read.ok ? { ok: true, generation: read.intent.generation, digest: read.intent.digest } : { ok: false, error: read.error };
+}
+
+/** The resources as the agent needs them: artifacts at the locations the controller resolved. */
+function resolvedResources(intent: BoundIntent): BoundIntent['resources'] {
+  const out: BoundIntent['resources'] = {};
+  for (const [key, spec] of Object.entries(intent.resources)) {
+    out[key] = spec.type === 'release' && intent.locations?.[key] ? { ...spec, artifact: intent.locations[key] } : spec;
+  }
+  return out;
+}
+
+/** A failed apply as the domain reads it: the agent's typed refusal, or a failure to act. */
+function applyFailure(error: unknown, nodeTimeout: string): ApplyFailure {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (cause instanceof ApplicationFailure && outcomeOfFailure(cause.type) === 'refused') {
+    return { kind: 'refused', refusal_type: cause.type ?? '', message: cause.message };
+  }
+  return { kind: 'failed', detail: describeFailure(error, nodeTimeout) };
+}
+
+function describeFailure(error: unknown, nodeTimeout: string): string {
+  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
+    return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
+  }
+  if (error instanceof ActivityFailure && error.cause) return `${error.cause.name}: ${error.cause.message}`;
+  return error instanceof Error ? error.message : String(error);
+}
 
 const nowIso = () => new Date(Date.now()).toISOString();
 
-/**
- * One node at one desired generation, until superseded or cancelled: observe, decide, act
- * where authorized, probe, record, wait. Every judgement is a call into src/domain.
- */
-export async function reconcileNode(input: ReconcileNodeInput): Promise<ReconcileResult> {
-  checkInput(input);
-  const { node } = input;
-  const workflowId = workflowInfo().workflowId;
-
-  let intent: BoundIntent;
-  let history: History;
-  let ledger: LedgerEntry[];
-  let nextSeq: number;
-  let lastVerifiedAt: string | null;
-  let lastFingerprint: string | null;
-  let unstored: LedgerEntry[];
-  const runs = (input.carry?.runs ?? 0) + 1;
-
-  if (input.carry) {
-    ({ intent, history, ledger_tail: ledger, next_seq: nextSeq, last_verified_at: lastVerifiedAt, last_fingerprint: lastFingerprint } = input.carry);
-    unstored = input.carry.unstored ?? [];
-  } else {
-    intent = bindAtStart(await control.readAuthority(node), input);
-    history = emptyHistory();
-    ledger = [];
-    nextSeq = 1;
-    lastVerifiedAt = null;
-    lastFingerprint = null;
-    unstored = [];
-  }
-  const chainId = workflowInfo().firstExecutionRunId;
-  /** The last pass's or note's decision, recorded or not (a steady pass is not). */
-  let lastDecision: Decision | null = input.carry?.last_decision ?? (ledger.length > 0 ? ledger[ledger.length - 1] : null);
-  let supersededBy: string | null = null;
-  let agent = agentFor(node, intent.policy.node_timeout);
-  let observer = agentFor(node, intent.policy.node_timeout, OBSERVE_TIMEOUT);
-  let watcher = watcherFor(node, intent.policy.node_timeout);
-  // Event-driven observation: one watch at a time; its return (a change) wakes the loop.
-  let watching = false;
-  let watchFired = false;
-  let watchRetryAt = 0;
-  const startWatch = () => {
-    // While a backoff timer runs, a change must not bring the next attempt forward.
-    if (!intent.policy.watch || watching || Date.now() < watchRetryAt || lastDecision?.convergence_status === 'RETRY') return;
-    watching = true;
-    void watcher.watch({ node, resources: resolvedResources(intent), window_ms: WATCH_WINDOW_MS }).then(
-      (result) => {
-        watching = false;
-        if (result.changed.length > 0) watchFired = true;
-      },
-      () => {
-        // The agent is away or failed: resync keeps observing; try watching again after one interval.
-        watching = false;
-        watchRetryAt = Date.now() + durationMs(intent.policy.resync_interval);
-      },
-    );
-  };
-
-  // Signals are queued and handled by the loop, in order, so each one becomes one ledger entry
-  // at a point where no pass is half done.
-  type Pending = { name: 'refreshDesired' | 'resolveConflict'; payload: unknown };
-  const pending: Pending[] = [];
-  let recheckRequested = false;
-  setHandler(refreshDesiredSignal, (payload) => void pending.push({ name: 'refreshDesired', payload }));
-  setHandler(resolveConflictSignal, (payload) => void pending.push({ name: 'resolveConflict', payload }));
-  setHandler(recheckSignal, (payload) => {
-    const parsed = parseSignal('recheck', payload);
-    if (parsed.ok) recheckRequested = true;
-    else pending.push({ name: 'resolveConflict', payload: { __recheck_error: parsed.error } });
-  });
-  setHandler(ledgerQuery, () => ledger);
-  setHandler(stateQuery, (): NodeState => ({
-    node,
-    workflow_id: workflowId,
-    convergence_status: lastDecision?.convergence_status ?? null,
-    reason: lastDecision?.reason ?? null,
-    reason_detail: lastDecision?.reason_detail ?? null,
-    recheck_trigger: lastDecision?.recheck_trigger ?? null,
-    conditions: history.conditions,
-    attempt_count: history.attempt_count,
-    retry_budget: intent.policy.retry_budget,
-    desired_generation: intent.generation,
-    desired_digest: intent.digest,
-    mode: lastDecision?.mode ?? null,
-    last_verified_at: lastVerifiedAt,
-    ledger_entries: nextSeq - 1,
-    superseded_by: supersededBy,
-  }));
-
-  const upserted = new Map<string, string>();
-  const upsertIfChanged = (pairs: SearchAttributeUpdatePair[]) => {
-    // Status churn is a defect: only what changed is written.
-    const changed = pairs.filter((p) => upserted.get(p.key.name) !== JSON.stringify(p.value));
-    if (changed.length === 0) return;
-    upsertSearchAttributes(changed);
-    for (const p of changed) upserted.set(p.key.name, JSON.stringify(p.value));
-  };
-  const seedUpserted = () => {
-    const current = workflowInfo().typedSearchAttributes;
-    for (const key of [DatumNode, DatumGeneration, DatumDigest, DatumStatus, DatumConditions, DatumMode]) {
-      const value = current.get(key);
-      if (value !== undefined) upserted.set(key.name, JSON.stringify(value));
-    }
-  };
-  seedUpserted();
-  upsertIfChanged([
-    { key: DatumNode, value: node },
-    { key: DatumGeneration, value: intent.generation },
-    { key: DatumDigest, value: intent.digest },
-  ]);
-
-  const record = (decision: Decision, force: boolean) => {
-    // Only a pass (not forced) judged a snapshot; a note carries the last one's observed_at.
-    if (!force) observationJudged(decision, nowIso());
-    if (decision.observation_fresh && decision.observed_at) lastVerifiedAt = decision.post_action_observation ? nowIso() : decision.observed_at;
-    // The node's current judgement, written or not: its recheck trigger times the next pass (a
-    // steady pass's trigger, not the one of the entry it matched, which is already due).
-    lastDecision = decision;
-    const fingerprint = decisionFingerprint(decision);
-    // Steady state: nothing changed, nothing written. A pass that acted is always recorded.
-    if (!force && decision.execution_evidence.length === 0 && fingerprint === lastFingerprint) return;
-    lastFingerprint = fingerprint;
-    const entry: LedgerEntry = { ...decision, ledger_version: LEDGER_VERSION, seq: nextSeq++, decided_at: nowIso(), workflow_id: workflowId };
-    ledger.push(entry);
-    unstored.push(entry);
-    if (ledger.length > LEDGER_TAIL * 2) ledger = ledger.slice(-LEDGER_TAIL);
-    decisionRecorded(decision);
-    upsertIfChanged([
-      { key: DatumStatus, value: decision.convergence_status },
-      { key: DatumConditions, value: [...new Set(decision.conditions.map((c) => c.type))].sort() },
-      ...(decision.mode ? [{ key: DatumMode, value: decision.mode } as SearchAttributeUpdatePair] : []),
-    ]);
-    upsertMemo({ [MEMO_SUMMARY]: summarize(decision) });
-    // Shown at the top of the workflow's page in the Web UI ("current details"); not history.
-    setCurrentDetails(`**${decision.convergence_status}** ${decision.reason} (generation ${decision.desired_generation})\n\n${decision.reason_detail}`);
-  };
-
-  /**
-   * Appends recorded entries to the fleet-wide store, oldest first. An entry the store could not
-   * take stays queued (and is carried across continue-as-new): the loop never stops for the
-   * store, and nothing recorded is dropped.
-   */
-  const flush = async () => {
-    while (unstored.length > 0) {
-      try {
-        await store.appendLedger({ entry: unstored[0], chain_id: chainId });
-        unstored.shift();
-      } catch (error) {
-        log.warn('ledger store did not take an entry; it stays queued', { seq: unstored[0].seq, error: String(error) });
-        return;
-      }
-    }
-  };
-
-  const readAuthority = async (): Promise<{ view: AuthorityView; read: AuthorityRead }> => {
-    const read = await control.readAuthority(node);
-    return { read, view: read.ok ? { ok: true, generation: read.intent.generation, digest: read.intent.digest } : { ok: false, error: read.error } };
-  };
-
-  const observe = async (): Promise<{ observation: Observation | null; unreachable: string | null }> => {
-    try {
-      return { observation: await observer.observe({ node, resources: resolvedResources(intent) }), unreachable: null };
-    } catch (error) {
-      return { observation: null, unreachable: describeFailure(error, intent.policy.node_timeout) };
-    }
-  };
-
-  /** One pass of the loop. Returns the decision to record. */
-  const pass = async (): Promise<Decision> => {
-    const pre = await observe();
-    // The authority is re-read after observing and before deciding, so no action runs on intent
-    // older than the snapshot it was planned from.
-    const { view } = await readAuthority();
-    const first = decide({ intent, authority: view, observation: pre.observation, unreachable: pre.unreachable, history, now: nowIso() });
-    if (first.decision.authorized_actions.length === 0 || !pre.observation) {
-      history = first.history;
-      return first.decision;
-    }
-    const actions = first.decision.authorized_actions;
-    const evidence: ExecutionEvidence[] = [];
-    let stopped: string | null = null;
-    for (const action of actions) {
-      if (stopped) {
-        evidence.push(skipped(action, stopped));
-        continue;
-      }
-      try {
-        evidence.push(await agent.apply({ node, action }));
-      } catch (error) {
-        const ev = failedEvidence(action, error, intent.policy.node_timeout);
-        evidence.push(ev);
-        stopped = `skipped: ${action.resource_key} ${ev.outcome} before it`;
-      }
-    }
-    // Convergence is judged only from a fresh probe taken after acting, never from the evidence.
-    const post = await observe();
-    const final = decide({
-      intent,
-      authority: view,
-      observation: post.observation,
-      unreachable: post.unreachable,
-      history,
-      now: nowIso(),
-      acted: { planned: first.decision.planned_actions, actions, evidence, pre: pre.observation },
-    });
-    history = final.history;
-    return final.decision;
-  };
-
-  const note = (n: Parameters<typeof noteDecision>[3]) => {
-    const r = noteDecision(intent, lastDecision, history, n, nowIso());
-    history = r.history;
-    record(r.decision, true);
-  };
-
-  /** Handles one queued signal; returns true when this loop has handed over and must end. */
-  const handle = async (signal: Pending): Promise<boolean> => {
-    const raw = signal.payload as { __recheck_error?: string } | undefined;
-    if (raw && typeof raw === 'object' && '__recheck_error' in raw) {
-      history = recordSignal(history, 'recheck', { error: raw.__recheck_error ?? 'invalid', at: nowIso() });
-      note({ reason: 'SIGNAL_REJECTED', detail: raw.__recheck_error ?? 'recheck rejected' });
-      return false;
-    }
-    if (signal.name === 'resolveConflict') {
-      const parsed = parseSignal('resolveConflict', signal.payload);
-      if (!parsed.ok) {
-        history = recordSignal(history, 'resolveConflict', { error: parsed.error, at: nowIso() });
-        note({ reason: 'SIGNAL_REJECTED', detail: parsed.error });
-        return false;
-      }
-      const resolved = recordResolution(recordSignal(history, 'resolveConflict', null), parsed.value, nowIso());
-      if (resolved.error) {
-        history = recordSignal(history, 'resolveConflict', { error: `resolveConflict rejected: ${resolved.error}`, at: nowIso() });
-        note({ reason: 'SIGNAL_REJECTED', detail: `resolveConflict for "${parsed.value.resource_key}" by ${parsed.value.by} rejected: ${resolved.error}.` });
-        return false;
-      }
-      history = resolved.history;
-      const v = parsed.value;
-      note({
-        reason: 'OPERATOR_RESOLUTION_RECORDED',
-        detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
-        trigger: { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' },
-      });
-      recheckRequested = true;
-      return false;
-    }
-    const parsed = parseSignal('refreshDesired', signal.payload);
-    if (!parsed.ok) {
-      history = recordSignal(history, 'refreshDesired', { error: parsed.error, at: nowIso() });
-      note({ reason: 'SIGNAL_REJECTED', detail: parsed.error });
-      return false;
-    }
-    history = recordSignal(history, 'refreshDesired', null);
-    const { read, view } = await readAuthority();
-    const verdict = judgeRefresh(intent, parsed.value, view);
-    if (verdict.verdict === 'refuse') {
-      note({ reason: 'REFRESH_REFUSED', detail: verdict.detail });
-      return false;
-    }
-    if (verdict.verdict === 'rebind') {
-      if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
-      intent = read.intent;
-      agent = agentFor(node, intent.policy.node_timeout);
-      observer = agentFor(node, intent.policy.node_timeout, OBSERVE_TIMEOUT);
-      watcher = watcherFor(node, intent.policy.node_timeout);
-      upsertIfChanged([{ key: DatumDigest, value: intent.digest }]);
-      note({ reason: 'REBOUND', detail: verdict.detail, trigger: { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } });
-      recheckRequested = true;
-      return false;
-    }
-    const successor = reconcileWorkflowId(node, parsed.value.generation);
-    try {
-      await startChild<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-        workflowId: successor,
-        taskQueue: CONTROL_TASK_QUEUE,
-        args: [{ node, generation: parsed.value.generation }],
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-        typedSearchAttributes: [
-          { key: DatumNode, value: node },
-          { key: DatumGeneration, value: parsed.value.generation },
-          { key: DatumDigest, value: parsed.value.digest },
-        ],
-      });
-    } catch (error) {
-      // Already running (a rollout started it first): attach, which needs nothing more.
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-    }
-    supersededBy = successor;
-    note({
-      status: 'SUPERSEDED',
-      reason: 'NEWER_GENERATION',
-      detail: verdict.detail.replace('datum/<node>/', `datum/${node}/`),
-      trigger: { trigger: 'NONE', not_before: null, detail: `${successor} owns the node now` },
-    });
-    return true;
-  };
-
-  for (;;) {
-    while (pending.length > 0) {
-      const done = await handle(pending.shift()!);
-      await flush();
-      if (done) {
-        await condition(allHandlersFinished);
-        return { node, generation: intent.generation, convergence_status: 'SUPERSEDED', superseded_by: supersededBy! };
-      }
-    }
-    recheckRequested = false;
-    watchFired = false;
-    record(await pass(), false);
-    await flush();
-    if (pending.length > 0 || recheckRequested) continue;
-
-    startWatch();
-    await condition(() => pending.length > 0 || recheckRequested || watchFired, waitMs(lastDecision, intent));
-
-    const info = workflowInfo();
-    if ((info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS) && pending.length === 0) {
-      await condition(allHandlersFinished);
-      const carry: ReconcileCarry = {
-        intent,
-        history,
-        ledger_tail: ledger.slice(-LEDGER_TAIL),
-        next_seq: nextSeq,
-        last_verified_at: lastVerifiedAt,
-        last_fingerprint: lastFingerprint,
-        last_decision: lastDecision,
-        runs,
-        unstored,
-      };
-      await continueAsNew<typeof reconcileNode>({ node, generation: input.generation, carry });
-    }
-  }
-}
+// ---------------------------------------------------------------------------------------------
+// Input: a workflow start is outside input, checked before anything else.
 
 function checkInput(input: ReconcileNodeInput): void {
   const problems: string[] = [];
@@ -484,55 +520,4 @@ function bindAtStart(read: AuthorityRead, input: ReconcileNodeInput): BoundInten
     );
   }
   return read.intent;
-}
-
-/** The resources as the agent needs them: artifacts at the locations the controller resolved. */
-function resolvedResources(intent: BoundIntent): BoundIntent['resources'] {
-  const out: BoundIntent['resources'] = {};
-  for (const [key, spec] of Object.entries(intent.resources)) {
-    out[key] = spec.type === 'release' && intent.locations?.[key] ? { ...spec, artifact: intent.locations[key] } : spec;
-  }
-  return out;
-}
-
-function waitMs(decision: Decision | null, intent: BoundIntent): number {
-  const resync = durationMs(intent.policy.resync_interval);
-  const notBefore = decision?.recheck_trigger.not_before;
-  // A TIMER trigger, or another trigger the loop can meet itself at a time (a stale snapshot).
-  if (notBefore) {
-    return Math.max(0, Math.min(Date.parse(notBefore) - Date.now(), decision.convergence_status === 'RETRY' ? Number.MAX_SAFE_INTEGER : resync));
-  }
-  return resync;
-}
-
-function describeFailure(error: unknown, nodeTimeout: string): string {
-  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
-    return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
-  }
-  if (error instanceof ActivityFailure && error.cause) return `${error.cause.name}: ${error.cause.message}`;
-  return error instanceof Error ? error.message : String(error);
-}
-
-function failedEvidence(action: AuthorizedAction, error: unknown, nodeTimeout: string): ExecutionEvidence {
-  const cause = error instanceof ActivityFailure ? error.cause : undefined;
-  const refusal = cause instanceof ApplicationFailure && (REFUSALS as readonly string[]).includes(cause.type ?? '') ? `${cause.type}: ${cause.message}` : null;
-  return {
-    resource_key: action.resource_key,
-    action: action.action,
-    idempotency_key: action.idempotency_key,
-    outcome: refusal ? 'refused' : 'failed',
-    executed_at: nowIso(),
-    marker_after: null,
-    detail: refusal ?? describeFailure(error, nodeTimeout),
-    refusal,
-  };
-}
-
-function skipped(action: AuthorizedAction, why: string): ExecutionEvidence {
-  return { resource_key: action.resource_key, action: action.action, idempotency_key: action.idempotency_key, outcome: 'failed', executed_at: nowIso(), marker_after: null, detail: why, refusal: null };
-}
-
-function summarize(d: Decision): string {
-  const line = `${d.convergence_status} ${d.reason} (gen ${d.desired_generation}): ${d.reason_detail}`;
-  return line.length > 240 ? `${line.slice(0, 237)}...` : line;
 }
