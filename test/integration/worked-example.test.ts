@@ -112,8 +112,13 @@ describe('the four probes', () => {
     const gen2 = await stack.startNode(node, 2);
     const state = await stack.waitFor(gen2, (s) => s.convergence_status === 'BLOCKED');
     expect(state).toMatchObject({ reason: 'STALE_OBSERVATION', recheck_trigger: { trigger: 'FRESH_OBSERVATION' } });
-    await new Promise((r) => setTimeout(r, 3000)); // several more passes
+    // Three more passes, each on a new (and again stale) snapshot: last_verified_at never moves
+    // for a stale one, so the passes are counted by the observations the loop asked for.
+    const { after } = await stack.waitForObservePasses(gen2, 3);
+    expect(after.scheduled.apply ?? 0).toBe(0);
+    expect(await stack.state(gen2)).toMatchObject({ convergence_status: 'BLOCKED', reason: 'STALE_OBSERVATION', last_verified_at: null });
     const ledger = await stack.ledger(gen2);
+    expect(ledger.length).toBeGreaterThan(0);
     expect(ledger.every((e) => e.authorized_actions.length === 0 && e.execution_evidence.length === 0)).toBe(true);
     expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.3');
     expect((await health(stack.fleet.root(node))).build).toBe('7.3');
@@ -130,12 +135,16 @@ describe('the four probes', () => {
     const flag = path.join(stack.fleet.root(node), 'flags/maintenance.json');
     // The flag does not exist yet (operator-owned: Datum never wrote it); the operator sets it.
     await fs.mkdir(path.dirname(flag), { recursive: true });
+    const before = await stack.ledger(handle);
     await fs.writeFile(flag, 'true\n');
     await handle.signal(recheckSignal, {});
     await stack.waitFor(handle, (_s, ledger) => ledger.some((e) => e.operator_exceptions.some((x) => x.observed === true)));
-    const state = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
-    expect(state.reason).toBe('ALREADY_CONVERGED');
+    const seen = (await stack.ledger(handle)).find((e) => e.operator_exceptions.some((x) => x.observed === true))!;
+    // Two more passes after the one that saw the operator's flag: none acts on anything.
+    const state = await stack.waitForPass(handle, Date.parse(seen.decided_at), 2);
+    expect(state).toMatchObject({ convergence_status: 'CONVERGED', reason: 'ALREADY_CONVERGED' });
     const ledger = await stack.ledger(handle);
+    expect(ledger.slice(before.length).flatMap((e) => [...e.authorized_actions, ...e.execution_evidence])).toEqual([]);
     expect(ledger.flatMap((e) => e.authorized_actions).map((a) => a.resource_key)).not.toContain('maintenance');
     expect(await fs.readFile(flag, 'utf8')).toBe('true\n');
     await handle.terminate('test done');
