@@ -26,10 +26,11 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(planItems(intent, pre.assessments, history.action_seq + 1), pre, next, writers.blocking, intent.policy.retry_budget);
   const planned = authorizations.map(toPlanned);
+  const authorized = planned.filter((p) => p.authorized);
   const withheldFor = (kind: WithheldCause['kind']) => authorizations.filter((x) => x.cause?.kind === kind).map((x) => x.action.resource_key);
   return {
     planned,
-    authorized: planned.filter((p) => p.authorized).map(toAuthorized),
+    authorized: authorized.map(toAuthorized),
     history: next,
     conflict_evidence: writers.evidence,
     evidence: {
@@ -48,7 +49,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
       ineffective: [],
       failed: [],
       budget_withheld: withheldFor('budget'),
-      authorized: planned.filter((p) => p.authorized).map((p) => p.resource_key),
+      authorized: authorized.map((p) => p.resource_key),
       drifted_meanwhile: [],
       executed: false,
       ...resourceConcerns(pre, planned),

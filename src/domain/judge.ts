@@ -17,7 +17,7 @@ type ActionVerdict =
   | { kind: 'took'; proof: RepairRecord | null }
   /** The marker moved after our own write: another writer. */
   | { kind: 'overwritten'; sequence: WriterEvidence[] }
-  /** Still differs, with the marker our own write left (seed probe 4). */
+  /** Still differs, and nothing shows another writer: the marker is our own write's, or unknown (seed probe 4). */
   | { kind: 'ineffective' };
 
 /** An action was carried out: it counts toward attempt_count and can have taken. */
