@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { InvalidAgentConfig, type AgentConfig } from '../domain';
+import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type AgentConfig, type Mode } from '../domain';
 import { parseAgentConfigText } from '../domain/documents';
 
 /**
@@ -45,11 +45,19 @@ export async function listFleetAgents(fleetDir: string): Promise<FleetAgentFile[
     .map((f) => ({ node: f.replace(/\.yaml$/, ''), file: path.join(dir, f) }));
 }
 
-/** The effective mode of one resource: observe when the host or the resource says so. */
-export function effectiveMode(config: AgentConfig, resourceKey: string): { mode: 'observe' | 'enforce'; because: string | null } {
-  if (config.reconciliation.mode === 'observe') return { mode: 'observe', because: 'the host is in observe mode (reconciliation.mode: observe)' };
-  if (config.reconciliation.resources[resourceKey] === 'observe') {
-    return { mode: 'observe', because: `the resource is set to observe (reconciliation.resources.${resourceKey}: observe)` };
-  }
-  return { mode: 'enforce', because: null };
+/**
+ * The effective mode of one resource, by the domain's one rule (observe when the host or the
+ * resource says so), with the agent.yaml setting that made it observe, for the refusal's words.
+ */
+export function effectiveMode(config: AgentConfig, resourceKey: string): { mode: Mode; because: string | null } {
+  const { mode: host, resources } = config.reconciliation;
+  const mode = domainEffectiveMode({ mode: host, resource_modes: resources }, resourceKey);
+  if (mode === 'enforce') return { mode, because: null };
+  return {
+    mode,
+    because:
+      host === 'observe'
+        ? 'the host is in observe mode (reconciliation.mode: observe)'
+        : `the resource is set to observe (reconciliation.resources.${resourceKey}: observe)`,
+  };
 }
