@@ -93,6 +93,8 @@ describe('bad input reaches no node', () => {
     await stack.startAgent(node);
     const handle = await stack.startNode(node, 1);
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    const actedBefore = (await handle.query(ledgerQuery)).filter((e) => e.authorized_actions.length > 0).length;
+    const configBefore = await fs.readFile(path.join(stack.fleet.root(node), 'etc/app/config.json'), 'utf8');
     await handle.signal('resolveConflict', { resource_key: 'config', resolution: 'maybe' });
     const state = await stack.waitFor(handle, (s) => s.conditions.some((c) => c.type === 'INVALID_SIGNAL'));
     expect(state.convergence_status).toBe('CONVERGED');
@@ -111,7 +113,12 @@ describe('bad input reaches no node', () => {
     if (!read.ok) throw new Error(read.error);
     await handle.signal('refreshDesired', { generation: 1, digest: read.intent.digest });
     await stack.waitFor(handle, (s) => signalsIn(s).join() === 'resolveConflict');
-    expect(statusesOf(await handle.query(ledgerQuery))).toContain('CONVERGED/REBOUND');
+    const rebound = (await handle.query(ledgerQuery)).find((e) => e.reason === 'REBOUND');
+    expect(rebound?.convergence_status).toBe('CONVERGED');
+    // … and nothing else changed: the passes after it find the node converged and act on nothing.
+    expect((await stack.waitForPass(handle, Date.parse(rebound!.decided_at), 2)).convergence_status).toBe('CONVERGED');
+    expect((await handle.query(ledgerQuery)).filter((e) => e.authorized_actions.length > 0)).toHaveLength(actedBefore);
+    expect(await fs.readFile(path.join(stack.fleet.root(node), 'etc/app/config.json'), 'utf8')).toBe(configBefore);
     await handle.terminate('test done');
     await stack.recordHistory(handle, 'malformed-signals');
   });
@@ -166,6 +173,9 @@ describe('bad input reaches no node', () => {
     const after = (await listTree(stack.fleet.dir)).filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`);
     expect(after).toEqual(before.filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`));
     await expect(fs.access(path.join(path.dirname(stack.fleet.dir), 'escaped.txt'))).rejects.toThrow();
+    // Nothing was unpacked inside the root either: no releases/6.6, and current not switched.
+    await expect(fs.access(path.join(stack.fleet.root(node), 'releases/6.6'))).rejects.toThrow(/ENOENT/);
+    await expect(fs.lstat(path.join(stack.fleet.root(node), 'current'))).rejects.toThrow(/ENOENT/);
     await handle.terminate('test done');
   });
 });
@@ -216,11 +226,19 @@ describe('controller worker killed mid-pass', () => {
     expect((await fs.readdir(journal)).length).toBe(journalBefore + 3);
     expect(await fs.readFile(path.join(root, 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 16 }));
     expect((await gen2.query(stateQuery)).conditions).toEqual([]);
-    // The store the killed worker and its successor share holds every entry once.
-    const stored = await stack.ledgerStore.list(node, { workflowId: gen2.workflowId });
-    expect(stored.map((e) => e.seq)).toEqual(ledger.map((e) => e.seq));
+    // The loop that finished is the run started for generation 2, not a new one: it reports its
+    // own id, and the crash neither restarted nor continued it as another run.
+    const expectedId = 'datum/K-1/gen-2';
+    expect(reconcileWorkflowId(node, 2)).toBe(expectedId);
+    expect(state.workflow_id).toBe(expectedId);
+    const described = await gen2.describe();
+    expect([described.workflowId, described.runId]).toEqual([expectedId, gen2.firstExecutionRunId]);
+    expect(new Set(ledger.map((e) => e.workflow_id))).toEqual(new Set([expectedId]));
+    // The store the killed worker and its successor share holds every entry of generation 2 once,
+    // each under that id.
+    const stored = (await stack.ledgerStore.list(node)).filter((e) => e.desired_generation === 2);
+    expect(stored.map((e) => [e.workflow_id, e.seq])).toEqual(ledger.map((e) => [expectedId, e.seq]));
     await gen2.terminate('test done');
     await stack.recordHistory(gen2, 'controller-killed-mid-pass');
-    expect(reconcileWorkflowId(node, 2)).toBe(gen2.workflowId);
   });
 });
