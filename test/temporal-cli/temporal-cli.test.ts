@@ -139,9 +139,20 @@ describe.sequential('temporal CLI against Datum', () => {
   });
 
   it('`signal --name recheck` is accepted; a malformed resolveConflict shows as INVALID_SIGNAL in `state`', async () => {
+    const sent = Date.now();
     await temporal(RECHECK);
-    const afterRecheck = await queryState();
-    expect((afterRecheck.conditions ?? []).map((c) => c.type)).not.toContain('INVALID_SIGNAL');
+    // Accepted: two passes judge fresh snapshots taken after it (the first may have been under
+    // way when the signal came; the second began after the loop handled it), and neither
+    // raised INVALID_SIGNAL.
+    let verified = sent;
+    let afterRecheck: NodeState | undefined;
+    for (const pass of ['first', 'second']) {
+      const since = verified;
+      afterRecheck = await poll(`the ${pass} pass after recheck`, queryState, (s) => s.last_verified_at !== null && Date.parse(s.last_verified_at) > since);
+      verified = Date.parse(afterRecheck.last_verified_at!);
+    }
+    expect((afterRecheck!.conditions ?? []).map((c) => c.type)).not.toContain('INVALID_SIGNAL');
+    expect(afterRecheck!.convergence_status).toBe('CONVERGED');
 
     await temporal(RESOLVE_MALFORMED);
     const state = await poll('INVALID_SIGNAL', queryState, (s) => (s.conditions ?? []).some((c) => c.type === 'INVALID_SIGNAL'));
