@@ -33,9 +33,14 @@ describe('rollout', () => {
     expect(result.generation).toBe(2);
     const byNode = Object.fromEntries(result.nodes.map((n) => [n.node, n]));
     expect(byNode['W-1']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', workflow_id: reconcileWorkflowId('W-1', 2), handed_over_from: [reconcileWorkflowId('W-1', 1)] });
-    expect(byNode['W-2']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', handed_over_from: [] });
+    expect(byNode['W-2']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', workflow_id: reconcileWorkflowId('W-2', 2), handed_over_from: [] });
     expect(byNode['W-3']).toMatchObject({ outcome: 'refused' });
     expect((byNode['W-3'] as { error: string }).error).toMatch(/the authority for W-3 is at generation 1, not 2 — fix:/);
+    // One loop per node it accepted, each running generation 2 and reporting its own id; none for W-3.
+    for (const node of ['W-1', 'W-2']) {
+      expect(await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).query(stateQuery)).toMatchObject({ node, workflow_id: reconcileWorkflowId(node, 2), desired_generation: 2 });
+    }
+    await expect(stack.client.workflow.getHandle(reconcileWorkflowId('W-3', 2)).describe()).rejects.toThrow(/not found/i);
 
     expect(await old.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId('W-1', 2) });
     expect((await old.query(stateQuery)).convergence_status).toBe('SUPERSEDED');
