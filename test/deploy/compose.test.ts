@@ -455,6 +455,10 @@ describe('docker-compose.yml', () => {
         expect(seen.get(p.hostPort), `host port ${p.hostPort} of ${name} is free`).toBeUndefined();
         seen.set(p.hostPort, name);
         expect(p.hostIp, `${name} publishes on an explicit interface (default 127.0.0.1 in env.example)`).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+        // Listened on by the service's own account (its expose list or a *_PORT setting), not
+        // only because it is published (listensOn counts published ports too).
+        const declared = new Set([...(s.expose ?? []).map(String), ...Object.entries(environmentOf(s)).filter(([k]) => /_PORT$/.test(k)).map(([, v]) => v)]);
+        expect([...declared], `${name} listens on container port ${p.containerPort}`).toContain(p.containerPort);
       }
     }
     expect(seen.size, 'the frontend and the Web UI are published').toBeGreaterThanOrEqual(2);
