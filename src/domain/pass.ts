@@ -22,6 +22,12 @@ export interface PassPorts {
   now(): string;
 }
 
+/** What a pass decided before acting (first) and, when it acted, on the fresh probe (final). */
+export interface PassOutcome {
+  first: DecideResult;
+  final: DecideResult;
+}
+
 /**
  * One pass of the loop:
  *   1. observe: a fresh snapshot from the node itself;
@@ -33,16 +39,16 @@ export interface PassPorts {
  *   5. probe: a fresh post-action snapshot, the only thing that can show convergence;
  *   6. judge the probe against what was done.
  */
-export async function runPass(ports: PassPorts, intent: BoundIntent, history: History): Promise<DecideResult> {
+export async function runPass(ports: PassPorts, intent: BoundIntent, history: History): Promise<PassOutcome> {
   const pre = await ports.observe();
   const authority = await ports.readAuthority();
   const first = decide({ intent, authority, observation: pre.observation, unreachable: pre.unreachable, history, now: ports.now() });
   const actions = first.decision.authorized_actions;
-  if (actions.length === 0 || !pre.observation) return first;
+  if (actions.length === 0 || !pre.observation) return { first, final: first };
 
   const evidence = await act(ports, actions);
   const post = await ports.observe();
-  return decide({
+  const final = decide({
     intent,
     authority,
     observation: post.observation,
@@ -51,6 +57,7 @@ export async function runPass(ports: PassPorts, intent: BoundIntent, history: Hi
     now: ports.now(),
     acted: { planned: first.decision.planned_actions, actions, evidence, pre: pre.observation },
   });
+  return { first, final };
 }
 
 async function act(ports: PassPorts, actions: AuthorizedAction[]): Promise<ExecutionEvidence[]> {

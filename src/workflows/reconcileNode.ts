@@ -84,9 +84,9 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     // 2. One pass (observe, decide, act where authorized, probe, decide), then record it.
     loop.recheckRequested = false;
     loop.watchFired = false;
-    const result = await runPass(passPorts(loop), loop.intent, loop.history);
-    loop.history = result.history;
-    record(loop, result.decision, 'pass');
+    const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
+    loop.history = final.history;
+    record(loop, final.decision, 'pass');
     await flushLedger(loop);
     if (loop.pending.length > 0 || loop.recheckRequested) continue;
 

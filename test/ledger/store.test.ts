@@ -30,10 +30,15 @@ import { later, n24After, n24Before, NOW, oursFor, pass, snapshot } from '../uni
 // --- realistic entries, made by the domain -------------------------------------------------------
 
 /** The seed's repair: build 7.3 → 7.4, app restarted, maintenance left to the operator. */
-const repaired = (): Decision =>
-  pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) })).final.decision;
+let REPAIRED: Decision;
+const repaired = (): Decision => structuredClone(REPAIRED);
 /** An hour-old observation: BLOCKED on STALE_OBSERVATION with one condition. */
-const blocked = (): Decision => pass(snapshot(n24Before(), { at: later(-3_600_000) }), null).final.decision;
+let BLOCKED: Decision;
+const blocked = (): Decision => structuredClone(BLOCKED);
+beforeAll(async () => {
+  REPAIRED = (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final.decision;
+  BLOCKED = (await pass(snapshot(n24Before(), { at: later(-3_600_000) }), null)).final.decision;
+});
 
 const WORKFLOW = reconcileWorkflowId('N-24', 12);
 const CHAIN = 'run-0001';

@@ -1,14 +1,18 @@
 import {
   addMs,
   bindIntent,
-  decide,
+  runPass,
   desiredValue,
   emptyHistory,
   observation as observationSchema,
   validateDesiredState,
+  type ApplyFailure,
   type AuthorityView,
+  type AuthorizedAction,
   type BoundIntent,
   type DecideResult,
+  type PassOutcome,
+  type PassPorts,
   type ExecutionEvidence,
   type History,
   type Json,
@@ -91,41 +95,33 @@ export interface PassOptions {
   authority?: AuthorityView;
   history?: History;
   now?: string;
-  /** What the agent reports for each action; default: applied, leaving marker `ours:<key>`. */
-  evidence?: (key: string, action: string) => Partial<ExecutionEvidence>;
+  /** What the agent answers for each action; default: applied, leaving marker `ours:<key>`. */
+  answer?: (action: AuthorizedAction) => ExecutionEvidence | ApplyFailure;
 }
 
 /**
- * One whole pass as the workflow runs it: decide on `pre`, run the authorized actions (as the
- * agent would report them) and decide again on the fresh `post` probe.
+ * The loop's real pass (src/domain/pass.ts) over a node that answers with `pre`, then with the
+ * fresh probe `post` (null: the agent is gone by then), and applies as `answer` says.
  */
-export function pass(pre: Observation, post: ((afterActing: DecideResult) => Observation | null) | null, o: PassOptions = {}) {
+export function pass(pre: Observation, post: (() => Observation | null) | null, o: PassOptions = {}): Promise<PassOutcome> {
   const intent = o.intent ?? n24();
   const now = o.now ?? NOW;
-  const authority = o.authority ?? authorityOf(intent);
-  const first = decide({ intent, authority, observation: pre, history: o.history ?? emptyHistory(), now });
-  if (first.decision.authorized_actions.length === 0 || post === null) return { first, final: first };
-  const evidence: ExecutionEvidence[] = first.decision.authorized_actions.map((a) => ({
-    resource_key: a.resource_key,
-    action: a.action,
-    idempotency_key: a.idempotency_key,
-    outcome: 'applied',
-    executed_at: now,
-    marker_after: `ours:${a.resource_key}`,
-    detail: 'exit 0',
-    refusal: null,
-    ...o.evidence?.(a.resource_key, a.action),
-  }));
-  const final = decide({
-    intent,
-    authority,
-    observation: post(first),
-    unreachable: 'agent stopped',
-    history: o.history ?? emptyHistory(),
-    now,
-    acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence, pre },
-  });
-  return { first, final };
+  let observed = 0;
+  const ports: PassPorts = {
+    observe: () => {
+      const observation = observed++ === 0 ? pre : (post?.() ?? null);
+      return Promise.resolve({ observation, unreachable: observation ? null : 'agent stopped' });
+    },
+    readAuthority: () => Promise.resolve(o.authority ?? authorityOf(intent)),
+    apply: (a) => Promise.resolve(o.answer?.(a) ?? applied(a, now)),
+    now: () => now,
+  };
+  return runPass(ports, intent, o.history ?? emptyHistory());
+}
+
+/** What the agent answers for an action it carried out: applied, leaving marker `ours:<key>`. */
+export function applied(a: AuthorizedAction, at = NOW): ExecutionEvidence {
+  return { resource_key: a.resource_key, action: a.action, idempotency_key: a.idempotency_key, outcome: 'applied', executed_at: at, marker_after: `ours:${a.resource_key}`, detail: 'exit 0', refusal: null };
 }
 
 /** Markers that match what `pass` reports our own writes left. */

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   decisionFingerprint,
   evidenceOfFailure,
@@ -27,24 +27,24 @@ function decisionWith(status: ConvergenceStatus, notBefore: string | null): Deci
   return { ...base, convergence_status: status, recheck_trigger: { trigger: notBefore ? 'TIMER' : 'FRESH_OBSERVATION', not_before: notBefore, detail: 'test' } };
 }
 
-let cached: Decision | null = null;
-function snapshotDecision(): Decision {
-  cached ??= pass(snapshot(n24After()), null).first.decision;
-  return cached;
-}
+let STEADY: Decision;
+const snapshotDecision = (): Decision => STEADY;
+beforeAll(async () => {
+  STEADY = (await pass(snapshot(n24After()), null)).first.decision;
+});
 
 const at = (ms: number) => new Date(nowMs + ms).toISOString();
 
 describe('nextWakeMs: when the next pass runs', () => {
-  const rows: { name: string; decision: Decision | null; wake: number }[] = [
-    { name: 'no decision yet: resync', decision: null, wake: 30_000 },
-    { name: 'a trigger without a time (waiting for evidence): resync', decision: decisionWith('BLOCKED', null), wake: 30_000 },
-    { name: 'a stale snapshot re-taken in 10 s: 10 s', decision: decisionWith('BLOCKED', at(10_000)), wake: 10_000 },
-    { name: 'a time past resync is cut to resync (the loop still re-observes)', decision: decisionWith('CONVERGED', at(5 * 60_000)), wake: 30_000 },
-    { name: "a RETRY's backoff is honoured even past resync (the budget's pacing)", decision: decisionWith('RETRY', at(5 * 60_000)), wake: 5 * 60_000 },
-    { name: 'a time already passed: at once, never negative', decision: decisionWith('CONVERGED', at(-1000)), wake: 0 },
+  const rows: { name: string; decision: () => Decision | null; wake: number }[] = [
+    { name: 'no decision yet: resync', decision: () => null, wake: 30_000 },
+    { name: 'a trigger without a time (waiting for evidence): resync', decision: () => decisionWith('BLOCKED', null), wake: 30_000 },
+    { name: 'a stale snapshot re-taken in 10 s: 10 s', decision: () => decisionWith('BLOCKED', at(10_000)), wake: 10_000 },
+    { name: 'a time past resync is cut to resync (the loop still re-observes)', decision: () => decisionWith('CONVERGED', at(5 * 60_000)), wake: 30_000 },
+    { name: "a RETRY's backoff is honoured even past resync (the budget's pacing)", decision: () => decisionWith('RETRY', at(5 * 60_000)), wake: 5 * 60_000 },
+    { name: 'a time already passed: at once, never negative', decision: () => decisionWith('CONVERGED', at(-1000)), wake: 0 },
   ];
-  for (const row of rows) it(row.name, () => expect(nextWakeMs(row.decision, policy, nowMs)).toBe(row.wake));
+  for (const row of rows) it(row.name, () => expect(nextWakeMs(row.decision(), policy, nowMs)).toBe(row.wake));
 });
 
 describe('mayWatch: when event-driven observation may run', () => {
@@ -87,8 +87,8 @@ describe('shouldWrite: what reaches the ledger', () => {
     expect(shouldWrite(steady(), 'pass', decisionFingerprint(steady()))).toEqual({ write: false, fingerprint: decisionFingerprint(steady()) });
   });
   it('a note is always written, even when nothing changed', () => expect(shouldWrite(steady(), 'note', decisionFingerprint(steady())).write).toBe(true));
-  it('a pass that acted is always written', () => {
-    const { final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+  it('a pass that acted is always written', async () => {
+    const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
     expect(final.decision.execution_evidence.length).toBeGreaterThan(0);
     expect(shouldWrite(final.decision, 'pass', decisionFingerprint(final.decision)).write).toBe(true);
   });
@@ -99,9 +99,9 @@ describe('shouldWrite: what reaches the ledger', () => {
 });
 
 describe('verifiedAt: when the node was last verified', () => {
-  const d = snapshotDecision();
-  it('a fresh pre-action snapshot: its observed_at', () => expect(verifiedAt(d, at(5000), null)).toBe(d.observed_at));
-  it('a fresh post-action probe: the moment of deciding', () => expect(verifiedAt({ ...d, post_action_observation: {} }, at(5000), null)).toBe(at(5000)));
-  it('a stale snapshot verifies nothing: unchanged', () => expect(verifiedAt({ ...d, observation_fresh: false }, at(5000), at(-1))).toBe(at(-1)));
-  it('no snapshot verifies nothing: unchanged', () => expect(verifiedAt({ ...d, observed_at: null }, at(5000), null)).toBeNull());
+  const d = () => snapshotDecision();
+  it('a fresh pre-action snapshot: its observed_at', () => expect(verifiedAt(d(), at(5000), null)).toBe(d().observed_at));
+  it('a fresh post-action probe: the moment of deciding', () => expect(verifiedAt({ ...d(), post_action_observation: {} }, at(5000), null)).toBe(at(5000)));
+  it('a stale snapshot verifies nothing: unchanged', () => expect(verifiedAt({ ...d(), observation_fresh: false }, at(5000), at(-1))).toBe(at(-1)));
+  it('no snapshot verifies nothing: unchanged', () => expect(verifiedAt({ ...d(), observed_at: null }, at(5000), null)).toBeNull());
 });

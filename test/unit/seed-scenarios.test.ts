@@ -11,20 +11,20 @@ import { D6, MAINTENANCE_OVERRIDE, NOW, actionsOf, authorityOf, later, n24, n24A
 const MIN = 60_000;
 
 /** A converged history whose last repair put config back to D7 at NOW (for the conflict window). */
-function afterConfigRepair() {
+async function afterConfigRepair() {
   const pre = snapshot({ ...n24After(), config: D6(), app: { build: '7.4', config_sha256: D6() } });
-  const { final } = pass(pre, () => snapshot({ ...n24After(), markers: oursFor(['config', 'app']) }));
+  const { final } = await pass(pre, () => snapshot({ ...n24After(), markers: oursFor(['config', 'app']) }));
   expect(final.decision.convergence_status).toBe('CONVERGED');
   return final.history;
 }
 
 /** Runs probe 4 `attempts` times in a row: every apply "succeeds" and nothing changes. */
-function ineffectiveRepairs(attempts: number): DecideResult {
+async function ineffectiveRepairs(attempts: number): Promise<DecideResult> {
   let history = emptyHistory();
   let last: DecideResult | undefined;
   for (let i = 1; i <= attempts; i++) {
     const at = later(i * MIN);
-    const { final } = pass(snapshot(n24Before(), { at }), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }, { at }), { history, now: at });
+    const { final } = await pass(snapshot(n24Before(), { at }), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }, { at }), { history, now: at });
     history = final.history;
     last = final;
   }
@@ -33,7 +33,7 @@ function ineffectiveRepairs(attempts: number): DecideResult {
 
 interface Row {
   name: string;
-  run: () => DecideResult;
+  run: () => DecideResult | Promise<DecideResult>;
   status: string;
   reason: string;
   trigger: RecheckTriggerKind;
@@ -43,7 +43,7 @@ interface Row {
 const rows: Row[] = [
   {
     name: 'worked example: only the managed drift of N-24 is authorized',
-    run: () => pass(snapshot(n24Before()), null).first,
+    run: async () => (await pass(snapshot(n24Before()), null)).first,
     status: 'DRIFTED',
     reason: 'DRIFT_DETECTED',
     trigger: 'NONE',
@@ -51,7 +51,7 @@ const rows: Row[] = [
   },
   {
     name: 'worked example: a fresh post-action snapshot showing 7.4 + D7 gives CONVERGED',
-    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) })).final,
+    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final,
     status: 'CONVERGED',
     reason: 'CONVERGED_AFTER_REPAIR',
     trigger: 'TIMER',
@@ -75,8 +75,8 @@ const rows: Row[] = [
   },
   {
     name: 'probe 3: replaying the same generation after convergence',
-    run: () => {
-      const { final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+    run: async () => {
+      const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
       const at = later(MIN);
       return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at }), history: final.history, now: at });
     },
@@ -103,8 +103,8 @@ const rows: Row[] = [
   },
   {
     name: 'probe 4: after the budget is spent nothing more is tried',
-    run: () => {
-      const spent = ineffectiveRepairs(3);
+    run: async () => {
+      const spent = await ineffectiveRepairs(3);
       return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(5 * MIN) }), history: spent.history, now: later(5 * MIN) });
     },
     status: 'BLOCKED',
@@ -136,7 +136,7 @@ const rows: Row[] = [
   },
   {
     name: 'conflicting writer: the change marker moved after our own write',
-    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } })).final,
+    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }))).final,
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
     trigger: 'OPERATOR_RESOLUTION',
@@ -144,9 +144,9 @@ const rows: Row[] = [
   },
   {
     name: 'conflicting writer: a repaired file flips away within conflict_window',
-    run: () => {
+    run: async () => {
       const at = later(5 * MIN);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: afterConfigRepair(), now: at });
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: await afterConfigRepair(), now: at });
     },
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
@@ -155,9 +155,9 @@ const rows: Row[] = [
   },
   {
     name: 'ordinary drift: the same flip after conflict_window starts a new episode',
-    run: () => {
+    run: async () => {
       const at = later(11 * MIN);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: afterConfigRepair(), now: at });
+      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: await afterConfigRepair(), now: at });
     },
     status: 'DRIFTED',
     reason: 'DRIFT_DETECTED',
@@ -166,7 +166,7 @@ const rows: Row[] = [
   },
   {
     name: 'not a conflict: an unchanged marker with the old value is probe 4',
-    run: () => pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) })).final,
+    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }))).final,
     status: 'RETRY',
     reason: 'ACTION_INEFFECTIVE',
     trigger: 'TIMER',
@@ -182,9 +182,9 @@ const rows: Row[] = [
   },
   {
     name: 'observe mode (one resource): the rest is repaired, the host is never CONVERGED while drift exists',
-    run: () => {
+    run: async () => {
       const pre = snapshot({ ...n24Before(), config: D6(), app: { build: '7.3', config_sha256: D6() } }, { resource_modes: { config: 'observe' } });
-      return pass(pre, () => snapshot({ ...n24After(), config: D6(), app: { build: '7.3', config_sha256: D6() }, markers: oursFor(['build']) }, { resource_modes: { config: 'observe' } })).final;
+      return (await pass(pre, () => snapshot({ ...n24After(), config: D6(), app: { build: '7.3', config_sha256: D6() }, markers: oursFor(['build']) }, { resource_modes: { config: 'observe' } }))).final;
     },
     status: 'DRIFTED',
     reason: 'OBSERVE_MODE_DRIFT',
@@ -245,8 +245,8 @@ const rows: Row[] = [
 ];
 
 describe('seed scenarios', () => {
-  it.each(rows)('$name', (row) => {
-    const { decision } = row.run();
+  it.each(rows)('$name', async (row) => {
+    const { decision } = await row.run();
     expect(decision.convergence_status).toBe(row.status);
     expect(decision.reason).toBe(row.reason);
     expect(decision.recheck_trigger.trigger).toBe(row.trigger);
@@ -256,8 +256,8 @@ describe('seed scenarios', () => {
 });
 
 describe('seed scenarios: what else each must show', () => {
-  it('worked example: maintenance is an operator exception with its provenance and is never acted on', () => {
-    const { first, final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+  it('worked example: maintenance is an operator exception with its provenance and is never acted on', async () => {
+    const { first, final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
     for (const d of [first.decision, final.decision]) {
       expect(d.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true }]);
       expect(d.resources.find((r) => r.resource_key === 'maintenance')?.ownership).toBe('OPERATOR_OWNED');
@@ -268,8 +268,8 @@ describe('seed scenarios: what else each must show', () => {
     expect(final.decision.post_action_observation).toMatchObject({ resources: { build: { drift: false }, app: { drift: false } } });
   });
 
-  it('every action binds the resource to the generation and digest', () => {
-    const { first } = pass(snapshot(n24Before()), null);
+  it('every action binds the resource to the generation and digest', async () => {
+    const { first } = await pass(snapshot(n24Before()), null);
     const intent = n24();
     for (const a of first.decision.authorized_actions) {
       expect(a.desired_generation).toBe(12);
@@ -278,16 +278,16 @@ describe('seed scenarios: what else each must show', () => {
     }
   });
 
-  it('probe 3: the replay carries the same idempotency key as the original action, and none differs', () => {
-    const { first, final } = pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+  it('probe 3: the replay carries the same idempotency key as the original action, and none differs', async () => {
+    const { first, final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
     const original = first.decision.authorized_actions.find((a) => a.resource_key === 'build')!;
     const replay = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at: later(MIN) }), history: final.history, now: later(MIN) });
     expect(replay.decision.resources.find((r) => r.resource_key === 'build')?.idempotency_key).toBe(original.idempotency_key);
     expect(replay.decision.planned_actions).toEqual([]);
   });
 
-  it('probe 4: attempts count up with backoff, and CONVERGED never appears while the probe differs', () => {
-    const statuses = [1, 2, 3].map((n) => ineffectiveRepairs(n).decision);
+  it('probe 4: attempts count up with backoff, and CONVERGED never appears while the probe differs', async () => {
+    const statuses = await Promise.all([1, 2, 3].map(async (n) => (await ineffectiveRepairs(n)).decision));
     expect(statuses.map((d) => [d.convergence_status, d.attempt_count, d.backoff.next_delay])).toEqual([
       ['RETRY', 1, '5s'],
       ['RETRY', 2, '10s'],
@@ -311,8 +311,8 @@ describe('seed scenarios: what else each must show', () => {
     expect(refreshed.decision.conditions).toEqual([]);
   });
 
-  it('conflicting writer: evidence is the (time, value, marker) sequence and the loop stops acting', () => {
-    const { final } = pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }));
+  it('conflicting writer: evidence is the (time, value, marker) sequence and the loop stops acting', async () => {
+    const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }));
     const evidence = final.decision.conflicting_writer_evidence!;
     expect(evidence.map((e) => e.resource_key)).toEqual(['build']);
     expect(evidence[0].sequence.map((s) => s.marker)).toEqual(['ours:build', 'someone-else']);
