@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidAgentConfig, InvalidDesiredState, type InvalidInputError } from '../../src/domain';
 import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
@@ -200,7 +202,7 @@ describe('bad input names the file, the field and the fix', () => {
     expect(error.problems.map((p) => p.field).sort()).toEqual(['generation', 'resources.config.path', 'resources.maintenance.type']);
   });
 
-  it('accepts the documented examples unchanged', () => {
+  it('accepts a valid desired state and agent.yaml, filling in the policy defaults and mode observe', () => {
     const intent = parseDesiredStateText(goodDesired, DESIRED, PROVENANCE, 'N-24');
     expect(intent.generation).toBe(12);
     expect(intent.policy).toEqual({
@@ -216,5 +218,34 @@ describe('bad input names the file, the field and the fix', () => {
     const agent = parseAgentConfigText(goodAgent, AGENT);
     expect(agent.reconciliation).toEqual({ mode: 'enforce', resources: { config: 'observe' } });
     expect(parseAgentConfigText('node: N-1\nroot: /srv/n1\n', AGENT).reconciliation.mode).toBe('observe');
+  });
+
+  it('accepts the demo fleet of examples/fleet and the README configuration examples unchanged', () => {
+    const ROOT = path.resolve(__dirname, '../..');
+    const fleet = path.join(ROOT, 'examples/fleet');
+    const yamlIn = (dir: string) => readdirSync(path.join(fleet, dir)).filter((f) => f.endsWith('.yaml'));
+    const read = (dir: string, f: string) => readFileSync(path.join(fleet, dir, f), 'utf8');
+    const desired = [...yamlIn('desired/nodes').map((f) => ['desired/nodes', f]), ...yamlIn('next').map((f) => ['next', f])];
+    expect(desired.length).toBeGreaterThanOrEqual(6);
+    for (const [dir, f] of desired) expect(parseDesiredStateText(read(dir, f), `${dir}/${f}`, PROVENANCE, path.basename(f, '.yaml')).node).toBe(path.basename(f, '.yaml'));
+    const agents = yamlIn('agents');
+    expect(agents.length).toBeGreaterThanOrEqual(5);
+    for (const f of agents) expect(parseAgentConfigText(read('agents', f), `agents/${f}`).node).toBe(path.basename(f, '.yaml'));
+
+    // The README's reference blocks: the agent.yaml as written; the desired state once its one
+    // placeholder (<hex>) is filled in, with the policy it calls "the defaults" equal to them.
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const blockAfter = (heading: string) => {
+      const m = new RegExp(`${heading}[^\n]*\n+\`\`\`yaml\n([\\s\\S]*?)\`\`\``).exec(readme);
+      if (!m) throw new Error(`README.md has no yaml block after "${heading}"`);
+      return m[1];
+    };
+    const agent = parseAgentConfigText(blockAfter('### Agent'), 'README.md');
+    expect(agent).toMatchObject({ node: 'N-24', reconciliation: { mode: 'observe', resources: { config: 'observe' } } });
+    const readmeDesired = blockAfter('### Desired state').replace('"<hex>"', `"${'a'.repeat(64)}"`);
+    const withPolicy = parseDesiredStateText(readmeDesired, DESIRED, PROVENANCE, 'N-24');
+    const withoutPolicy = parseDesiredStateText(readmeDesired.replace(/\npolicy:[\s\S]*$/, '\n'), DESIRED, PROVENANCE, 'N-24');
+    expect(Object.keys(withPolicy.resources)).toEqual(['build', 'config', 'app', 'maintenance']);
+    expect(withPolicy.digest, 'the README policy block is the defaults').toBe(withoutPolicy.digest);
   });
 });
