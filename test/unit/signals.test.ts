@@ -23,15 +23,18 @@ describe('refreshDesired verdicts', () => {
 
 describe('signal payloads', () => {
   it.each([
-    { name: 'refreshDesired without a digest', signal: 'refreshDesired' as const, payload: { generation: 12 }, error: /digest: is missing — fix|digest: is missing \(fix/ },
-    { name: 'refreshDesired with a text generation', signal: 'refreshDesired' as const, payload: { generation: 'twelve', digest: g12.digest }, error: /generation: must be a whole number/ },
-    { name: 'resolveConflict with an unknown resolution', signal: 'resolveConflict' as const, payload: { resource_key: 'config', resolution: 'maybe', by: 'x' }, error: /resolution: must be "retake" or "yield"/ },
-    { name: 'resolveConflict without who', signal: 'resolveConflict' as const, payload: { resource_key: 'config', resolution: 'yield' }, error: /by: is missing/ },
-    { name: 'recheck with a payload', signal: 'recheck' as const, payload: { now: true }, error: /recheck payload/ },
-  ])('$name is rejected with the field and the fix', ({ signal, payload, error }) => {
+    { name: 'refreshDesired without a digest', signal: 'refreshDesired' as const, payload: { generation: 12 }, error: /digest: is missing — fix|digest: is missing \(fix/, fix: /fix: send the desired_digest the authority shows/ },
+    { name: 'refreshDesired with a text generation', signal: 'refreshDesired' as const, payload: { generation: 'twelve', digest: g12.digest }, error: /generation: must be a whole number/, fix: /fix: send \{"generation": <G>, "digest"/ },
+    { name: 'resolveConflict with an unknown resolution', signal: 'resolveConflict' as const, payload: { resource_key: 'config', resolution: 'maybe', by: 'x' }, error: /resolution: must be "retake" or "yield"/, fix: /fix: retake to let Datum own the resource again, yield to leave it/ },
+    { name: 'resolveConflict without who', signal: 'resolveConflict' as const, payload: { resource_key: 'config', resolution: 'yield' }, error: /by: is missing/, fix: /fix: say who resolves the conflict/ },
+    { name: 'recheck with a payload', signal: 'recheck' as const, payload: { now: true }, error: /recheck payload .* rejected: .*unknown field "now"/, fix: /fix: remove it or correct its spelling/ },
+  ])('$name is rejected with the field and the fix', ({ signal, payload, error, fix }) => {
     const parsed = parseSignal(signal, payload);
     expect(parsed.ok).toBe(false);
-    if (!parsed.ok) expect(parsed.error).toMatch(error);
+    if (!parsed.ok) {
+      expect(parsed.error).toMatch(error);
+      expect(parsed.error).toMatch(fix);
+    }
   });
 
   it('accepts the documented payloads', () => {
