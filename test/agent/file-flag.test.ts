@@ -28,6 +28,8 @@ describe('file provider', () => {
 
     const bytes = await fs.readFile(path.join(t.root, 'etc/app/config.json'), 'utf8');
     expect(bytes).toBe(fileBytes({ workers: 8 }));
+    // Atomically: written beside and renamed into place, so no temporary file is left next to it.
+    expect(await fs.readdir(path.join(t.root, 'etc/app'))).toEqual(['config.json']);
     const st = await fs.lstat(path.join(t.root, 'etc/app/config.json'));
     expect(ev.marker_after).toBe(`file:${st.mtimeMs}:${st.ino}:${st.size}`);
 
@@ -120,7 +122,9 @@ describe('flag provider', () => {
     expect(ev.detail).toContain('replacing the previous document');
     const obs = await t.observe({ limits: { type: 'flag', value: { rps: 20, burst: [1, 2] } } });
     expect(obs.resources.limits.value).toEqual({ rps: 20, burst: [1, 2] });
-    expect(await fs.readdir(path.join(t.root, '.datum/backup/flags'))).toHaveLength(1);
+    const backups = await fs.readdir(path.join(t.root, '.datum/backup/flags'));
+    expect(backups).toHaveLength(1);
+    expect(JSON.parse(await fs.readFile(path.join(t.root, '.datum/backup/flags', backups[0]), 'utf8'))).toEqual({ rps: 10 });
   });
 
   it('reports an unparseable flag file as null with its parse error and a real marker', async () => {

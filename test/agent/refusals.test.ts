@@ -49,6 +49,14 @@ describe('agent.yaml', () => {
     await fs.writeFile(t.configPath, 'node: [unterminated\n');
     const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })), 'InvalidAgentConfig');
     expect(failure.message).toMatch(/^file\.write of "config" on node N-24 refused: agent\.yaml is invalid/);
+    // Every kind, not only file.write: a flag, a service, even one it would refuse anyway.
+    for (const a of [
+      action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }),
+      action(t.node, 'app', 'service.start', { command: ['node', 'server.js'], build: '7.4', config_path: 'etc/app/config.json', config_sha256: 'x' }),
+      action(t.node, 'config', 'file.delete', {}),
+    ]) {
+      expect((await expectRefusal(t.apply(a), 'InvalidAgentConfig')).message).toContain(`${a.action} of "${a.resource_key}" on node N-24 refused: agent.yaml is invalid`);
+    }
     expect(await fs.readdir(t.root)).toEqual([]);
   });
 });
@@ -161,9 +169,16 @@ describe('idempotency journal', () => {
     const t = await makeNode();
     const a = fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { observed_marker: 'absent', action_seq: 1 });
     const first = await t.apply(a);
-    const again = await t.apply({ ...a, action_seq: 2, observed_marker: first.marker_after });
-    expect(again.outcome).toBe('applied');
-    expect(again.marker_after).not.toBe(first.marker_after);
+    // Another observed marker alone (the file changed since) …
+    const markerOnly = await t.apply({ ...a, observed_marker: first.marker_after });
+    expect(markerOnly.outcome).toBe('applied');
+    expect(markerOnly.marker_after).not.toBe(first.marker_after);
+    // … another action_seq alone (the loop's next attempt on the same snapshot) …
+    const seqOnly = await t.apply({ ...a, action_seq: 2, observed_marker: first.marker_after });
+    expect(seqOnly.outcome).toBe('applied');
+    expect(seqOnly.marker_after).not.toBe(markerOnly.marker_after);
+    // … while the very same attempt again is a replay.
+    expect((await t.apply({ ...a, action_seq: 2, observed_marker: first.marker_after })).outcome).toBe('replayed');
   });
 });
 

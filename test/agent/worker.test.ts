@@ -71,6 +71,11 @@ describe('runAgents on a dev server', () => {
         });
         await expect(two).rejects.toMatchObject({ cause: { cause: { type: 'ObserveModeRefusal', nonRetryable: true } } });
       });
+      // Each node's queue, by its documented name, is polled (the one process serves both).
+      for (const node of ['N-1', 'N-2']) {
+        const { pollers } = await env!.client.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: `datum-node-${node}` }, taskQueueType: TASK_QUEUE_TYPE_ACTIVITY });
+        expect(pollers?.length ?? 0, `an agent polls datum-node-${node}`).toBeGreaterThan(0);
+      }
     } finally {
       await agents.shutdown();
     }
@@ -79,5 +84,8 @@ describe('runAgents on a dev server', () => {
     await expect(fs.stat(path.join(n2.root, 'flags'))).rejects.toThrow(/ENOENT/);
   });
 });
+
+/** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY */
+const TASK_QUEUE_TYPE_ACTIVITY = 2;
 
 const quiet = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
