@@ -46,13 +46,15 @@ describe('datum resolve / refresh / status', () => {
     const handle = await stack.startNode(node, 1);
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
 
-    expect(await datum('resolve', node, '--resource', 'config', '--resolution', 'maybe', '--by', 'alice')).toMatchObject({ code: 2 });
     const usage = await datum('resolve', node, '--resource', 'config', '--resolution', 'maybe', '--by', 'alice');
+    expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/resolution: must be "retake" or "yield"/);
     const noConflict = await datum('resolve', node, '--resource', 'config', '--resolution', 'retake', '--by', 'alice');
     expect(noConflict.code).toBe(1);
     expect(noConflict.stderr).toMatch(/Q-1 has no open conflict on "config" \(it has none\) — fix:/);
-    expect(await datum('resolve', 'NOPE-1', '--resource', 'config', '--resolution', 'retake', '--by', 'alice')).toMatchObject({ code: 1 });
+    const noLoop = await datum('resolve', 'NOPE-1', '--resource', 'config', '--resolution', 'retake', '--by', 'alice');
+    expect(noLoop.code).toBe(1);
+    expect(noLoop.stderr).toMatch(/NOPE-1/);
 
     const file = path.join(stack.fleet.root(node), 'etc/app/config.json');
     const writer = startConflictingWriter(file, fileBytes({ workers: 1 }));
@@ -86,11 +88,17 @@ describe('datum resolve / refresh / status', () => {
     const refreshed = await datum('refresh', node, '--json');
     expect(refreshed.code).toBe(0);
     expect(JSON.parse(refreshed.stdout)).toMatchObject({ node, workflow_id: reconcileWorkflowId(node, 1), signal: { generation: 2 } });
+    expect(await handle.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId(node, 2) });
     const gen2 = stack.client.workflow.getHandle(reconcileWorkflowId(node, 2));
     await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
     expect(await fs.readFile(path.join(stack.fleet.root(node), 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 4 }));
     await gen2.terminate('test done');
 
+    // A node with desired state but no loop running: the error names the missing loop and how to start one.
+    await stack.fleet.writeDesired('Q-8', 1);
+    const noLoop = await datum('refresh', 'Q-8');
+    expect(noLoop.code).toBe(1);
+    expect(noLoop.stderr).toMatch(/no reconcile loop is running for node Q-8\b.*fix: start one with `datum rollout start --generation <G> --nodes Q-8`/);
     const missing = await datum('refresh', 'Q-9');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/no desired state for node "Q-9"/);
