@@ -5,8 +5,9 @@ import { openPostgresLedger, redactUrl } from './ledger-store/postgres';
 import { openSqliteLedger } from './ledger-store/sqlite';
 
 /*
- * The ledger: the append-only, queryable record of every decision, fleet-wide (DESIGN.md
- * "Parts"). A SQLite file by default, shared by every process on one machine; PostgreSQL via
+ * The ledger: the append-only, queryable record of every decision, fleet-wide
+ * (docs/architecture.md §2 "The parts and where they run"). A SQLite file by default, shared by
+ * every process on one machine; PostgreSQL via
  * DATUM_LEDGER_URL=postgres://… when workers run on several machines. Both back ends keep the
  * whole v1 entry as JSON plus the columns people filter on, and both refuse the same inputs.
  */

@@ -1,6 +1,6 @@
 /*
  * Datum's contract: the one module the workflows, the workers, the agent, the CLI and the tests
- * share (DESIGN.md "Temporal contract"). A leaf: it loads zod, @temporalio/common and
+ * share (docs/architecture.md §3 "The contract"). A leaf: it loads zod, @temporalio/common and
  * @noble/hashes and nothing else at run time (src/domain only as types), so importing it never
  * brings in the workflow sandbox. eslint.config.mjs keeps it that way.
  */

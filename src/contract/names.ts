@@ -1,5 +1,5 @@
 /*
- * The names users and external tools rely on (DESIGN.md "Temporal contract"): task queues,
+ * The names users and external tools rely on (docs/architecture.md §3 "The contract"): task queues,
  * workflow types and ids, search attributes, the memo. Plain `temporal workflow start/signal/
  * query/list` against these must work as the README documents: change one only with a
  * migration note.

@@ -51,7 +51,7 @@ export const recheckSignal = { type: 'signal', name: 'recheck' } as SignalDefini
 // ---------------------------------------------------------------------------------------------
 // Queries
 
-/** reconcileNode's `state` query (DESIGN.md "Temporal contract"). */
+/** reconcileNode's `state` query (docs/architecture.md §3 "Signals and queries"). */
 export interface NodeState {
   node: string;
   workflow_id: string;

@@ -133,7 +133,7 @@ export function fileBytes(content: string | Json): string {
 
 /**
  * What a correct node shows for a resource, in the shape the agent's provider observes it.
- * A service is judged by what it reports it loaded, not by being alive (DESIGN: correctness).
+ * A service is judged by what it reports it loaded, not by being alive (docs/architecture.md §8: correctness).
  */
 export function desiredValue(key: string, resources: Record<string, ResourceSpec>): Json {
   const spec = resources[key];

@@ -46,7 +46,7 @@ export interface ResolveConflictSignal {
 
 /**
  * Records an operator's resolution. It does not clear the conflict: only a later observation
- * does (DESIGN: a signal alone never clears a condition). A retake starts a fresh budget.
+ * does (docs/architecture.md §6 "Conditions": a signal alone never clears one). A retake starts a fresh budget.
  */
 export function recordResolution(history: History, signal: ResolveConflictSignal, now: string): { history: History; error: string | null } {
   const conflict = history.conflicts[signal.resource_key];

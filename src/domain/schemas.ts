@@ -5,7 +5,8 @@ import { nodeId, resourceKey, withFix } from '../contract/identifiers';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 
 /*
- * The wire and file formats of Datum, one zod schema each, with the field names of DESIGN.md.
+ * The wire and file formats of Datum, one zod schema each, with the field names of
+ * docs/architecture.md (§2 desired state and agent.yaml, §3 the agent's wire types, §5 the ledger entry).
  * Messages that a person will read are written as "<what is wrong> — fix: <what to do>", so the
  * error formatter (errors.ts) can always name the field, the problem and the fix. The primitive
  * identifiers (node names, resource keys) belong to the contract, which signals are built from.

@@ -11,7 +11,7 @@ import { startConflictingWriter } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
 
 /*
- * Plain Temporal tools against Datum's names (DESIGN.md "Temporal contract"): the commands an
+ * Plain Temporal tools against Datum's names (docs/architecture.md §3 "The contract"): the commands an
  * operator copies from the README, run as written through a shell by the real `temporal` binary.
  * The only thing the test adds is `--address` of its own dev server.
  */
