@@ -3,7 +3,7 @@ import path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
-import { MEMO_SUMMARY, reconcileWorkflowId, stateQuery, type NodeState } from '../../src/contract';
+import { DATUM_SEARCH_ATTRIBUTES, MEMO_SUMMARY, reconcileWorkflowId, stateQuery, type NodeState } from '../../src/contract';
 import { Stack } from '../helpers/stack';
 import { CHROMIUM_ARGS, CHROMIUM_PATH, ensureChromium } from './chromium';
 
@@ -134,6 +134,12 @@ describe.sequential('Temporal Web UI', () => {
       DatumStatus: 'CONVERGED',
       DatumMode: 'enforce',
     });
+    // All of them: every Datum attribute the server holds for the workflow, with its value, and no other.
+    const held = (await stack.client.workflow.getHandle(WORKFLOW_ID).describe()).typedSearchAttributes;
+    const expected = Object.fromEntries(DATUM_SEARCH_ATTRIBUTES.flatMap((key) => (held.get(key) === undefined ? [] : [[key.name, held.get(key)]])));
+    expect(Object.keys(expected).length).toBeGreaterThanOrEqual(5);
+    const shown = Object.fromEntries(Object.entries(searchAttributes as Record<string, unknown>).filter(([name]) => name.startsWith('Datum')));
+    expect(shown).toEqual(expected);
     await shot('03-workflow-search-attributes');
 
     await tabs.getByRole('tab', { name: 'Memo', exact: true }).click();
