@@ -7,12 +7,14 @@ import {
   jsonEqual,
   msBetween,
   observation as observationSchema,
+  type ApplyFailure,
+  type AuthorizedAction,
   type DecideResult,
   type ExecutionEvidence,
   type Json,
   type Observation,
 } from '../../src/domain';
-import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, authorityOf, later, n24 } from './fixtures';
+import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, applied, authorityOf, later, n24, pass } from './fixtures';
 
 /*
  * Invariants over generated snapshots of N-24. The oracle below is written independently of
@@ -110,22 +112,15 @@ const passArb = snapshotArb.chain((pre) =>
   }),
 );
 
-function run(g: { pre: Observation; post: Observation; history: ReturnType<typeof emptyHistory>; outcome: ExecutionEvidence['outcome'] }): DecideResult[] {
-  const authority = authorityOf(intent);
-  const first = decide({ intent, authority, observation: g.pre, history: g.history, now: NOW });
-  if (first.decision.authorized_actions.length === 0) return [first];
-  const evidence: ExecutionEvidence[] = first.decision.authorized_actions.map((a) => ({
-    resource_key: a.resource_key,
-    action: a.action,
-    idempotency_key: a.idempotency_key,
-    outcome: g.outcome,
-    executed_at: NOW,
-    marker_after: g.outcome === 'refused' ? null : `ours:${a.resource_key}`,
-    detail: 'generated',
-    refusal: g.outcome === 'refused' ? 'refused by a generated agent' : null,
-  }));
-  const final = decide({ intent, authority, observation: g.post, history: g.history, now: NOW, acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence, pre: g.pre } });
-  return [first, final];
+/** The loop's real pass over the generated node: the agent answers every action with `outcome`. */
+async function run(g: { pre: Observation; post: Observation; history: ReturnType<typeof emptyHistory>; outcome: ExecutionEvidence['outcome'] }): Promise<DecideResult[]> {
+  const answer = (a: AuthorizedAction): ExecutionEvidence | ApplyFailure => {
+    if (g.outcome === 'refused') return { kind: 'refused', refusal_type: 'GeneratedRefusal', message: 'refused by a generated agent' };
+    if (g.outcome === 'failed') return { kind: 'failed', detail: 'a generated failure' };
+    return { ...applied(a), outcome: g.outcome };
+  };
+  const { first, final } = await pass(g.pre, () => g.post, { intent, history: g.history, answer });
+  return final === first ? [first] : [first, final];
 }
 
 const ownedByOperatorOrUnknown = (o: Observation, key: string) => Object.prototype.hasOwnProperty.call(o.overrides, key) || !(key in intent.resources);
@@ -228,13 +223,13 @@ describe('invariants over generated snapshots', () => {
     cov.expectReached(runs);
   });
 
-  it('CONVERGED only when a fresh snapshot matches every enforced managed resource', () => {
+  it('CONVERGED only when a fresh snapshot matches every enforced managed resource', async () => {
     // Extra runs: the interesting cases (an overridden dependency of the service) are rare.
     const runs = 5000;
     const cov = coverage({ CONVERGED: 0.1, 'CONVERGED after acting': 0.01, 'CONVERGED with an operator-owned release or config': 0.01 });
-    fc.assert(
-      fc.property(passArb, (g) => {
-        const decisions = run(g);
+    await fc.assert(
+      fc.asyncProperty(passArb, async (g) => {
+        const decisions = await run(g);
         decisions.forEach((d, i) => {
           if (d.decision.convergence_status !== 'CONVERGED') return;
           const judged = i === 0 ? g.pre : g.post;
@@ -257,12 +252,12 @@ describe('invariants over generated snapshots', () => {
     cov.expectReached(runs);
   });
 
-  it('a refused or failed apply is never reported as CONVERGED_AFTER_REPAIR without a matching probe', () => {
+  it('a refused or failed apply is never reported as CONVERGED_AFTER_REPAIR without a matching probe', async () => {
     const runs = 2000;
     const cov = coverage({ 'refused apply': 0.02, 'failed apply': 0.02 });
-    fc.assert(
-      fc.property(passArb, (g) => {
-        const decisions = run(g);
+    await fc.assert(
+      fc.asyncProperty(passArb, async (g) => {
+        const decisions = await run(g);
         if (decisions.length !== 2 || (g.outcome !== 'refused' && g.outcome !== 'failed')) return;
         cov.hit(g.outcome === 'refused' ? 'refused apply' : 'failed apply');
         const last = decisions[1].decision;
