@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decide, emptyHistory, idempotencyKey, type DecideResult, type RecheckTriggerKind } from '../../src/domain';
-import { D6, MAINTENANCE_OVERRIDE, NOW, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
+import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, SHA_74, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
 
 /*
  * One row per scenario of the seeds (000: worked example, four probes, two days offline;
@@ -271,6 +271,7 @@ describe('seed scenarios: what else each must show', () => {
   it('every action binds the resource to the generation and digest', async () => {
     const { first } = await pass(snapshot(n24Before()), null);
     const intent = n24();
+    expect(first.decision.authorized_actions.map((a) => a.resource_key)).toEqual(['build', 'app']);
     for (const a of first.decision.authorized_actions) {
       expect(a.desired_generation).toBe(12);
       expect(a.desired_digest).toBe(intent.digest);
@@ -280,9 +281,11 @@ describe('seed scenarios: what else each must show', () => {
 
   it('probe 3: the replay carries the same idempotency key as the original action, and none differs', async () => {
     const { first, final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
-    const original = first.decision.authorized_actions.find((a) => a.resource_key === 'build')!;
     const replay = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at: later(MIN) }), history: final.history, now: later(MIN) });
-    expect(replay.decision.resources.find((r) => r.resource_key === 'build')?.idempotency_key).toBe(original.idempotency_key);
+    expect(first.decision.authorized_actions.map((a) => a.resource_key)).toEqual(['build', 'app']);
+    for (const original of first.decision.authorized_actions) {
+      expect(replay.decision.resources.find((r) => r.resource_key === original.resource_key)?.idempotency_key, original.resource_key).toBe(original.idempotency_key);
+    }
     expect(replay.decision.planned_actions).toEqual([]);
   });
 
@@ -308,6 +311,7 @@ describe('seed scenarios: what else each must show', () => {
     expect(stale.decision.conditions.map((c) => c.type)).toEqual(['STALE_INTENT']);
     const refreshed = decide({ intent: n24(12), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at }), history: stale.history, now: at });
     expect(refreshed.decision.planned_actions.map((p) => p.resource_key)).toEqual(['build', 'app']);
+    expect(refreshed.decision.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true }]);
     expect(refreshed.decision.conditions).toEqual([]);
   });
 
@@ -315,7 +319,10 @@ describe('seed scenarios: what else each must show', () => {
     const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }));
     const evidence = final.decision.conflicting_writer_evidence!;
     expect(evidence.map((e) => e.resource_key)).toEqual(['build']);
-    expect(evidence[0].sequence.map((s) => s.marker)).toEqual(['ours:build', 'someone-else']);
+    expect(evidence[0].sequence.map((s) => [s.at, s.value, s.marker])).toEqual([
+      [NOW, { version: '7.4', sha256: SHA_74 }, 'ours:build'],
+      [NOW, { version: '7.3', sha256: SHA_73 }, 'someone-else'],
+    ]);
     const next = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(MIN) }), history: final.history, now: later(MIN) });
     expect(next.decision.convergence_status).toBe('CONFLICT');
     expect(next.decision.authorized_actions).toEqual([]);
@@ -365,13 +372,30 @@ describe('seed scenarios: what else each must show', () => {
     expect(stale({ resync_interval: '20s', observation_ttl: '10m' }).not_before).toBe(later(20_000));
   });
 
-  it('a condition keeps its since while it stays open and closes only on observation', () => {
+  it('a condition keeps its since while it stays open; a drift closes only on a fresh observation', () => {
     const stale = { intent: n24(11), authority: authorityOf(n24(12)), history: emptyHistory() };
     const first = decide({ ...stale, observation: snapshot(n24Before()), now: NOW });
     const second = decide({ ...stale, observation: snapshot(n24Before(), { at: later(MIN) }), history: first.history, now: later(MIN) });
     expect(second.decision.conditions.map((c) => c.since)).toEqual([NOW]);
+    // STALE_INTENT is about the intent: refreshed, it is gone even with no snapshot.
     const unreachable = decide({ intent: n24(), authority: authorityOf(n24()), observation: null, history: second.history, now: later(2 * MIN) });
     expect(unreachable.decision.conditions.map((c) => c.type)).toEqual(['NODE_UNREACHABLE']);
+
+    // A drift seen in observe mode stays open, since unchanged, through an unreachable pass and a
+    // stale snapshot that shows it gone; only a fresh snapshot at desired closes it.
+    const drift = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW });
+    const open = (r: DecideResult) => r.decision.conditions.filter((c) => c.type === 'OBSERVED_DRIFT').map((c) => [c.resource_key, c.since]);
+    expect(open(drift)).toEqual([
+      ['app', NOW],
+      ['build', NOW],
+    ]);
+    const away = decide({ intent: n24(), authority: authorityOf(n24()), observation: null, unreachable: 'agent stopped', history: drift.history, now: later(MIN) });
+    expect(open(away)).toEqual(open(drift));
+    const old = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { mode: 'observe', at: later(-10 * MIN) }), history: away.history, now: later(2 * MIN) });
+    expect(open(old)).toEqual(open(drift));
+    const fresh = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { mode: 'observe', at: later(3 * MIN) }), history: old.history, now: later(3 * MIN) });
+    expect(fresh.decision.conditions).toEqual([]);
+    expect(fresh.decision.convergence_status).toBe('CONVERGED');
   });
 
   it('digest: the same content gives the same digest whatever the duration spelling or key order', () => {
