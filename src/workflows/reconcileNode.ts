@@ -58,6 +58,7 @@ import {
   refreshDesiredSignal,
   resolveConflictSignal,
   stateQuery,
+  withFix,
   type AgentActivities,
   type AuthorityRead,
   type ControlActivities,
@@ -504,7 +505,7 @@ function checkInput(input: ReconcileNodeInput): void {
     if (!Number.isInteger(input.generation) || input.generation < 1) problems.push(`generation ${JSON.stringify(input.generation)} must be a whole number of 1 or more`);
   }
   if (problems.length > 0) {
-    throw ApplicationFailure.nonRetryable(`reconcileNode input rejected: ${problems.join('; ')} — fix: start it with {"node": "N-24", "generation": 12}`, 'InvalidWorkflowInput');
+    throw ApplicationFailure.nonRetryable(withFix(`reconcileNode input rejected: ${problems.join('; ')}`, 'start it with {"node": "N-24", "generation": 12}'), 'InvalidWorkflowInput');
   }
 }
 
@@ -515,7 +516,10 @@ function bindAtStart(read: AuthorityRead, input: ReconcileNodeInput): BoundInten
   }
   if (read.intent.generation !== input.generation) {
     throw ApplicationFailure.nonRetryable(
-      `the authority for ${input.node} is at generation ${read.intent.generation}, not ${input.generation} — fix: start datum/${input.node}/gen-${read.intent.generation} (datum rollout start --generation ${read.intent.generation}), or commit generation ${input.generation}`,
+      withFix(
+        `the authority for ${input.node} is at generation ${read.intent.generation}, not ${input.generation}`,
+        `start datum/${input.node}/gen-${read.intent.generation} (datum rollout start --generation ${read.intent.generation}), or commit generation ${input.generation}`,
+      ),
       'GenerationNotAtAuthority',
     );
   }

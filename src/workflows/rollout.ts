@@ -4,6 +4,7 @@ import {
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
   rolloutProgressQuery,
+  withFix,
   type ControlActivities,
   type PreparedNode,
   type RolloutInput,
@@ -80,7 +81,7 @@ function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeProg
 
 /** Preparation answers for every node it is given; a node without an answer was never started. */
 function unprepared(node: string): RolloutNodeOutcome {
-  return { node, outcome: ROLLOUT_OUTCOMES.refused, error: `${node} was not prepared for this rollout — fix: start the rollout again` };
+  return { node, outcome: ROLLOUT_OUTCOMES.refused, error: withFix(`${node} was not prepared for this rollout`, 'start the rollout again') };
 }
 
 function checkInput(input: RolloutInput): void {
@@ -93,7 +94,7 @@ function checkInput(input: RolloutInput): void {
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
   }
   if (problems.length > 0) {
-    throw ApplicationFailure.nonRetryable(`rollout input rejected: ${problems.join('; ')} — fix: start it with {"generation": 12, "nodes": ["N-24"]}`, 'InvalidWorkflowInput');
+    throw ApplicationFailure.nonRetryable(withFix(`rollout input rejected: ${problems.join('; ')}`, 'start it with {"generation": 12, "nodes": ["N-24"]}'), 'InvalidWorkflowInput');
   }
 }
 
