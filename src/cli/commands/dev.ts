@@ -29,73 +29,92 @@ N-24 the seed's story, N-25 in observe mode) to DIR/fleet and roots the nodes in
 DIR defaults to ./.datum ($DATUM_DATA). Ctrl-C stops every process it started; starting again
 resumes from DIR: the workflows are still there and continue.`,
   async run(argv) {
-    const { values } = parse(argv, { fleet: { type: 'string' }, port: { type: 'string' }, 'ui-port': { type: 'string' }, data: { type: 'string' } });
-    const port = portOf(values.port ?? '7233', '--port');
-    const uiPort = portOf(values['ui-port'] ?? '8233', '--ui-port');
-    const dataDir = dataDirFrom(values.data);
-    await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
-    await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
-    const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
-    const agents = await listFleetAgents(fleetDir);
-    if (agents.length === 0) throw new UsageError(withFix(`${fleetDir}/agents has no <node>.yaml`, 'add one agent.yaml per node the dev stack should run'));
-
-    const address = `127.0.0.1:${port}`;
-    const children = new Children(path.join(dataDir, 'logs'));
+    const stack = await stackOptions(argv);
+    const children = new Children(path.join(stack.dataDir, 'logs'));
     // Installed before anything starts, so Ctrl-C at any moment stops what was started.
     const signalled = untilSignal(
       () => undefined,
       () => {
         children.killAll();
-        killNodeServicesNow(agents);
+        killNodeServicesNow(stack.agents);
       },
     ).then(() => 'signal' as const);
-    let exitCode = 0;
     try {
-      print(`datum dev: data in ${dataDir}, fleet ${fleetDir}`);
-      children.start('temporal', temporalCliPath(), [
-        'server',
-        'start-dev',
-        '--ip',
-        '127.0.0.1',
-        '--port',
-        String(port),
-        '--ui-port',
-        String(uiPort),
-        '--db-filename',
-        path.join(dataDir, 'temporal.sqlite'),
-        '--namespace',
-        'default',
-        '--log-level',
-        'warn',
-        ...devServerFlags(),
-      ]);
-      const started = await Promise.race([waitForServer(address, children), signalled]);
+      print(`datum dev: data in ${stack.dataDir}, fleet ${stack.fleetDir}`);
+      children.start('temporal', temporalCliPath(), devServerArgs(stack));
+      const started = await Promise.race([waitForServer(stack.address, children), signalled]);
       if (started === 'signal') return 130;
-      const { client, connection } = started;
       try {
-        const datum = path.join(projectRoot(), 'bin', 'datum.js');
-        children.start('worker', process.execPath, [datum, 'worker', '--fleet', fleetDir, '--data', dataDir, '--address', address]);
-        for (const a of agents) children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', address]);
-        if ((await Promise.race([firstRollouts(client, fleetDir, dataDir, children), signalled])) === 'signal') return 130;
-        printNextSteps(uiPort, port, dataDir, fleetDir, values.fleet === undefined);
-        const outcome = await Promise.race([signalled, children.firstExit()]);
-        if (outcome !== 'signal') {
-          process.stderr.write(`datum dev: ${outcome} stopped unexpectedly (log: ${children.logOf(outcome)}); stopping the stack\n`);
-          exitCode = 1;
-        }
+        return await runStack(stack, children, started.client, signalled);
       } finally {
-        await connection.close();
+        await started.connection.close();
       }
     } finally {
       print('datum dev: stopping…');
-      await children.stop(['worker', ...agents.map((a) => `agent-${a.node}`)]);
-      await stopNodeServices(agents);
+      await children.stop(['worker', ...stack.agents.map((a) => `agent-${a.node}`)]);
+      await stopNodeServices(stack.agents);
       await children.stop(['temporal']);
       print('datum dev: stopped; every process it started has exited. `npm start` again resumes from the same data.');
     }
-    return exitCode;
   },
 };
+
+interface Stack {
+  port: number;
+  uiPort: number;
+  address: string;
+  dataDir: string;
+  fleetDir: string;
+  /** The fleet is the bundled demo (no --fleet). */
+  demo: boolean;
+  agents: FleetAgentFile[];
+}
+
+async function stackOptions(argv: string[]): Promise<Stack> {
+  const { values } = parse(argv, { fleet: { type: 'string' }, port: { type: 'string' }, 'ui-port': { type: 'string' }, data: { type: 'string' } });
+  const port = portOf(values.port ?? '7233', '--port');
+  const uiPort = portOf(values['ui-port'] ?? '8233', '--ui-port');
+  const dataDir = dataDirFrom(values.data);
+  await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
+  await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
+  const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
+  const agents = await listFleetAgents(fleetDir);
+  if (agents.length === 0) throw new UsageError(withFix(`${fleetDir}/agents has no <node>.yaml`, 'add one agent.yaml per node the dev stack should run'));
+  return { port, uiPort, address: `127.0.0.1:${port}`, dataDir, fleetDir, demo: values.fleet === undefined, agents };
+}
+
+function devServerArgs(stack: Stack): string[] {
+  return [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(stack.port),
+    '--ui-port',
+    String(stack.uiPort),
+    '--db-filename',
+    path.join(stack.dataDir, 'temporal.sqlite'),
+    '--namespace',
+    'default',
+    '--log-level',
+    'warn',
+    ...devServerFlags(),
+  ];
+}
+
+/** The controller, the agents and the first rollout; then it runs until Ctrl-C or a process exits. */
+async function runStack(stack: Stack, children: Children, client: Client, signalled: Promise<'signal'>): Promise<number> {
+  const datum = path.join(projectRoot(), 'bin', 'datum.js');
+  children.start('worker', process.execPath, [datum, 'worker', '--fleet', stack.fleetDir, '--data', stack.dataDir, '--address', stack.address]);
+  for (const a of stack.agents) children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', stack.address]);
+  if ((await Promise.race([firstRollouts(client, stack.fleetDir, stack.dataDir, children), signalled])) === 'signal') return 130;
+  printNextSteps(stack.uiPort, stack.port, stack.dataDir, stack.fleetDir, stack.demo);
+  const outcome = await Promise.race([signalled, children.firstExit()]);
+  if (outcome === 'signal') return 0;
+  process.stderr.write(`datum dev: ${outcome} stopped unexpectedly (log: ${children.logOf(outcome)}); stopping the stack\n`);
+  return 1;
+}
 
 function portOf(text: string, flag: string): number {
   const n = Number(text);
