@@ -124,51 +124,28 @@ export async function applyAction(configPath: string, request: ApplyRequest): Pr
   return await withLock(configPath, () => applyLocked(configPath, request));
 }
 
+type Refuse = (type: AgentRefusal['type'], problem: string, fix: string, facts?: Record<string, Json>) => ApplicationFailure;
+
 async function applyLocked(configPath: string, request: ApplyRequest): Promise<ExecutionEvidence> {
   const raw = request.action as Partial<AuthorizedAction> | undefined;
   const kind = typeof raw?.action === 'string' ? raw.action : '(no action)';
   const key = typeof raw?.resource_key === 'string' ? raw.resource_key : '(no resource)';
   const what = `${kind} of "${key}" on node ${request.node}`;
   const context: Record<string, Json> = { node: request.node, resource_key: key, action: kind, idempotency_key: raw?.idempotency_key ?? null };
-  const refuse = (type: AgentRefusal['type'], problem: string, fix: string, facts: Record<string, Json> = {}) =>
-    toFailure(new AgentRefusal(type, withFix(problem, fix), facts), what, context);
+  const refuse: Refuse = (type, problem, fix, facts = {}) => toFailure(new AgentRefusal(type, withFix(problem, fix), facts), what, context);
 
   // 1. The operator's configuration, read now.
-  let config: AgentConfig;
-  try {
-    config = await loadAgentConfig(configPath);
-  } catch (err) {
-    if (!(err instanceof InvalidAgentConfig)) throw err;
-    throw refuse('InvalidAgentConfig', `agent.yaml is invalid, and an agent that cannot read its own trust settings acts on nothing:\n${err.message}`, `correct ${configPath}; the next action re-reads it`);
-  }
-  // 2. The right node.
+  const config = await configForApply(configPath, refuse);
+  // 2. The right node, and a well-formed action.
   assertNode(config, request.node, configPath, what);
   const parsed = authorizedAction.safeParse(request.action);
   if (!parsed.success) throw refuse('InvalidAction', `the action is malformed (${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`, 're-plan from the desired state');
   const action = parsed.data;
-  // 3. Mode: observe on the host or on this resource means nothing is applied.
-  const mode = effectiveMode(config, action.resource_key);
-  if (mode.mode === 'observe') {
-    throw refuse('ObserveModeRefusal', `${mode.because} in ${configPath}`, 'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it', { mode: 'observe' });
+  // 3–5. What this host's operator allows: mode, ownership, never destroy, known actions.
+  for (const check of ACTION_CHECKS) {
+    const refusal = check(config, action, configPath);
+    if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
   }
-  // 4. Operator-owned: never reverted.
-  const override = config.overrides[action.resource_key];
-  if (override) {
-    throw refuse(
-      'OperatorOwnedRefusal',
-      `"${action.resource_key}" is operator-owned (override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
-      `the operator removes overrides.${action.resource_key} from ${configPath} when Datum may manage it again`,
-      { override },
-    );
-  }
-  // 5. Destructive or unknown action kinds.
-  if ((DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)) {
-    throw refuse('DestructiveActionRefusal', `${action.action} is destructive and the agent never carries out destructive actions`, 'an operator does this by hand if it is really wanted');
-  }
-  if (!(ACTIONS as readonly string[]).includes(action.action)) {
-    throw refuse('InvalidAction', `"${action.action}" is not an action this agent knows (${ACTIONS.join(', ')})`, 'upgrade the agent or the controller so both speak the same actions');
-  }
-
   try {
     return await fenceJournalAndAct(config, action, refuse);
   } catch (err) {
@@ -179,11 +156,55 @@ async function applyLocked(configPath: string, request: ApplyRequest): Promise<E
   }
 }
 
-async function fenceJournalAndAct(
-  config: AgentConfig,
-  action: AuthorizedAction,
-  refuse: (type: AgentRefusal['type'], problem: string, fix: string, facts?: Record<string, Json>) => ApplicationFailure,
-): Promise<ExecutionEvidence> {
+/** An agent that cannot read its own trust settings acts on nothing. */
+async function configForApply(configPath: string, refuse: Refuse): Promise<AgentConfig> {
+  try {
+    return await loadAgentConfig(configPath);
+  } catch (err) {
+    if (!(err instanceof InvalidAgentConfig)) throw err;
+    throw refuse('InvalidAgentConfig', `agent.yaml is invalid, and an agent that cannot read its own trust settings acts on nothing:\n${err.message}`, `correct ${configPath}; the next action re-reads it`);
+  }
+}
+
+interface Refusal {
+  type: AgentRefusal['type'];
+  problem: string;
+  fix: string;
+  facts?: Record<string, Json>;
+}
+
+/** The agent's own refusals, in order, checked on every apply whatever the workflow decided. */
+const ACTION_CHECKS: readonly ((config: AgentConfig, action: AuthorizedAction, configPath: string) => Refusal | null)[] = [
+  // 3. Mode: observe on the host or on this resource means nothing is applied.
+  (config, action, configPath) => {
+    const mode = effectiveMode(config, action.resource_key);
+    if (mode.mode !== 'observe') return null;
+    const fix = 'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it';
+    return { type: 'ObserveModeRefusal', problem: `${mode.because} in ${configPath}`, fix, facts: { mode: 'observe' } };
+  },
+  // 4. Operator-owned: never reverted.
+  (config, action, configPath) => {
+    const override = config.overrides[action.resource_key];
+    if (!override) return null;
+    return {
+      type: 'OperatorOwnedRefusal',
+      problem: `"${action.resource_key}" is operator-owned (override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
+      fix: `the operator removes overrides.${action.resource_key} from ${configPath} when Datum may manage it again`,
+      facts: { override },
+    };
+  },
+  // 5. Destructive or unknown action kinds.
+  (_config, action) =>
+    (DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)
+      ? { type: 'DestructiveActionRefusal', problem: `${action.action} is destructive and the agent never carries out destructive actions`, fix: 'an operator does this by hand if it is really wanted' }
+      : null,
+  (_config, action) =>
+    (ACTIONS as readonly string[]).includes(action.action)
+      ? null
+      : { type: 'InvalidAction', problem: `"${action.action}" is not an action this agent knows (${ACTIONS.join(', ')})`, fix: 'upgrade the agent or the controller so both speak the same actions' },
+];
+
+async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
   const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true) };
   const journal = new AgentJournal(ctx.root);
   // 6. Fencing: an older generation never undoes what a newer one did.
