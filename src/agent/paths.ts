@@ -84,31 +84,7 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
       return { abs: path.join(missing[missing.length - 1], name), dir: missing[missing.length - 1], missing };
     }
     if (st.isSymbolicLink()) {
-      const target = await fs.readlink(next);
-      const lexical = path.resolve(dir, target);
-      let real: string;
-      try {
-        real = await fs.realpath(next);
-      } catch (err) {
-        if (!isErrno(err, 'ENOENT') && !isErrno(err, 'ELOOP')) throw err;
-        real = lexical; // dangling: judge by where it would point
-      }
-      if (!isInside(root, real) || !isInside(root, lexical)) {
-        throw new AgentRefusal(
-          'PathOutsideRoot',
-          withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} outside the node root`, `replace the symlink "${shown}" with a directory inside the node root`),
-          { path: rel, symlink: shown, target },
-        );
-      }
-      const realSt = await statOrNull(real);
-      if (realSt === null || !realSt.isDirectory()) {
-        throw new AgentRefusal(
-          'DestructiveActionRefusal',
-          withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} that is not a directory`, `make "${shown}" a directory, or remove the symlink by hand`),
-          { path: rel, symlink: shown, target },
-        );
-      }
-      dir = real;
+      dir = await throughParentLink(root, dir, next, { rel, shown, what });
       continue;
     }
     if (!st.isDirectory()) {
@@ -121,6 +97,39 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
     dir = next;
   }
   return { abs: path.join(dir, name), dir, missing: [] };
+}
+
+/**
+ * A parent directory that is a symlink is followed only when it stays inside the root, judged
+ * both by where it points and by where it really leads, and only to a directory.
+ */
+async function throughParentLink(root: string, dir: string, link: string, at: { rel: string; shown: string; what: string }): Promise<string> {
+  const { rel, shown, what } = at;
+  const target = await fs.readlink(link);
+  const lexical = path.resolve(dir, target);
+  let real: string;
+  try {
+    real = await fs.realpath(link);
+  } catch (err) {
+    if (!isErrno(err, 'ENOENT') && !isErrno(err, 'ELOOP')) throw err;
+    real = lexical; // dangling: judge by where it would point
+  }
+  if (!isInside(root, real) || !isInside(root, lexical)) {
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} outside the node root`, `replace the symlink "${shown}" with a directory inside the node root`),
+      { path: rel, symlink: shown, target },
+    );
+  }
+  const realSt = await statOrNull(real);
+  if (realSt === null || !realSt.isDirectory()) {
+    throw new AgentRefusal(
+      'DestructiveActionRefusal',
+      withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} that is not a directory`, `make "${shown}" a directory, or remove the symlink by hand`),
+      { path: rel, symlink: shown, target },
+    );
+  }
+  return real;
 }
 
 /** Creates the parents `locate` found missing, one level at a time (never through a symlink). */
