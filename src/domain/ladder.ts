@@ -288,24 +288,42 @@ export function climb(e: Evidence, ladder: readonly Rung[] = LADDER): Verdict {
   };
 }
 
-/** Every concern becomes a condition, whichever rung decides the status. */
+/** Every concern becomes a condition, whichever rung decides the status, in this order. */
 function standingConditions(e: Evidence): ConditionDraft[] {
-  const drafts: ConditionDraft[] = [];
-  for (const [key, c] of Object.entries(e.conflicts)) {
-    const state = c.resolution ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it` : 'repair is stopped until an operator resolves it';
-    drafts.push(draft('CONFLICTING_WRITER', key, `Another writer keeps changing "${key}"; ${state}.`, { sequence: c.sequence, resolution: c.resolution }, [`${e.attempts} repair(s) this episode`]));
-  }
-  for (const a of e.unknown) drafts.push(draft('UNKNOWN_OWNERSHIP', a.resource_key, `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`, { observed: a.observed?.value ?? null }));
-  for (const p of e.destructive) drafts.push(draft('DESTRUCTIVE_REPAIR_REQUIRED', p.resource_key, `The only repair of "${p.resource_key}" would destroy something (${p.withheld_because}); an operator must decide.`, { observed: e.judged.byKey.get(p.resource_key)?.observed?.detail ?? null }));
-  for (const a of e.observe_only) {
-    const why = e.judged.observation.mode === 'observe' ? 'the host is in observe mode' : 'the resource is set to observe on this host';
-    drafts.push(draft('OBSERVED_DRIFT', a.resource_key, `"${a.resource_key}" differs from desired and ${why}; Datum reports it and changes nothing.`, { desired: a.desired, observed: a.observed?.value ?? null }));
-  }
-  for (const key of e.refused_standing) {
+  return [...conflictConditions(e), ...resourceConditions(e), ...refusalConditions(e)];
+}
+
+function conflictConditions(e: Evidence): ConditionDraft[] {
+  return Object.entries(e.conflicts).map(([key, c]) => {
+    const state = c.resolution
+      ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it`
+      : 'repair is stopped until an operator resolves it';
+    return draft('CONFLICTING_WRITER', key, `Another writer keeps changing "${key}"; ${state}.`, { sequence: c.sequence, resolution: c.resolution }, [`${e.attempts} repair(s) this episode`]);
+  });
+}
+
+/** What Datum will not touch or cannot repair: unknown ownership, destructive repairs, observe-only drift. */
+function resourceConditions(e: Evidence): ConditionDraft[] {
+  const unknown = e.unknown.map((a) =>
+    draft('UNKNOWN_OWNERSHIP', a.resource_key, `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`, { observed: a.observed?.value ?? null }),
+  );
+  const destructive = e.destructive.map((p) =>
+    draft('DESTRUCTIVE_REPAIR_REQUIRED', p.resource_key, `The only repair of "${p.resource_key}" would destroy something (${p.withheld_because}); an operator must decide.`, {
+      observed: e.judged.byKey.get(p.resource_key)?.observed?.detail ?? null,
+    }),
+  );
+  const why = e.judged.observation.mode === 'observe' ? 'the host is in observe mode' : 'the resource is set to observe on this host';
+  const observed = e.observe_only.map((a) =>
+    draft('OBSERVED_DRIFT', a.resource_key, `"${a.resource_key}" differs from desired and ${why}; Datum reports it and changes nothing.`, { desired: a.desired, observed: a.observed?.value ?? null }),
+  );
+  return [...unknown, ...destructive, ...observed];
+}
+
+function refusalConditions(e: Evidence): ConditionDraft[] {
+  return e.refused_standing.map((key) => {
     const r = e.refused[key];
-    drafts.push(draft('ACTION_REFUSED', key, `The agent refused to repair "${key}": ${r?.refusal ?? 'refused'}.`, { refusal: r?.refusal ?? null }, [`${r ? 'apply at ' + r.at : 'apply'}`]));
-  }
-  return drafts;
+    return draft('ACTION_REFUSED', key, `The agent refused to repair "${key}": ${r?.refusal ?? 'refused'}.`, { refusal: r?.refusal ?? null }, [`${r ? 'apply at ' + r.at : 'apply'}`]);
+  });
 }
 
 function sayRetry(e: Evidence): Said {
