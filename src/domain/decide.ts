@@ -4,7 +4,7 @@ import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
 import type { BoundIntent } from './desired';
 import { durationMs, formatDuration, msBetween } from './duration';
-import { runGates, type ClosedGate } from './gates';
+import { laterGateConditions, runGates, type ClosedGate, type GateInput } from './gates';
 import type { History } from './history';
 import { judgeProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
@@ -56,7 +56,7 @@ export function decide(input: DecideInput): DecideResult {
   const pass = framePass(input);
 
   // 2. Gates, in the seed's order: reach the node, know the intent is current, then trust the snapshot.
-  const gates = runGates({ intent: input.intent, authority: input.authority, judged: pass.judged, unreachable: input.unreachable ?? null, now: input.now });
+  const gates = runGates(gateInput(input, pass.judged));
   if (gates.closed) return buildDecision(pass, gateOutcome(pass, gates.closed));
 
   // 3. Judge: authorize what may run from the pre-action snapshot, or judge the fresh probe after acting.
@@ -64,6 +64,10 @@ export function decide(input: DecideInput): DecideResult {
 
   // 4. The ladder: the first rung that holds gives the status, the reason and the recheck trigger.
   return buildDecision(pass, ladderOutcome(pass, judgement));
+}
+
+function gateInput(input: DecideInput, judged: Classified | null): GateInput {
+  return { intent: input.intent, authority: input.authority, judged, unreachable: input.unreachable ?? null, now: input.now };
 }
 
 /** The fields of a Decision that the pass fixes before anything is judged. */
@@ -122,8 +126,11 @@ interface Outcome {
 function gateOutcome(pass: Pass, closed: ClosedGate): Outcome {
   const { history, acted } = pass.input;
   return {
-    // A gate cannot re-judge resources: their conditions are carried as they were.
-    verdict: { ...closed.verdict, drafts: [...carriedResourceConditions(history.conditions), ...closed.verdict.drafts] },
+    // A gate cannot re-judge resources, nor the gates after it: their conditions are carried as they were.
+    verdict: {
+      ...closed.verdict,
+      drafts: [...carriedResourceConditions(history.conditions), ...laterGateConditions(gateInput(pass.input, pass.judged), history.conditions, closed.gate), ...closed.verdict.drafts],
+    },
     resources: closed.lists_resources ? pass.basis : null,
     record: { planned_actions: (acted?.planned ?? []).map((p) => ({ ...p })), authorized_actions: acted?.actions ?? [], conflicting_writer_evidence: null },
     history: pass.stage.carried,

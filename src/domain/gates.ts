@@ -1,9 +1,9 @@
 import type { Json } from './canonical';
-import { draft } from './conditions';
+import { draft, type ConditionDraft } from './conditions';
 import type { AuthorityView } from './decide';
 import type { BoundIntent } from './desired';
 import { addMs, durationMs, formatDuration, msBetween } from './duration';
-import type { ConditionType, Observation, Reason, RecheckTriggerKind } from './schemas';
+import type { Condition, ConditionType, Reason, RecheckTriggerKind } from './schemas';
 import { trigger, type Classified, type Verdict } from './verdict';
 
 /*
@@ -32,6 +32,8 @@ interface Said {
 
 /** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
 interface Gate<T> {
+  /** What the gate needs to be judged: the node's snapshot, the authority's content, or nothing beyond the read itself. */
+  needs: GateNeeds;
   reason: Reason;
   condition: ConditionType;
   trigger: RecheckTriggerKind;
@@ -44,7 +46,10 @@ interface Gate<T> {
 }
 
 /** A gate as the table holds it, its evidence type hidden behind `close`. */
+type GateNeeds = 'snapshot' | 'authority' | 'none';
+
 export interface GateRung {
+  needs: GateNeeds;
   reason: Reason;
   condition: ConditionType;
   trigger: RecheckTriggerKind;
@@ -78,16 +83,17 @@ function gate<T>(g: Gate<T>): GateRung {
     const hit = g.when(input);
     return hit === null ? null : verdictOf(g, hit, input);
   };
-  return { reason: g.reason, condition: g.condition, trigger: g.trigger, lists_resources: g.lists_resources, outranks: g.outranks, close };
+  return { needs: g.needs, reason: g.reason, condition: g.condition, trigger: g.trigger, lists_resources: g.lists_resources, outranks: g.outranks, close };
 }
 
-/** The snapshot once the node answered and the authority could be read. */
-const current = (g: GateInput): { observation: Observation; generation: number; digest: string } | null =>
-  g.judged && g.authority.ok ? { observation: g.judged.observation, generation: g.authority.generation, digest: g.authority.digest } : null;
+/** What the authority holds, once it could be read. */
+const current = (g: GateInput): { generation: number; digest: string } | null =>
+  g.authority.ok ? { generation: g.authority.generation, digest: g.authority.digest } : null;
 
 const whyUnreachable = (g: GateInput) => g.unreachable ?? 'the agent did not answer';
 
 const unreachable: Gate<{ why: string }> = {
+  needs: 'snapshot',
   reason: 'NODE_UNREACHABLE',
   condition: 'NODE_UNREACHABLE',
   trigger: 'FRESH_OBSERVATION',
@@ -105,6 +111,7 @@ const UNREACHABLE = gate(unreachable);
 export const GATES: readonly GateRung[] = [
   UNREACHABLE,
   gate({
+    needs: 'snapshot',
     reason: 'AGENT_CONFIG_INVALID',
     condition: 'AGENT_CONFIG_INVALID',
     trigger: 'AGENT_CONFIG_CHANGE',
@@ -118,6 +125,7 @@ export const GATES: readonly GateRung[] = [
     }),
   }),
   gate({
+    needs: 'none',
     reason: 'INVALID_DESIRED_STATE',
     condition: 'INVALID_DESIRED_STATE',
     trigger: 'DESIRED_STATE_CHANGE',
@@ -131,6 +139,7 @@ export const GATES: readonly GateRung[] = [
     }),
   }),
   gate({
+    needs: 'authority',
     reason: 'STALE_INTENT',
     condition: 'STALE_INTENT',
     trigger: 'REFRESHED_INTENT',
@@ -147,6 +156,7 @@ export const GATES: readonly GateRung[] = [
     }),
   }),
   gate({
+    needs: 'authority',
     reason: 'AUTHORITY_REGRESSED',
     condition: 'STALE_INTENT',
     trigger: 'DESIRED_STATE_CHANGE',
@@ -163,6 +173,7 @@ export const GATES: readonly GateRung[] = [
     }),
   }),
   gate({
+    needs: 'authority',
     reason: 'INTENT_DIGEST_MISMATCH',
     condition: 'INTENT_DIGEST_MISMATCH',
     trigger: 'DESIRED_STATE_CHANGE',
@@ -179,6 +190,7 @@ export const GATES: readonly GateRung[] = [
     }),
   }),
   gate({
+    needs: 'snapshot',
     reason: 'STALE_OBSERVATION',
     condition: 'STALE_OBSERVATION',
     trigger: 'FRESH_OBSERVATION',
@@ -202,6 +214,20 @@ export const GATES: readonly GateRung[] = [
     },
   }),
 ];
+
+/**
+ * The conditions of the gates after a closed one, which the pass never reached: judged now where
+ * they need only the authority (an unreachable node's intent is still known to be stale), and
+ * carried unchanged where they need the snapshot this pass does not have.
+ */
+export function laterGateConditions(g: GateInput, previous: Condition[], closed: GateRung): ConditionDraft[] {
+  const later = GATES.slice(GATES.indexOf(closed) + 1);
+  const judged = later.filter((rung) => rung.needs === 'none' || (rung.needs === 'authority' && g.authority.ok));
+  const drafts = judged.flatMap((rung) => rung.close(g)?.drafts ?? []);
+  const unjudged = later.filter((rung) => !judged.includes(rung) && !judged.some((j) => j.condition === rung.condition)).map((rung) => rung.condition);
+  const carried = previous.filter((c) => unjudged.includes(c.type) && c.type !== closed.condition).map(({ since: _since, ...rest }) => rest);
+  return [...drafts, ...carried];
+}
 
 /** The first closed gate, or the snapshot to judge when every gate is open. */
 export function runGates(g: GateInput): { closed: ClosedGate; open?: undefined } | { closed: null; open: Classified } {

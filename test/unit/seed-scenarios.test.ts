@@ -372,6 +372,24 @@ describe('seed scenarios: what else each must show', () => {
     expect(stale({ resync_interval: '20s', observation_ttl: '10m' }).not_before).toBe(later(20_000));
   });
 
+  it('an unreachable node whose intent is stale keeps STALE_INTENT open, since unchanged, and still closes it when refreshed', () => {
+    const stale = { intent: n24(11), authority: authorityOf(n24(12)) };
+    const first = decide({ ...stale, observation: snapshot(n24Before()), history: emptyHistory(), now: NOW });
+    const away = decide({ ...stale, observation: null, unreachable: 'agent stopped', history: first.history, now: later(MIN) });
+    expect(away.decision.reason).toBe('NODE_UNREACHABLE');
+    expect(away.decision.conditions.map((c) => [c.type, c.since])).toEqual([
+      ['NODE_UNREACHABLE', later(MIN)],
+      ['STALE_INTENT', NOW],
+    ]);
+    // An authority that cannot be read says nothing about staleness: the condition is carried.
+    const unreadable = decide({ intent: n24(11), authority: { ok: false, error: 'parse error' }, observation: null, history: away.history, now: later(2 * MIN) });
+    expect(unreadable.decision.conditions.map((c) => [c.type, c.since])).toEqual([
+      ['INVALID_DESIRED_STATE', later(2 * MIN)],
+      ['NODE_UNREACHABLE', later(MIN)],
+      ['STALE_INTENT', NOW],
+    ]);
+  });
+
   it('a condition keeps its since while it stays open; a drift closes only on a fresh observation', () => {
     const stale = { intent: n24(11), authority: authorityOf(n24(12)), history: emptyHistory() };
     const first = decide({ ...stale, observation: snapshot(n24Before()), now: NOW });
