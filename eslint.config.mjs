@@ -42,7 +42,8 @@ const LAYERS = [
     in: 'src/domain/',
     forbid: ['src/contract/index', 'src/contract/names'],
     allowTypes: true,
-    message: 'import the contract module you need (identifiers, signals): its index and names.ts load @temporalio/common, and src/domain is Temporal-free.',
+    message:
+      'import the contract module you need (identifiers, signals): its index and names.ts load @temporalio/common, and src/domain is Temporal-free.',
   },
   {
     in: 'src/contract/',
@@ -59,13 +60,15 @@ const LAYERS = [
   {
     in: 'src/contract/',
     packages: ['zod', '@temporalio/common', '@noble/hashes'],
-    message: 'src/contract loads only zod, @temporalio/common and @noble/hashes at run time, so importing it never brings in the workflow sandbox.',
+    message:
+      'src/contract loads only zod, @temporalio/common and @noble/hashes at run time, so importing it never brings in the workflow sandbox.',
   },
   {
     in: 'src/workflows/',
     forbid: ['src/activities/', 'src/agent/'],
     allowTypes: true,
-    message: 'workflows import activities only as types (`import type`, for proxyActivities<…>): activity code never runs in the sandbox.',
+    message:
+      'workflows import activities only as types (`import type`, for proxyActivities<…>): activity code never runs in the sandbox.',
   },
   {
     in: 'src/workflows/',
@@ -105,6 +108,23 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // The shape of a function (STYLE.md): each stage reads on one screen. A function over the
+    // limits is cut into named stages, or says in a comment beside its eslint-disable why not.
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 60, skipBlankLines: true, skipComments: true }],
+      // ESLint counts every `??` and `?.` as a branch; 20 leaves room for defaults, not for ladders.
+      complexity: ['error', 20],
+      'max-depth': ['error', 4],
+    },
+  },
+  {
+    files: ['**/*.ts', '**/*.mts'],
+    rules: {
+      '@typescript-eslint/consistent-type-imports': ['error', { prefer: 'type-imports', fixStyle: 'inline-type-imports' }],
     },
   },
   {
@@ -158,7 +178,13 @@ export default tseslint.config(
         {
           paths: [
             ...builtinRestrictions('src/contract'),
-            ...['@temporalio/workflow', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'].map((name) => ({
+            ...[
+              '@temporalio/workflow',
+              '@temporalio/client',
+              '@temporalio/worker',
+              '@temporalio/activity',
+              '@temporalio/testing',
+            ].map((name) => ({
               name,
               message: `src/contract never imports ${name}: build definitions from @temporalio/common's types, so importing the contract loads no SDK runtime.`,
             })),

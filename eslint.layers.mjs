@@ -55,7 +55,10 @@ export const layers = {
         const refused =
           target === null
             ? zone.packages !== undefined && !types && !zone.packages.includes(packageOf(source))
-            : zone.forbid !== undefined && under(target, zone.forbid) && !under(target, zone.except ?? []) && !(zone.allowTypes && types);
+            : zone.forbid !== undefined &&
+              under(target, zone.forbid) &&
+              !under(target, zone.except ?? []) &&
+              !(zone.allowTypes && types);
         if (refused) context.report({ node: sourceNode, messageId: 'forbidden', data: { source, message: zone.message } });
       }
     };

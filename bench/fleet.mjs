@@ -19,7 +19,9 @@ const SERVICE = { type: 'service', release: 'build', config: 'config', command: 
  */
 export async function writeFleet(dir, nodes, { policy, services = 0 }) {
   await Promise.all(['desired/nodes', 'agents', 'nodes'].map((d) => mkdir(path.join(dir, d), { recursive: true })));
-  const sha = createHash('sha256').update(await readFile(ARTIFACT)).digest('hex');
+  const sha = createHash('sha256')
+    .update(await readFile(ARTIFACT))
+    .digest('hex');
   const write = async (node, i) => {
     const resources = {
       build: { type: 'release', version: '7.3', artifact: ARTIFACT, sha256: sha },
@@ -28,7 +30,10 @@ export async function writeFleet(dir, nodes, { policy, services = 0 }) {
       ...(i < services ? { app: SERVICE } : {}),
     };
     await writeFile(path.join(dir, 'desired/nodes', `${node}.yaml`), stringify({ node, generation: 1, resources, policy }));
-    await writeFile(path.join(dir, 'agents', `${node}.yaml`), stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'enforce' } }));
+    await writeFile(
+      path.join(dir, 'agents', `${node}.yaml`),
+      stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'enforce' } }),
+    );
   };
   // A few dozen files at a time: 1000 nodes at once would only queue in libuv's thread pool.
   for (let i = 0; i < nodes.length; i += 64) await Promise.all(nodes.slice(i, i + 64).map((node, j) => write(node, i + j)));

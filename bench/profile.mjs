@@ -33,7 +33,8 @@ function selfTimes(profile) {
     const frame = byId.get(id).callFrame;
     const area = areaOf(frame);
     areas[area] = (areas[area] ?? 0) + ms;
-    const fn = `${frame.functionName || '(anonymous)'} ${frame.url ? `${frame.url.replace(/^.*node_modules\//, '').replace(/^.*\/dist\//, 'dist/')}:${frame.lineNumber + 1}` : ''}`.trim();
+    const fn =
+      `${frame.functionName || '(anonymous)'} ${frame.url ? `${frame.url.replace(/^.*node_modules\//, '').replace(/^.*\/dist\//, 'dist/')}:${frame.lineNumber + 1}` : ''}`.trim();
     fns[fn] = (fns[fn] ?? 0) + ms;
   }
   return { areas, fns };
@@ -62,8 +63,14 @@ export async function summarizeProfiles(logs) {
       for (const [k, v] of Object.entries(t.areas)) areas[k] = (areas[k] ?? 0) + v;
       for (const [k, v] of Object.entries(t.fns)) fns[k] = (fns[k] ?? 0) + v;
     }
-    const busy = Object.entries(areas).filter(([k]) => k !== '(idle)').reduce((s, [, v]) => s + v, 0);
-    out[name] = { sampled_busy_s: Math.round(busy / 100) / 10, areas: top(Object.fromEntries(Object.entries(areas).filter(([k]) => k !== '(idle)')), 10, busy), functions: top(Object.fromEntries(Object.entries(fns).filter(([k]) => !k.startsWith('(idle)'))), 12, busy) };
+    const busy = Object.entries(areas)
+      .filter(([k]) => k !== '(idle)')
+      .reduce((s, [, v]) => s + v, 0);
+    out[name] = {
+      sampled_busy_s: Math.round(busy / 100) / 10,
+      areas: top(Object.fromEntries(Object.entries(areas).filter(([k]) => k !== '(idle)')), 10, busy),
+      functions: top(Object.fromEntries(Object.entries(fns).filter(([k]) => !k.startsWith('(idle)'))), 12, busy),
+    };
   }
   return out;
 }

@@ -38,7 +38,8 @@ const { mapLimit } = require(dist('activities/rollout.js'));
 const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
 
-const USAGE = 'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
+const USAGE =
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
 let values;
 try {
   ({ values } = parseArgs({
@@ -56,9 +57,11 @@ try {
   fail(`${e.message}\n${USAGE}`);
 }
 const modes = values.modes.split(',');
-if (modes.some((m) => m !== 'watch' && m !== 'poll')) fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
+if (modes.some((m) => m !== 'watch' && m !== 'poll'))
+  fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
 const sizes = values.nodes.split(',').map(Number);
-if (sizes.some((n) => !Number.isInteger(n) || n < 1)) fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
+if (sizes.some((n) => !Number.isInteger(n) || n < 1))
+  fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
 const wholeOption = (name, min) => {
   const v = Number(values[name]);
   if (!Number.isInteger(v) || v < min) fail(`--${name} ${values[name]} must be a whole number of ${min} or more`);
@@ -74,14 +77,17 @@ function fail(message) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const round = (x, digits = 2) => (x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+const round = (x, digits = 2) =>
+  x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits;
 
 function start(name, command, args, logDir) {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const chunks = [];
   child.stdout.on('data', (d) => chunks.push(d));
   child.stderr.on('data', (d) => chunks.push(d));
-  child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() => writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined));
+  child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() =>
+    writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined),
+  );
   return child;
 }
 
@@ -103,9 +109,12 @@ async function cpuSeconds(pid) {
   }
 }
 /** CPU seconds of each process, to take a phase's deltas from. */
-const cpuOf = async (procs) => Object.fromEntries(await Promise.all(Object.entries(procs).map(async ([k, p]) => [k, await cpuSeconds(p.pid)])));
+const cpuOf = async (procs) =>
+  Object.fromEntries(await Promise.all(Object.entries(procs).map(async ([k, p]) => [k, await cpuSeconds(p.pid)])));
 const cpuDelta = (a, b, wallMs) =>
-  Object.fromEntries(Object.keys(a).map((k) => [k, { cpu_s: round(b[k] - a[k], 1), cores: round((b[k] - a[k]) / (wallMs / 1000), 2) }]));
+  Object.fromEntries(
+    Object.keys(a).map((k) => [k, { cpu_s: round(b[k] - a[k], 1), cores: round((b[k] - a[k]) / (wallMs / 1000), 2) }]),
+  );
 
 /** The dev server's Prometheus counters that explain where its time goes. */
 async function serverMetrics(port) {
@@ -126,15 +135,27 @@ async function serverMetrics(port) {
   }
 }
 function metricsDelta(a, b, top = 6) {
-  const rows = Object.entries(b).map(([k, v]) => ({ key: k, seconds: v.sum - (a[k]?.sum ?? 0), count: v.count - (a[k]?.count ?? 0) }));
+  const rows = Object.entries(b).map(([k, v]) => ({
+    key: k,
+    seconds: v.sum - (a[k]?.sum ?? 0),
+    count: v.count - (a[k]?.count ?? 0),
+  }));
   const pick = (prefix) =>
     rows
       .filter((r) => r.key.startsWith(prefix) && r.count > 0)
       .sort((x, y) => y.seconds - x.seconds)
       .slice(0, top)
       .map((r) => ({ operation: r.key.split(':')[1], seconds: round(r.seconds, 1), count: r.count }));
-  const total = (prefix) => round(rows.filter((r) => r.key.startsWith(prefix)).reduce((s, r) => s + r.seconds, 0), 1);
-  return { persistence_s: total('persistence_latency'), persistence_top: pick('persistence_latency'), service_top: pick('service_latency') };
+  const total = (prefix) =>
+    round(
+      rows.filter((r) => r.key.startsWith(prefix)).reduce((s, r) => s + r.seconds, 0),
+      1,
+    );
+  return {
+    persistence_s: total('persistence_latency'),
+    persistence_top: pick('persistence_latency'),
+    service_top: pick('service_latency'),
+  };
 }
 
 /** A fleet of n virtual nodes; the first `services` run the demo service. */
@@ -142,7 +163,13 @@ async function fleetOf(dir, n, watch, services) {
   const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
   // Polling mode resyncs every 30s; watch mode relies on events with resync as the safety net.
   // conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
-  const policy = { resync_interval: watch ? '10m' : '30s', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch };
+  const policy = {
+    resync_interval: watch ? '10m' : '30s',
+    node_timeout: '60s',
+    observation_ttl: '120s',
+    conflict_window: '0s',
+    watch,
+  };
   return writeFleet(dir, nodes, { policy, services });
 }
 
@@ -167,18 +194,37 @@ async function floorRollout(n, services) {
         const read = await authority.read(node);
         if (!read.ok) throw new Error(read.error);
         const intent = read.intent;
-        const resources = Object.fromEntries(Object.entries(intent.resources).map(([k, r]) => [k, r.type === 'release' ? { ...r, artifact: intent.locations[k] } : r]));
+        const resources = Object.fromEntries(
+          Object.entries(intent.resources).map(([k, r]) => [
+            k,
+            r.type === 'release' ? { ...r, artifact: intent.locations[k] } : r,
+          ]),
+        );
         const configPath = path.join(dir, 'agents', `${node}.yaml`);
         const pre = await observeNode(configPath, { node, resources });
         const view = { ok: true, generation: intent.generation, digest: intent.digest };
-        const first = domain.decide({ intent, authority: view, observation: pre, history: domain.emptyHistory(), now: new Date().toISOString() });
+        const first = domain.decide({
+          intent,
+          authority: view,
+          observation: pre,
+          history: domain.emptyHistory(),
+          now: new Date().toISOString(),
+        });
         for (const action of first.decision.authorized_actions) {
           await applyAction(configPath, { node, action });
           applies++;
         }
         const post = await observeNode(configPath, { node, resources });
-        const final = domain.decide({ intent, authority: view, observation: post, history: first.history, now: new Date().toISOString(), acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence: [], pre } });
-        if (final.decision.convergence_status !== 'CONVERGED') throw new Error(`floor: ${node} did not converge: ${final.decision.reason} ${final.decision.reason_detail}`);
+        const final = domain.decide({
+          intent,
+          authority: view,
+          observation: post,
+          history: first.history,
+          now: new Date().toISOString(),
+          acted: { planned: first.decision.planned_actions, actions: first.decision.authorized_actions, evidence: [], pre },
+        });
+        if (final.decision.convergence_status !== 'CONVERGED')
+          throw new Error(`floor: ${node} did not converge: ${final.decision.reason} ${final.decision.reason_detail}`);
       }),
     );
     return { ms: Date.now() - t0, applies };
@@ -192,12 +238,21 @@ async function floorRollout(n, services) {
 async function ceilingRollout(address, n, appliesPerNode) {
   const connection = await NativeConnection.connect({ address });
   const taskQueue = 'bench-ceiling';
-  const worker = await Worker.create({ connection, taskQueue, workflowsPath: path.join(root, 'bench', 'ceiling-workflows.js'), activities: { noop: () => Promise.resolve() } });
+  const worker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowsPath: path.join(root, 'bench', 'ceiling-workflows.js'),
+    activities: { noop: () => Promise.resolve() },
+  });
   const running = worker.run();
   try {
     const client = new Client({ connection: await Connection.connect({ address }) });
     const t0 = Date.now();
-    await mapLimit(Array.from({ length: n }, (_, i) => i), 200, (i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] }));
+    await mapLimit(
+      Array.from({ length: n }, (_, i) => i),
+      200,
+      (i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] }),
+    );
     return Date.now() - t0;
   } finally {
     worker.shutdown();
@@ -226,7 +281,11 @@ const ask = (handle, query) => patiently(() => handle.query(query));
 /** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
 async function pollerOn(connection, taskQueue, type, what) {
   for (let i = 0; i < 600; i++) {
-    const r = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: type });
+    const r = await connection.workflowService.describeTaskQueue({
+      namespace: 'default',
+      taskQueue: { name: taskQueue },
+      taskQueueType: type,
+    });
     if (r.pollers.length > 0) return;
     await sleep(500);
   }
@@ -243,7 +302,27 @@ async function runSize(n, mode) {
   try {
     const services = Math.min(serviceNodes, n);
     const nodes = await fleetOf(dir, n, mode === 'watch', services);
-    const server = start('temporal', temporalCliPath(), ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), '--db-filename', path.join(dir, 'temporal.sqlite'), '--log-level', 'error', ...devServerFlags()], logs);
+    const server = start(
+      'temporal',
+      temporalCliPath(),
+      [
+        'server',
+        'start-dev',
+        '--headless',
+        '--ip',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--metrics-port',
+        String(metricsPort),
+        '--db-filename',
+        path.join(dir, 'temporal.sqlite'),
+        '--log-level',
+        'error',
+        ...devServerFlags(),
+      ],
+      logs,
+    );
     procs.push(server);
     let connection;
     for (let i = 0; ; i++) {
@@ -259,8 +338,25 @@ async function runSize(n, mode) {
     const client = new Client({ connection });
     const datum = path.join(root, 'bin', 'datum.js');
     const prof = (name) => (values.profile ? ['--cpu-prof', '--cpu-prof-dir', path.join(logs, `${name}-prof`)] : []);
-    const worker = start('worker', process.execPath, [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address], logs);
-    const agent = start('agent', process.execPath, [...prof('agent'), datum, 'agent', '--address', address, ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)])], logs);
+    const worker = start(
+      'worker',
+      process.execPath,
+      [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
+      logs,
+    );
+    const agent = start(
+      'agent',
+      process.execPath,
+      [
+        ...prof('agent'),
+        datum,
+        'agent',
+        '--address',
+        address,
+        ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]),
+      ],
+      logs,
+    );
     procs.push(worker, agent);
     const tAgent = Date.now();
     await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
@@ -277,7 +373,11 @@ async function runSize(n, mode) {
     // Full rollout of generation 1 to every node.
     const [cpu0, m0] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t0 = Date.now();
-    const result = await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId: contract.rolloutWorkflowId(1, nodes), args: [{ generation: 1, nodes }] });
+    const result = await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, {
+      taskQueue: contract.CONTROL_TASK_QUEUE,
+      workflowId: contract.rolloutWorkflowId(1, nodes),
+      args: [{ generation: 1, nodes }],
+    });
     const rolloutMs = Date.now() - t0;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
@@ -302,9 +402,11 @@ async function runSize(n, mode) {
       const pending = [...verifiedAt.keys()].filter((i) => verifiedAt[i] === null);
       await mapLimit(pending, 16, async (i) => {
         const s = await ask(handles[i], contract.stateQuery);
-        if (s.last_verified_at && s.last_verified_at !== before[i].last_verified_at) verifiedAt[i] = Date.parse(s.last_verified_at);
+        if (s.last_verified_at && s.last_verified_at !== before[i].last_verified_at)
+          verifiedAt[i] = Date.parse(s.last_verified_at);
       });
-      if (Date.now() - t1 > 900_000) throw new Error(`verification pass did not finish in 15 min; ${verifiedAt.filter((v) => v === null).length} nodes left`);
+      if (Date.now() - t1 > 900_000)
+        throw new Error(`verification pass did not finish in 15 min; ${verifiedAt.filter((v) => v === null).length} nodes left`);
     }
     const verifyMs = Math.max(...verifiedAt) - t1;
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
@@ -317,7 +419,10 @@ async function runSize(n, mode) {
     // Drift detection: out-of-band edits to managed config files and kills of service processes,
     // at random nodes and random times; latency is the change → the ledger entry recording it.
     const picked = [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, Math.min(fileChanges, n));
-    const changes = [...picked.map((i) => ({ i, kind: 'file' })), ...Array.from({ length: services }, (_, i) => ({ i, kind: 'service' }))];
+    const changes = [
+      ...picked.map((i) => ({ i, kind: 'file' })),
+      ...Array.from({ length: services }, (_, i) => ({ i, kind: 'service' })),
+    ];
     // Changes land at random times over one default resync interval (30 s), so a polling loop
     // meets them at every phase of its timer, not just after the verification pass's recheck.
     const detect = async ({ i, kind }) => {
@@ -337,9 +442,14 @@ async function runSize(n, mode) {
         const entry = (await ask(handles[i], contract.ledgerQuery)).find((e) => Date.parse(e.decided_at) >= at);
         if (entry) {
           // The repair is recorded; its pass has finished once the node is CONVERGED again.
-          for (let w = 0; w < 40 && (await ask(handles[i], contract.stateQuery)).convergence_status !== 'CONVERGED'; w++) await sleep(250);
+          for (let w = 0; w < 40 && (await ask(handles[i], contract.stateQuery)).convergence_status !== 'CONVERGED'; w++)
+            await sleep(250);
           await sleep(500);
-          return { kind, ms: Date.parse(entry.decided_at) - at, events: (await patiently(() => handles[i].describe())).historyLength - eventsBefore };
+          return {
+            kind,
+            ms: Date.parse(entry.decided_at) - at,
+            events: (await patiently(() => handles[i].describe())).historyLength - eventsBefore,
+          };
         }
         if (Date.now() - at > 120_000) return { kind, ms: null };
         await sleep(250);
@@ -367,7 +477,10 @@ async function runSize(n, mode) {
       events_per_steady_pass_p50: pct(steadyEvents, 50),
       events_per_steady_pass_max: Math.max(...steadyEvents),
       events_to_first_convergence_p50: pct(events0, 50),
-      events_per_repair_p50: pct(detections.map((d) => d.events ?? null), 50),
+      events_per_repair_p50: pct(
+        detections.map((d) => d.events ?? null),
+        50,
+      ),
       events_per_repair_max: Math.max(...detections.map((d) => d.events ?? 0)),
       worker_rss_mb: await rssMb(worker.pid),
       agent_rss_mb: await rssMb(agent.pid),
@@ -397,7 +510,12 @@ async function runSize(n, mode) {
 const results = [];
 let soakResult = null;
 const date = new Date().toISOString().slice(0, 10);
-const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, mem_gb: Math.round(os.totalmem() / 2 ** 30), node: process.version };
+const machine = {
+  cpus: os.cpus().length,
+  cpu_model: os.cpus()[0]?.model ?? null,
+  mem_gb: Math.round(os.totalmem() / 2 ** 30),
+  node: process.version,
+};
 const out = (ext) => path.join(root, 'bench', 'results', `${date}.${ext}`);
 const command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
 const earlier = await readFile(out('json'), 'utf8').then(JSON.parse, () => null);
@@ -415,9 +533,15 @@ async function writeResults() {
   const rows = accumulated();
   const soaked = soakResult ?? earlier?.soak ?? null;
   await mkdir(path.dirname(out('json')), { recursive: true });
-  await writeFile(out('json'), `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results: rows, soak: soaked }, null, 2)}\n`);
+  await writeFile(
+    out('json'),
+    `${JSON.stringify({ date: new Date().toISOString(), commands, machine, results: rows, soak: soaked }, null, 2)}\n`,
+  );
   const table = markdown(rows, soaked);
-  await writeFile(out('md'), `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`);
+  await writeFile(
+    out('md'),
+    `# Datum benchmark, ${date}\n\n${machine.cpus} cores (${machine.cpu_model}), ${machine.mem_gb} GiB, Node ${machine.node}.\n\n${commands.map((c) => `    ${c}`).join('\n')}\n\n${table}\n`,
+  );
   await writeChart(rows, out('svg'), { date, cpus: machine.cpus });
 }
 
@@ -435,7 +559,9 @@ for (const n of sizes) {
     results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
     // Written after every row: a later size that fails does not lose the earlier ones.
     await writeResults();
-    console.error(`bench: ${n} nodes, ${mode}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`);
+    console.error(
+      `bench: ${n} nodes, ${mode}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`,
+    );
   }
 }
 if (soakHours > 0) {
@@ -476,16 +602,31 @@ function markdown(rows, soaked) {
   for (const r of rows) lines.push(`| ${cols.map(([k]) => (r[k] === null || r[k] === undefined ? 'n/a' : r[k])).join(' | ')} |`);
   const withProfile = rows.filter((r) => r.profile);
   if (withProfile.length > 0) {
-    lines.push('', 'Where the rollout spent CPU (cores busy on average over the rollout) and the dev server\'s time in persistence (SQLite):', '');
-    lines.push('| nodes | mode | server cores | worker cores | agent cores | server persistence s | top persistence operations (s) |', '| --- | --- | --- | --- | --- | --- | --- |');
+    lines.push(
+      '',
+      "Where the rollout spent CPU (cores busy on average over the rollout) and the dev server's time in persistence (SQLite):",
+      '',
+    );
+    lines.push(
+      '| nodes | mode | server cores | worker cores | agent cores | server persistence s | top persistence operations (s) |',
+      '| --- | --- | --- | --- | --- | --- | --- |',
+    );
     for (const r of withProfile) {
       const m = r.profile.rollout_server_metrics;
       const c = r.profile.rollout_cpu;
-      lines.push(`| ${r.nodes} | ${r.mode} | ${c.server.cores} | ${c.worker.cores} | ${c.agent.cores} | ${m.persistence_s} | ${m.persistence_top.slice(0, 3).map((o) => `${o.operation} ${o.seconds}`).join(', ')} |`);
+      lines.push(
+        `| ${r.nodes} | ${r.mode} | ${c.server.cores} | ${c.worker.cores} | ${c.agent.cores} | ${m.persistence_s} | ${m.persistence_top
+          .slice(0, 3)
+          .map((o) => `${o.operation} ${o.seconds}`)
+          .join(', ')} |`,
+      );
     }
   }
   if (soaked) {
-    lines.push('', `Soak: ${soaked.simulated_hours} h simulated (resync ${soaked.resync}) in ${soaked.wall_s} s: ${soaked.runs} runs via continue-as-new, at most ${soaked.events_per_run_max} events per run, ${soaked.events_current_run} in the current one; bounded: ${soaked.bounded}.`);
+    lines.push(
+      '',
+      `Soak: ${soaked.simulated_hours} h simulated (resync ${soaked.resync}) in ${soaked.wall_s} s: ${soaked.runs} runs via continue-as-new, at most ${soaked.events_per_run_max} events per run, ${soaked.events_current_run} in the current one; bounded: ${soaked.bounded}.`,
+    );
   }
   return lines.join('\n');
 }

@@ -66,7 +66,9 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
   try {
     const { agentYaml, configFile } = await oneNodeFleet(dir, { resync, hours });
     const [env, bundle] = await Promise.all([
-      TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: temporalTestServerPath() } } }),
+      TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: temporalTestServerPath() } },
+      }),
       bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietBundler(log) }),
     ]);
     cleanup.unshift(() => env.teardown());
@@ -74,13 +76,21 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
     // an unregistered one fails and retries forever.
     await env.connection.operatorService.addSearchAttributes({
       namespace: 'default',
-      searchAttributes: Object.fromEntries(contract.DATUM_SEARCH_ATTRIBUTES.map(({ name, type }) => [name, encodeSearchAttributeIndexedValueType(type)])),
+      searchAttributes: Object.fromEntries(
+        contract.DATUM_SEARCH_ATTRIBUTES.map(({ name, type }) => [name, encodeSearchAttributeIndexedValueType(type)]),
+      ),
     });
 
     // An explicit URL: DATUM_LEDGER_URL in the environment must not send the soak's entries elsewhere.
     const ledger = await openLedgerStore({ url: `sqlite:${path.join(dir, 'ledger.sqlite')}` });
     cleanup.unshift(() => ledger.close());
-    const controller = await createControllerWorker({ connection: env.nativeConnection, client: env.client, fleetDir: dir, ledger, workflowBundle: bundle });
+    const controller = await createControllerWorker({
+      connection: env.nativeConnection,
+      client: env.client,
+      fleetDir: dir,
+      ledger,
+      workflowBundle: bundle,
+    });
     const controllerRun = controller.run();
     cleanup.unshift(async () => {
       if (controller.getState() === 'RUNNING') controller.shutdown();
@@ -90,7 +100,11 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
     cleanup.unshift(() => agents.shutdown());
 
     const workflowId = contract.reconcileWorkflowId(NODE, 1);
-    const handle = await env.client.workflow.start(contract.WORKFLOW_TYPES.reconcileNode, { taskQueue: contract.CONTROL_TASK_QUEUE, workflowId, args: [{ node: NODE, generation: 1 }] });
+    const handle = await env.client.workflow.start(contract.WORKFLOW_TYPES.reconcileNode, {
+      taskQueue: contract.CONTROL_TASK_QUEUE,
+      workflowId,
+      args: [{ node: NODE, generation: 1 }],
+    });
     cleanup.unshift(() => handle.terminate('soak done').catch(() => undefined));
     log(`soak: ${workflowId} started; ${hours} simulated hours at resync ${resync}`);
 
@@ -99,7 +113,7 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
     const horizonMs = hours * HOUR_MS;
     let driftEdits = 0;
     let stalled = null;
-    for (let at = 0; at < horizonMs; ) {
+    for (let at = 0; at < horizonMs;) {
       const step = Math.min(HOUR_MS, horizonMs - at);
       const budget = Math.max(MIN_STEP_WALL_MS, (step / resyncMs) * WALL_MS_PER_PASS);
       if (!(await sleepWithin(env, step, budget))) {
@@ -115,7 +129,9 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
         driftEdits++;
         await writeFile(configFile, `${JSON.stringify({ workers: 1000 + driftEdits }, null, 2)}\n`);
       }
-      log(`soak: ${(at / HOUR_MS).toFixed(1)} h simulated, ${((Date.now() - soakStart) / 1000).toFixed(1)} s wall${drift ? ', config edited out of band' : ''}`);
+      log(
+        `soak: ${(at / HOUR_MS).toFixed(1)} h simulated, ${((Date.now() - soakStart) / 1000).toFixed(1)} s wall${drift ? ', config edited out of band' : ''}`,
+      );
     }
     const soakS = (Date.now() - soakStart) / 1000;
     const simulatedMs = (await env.currentTimeMs()) - simStart;
@@ -177,15 +193,19 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
  * are `hours` apart and the default 60s would judge every snapshot stale.
  */
 async function oneNodeFleet(dir, { resync, hours }) {
-  await writeFleet(dir, [NODE], { policy: { resync_interval: resync, node_timeout: '60s', observation_ttl: `${Math.ceil(hours) + 1}h`, watch: false } });
-  return { agentYaml: path.join(dir, 'agents', `${NODE}.yaml`), configFile: path.join(dir, 'nodes', NODE, 'etc/app/config.json') };
+  await writeFleet(dir, [NODE], {
+    policy: { resync_interval: resync, node_timeout: '60s', observation_ttl: `${Math.ceil(hours) + 1}h`, watch: false },
+  });
+  return {
+    agentYaml: path.join(dir, 'agents', `${NODE}.yaml`),
+    configFile: path.join(dir, 'nodes', NODE, 'etc/app/config.json'),
+  };
 }
-
 
 /** Every run of the chain, oldest first, following each WorkflowExecutionContinuedAsNew event. */
 async function continueAsNewChain(client, workflowId, firstRunId) {
   const runs = [];
-  for (let runId = firstRunId; runId; ) {
+  for (let runId = firstRunId; runId;) {
     const { events } = await client.workflow.getHandle(workflowId, runId).fetchHistory();
     runs.push({ runId, events });
     runId = events[events.length - 1]?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? null;
@@ -243,7 +263,9 @@ const round1 = (x) => Math.round(x * 10) / 10;
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
-    const { values } = parseArgs({ options: { hours: { type: 'string', default: '24' }, resync: { type: 'string', default: '30s' } } });
+    const { values } = parseArgs({
+      options: { hours: { type: 'string', default: '24' }, resync: { type: 'string', default: '30s' } },
+    });
     const result = await soak({ hours: Number(values.hours), resync: values.resync });
     console.log(JSON.stringify(result, null, 2));
     // A soak that cannot fail proves nothing: a stall, unbounded history or a node left

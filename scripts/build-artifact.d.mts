@@ -9,4 +9,6 @@ export interface BuildArtifactOptions {
   /** Directory holding server.js (default: examples/demo-app). */
   sourceDir?: string;
 }
-export declare function buildArtifact(options: BuildArtifactOptions): Promise<{ file: string; sha256: string; sha256File: string }>;
+export declare function buildArtifact(
+  options: BuildArtifactOptions,
+): Promise<{ file: string; sha256: string; sha256File: string }>;

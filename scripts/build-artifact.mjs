@@ -29,17 +29,28 @@ const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
  */
 export async function buildArtifact({ version, outDir = process.cwd(), reportBuild, sourceDir = DEMO_APP_DIR }) {
   if (typeof version !== 'string' || !VERSION.test(version)) {
-    throw new Error(`--version ${JSON.stringify(version)} is not a usable release version — fix: use letters, digits, ".", "_", "+" or "-", such as 7.4`);
+    throw new Error(
+      `--version ${JSON.stringify(version)} is not a usable release version — fix: use letters, digits, ".", "_", "+" or "-", such as 7.4`,
+    );
   }
   const out = path.resolve(outDir);
   await mkdir(out, { recursive: true });
   const staging = await mkdtemp(path.join(os.tmpdir(), 'datum-artifact-'));
   try {
     await copyFile(path.join(sourceDir, 'server.js'), path.join(staging, 'server.js'));
-    await writeFile(path.join(staging, 'build.json'), `${JSON.stringify({ build: reportBuild ?? version, version }, null, 2)}\n`, { mode: 0o644 });
+    await writeFile(
+      path.join(staging, 'build.json'),
+      `${JSON.stringify({ build: reportBuild ?? version, version }, null, 2)}\n`,
+      { mode: 0o644 },
+    );
     const file = path.join(out, `app-${version}.tgz`);
-    await tar.c({ file, cwd: staging, gzip: true, portable: true, mtime: FIXED_MTIME, noDirRecurse: true }, ['build.json', 'server.js']);
-    const sha256 = createHash('sha256').update(await readFile(file)).digest('hex');
+    await tar.c({ file, cwd: staging, gzip: true, portable: true, mtime: FIXED_MTIME, noDirRecurse: true }, [
+      'build.json',
+      'server.js',
+    ]);
+    const sha256 = createHash('sha256')
+      .update(await readFile(file))
+      .digest('hex');
     const sha256File = `${file}.sha256`;
     await writeFile(sha256File, `${sha256}\n`);
     return { file, sha256, sha256File };

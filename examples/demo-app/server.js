@@ -38,7 +38,8 @@ try {
 const configSha256 = createHash('sha256').update(configBytes).digest('hex');
 
 const port = Number(process.env.PORT);
-if (!Number.isInteger(port) || port <= 0 || port > 65535) fail(`PORT must be a TCP port, not ${JSON.stringify(process.env.PORT)}`);
+if (!Number.isInteger(port) || port <= 0 || port > 65535)
+  fail(`PORT must be a TCP port, not ${JSON.stringify(process.env.PORT)}`);
 
 const startedAt = new Date().toISOString();
 const escape = (s) => s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
@@ -66,7 +67,9 @@ const server = http.createServer((req, res) => {
 });
 
 server.listen(port, '127.0.0.1', () => {
-  process.stdout.write(`demo-app build ${build} listening on 127.0.0.1:${port} with config ${configPath} (sha256 ${configSha256})\n`);
+  process.stdout.write(
+    `demo-app build ${build} listening on 127.0.0.1:${port} with config ${configPath} (sha256 ${configSha256})\n`,
+  );
 });
 
 function stop(signal) {

@@ -25,7 +25,10 @@ export class DesiredStateAuthority {
   /** Every node the authority declares (desired/nodes/<node>.yaml), sorted. */
   async nodes(): Promise<string[]> {
     const files = await fs.readdir(path.join(this.fleetDir, 'desired', 'nodes'));
-    return files.filter((f) => f.endsWith('.yaml')).map((f) => f.slice(0, -'.yaml'.length)).sort();
+    return files
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => f.slice(0, -'.yaml'.length))
+      .sort();
   }
 
   fileFor(node: string): string {
@@ -34,7 +37,11 @@ export class DesiredStateAuthority {
 
   async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
     if (!nodeId.safeParse(node).success) {
-      return { ok: false, kind: 'unknown_node', error: withFix(`"${node}" is not a valid node name`, 'use letters, digits, ".", "_" or "-"') };
+      return {
+        ok: false,
+        kind: 'unknown_node',
+        error: withFix(`"${node}" is not a valid node name`, 'use letters, digits, ".", "_" or "-"'),
+      };
     }
     const file = this.fileFor(node);
     const source = path.relative(this.fleetDir, file) || file;
@@ -48,7 +55,10 @@ export class DesiredStateAuthority {
         return {
           ok: false,
           kind: 'unknown_node',
-          error: withFix(`no desired state for node "${node}": ${file} does not exist`, `add desired/nodes/${node}.yaml to the fleet at ${this.fleetDir}, or check the node name`),
+          error: withFix(
+            `no desired state for node "${node}": ${file} does not exist`,
+            `add desired/nodes/${node}.yaml to the fleet at ${this.fleetDir}, or check the node name`,
+          ),
         };
       }
       return { ok: false, kind: 'unreadable', error: `cannot read ${file}: ${(error as Error).message}` };
@@ -58,7 +68,11 @@ export class DesiredStateAuthority {
       const intent = parseDesiredStateText(text, source, { revision, author, loaded_at: now.toISOString() }, node);
       const problems = await this.resolveArtifacts(intent);
       if (problems.length > 0) {
-        return { ok: false, kind: 'invalid', error: `${source}: invalid desired state; nothing from this file was applied:\n${problems.join('\n')}` };
+        return {
+          ok: false,
+          kind: 'invalid',
+          error: `${source}: invalid desired state; nothing from this file was applied:\n${problems.join('\n')}`,
+        };
       }
       return { ok: true, intent };
     } catch (error) {
@@ -96,7 +110,11 @@ export class DesiredStateAuthority {
     return problems;
   }
 
-  private async provenance(file: string, text: string, stat: import('node:fs').Stats): Promise<{ revision: string; author: string | null }> {
+  private async provenance(
+    file: string,
+    text: string,
+    stat: import('node:fs').Stats,
+  ): Promise<{ revision: string; author: string | null }> {
     const stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}`;
     const cached = this.provenanceCache.get(file);
     if (cached && cached.stamp === stamp) return cached;
@@ -105,13 +123,17 @@ export class DesiredStateAuthority {
     const dir = path.dirname(file);
     try {
       if (this.notGit.has(dir)) throw new Error('not a git checkout');
-      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 }).catch((error: unknown) => {
-        // Exit 128 is git's "not a git repository"; anything else (a timeout) may pass next time.
-        if ((error as { code?: unknown }).code === 128) this.notGit.add(dir);
-        throw error;
-      });
+      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 }).catch(
+        (error: unknown) => {
+          // Exit 128 is git's "not a git repository"; anything else (a timeout) may pass next time.
+          if ((error as { code?: unknown }).code === 128) this.notGit.add(dir);
+          throw error;
+        },
+      );
       if (status.stdout.trim() === '') {
-        const log = await run('git', ['-C', dir, 'log', '-1', '--format=%H%n%an <%ae>', '--', path.basename(file)], { timeout: 5000 });
+        const log = await run('git', ['-C', dir, 'log', '-1', '--format=%H%n%an <%ae>', '--', path.basename(file)], {
+          timeout: 5000,
+        });
         const [commit, author] = log.stdout.trim().split('\n');
         if (commit) result = { stamp, revision: `git:${commit}`, author: author ?? null };
       }

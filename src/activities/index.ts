@@ -26,11 +26,16 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     },
     /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
     async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {
-      if (!deps.ledger) throw ApplicationFailure.nonRetryable('this worker was started without a ledger store', 'MisconfiguredWorker');
+      if (!deps.ledger)
+        throw ApplicationFailure.nonRetryable('this worker was started without a ledger store', 'MisconfiguredWorker');
       return deps.ledger.append(input.entry, input.chain_id);
     },
     ...createRolloutActivities(authority, () => {
-      if (!deps.client) throw ApplicationFailure.nonRetryable('this worker was started without a Temporal client for rollouts', 'MisconfiguredWorker');
+      if (!deps.client)
+        throw ApplicationFailure.nonRetryable(
+          'this worker was started without a Temporal client for rollouts',
+          'MisconfiguredWorker',
+        );
       return deps.client;
     }),
   };

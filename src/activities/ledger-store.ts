@@ -45,7 +45,10 @@ export function resolveLedgerLocation(options: LedgerStoreOptions = {}, env: Nod
   if (/^sqlite:/i.test(url)) {
     // sqlite:/abs/file, sqlite:relative/file and the URL-ish sqlite:///abs/file all name a path.
     const file = url.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (file === '') throw new LedgerConfigError(withFix(`ledger URL "${url}" names no file`, 'write sqlite:<path>, such as sqlite:.datum/ledger.sqlite'));
+    if (file === '')
+      throw new LedgerConfigError(
+        withFix(`ledger URL "${url}" names no file`, 'write sqlite:<path>, such as sqlite:.datum/ledger.sqlite'),
+      );
     return { backend: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
   }
   throw new LedgerConfigError(

@@ -49,7 +49,10 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
           return {
             node,
             outcome: 'refused',
-            error: withFix(`the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation}`, `commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`),
+            error: withFix(
+              `the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation}`,
+              `commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`,
+            ),
           };
         }
         const workflowId = reconcileWorkflowId(node, input.generation);
@@ -68,7 +71,9 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
         const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${input.generation}`;
         for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
         await Promise.all(
-          older.map((id) => c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: input.generation, digest: read.intent.digest })),
+          older.map((id) =>
+            c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: input.generation, digest: read.intent.digest }),
+          ),
         );
         return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
       });
@@ -104,7 +109,8 @@ async function settledByVisibility(c: Client, workflowIds: string[]): Promise<Se
   const statuses = ROLLOUT_SETTLED.map((s) => `"${s}"`).join(', ');
   try {
     const found = new Set<string>();
-    for await (const execution of c.workflow.list({ query: `WorkflowId IN (${ids}) AND ${DatumStatus.name} IN (${statuses})` })) found.add(execution.workflowId);
+    for await (const execution of c.workflow.list({ query: `WorkflowId IN (${ids}) AND ${DatumStatus.name} IN (${statuses})` }))
+      found.add(execution.workflowId);
     return found;
   } catch (error) {
     log.warn('visibility could not list settled nodes; querying each node instead', { error: String(error) });

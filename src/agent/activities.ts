@@ -102,7 +102,11 @@ async function observeResource(ctx: NodeContext, key: string, spec: ResourceSpec
       return await observeService(ctx, key);
     default: {
       const type = (spec as { type?: unknown }).type;
-      throw ApplicationFailure.nonRetryable(`observe of "${key}": unknown resource type ${JSON.stringify(type)}`, 'InvalidAction', { resource_key: key });
+      throw ApplicationFailure.nonRetryable(
+        `observe of "${key}": unknown resource type ${JSON.stringify(type)}`,
+        'InvalidAction',
+        { resource_key: key },
+      );
     }
   }
 }
@@ -110,7 +114,10 @@ async function observeResource(ctx: NodeContext, key: string, spec: ResourceSpec
 function assertNode(config: AgentConfig, node: string, configPath: string, subject: string): void {
   if (config.node === node) return;
   throw ApplicationFailure.nonRetryable(
-    withFix(`${subject} refused: this agent serves node "${config.node}" (${configPath}), not "${node}"`, `route work for "${node}" to task queue datum-node-${node}, or correct node: in ${configPath}`),
+    withFix(
+      `${subject} refused: this agent serves node "${config.node}" (${configPath}), not "${node}"`,
+      `route work for "${node}" to task queue datum-node-${node}, or correct node: in ${configPath}`,
+    ),
     'NodeMismatch',
     { node, agent_node: config.node },
   );
@@ -131,15 +138,26 @@ async function applyLocked(configPath: string, request: ApplyRequest): Promise<E
   const kind = typeof raw?.action === 'string' ? raw.action : '(no action)';
   const key = typeof raw?.resource_key === 'string' ? raw.resource_key : '(no resource)';
   const what = `${kind} of "${key}" on node ${request.node}`;
-  const context: Record<string, Json> = { node: request.node, resource_key: key, action: kind, idempotency_key: raw?.idempotency_key ?? null };
-  const refuse: Refuse = (type, problem, fix, facts = {}) => toFailure(new AgentRefusal(type, withFix(problem, fix), facts), what, context);
+  const context: Record<string, Json> = {
+    node: request.node,
+    resource_key: key,
+    action: kind,
+    idempotency_key: raw?.idempotency_key ?? null,
+  };
+  const refuse: Refuse = (type, problem, fix, facts = {}) =>
+    toFailure(new AgentRefusal(type, withFix(problem, fix), facts), what, context);
 
   // 1. The operator's configuration, read now.
   const config = await configForApply(configPath, refuse);
   // 2. The right node, and a well-formed action.
   assertNode(config, request.node, configPath, what);
   const parsed = authorizedAction.safeParse(request.action);
-  if (!parsed.success) throw refuse('InvalidAction', `the action is malformed (${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`, 're-plan from the desired state');
+  if (!parsed.success)
+    throw refuse(
+      'InvalidAction',
+      `the action is malformed (${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`,
+      're-plan from the desired state',
+    );
   const action = parsed.data;
   // 3–5. What this host's operator allows: mode, ownership, never destroy, known actions.
   for (const check of ACTION_CHECKS) {
@@ -162,7 +180,11 @@ async function configForApply(configPath: string, refuse: Refuse): Promise<Agent
     return await loadAgentConfig(configPath);
   } catch (err) {
     if (!(err instanceof InvalidAgentConfig)) throw err;
-    throw refuse('InvalidAgentConfig', `agent.yaml is invalid, and an agent that cannot read its own trust settings acts on nothing:\n${err.message}`, `correct ${configPath}; the next action re-reads it`);
+    throw refuse(
+      'InvalidAgentConfig',
+      `agent.yaml is invalid, and an agent that cannot read its own trust settings acts on nothing:\n${err.message}`,
+      `correct ${configPath}; the next action re-reads it`,
+    );
   }
 }
 
@@ -179,7 +201,8 @@ const ACTION_CHECKS: readonly ((config: AgentConfig, action: AuthorizedAction, c
   (config, action, configPath) => {
     const mode = effectiveMode(config, action.resource_key);
     if (mode.mode !== 'observe') return null;
-    const fix = 'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it';
+    const fix =
+      'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it';
     return { type: 'ObserveModeRefusal', problem: `${mode.because} in ${configPath}`, fix, facts: { mode: 'observe' } };
   },
   // 4. Operator-owned: never reverted.
@@ -196,12 +219,20 @@ const ACTION_CHECKS: readonly ((config: AgentConfig, action: AuthorizedAction, c
   // 5. Destructive or unknown action kinds.
   (_config, action) =>
     (DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)
-      ? { type: 'DestructiveActionRefusal', problem: `${action.action} is destructive and the agent never carries out destructive actions`, fix: 'an operator does this by hand if it is really wanted' }
+      ? {
+          type: 'DestructiveActionRefusal',
+          problem: `${action.action} is destructive and the agent never carries out destructive actions`,
+          fix: 'an operator does this by hand if it is really wanted',
+        }
       : null,
   (_config, action) =>
     (ACTIONS as readonly string[]).includes(action.action)
       ? null
-      : { type: 'InvalidAction', problem: `"${action.action}" is not an action this agent knows (${ACTIONS.join(', ')})`, fix: 'upgrade the agent or the controller so both speak the same actions' },
+      : {
+          type: 'InvalidAction',
+          problem: `"${action.action}" is not an action this agent knows (${ACTIONS.join(', ')})`,
+          fix: 'upgrade the agent or the controller so both speak the same actions',
+        },
 ];
 
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {

@@ -18,7 +18,10 @@ export async function loadAgentConfig(configPath: string): Promise<AgentConfig> 
       {
         field: '(file)',
         problem: `cannot be read (${code}: ${(err as Error).message})`,
-        fix: code === 'ENOENT' ? 'create agent.yaml at this path, or point the agent at the right file with --config' : 'make the file readable by the agent',
+        fix:
+          code === 'ENOENT'
+            ? 'create agent.yaml at this path, or point the agent at the right file with --config'
+            : 'make the file readable by the agent',
       },
     ]);
   }

@@ -89,7 +89,9 @@ export async function readJsonOrNull(file: string): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new Error(`${file} is not valid JSON (${(err as Error).message}); it is Datum's own state: restore it from a backup or move it away`);
+    throw new Error(
+      `${file} is not valid JSON (${(err as Error).message}); it is Datum's own state: restore it from a backup or move it away`,
+    );
   }
 }
 

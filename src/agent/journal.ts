@@ -50,7 +50,11 @@ export class AgentJournal {
     const fence = await this.readFence();
     const prior = fence.resources[action.resource_key];
     if (!prior || prior.generation < action.desired_generation) {
-      fence.resources[action.resource_key] = { generation: action.desired_generation, accepted_at: at.toISOString(), idempotency_key: action.idempotency_key };
+      fence.resources[action.resource_key] = {
+        generation: action.desired_generation,
+        accepted_at: at.toISOString(),
+        idempotency_key: action.idempotency_key,
+      };
       await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
     }
   }

@@ -34,12 +34,20 @@ export function checkSpelling(rel: string, what: string): void {
   if (problem === null) return;
   const fix = 'write a path relative to the node root without ".." segments, such as "etc/app/config.json"';
   if (problem === 'absolute') {
-    throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" is an absolute path and would leave the node root`, fix), { path: rel });
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(`${what} "${rel}" is an absolute path and would leave the node root`, fix),
+      { path: rel },
+    );
   }
   if (problem === 'parent_segment') {
-    throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" has a ".." segment and could leave the node root`, fix), { path: rel });
+    throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" has a ".." segment and could leave the node root`, fix), {
+      path: rel,
+    });
   }
-  throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), { path: rel });
+  throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), {
+    path: rel,
+  });
 }
 
 /**
@@ -50,7 +58,12 @@ export function checkSpelling(rel: string, what: string): void {
 export function checkFileResourcePath(rel: string): void {
   checkSpelling(rel, 'file path');
   const problem = nodePathProblem(rel);
-  if (problem) throw new AgentRefusal('InvalidAction', withFix(`file path ${problem}`, 'choose a path outside .datum, releases, current and flags'), { path: rel });
+  if (problem)
+    throw new AgentRefusal(
+      'InvalidAction',
+      withFix(`file path ${problem}`, 'choose a path outside .datum, releases, current and flags'),
+      { path: rel },
+    );
 }
 
 export interface Located {
@@ -90,7 +103,10 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
     if (!st.isDirectory()) {
       throw new AgentRefusal(
         'DestructiveActionRefusal',
-        withFix(`${what} "${rel}" needs "${shown}" to be a directory, but it is a ${kindOf(st)}; replacing it would destroy it`, `move "${shown}" away by hand if it is not needed`),
+        withFix(
+          `${what} "${rel}" needs "${shown}" to be a directory, but it is a ${kindOf(st)}; replacing it would destroy it`,
+          `move "${shown}" away by hand if it is not needed`,
+        ),
         { path: rel, blocking: shown },
       );
     }
@@ -103,7 +119,12 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
  * A parent directory that is a symlink is followed only when it stays inside the root, judged
  * both by where it points and by where it really leads, and only to a directory.
  */
-async function throughParentLink(root: string, dir: string, link: string, at: { rel: string; shown: string; what: string }): Promise<string> {
+async function throughParentLink(
+  root: string,
+  dir: string,
+  link: string,
+  at: { rel: string; shown: string; what: string },
+): Promise<string> {
   const { rel, shown, what } = at;
   const target = await fs.readlink(link);
   const lexical = path.resolve(dir, target);
@@ -117,7 +138,10 @@ async function throughParentLink(root: string, dir: string, link: string, at: { 
   if (!isInside(root, real) || !isInside(root, lexical)) {
     throw new AgentRefusal(
       'PathOutsideRoot',
-      withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} outside the node root`, `replace the symlink "${shown}" with a directory inside the node root`),
+      withFix(
+        `${what} "${rel}" goes through "${shown}", a symlink to ${target} outside the node root`,
+        `replace the symlink "${shown}" with a directory inside the node root`,
+      ),
       { path: rel, symlink: shown, target },
     );
   }
@@ -125,7 +149,10 @@ async function throughParentLink(root: string, dir: string, link: string, at: { 
   if (realSt === null || !realSt.isDirectory()) {
     throw new AgentRefusal(
       'DestructiveActionRefusal',
-      withFix(`${what} "${rel}" goes through "${shown}", a symlink to ${target} that is not a directory`, `make "${shown}" a directory, or remove the symlink by hand`),
+      withFix(
+        `${what} "${rel}" goes through "${shown}", a symlink to ${target} that is not a directory`,
+        `make "${shown}" a directory, or remove the symlink by hand`,
+      ),
       { path: rel, symlink: shown, target },
     );
   }
@@ -140,7 +167,10 @@ export async function createParents(loc: Located): Promise<void> {
     } catch (err) {
       if (!isErrno(err, 'EEXIST')) throw err;
       const st = await fs.lstat(dir);
-      if (!st.isDirectory()) throw new AgentRefusal('DestructiveActionRefusal', `"${dir}" appeared as a ${kindOf(st)} while Datum was creating it`, { path: dir });
+      if (!st.isDirectory())
+        throw new AgentRefusal('DestructiveActionRefusal', `"${dir}" appeared as a ${kindOf(st)} while Datum was creating it`, {
+          path: dir,
+        });
     }
   }
 }

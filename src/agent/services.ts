@@ -146,7 +146,12 @@ export async function launch(req: LaunchRequest): Promise<ServiceState> {
   let pid: number;
   try {
     await log.write(`--- datum ${startedAt}: starting ${JSON.stringify(req.command)} in ${req.cwd} on port ${port}\n`);
-    const child = spawn(req.command[0], req.command.slice(1), { cwd: req.cwd, env, detached: true, stdio: ['ignore', log.fd, log.fd] });
+    const child = spawn(req.command[0], req.command.slice(1), {
+      cwd: req.cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', log.fd, log.fd],
+    });
     // 'spawn' or 'error', whichever comes first (events.once would reject on 'error').
     const outcome = await new Promise<Error | null>((resolve) => {
       child.once('spawn', () => resolve(null));
@@ -155,7 +160,10 @@ export async function launch(req: LaunchRequest): Promise<ServiceState> {
     if (outcome !== null || child.pid === undefined) {
       throw new AgentRefusal(
         SERVICE_START_FAILED,
-        withFix(`could not start ${JSON.stringify(req.command)} in ${req.cwd}: ${outcome?.message ?? 'no pid'}`, 'check the command of the service resource and that the release contains it'),
+        withFix(
+          `could not start ${JSON.stringify(req.command)} in ${req.cwd}: ${outcome?.message ?? 'no pid'}`,
+          'check the command of the service resource and that the release contains it',
+        ),
       );
     }
     child.unref();
@@ -183,25 +191,40 @@ export type Health = { ok: true; status: number; body: Json } | { ok: false; err
 /** GET http://127.0.0.1:<port>/health: the service's own account of what it runs. */
 export async function probeHealth(port: number, timeoutMs: number): Promise<Health> {
   return await new Promise<Health>((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/health', agent: false, signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size <= 65536) chunks.push(chunk);
-      });
-      res.on('error', (err) => resolve({ ok: false, error: err.message }));
-      res.on('end', () => {
-        const status = res.statusCode ?? 0;
-        if (status !== 200) return resolve({ ok: false, error: `answered HTTP ${status}` });
-        try {
-          resolve({ ok: true, status, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json });
-        } catch (err) {
-          resolve({ ok: false, error: `answered something that is not JSON (${(err as Error).message})` });
-        }
-      });
-    });
-    req.on('error', (err) => resolve({ ok: false, error: err.name === 'AbortError' || err.name === 'TimeoutError' ? `did not answer within ${timeoutMs} ms` : err.message }));
+    const req = http.get(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/health',
+        agent: false,
+        signal: AbortSignal.timeout(timeoutMs),
+        headers: { accept: 'application/json' },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= 65536) chunks.push(chunk);
+        });
+        res.on('error', (err) => resolve({ ok: false, error: err.message }));
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          if (status !== 200) return resolve({ ok: false, error: `answered HTTP ${status}` });
+          try {
+            resolve({ ok: true, status, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json });
+          } catch (err) {
+            resolve({ ok: false, error: `answered something that is not JSON (${(err as Error).message})` });
+          }
+        });
+      },
+    );
+    req.on('error', (err) =>
+      resolve({
+        ok: false,
+        error: err.name === 'AbortError' || err.name === 'TimeoutError' ? `did not answer within ${timeoutMs} ms` : err.message,
+      }),
+    );
   });
 }
 

@@ -53,7 +53,9 @@ async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<
 }
 
 async function markers(root: string, resources: Record<string, ResourceSpec>): Promise<Record<string, string>> {
-  const entries = await Promise.all(Object.entries(resources).map(async ([k, spec]) => [k, await markerOf(root, k, spec)] as const));
+  const entries = await Promise.all(
+    Object.entries(resources).map(async ([k, spec]) => [k, await markerOf(root, k, spec)] as const),
+  );
   return Object.fromEntries(entries);
 }
 

@@ -9,7 +9,12 @@ export type Options = NonNullable<ParseArgsConfig['options']>;
 
 export function parse<O extends Options>(argv: string[], options: O, allowPositionals = false) {
   try {
-    return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals, strict: true });
+    return parseArgs({
+      args: argv,
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      allowPositionals,
+      strict: true,
+    });
   } catch (error) {
     throw new UsageError((error as Error).message.replace(/^TypeError \[[A-Z_]+\]: /, ''));
   }

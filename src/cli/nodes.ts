@@ -11,7 +11,8 @@ export interface NodeLoop {
 
 export function checkNode(node: string | undefined): string {
   if (!node) throw new UsageError(withFix('which node?', 'name it, for example `N-24`'));
-  if (!nodeId.safeParse(node).success) throw new UsageError(withFix(`"${node}" is not a node name`, 'letters, digits, ".", "_" or "-"'));
+  if (!nodeId.safeParse(node).success)
+    throw new UsageError(withFix(`"${node}" is not a node name`, 'letters, digits, ".", "_" or "-"'));
   return node;
 }
 
@@ -25,7 +26,8 @@ export async function runningLoops(client: Client, node?: string): Promise<Map<s
     const generation = Number((w.searchAttributes.DatumGeneration?.[0] as number | undefined) ?? m?.[2] ?? 0);
     if (!name) continue;
     const prior = loops.get(name);
-    if (!prior || prior.generation < generation) loops.set(name, { workflowId: w.workflowId, generation, handle: client.workflow.getHandle(w.workflowId) });
+    if (!prior || prior.generation < generation)
+      loops.set(name, { workflowId: w.workflowId, generation, handle: client.workflow.getHandle(w.workflowId) });
   }
   return loops;
 }
@@ -33,7 +35,12 @@ export async function runningLoops(client: Client, node?: string): Promise<Map<s
 export async function loopFor(client: Client, node: string): Promise<NodeLoop> {
   const loop = (await runningLoops(client, node)).get(node);
   if (!loop) {
-    throw new Error(withFix(`no reconcile loop is running for node ${node}`, `start one with \`datum rollout start --generation <G> --nodes ${node}\` (see \`datum status\` for the nodes that have one)`));
+    throw new Error(
+      withFix(
+        `no reconcile loop is running for node ${node}`,
+        `start one with \`datum rollout start --generation <G> --nodes ${node}\` (see \`datum status\` for the nodes that have one)`,
+      ),
+    );
   }
   return loop;
 }

@@ -10,8 +10,7 @@ import type { PreparedNode } from './workflows';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
-  | { ok: true; intent: BoundIntent }
-  | { ok: false; kind: 'unknown_node' | 'invalid' | 'unreadable'; error: string };
+  { ok: true; intent: BoundIntent } | { ok: false; kind: 'unknown_node' | 'invalid' | 'unreadable'; error: string };
 
 export interface NodeStateReport {
   workflow_id: string;

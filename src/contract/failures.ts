@@ -22,7 +22,12 @@ export const REFUSALS = [
 export type RefusalType = (typeof REFUSALS)[number];
 
 /** Failure types of controller-side activities that retrying cannot fix. */
-export const CONTROL_PERMANENT_ERRORS = ['InvalidDesiredState', 'UnknownNode', 'GenerationNotAtAuthority', 'MisconfiguredWorker'] as const;
+export const CONTROL_PERMANENT_ERRORS = [
+  'InvalidDesiredState',
+  'UnknownNode',
+  'GenerationNotAtAuthority',
+  'MisconfiguredWorker',
+] as const;
 /** Ledger append failures that retrying cannot fix (the entry is kept in the workflow either way). */
 export const LEDGER_PERMANENT_ERRORS = ['InvalidLedgerEntry', 'LedgerSeqConflict', 'MisconfiguredWorker'] as const;
 

@@ -29,7 +29,14 @@ export const DatumDigest = defineSearchAttributeKey('DatumDigest', SearchAttribu
 export const DatumStatus = defineSearchAttributeKey('DatumStatus', SearchAttributeType.KEYWORD);
 export const DatumConditions = defineSearchAttributeKey('DatumConditions', SearchAttributeType.KEYWORD_LIST);
 export const DatumMode = defineSearchAttributeKey('DatumMode', SearchAttributeType.KEYWORD);
-export const DATUM_SEARCH_ATTRIBUTES = [DatumNode, DatumGeneration, DatumDigest, DatumStatus, DatumConditions, DatumMode] as const;
+export const DATUM_SEARCH_ATTRIBUTES = [
+  DatumNode,
+  DatumGeneration,
+  DatumDigest,
+  DatumStatus,
+  DatumConditions,
+  DatumMode,
+] as const;
 
 /** Memo key holding the last decision's one-line summary, shown in the Web UI's workflow list. */
 export const MEMO_SUMMARY = 'summary';

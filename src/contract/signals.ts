@@ -18,13 +18,33 @@ import type { RolloutProgress } from './workflows';
 // it with these schemas, records it and raises INVALID_SIGNAL, and the loop goes on.
 
 export const refreshDesiredPayload = z.strictObject({
-  generation: z.number({ error: withFix('must be a whole number', 'send {"generation": <G>, "digest": "sha256:…"}') }).int().min(1),
-  digest: z.string({ error: withFix('is missing', 'send the desired_digest the authority shows for that generation (datum refresh does this)') }).regex(DESIRED_DIGEST, withFix('must look like "sha256:<64 hex digits>"', 'copy desired_digest from `datum describe` or let `datum refresh` send it')),
+  generation: z
+    .number({ error: withFix('must be a whole number', 'send {"generation": <G>, "digest": "sha256:…"}') })
+    .int()
+    .min(1),
+  digest: z
+    .string({
+      error: withFix('is missing', 'send the desired_digest the authority shows for that generation (datum refresh does this)'),
+    })
+    .regex(
+      DESIRED_DIGEST,
+      withFix(
+        'must look like "sha256:<64 hex digits>"',
+        'copy desired_digest from `datum describe` or let `datum refresh` send it',
+      ),
+    ),
 });
 export const resolveConflictPayload = z.strictObject({
   resource_key: resourceKey,
-  resolution: z.enum(['retake', 'yield'], { error: withFix('must be "retake" or "yield"', 'retake to let Datum own the resource again, yield to leave it to the other writer') }),
-  by: z.string({ error: withFix('is missing', 'say who resolves the conflict, such as "oncall"') }).min(1, withFix('is empty', 'say who resolves the conflict')),
+  resolution: z.enum(['retake', 'yield'], {
+    error: withFix(
+      'must be "retake" or "yield"',
+      'retake to let Datum own the resource again, yield to leave it to the other writer',
+    ),
+  }),
+  by: z
+    .string({ error: withFix('is missing', 'say who resolves the conflict, such as "oncall"') })
+    .min(1, withFix('is empty', 'say who resolves the conflict')),
   note: z.string().nullable().optional(),
 });
 export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);
@@ -34,7 +54,11 @@ export type ResolveConflictPayload = z.infer<typeof resolveConflictPayload>;
 export type RecheckPayload = z.infer<typeof recheckPayload>;
 
 /** Each signal's name and payload schema: the one table the definitions below are built from. */
-export const SIGNAL_SCHEMAS = { refreshDesired: refreshDesiredPayload, resolveConflict: resolveConflictPayload, recheck: recheckPayload } as const;
+export const SIGNAL_SCHEMAS = {
+  refreshDesired: refreshDesiredPayload,
+  resolveConflict: resolveConflictPayload,
+  recheck: recheckPayload,
+} as const;
 export type SignalName = keyof typeof SIGNAL_SCHEMAS;
 export type SignalPayload<N extends SignalName> = z.infer<(typeof SIGNAL_SCHEMAS)[N]>;
 

@@ -60,11 +60,21 @@ export const ROLLOUT_OUTCOMES = { reported: 'reported', refused: 'refused', pend
 
 /** A node's outcome once the rollout is done with it. */
 export type RolloutNodeOutcome =
-  | { node: string; outcome: typeof ROLLOUT_OUTCOMES.reported; workflow_id: string; status: ConvergenceStatus; reason: Reason; reason_detail: string; handed_over_from: string[] }
+  | {
+      node: string;
+      outcome: typeof ROLLOUT_OUTCOMES.reported;
+      workflow_id: string;
+      status: ConvergenceStatus;
+      reason: Reason;
+      reason_detail: string;
+      handed_over_from: string[];
+    }
   | { node: string; outcome: typeof ROLLOUT_OUTCOMES.refused; error: string };
 
 /** A node as the `progress` query shows it: settled, or still reconciling. */
-export type RolloutNodeProgress = RolloutNodeOutcome | { node: string; outcome: typeof ROLLOUT_OUTCOMES.pending; workflow_id: string; handed_over_from: string[] };
+export type RolloutNodeProgress =
+  | RolloutNodeOutcome
+  | { node: string; outcome: typeof ROLLOUT_OUTCOMES.pending; workflow_id: string; handed_over_from: string[] };
 
 export interface RolloutResult {
   generation: number;

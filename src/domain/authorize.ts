@@ -24,10 +24,17 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
   const writers = trackConflicts(history, pre, input.now, intent.policy.conflict_window, NO_FINDINGS);
   const refused = standingRefusals(history.refused, pre, []);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
-  const authorizations = authorizePlan(planItems(intent, pre.assessments, history.action_seq + 1), pre, next, writers.blocking, intent.policy.retry_budget);
+  const authorizations = authorizePlan(
+    planItems(intent, pre.assessments, history.action_seq + 1),
+    pre,
+    next,
+    writers.blocking,
+    intent.policy.retry_budget,
+  );
   const planned = authorizations.map(toPlanned);
   const authorized = planned.filter((p) => p.authorized);
-  const withheldFor = (kind: WithheldCause['kind']) => authorizations.filter((x) => x.cause?.kind === kind).map((x) => x.action.resource_key);
+  const withheldFor = (kind: WithheldCause['kind']) =>
+    authorizations.filter((x) => x.cause?.kind === kind).map((x) => x.action.resource_key);
   return {
     planned,
     authorized: authorized.map(toAuthorized),
@@ -61,7 +68,13 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
  * Why each planned action is withheld, first cause first: destructive, observe mode, an open
  * conflict, a standing refusal, a spent budget; then a service whose inputs cannot be repaired.
  */
-export function authorizePlan(items: PlanItem[], snapshot: Classified, history: History, blocking: string[], budget: number): Authorization[] {
+export function authorizePlan(
+  items: PlanItem[],
+  snapshot: Classified,
+  history: History,
+  blocking: string[],
+  budget: number,
+): Authorization[] {
   const result: Authorization[] = items.map((item) => ({ ...item, cause: withheldCause(item, history, blocking, budget) }));
   const planned = new Map(result.map((x) => [x.action.resource_key, x]));
   // A service restart cannot help while what it loads is drifted and not being repaired. In plan
@@ -79,13 +92,19 @@ export function authorizePlan(items: PlanItem[], snapshot: Classified, history: 
   return result;
 }
 
-function withheldCause({ action: p, assessment: a }: PlanItem, history: History, blocking: string[], budget: number): WithheldCause | null {
+function withheldCause(
+  { action: p, assessment: a }: PlanItem,
+  history: History,
+  blocking: string[],
+  budget: number,
+): WithheldCause | null {
   const obstruction = a.observed?.obstruction ?? null;
   if (obstruction !== null) return { kind: 'destructive', obstruction };
   if (a.effective_mode === 'observe') return { kind: 'observe' };
   if (blocking.length > 0) return { kind: 'conflict', writers: blocking };
   const r = history.refused[p.resource_key];
-  if (r && r.idempotency_key === p.idempotency_key && r.marker === p.observed_marker && r.mode === a.effective_mode) return { kind: 'refused', refusal: r.refusal };
+  if (r && r.idempotency_key === p.idempotency_key && r.marker === p.observed_marker && r.mode === a.effective_mode)
+    return { kind: 'refused', refusal: r.refusal };
   if (history.attempt_count >= budget) return { kind: 'budget', attempts: history.attempt_count };
   return null;
 }

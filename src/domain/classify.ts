@@ -32,7 +32,11 @@ export function effectiveMode(observation: Pick<Observation, 'mode' | 'resource_
  * not proven is UNKNOWN and is never touched.
  */
 export function classify(intent: BoundIntent, observation: Observation, history: History): Assessment[] {
-  const keys = new Set<string>([...Object.keys(intent.resources), ...Object.keys(observation.overrides), ...Object.keys(history.yielded)]);
+  const keys = new Set<string>([
+    ...Object.keys(intent.resources),
+    ...Object.keys(observation.overrides),
+    ...Object.keys(history.yielded),
+  ]);
   for (const u of observation.undeclared) keys.add(u.resource_key);
   const assessed = [...keys].sort().map((key): Assessment => {
     const base = sighting(key, intent, observation);
@@ -49,10 +53,20 @@ function sighting(key: string, intent: BoundIntent, observation: Observation): S
   const undeclared = observation.undeclared.find((u) => u.resource_key === key);
   const observed: ObservedResource | null =
     observation.resources[key] ??
-    (undeclared ? { type: undeclared.type, value: undeclared.value, marker: undeclared.marker, obstruction: null, detail: {} } : null);
+    (undeclared
+      ? { type: undeclared.type, value: undeclared.value, marker: undeclared.marker, obstruction: null, detail: {} }
+      : null);
   const desired: Json = spec ? desiredValue(key, intent.resources) : null;
   const drift = spec !== null && !jsonEqual(observed?.value ?? null, desired);
-  return { resource_key: key, type: spec?.type ?? observed?.type ?? null, spec, desired, observed, drift, effective_mode: effectiveMode(observation, key) };
+  return {
+    resource_key: key,
+    type: spec?.type ?? observed?.type ?? null,
+    spec,
+    desired,
+    observed,
+    drift,
+    effective_mode: effectiveMode(observation, key),
+  };
 }
 
 type Claim = Pick<Assessment, 'ownership' | 'ownership_provenance' | 'ownership_reason'> & { drift?: boolean };
@@ -64,22 +78,46 @@ type Claim = Pick<Assessment, 'ownership' | 'ownership_provenance' | 'ownership_
 function ownershipOf(base: Sighting, intent: BoundIntent, observation: Observation, history: History): Claim {
   const key = base.resource_key;
   // undefined: no override; null: an override without provenance.
-  const override = Object.prototype.hasOwnProperty.call(observation.overrides, key) ? (observation.overrides[key] ?? null) : undefined;
-  const unknown = (ownership_reason: string, provenance: Json = null): Claim => ({ ownership: 'UNKNOWN', ownership_provenance: provenance, ownership_reason });
+  const override = Object.prototype.hasOwnProperty.call(observation.overrides, key)
+    ? (observation.overrides[key] ?? null)
+    : undefined;
+  const unknown = (ownership_reason: string, provenance: Json = null): Claim => ({
+    ownership: 'UNKNOWN',
+    ownership_provenance: provenance,
+    ownership_reason,
+  });
   if (override === null) return unknown(`"${key}" has a local override without provenance (approved_by, reason, since)`);
-  if (override && history.conflicts[key]?.resolution === null) return unknown(`"${key}" is both overridden locally and contested by another writer`, override);
+  if (override && history.conflicts[key]?.resolution === null)
+    return unknown(`"${key}" is both overridden locally and contested by another writer`, override);
   if (override) {
-    return { ownership: 'OPERATOR_OWNED', ownership_provenance: override, ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}` };
+    return {
+      ownership: 'OPERATOR_OWNED',
+      ownership_provenance: override,
+      ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}`,
+    };
   }
   const yielded = history.yielded[key];
   if (yielded && base.spec) {
-    const provenance = { approved_by: yielded.by, reason: yielded.note ?? 'conflict yielded to the other writer', since: yielded.at, via: 'resolveConflict' };
-    return { ownership: 'OPERATOR_OWNED', ownership_provenance: provenance, ownership_reason: `yielded to the other writer by ${yielded.by}` };
+    const provenance = {
+      approved_by: yielded.by,
+      reason: yielded.note ?? 'conflict yielded to the other writer',
+      since: yielded.at,
+      via: 'resolveConflict',
+    };
+    return {
+      ownership: 'OPERATOR_OWNED',
+      ownership_provenance: provenance,
+      ownership_reason: `yielded to the other writer by ${yielded.by}`,
+    };
   }
   if (!base.spec) return unknown(`"${key}" is on the node but declared neither in desired state nor as an override`);
   if (!base.observed) return { ...unknown(`the agent did not report "${key}", so its state is not proven`), drift: false };
   const provenance = { source: intent.provenance.source, revision: intent.provenance.revision };
-  return { ownership: 'MANAGED', ownership_provenance: provenance, ownership_reason: 'declared in desired state; no local override' };
+  return {
+    ownership: 'MANAGED',
+    ownership_provenance: provenance,
+    ownership_reason: 'declared in desired state; no local override',
+  };
 }
 
 /**

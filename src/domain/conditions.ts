@@ -35,7 +35,13 @@ const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>
   INVALID_SIGNAL: { resolver: 'operator', needs_judgement: false },
 };
 
-export function draft(type: ConditionType, resourceKey: string | null, message: string, evidence: Json, tried: string[] = []): ConditionDraft {
+export function draft(
+  type: ConditionType,
+  resourceKey: string | null,
+  message: string,
+  evidence: Json,
+  tried: string[] = [],
+): ConditionDraft {
   return { type, resource_key: resourceKey, message, evidence, tried, ...WHO[type] };
 }
 

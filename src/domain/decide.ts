@@ -73,7 +73,17 @@ function gateInput(input: DecideInput, judged: Classified | null): GateInput {
 /** The fields of a Decision that the pass fixes before anything is judged. */
 type Frame = Omit<
   Decision,
-  'resources' | 'operator_exceptions' | 'planned_actions' | 'authorized_actions' | 'backoff' | 'conflicting_writer_evidence' | 'convergence_status' | 'reason' | 'reason_detail' | 'recheck_trigger' | 'conditions'
+  | 'resources'
+  | 'operator_exceptions'
+  | 'planned_actions'
+  | 'authorized_actions'
+  | 'backoff'
+  | 'conflicting_writer_evidence'
+  | 'convergence_status'
+  | 'reason'
+  | 'reason_detail'
+  | 'recheck_trigger'
+  | 'conditions'
 >;
 
 interface Pass {
@@ -129,10 +139,18 @@ function gateOutcome(pass: Pass, closed: ClosedGate): Outcome {
     // A gate cannot re-judge resources, nor the gates after it: their conditions are carried as they were.
     verdict: {
       ...closed.verdict,
-      drafts: [...carriedResourceConditions(history.conditions), ...laterGateConditions(gateInput(pass.input, pass.judged), history.conditions, closed.gate), ...closed.verdict.drafts],
+      drafts: [
+        ...carriedResourceConditions(history.conditions),
+        ...laterGateConditions(gateInput(pass.input, pass.judged), history.conditions, closed.gate),
+        ...closed.verdict.drafts,
+      ],
     },
     resources: closed.lists_resources ? pass.basis : null,
-    record: { planned_actions: (acted?.planned ?? []).map((p) => ({ ...p })), authorized_actions: acted?.actions ?? [], conflicting_writer_evidence: null },
+    record: {
+      planned_actions: (acted?.planned ?? []).map((p) => ({ ...p })),
+      authorized_actions: acted?.actions ?? [],
+      conflicting_writer_evidence: null,
+    },
     history: pass.stage.carried,
   };
 }
@@ -141,7 +159,11 @@ function ladderOutcome(pass: Pass, judgement: Judgement): Outcome {
   return {
     verdict: climb(judgement.evidence),
     resources: pass.basis,
-    record: { planned_actions: judgement.planned, authorized_actions: judgement.authorized, conflicting_writer_evidence: judgement.conflict_evidence },
+    record: {
+      planned_actions: judgement.planned,
+      authorized_actions: judgement.authorized,
+      conflicting_writer_evidence: judgement.conflict_evidence,
+    },
     history: judgement.history,
   };
 }
@@ -158,7 +180,10 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
     operator_exceptions: exceptions(assessments),
     planned_actions: outcome.record.planned_actions,
     authorized_actions: outcome.record.authorized_actions,
-    backoff: { ...intent.policy.backoff, next_delay: verdict.next_delay_ms === null ? null : formatDuration(verdict.next_delay_ms) },
+    backoff: {
+      ...intent.policy.backoff,
+      next_delay: verdict.next_delay_ms === null ? null : formatDuration(verdict.next_delay_ms),
+    },
     conflicting_writer_evidence: outcome.record.conflicting_writer_evidence,
     convergence_status: verdict.status,
     reason: verdict.reason,
@@ -176,31 +201,43 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
   return { decision, history: next };
 }
 
-const toEntry = (intent: BoundIntent) => (a: Assessment): Decision['resources'][number] => {
-  return {
-    resource_key: a.resource_key,
-    type: a.type,
-    ownership: a.ownership,
-    ownership_provenance: a.ownership_provenance,
-    desired: a.desired,
-    observed: a.observed ? a.observed.value : null,
-    drift: a.drift,
-    effective_mode: a.effective_mode,
-    idempotency_key: a.spec ? idempotencyKey(intent.node, a.resource_key, intent.generation, intent.digest) : null,
+const toEntry =
+  (intent: BoundIntent) =>
+  (a: Assessment): Decision['resources'][number] => {
+    return {
+      resource_key: a.resource_key,
+      type: a.type,
+      ownership: a.ownership,
+      ownership_provenance: a.ownership_provenance,
+      desired: a.desired,
+      observed: a.observed ? a.observed.value : null,
+      drift: a.drift,
+      effective_mode: a.effective_mode,
+      idempotency_key: a.spec ? idempotencyKey(intent.node, a.resource_key, intent.generation, intent.digest) : null,
+    };
   };
-};
 
 function exceptions(assessments: Assessment[]): Decision['operator_exceptions'] {
   return assessments
     .filter((a) => a.ownership === 'OPERATOR_OWNED')
-    .map((a) => ({ resource_key: a.resource_key, provenance: a.ownership_provenance, desired: a.desired, observed: a.observed?.value ?? null }));
+    .map((a) => ({
+      resource_key: a.resource_key,
+      provenance: a.ownership_provenance,
+      desired: a.desired,
+      observed: a.observed?.value ?? null,
+    }));
 }
 
 function summarizePost(post: Classified | null): Json {
   if (!post) return null;
   const resources: Record<string, Json> = {};
   for (const a of post.assessments) {
-    resources[a.resource_key] = { value: a.observed?.value ?? null, marker: a.observed?.marker ?? null, drift: a.drift, ownership: a.ownership };
+    resources[a.resource_key] = {
+      value: a.observed?.value ?? null,
+      marker: a.observed?.marker ?? null,
+      drift: a.drift,
+      ownership: a.ownership,
+    };
   }
   return { observed_at: post.observation.observed_at, resources };
 }

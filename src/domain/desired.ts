@@ -57,7 +57,11 @@ export function validateDesiredState(data: unknown, source: string, expectedNode
   }
   const doc = top.data;
   if (expectedNode !== undefined && doc.node !== expectedNode) {
-    problems.push({ field: 'node', problem: `names "${doc.node}" but the file is for node "${expectedNode}"`, fix: `write node: ${expectedNode}, or rename the file to ${doc.node}.yaml` });
+    problems.push({
+      field: 'node',
+      problem: `names "${doc.node}" but the file is for node "${expectedNode}"`,
+      fix: `write node: ${expectedNode}, or rename the file to ${doc.node}.yaml`,
+    });
   }
   const resources = checkResources(doc.resources, problems);
   if (problems.length > 0) throw new InvalidDesiredState(source, dedupe(problems));
@@ -98,17 +102,30 @@ function checkResources(raw: Record<string, unknown>, problems: Problem[]): Reco
   for (const [key, r] of Object.entries(out)) {
     if (r.type === 'file') {
       const other = paths.get(r.path);
-      if (other) problems.push({ field: `resources.${key}.path`, problem: `"${r.path}" is also the path of resources.${other}`, fix: 'give every file resource its own path' });
+      if (other)
+        problems.push({
+          field: `resources.${key}.path`,
+          problem: `"${r.path}" is also the path of resources.${other}`,
+          fix: 'give every file resource its own path',
+        });
       paths.set(r.path, key);
     }
     if (r.type === 'service') {
       // A reference to a resource that failed validation already has its own problem above.
       const rawType = (k: string) => (raw[k] && typeof raw[k] === 'object' ? (raw[k] as { type?: unknown }).type : undefined);
       if (rawType(r.release) !== 'release') {
-        problems.push({ field: `resources.${key}.release`, problem: `"${r.release}" is not a release resource of this node`, fix: 'name the key of a resource with type: release' });
+        problems.push({
+          field: `resources.${key}.release`,
+          problem: `"${r.release}" is not a release resource of this node`,
+          fix: 'name the key of a resource with type: release',
+        });
       }
       if (rawType(r.config) !== 'file') {
-        problems.push({ field: `resources.${key}.config`, problem: `"${r.config}" is not a file resource of this node`, fix: 'name the key of a resource with type: file' });
+        problems.push({
+          field: `resources.${key}.config`,
+          problem: `"${r.config}" is not a file resource of this node`,
+          fix: 'name the key of a resource with type: file',
+        });
       }
     }
   }
@@ -156,4 +173,3 @@ export function desiredValue(key: string, resources: Record<string, ResourceSpec
     }
   }
 }
-

@@ -9,7 +9,8 @@ import { agentConfig, type AgentConfig, type DesiredProvenance } from './schemas
  */
 
 function parseYaml(text: string, source: string, fail: (problems: Problem[]) => InvalidInputError): unknown {
-  if (text.includes('\u0000')) throw fail([{ field: '(file)', problem: 'is binary, not YAML', fix: 'point Datum at the YAML text file' }]);
+  if (text.includes('\u0000'))
+    throw fail([{ field: '(file)', problem: 'is binary, not YAML', fix: 'point Datum at the YAML text file' }]);
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     throw fail(
@@ -22,12 +23,19 @@ function parseYaml(text: string, source: string, fail: (problems: Problem[]) => 
   }
   const data: unknown = doc.toJS();
   if (data === null || typeof data !== 'object' || Array.isArray(data)) {
-    throw fail([{ field: '(file)', problem: 'is not a YAML mapping', fix: 'write the document as key: value pairs, as README.md shows' }]);
+    throw fail([
+      { field: '(file)', problem: 'is not a YAML mapping', fix: 'write the document as key: value pairs, as README.md shows' },
+    ]);
   }
   return data;
 }
 
-export function parseDesiredStateText(text: string, source: string, provenance: Omit<DesiredProvenance, 'source'>, expectedNode?: string): BoundIntent {
+export function parseDesiredStateText(
+  text: string,
+  source: string,
+  provenance: Omit<DesiredProvenance, 'source'>,
+  expectedNode?: string,
+): BoundIntent {
   const data = parseYaml(text, source, (p) => new InvalidDesiredState(source, p));
   return bindIntent(validateDesiredState(data, source, expectedNode), { source, ...provenance });
 }

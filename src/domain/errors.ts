@@ -51,7 +51,10 @@ export function formatProblems(file: string, what: string, problems: Problem[]):
 export function fieldPath(path: ReadonlyArray<PropertyKey>, prefix: ReadonlyArray<PropertyKey> = []): string {
   const all = [...prefix, ...path];
   if (all.length === 0) return '(file)';
-  return all.reduce<string>((acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)), '');
+  return all.reduce<string>(
+    (acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)),
+    '',
+  );
 }
 
 /** Turns zod's issues into problems a person can act on. */
@@ -65,9 +68,14 @@ export function problemsFromZod(error: z.ZodError, prefix: ReadonlyArray<Propert
     }
     if (issue.code === 'unrecognized_keys') {
       const keys = issue.keys.map((k) => `"${k}"`).join(', ');
-      return { field, problem: `has unknown field${issue.keys.length > 1 ? 's' : ''} ${keys}`, fix: 'remove it or correct its spelling' };
+      return {
+        field,
+        problem: `has unknown field${issue.keys.length > 1 ? 's' : ''} ${keys}`,
+        fix: 'remove it or correct its spelling',
+      };
     }
-    if (issue.code === 'invalid_type') return { field, problem: `must be ${issue.expected}`, fix: `write a ${issue.expected} value` };
+    if (issue.code === 'invalid_type')
+      return { field, problem: `must be ${issue.expected}`, fix: `write a ${issue.expected} value` };
     return { field, problem: issue.message, fix: 'correct the value as the configuration reference in README.md describes' };
   });
 }

@@ -83,7 +83,15 @@ function gate<T>(g: Gate<T>): GateRung {
     const hit = g.when(input);
     return hit === null ? null : verdictOf(g, hit, input);
   };
-  return { needs: g.needs, reason: g.reason, condition: g.condition, trigger: g.trigger, lists_resources: g.lists_resources, outranks: g.outranks, close };
+  return {
+    needs: g.needs,
+    reason: g.reason,
+    condition: g.condition,
+    trigger: g.trigger,
+    lists_resources: g.lists_resources,
+    outranks: g.outranks,
+    close,
+  };
 }
 
 /** What the authority holds, once it could be read. */
@@ -144,7 +152,8 @@ export const GATES: readonly GateRung[] = [
     condition: 'STALE_INTENT',
     trigger: 'REFRESHED_INTENT',
     lists_resources: true,
-    outranks: 'A newer generation (a node back from offline) and a regressed one exclude each other; a refresh resolves this one.',
+    outranks:
+      'A newer generation (a node back from offline) and a regressed one exclude each other; a refresh resolves this one.',
     when: (g) => {
       const c = current(g);
       return c && c.generation > g.intent.generation ? c : null;
@@ -178,7 +187,8 @@ export const GATES: readonly GateRung[] = [
     condition: 'INTENT_DIGEST_MISMATCH',
     trigger: 'DESIRED_STATE_CHANGE',
     lists_resources: true,
-    outranks: 'Intent comes before the snapshot: a fresher snapshot cannot unblock changed intent, and Datum re-takes a stale one itself.',
+    outranks:
+      'Intent comes before the snapshot: a fresher snapshot cannot unblock changed intent, and Datum re-takes a stale one itself.',
     when: (g) => {
       const c = current(g);
       return c && c.digest !== g.intent.digest ? c : null;
@@ -199,7 +209,9 @@ export const GATES: readonly GateRung[] = [
     when: (g) => {
       const o = g.judged?.observation;
       const age = o ? msBetween(o.observed_at, g.now) : 0;
-      return o && age > durationMs(g.intent.policy.observation_ttl) ? { observation: o, age: formatDuration(Math.max(age, 0)) } : null;
+      return o && age > durationMs(g.intent.policy.observation_ttl)
+        ? { observation: o, age: formatDuration(Math.max(age, 0)) }
+        : null;
     },
     say: ({ observation, age }, g) => {
       const policy = g.intent.policy;
@@ -224,8 +236,12 @@ export function laterGateConditions(g: GateInput, previous: Condition[], closed:
   const later = GATES.slice(GATES.indexOf(closed) + 1);
   const judged = later.filter((rung) => rung.needs === 'none' || (rung.needs === 'authority' && g.authority.ok));
   const drafts = judged.flatMap((rung) => rung.close(g)?.drafts ?? []);
-  const unjudged = later.filter((rung) => !judged.includes(rung) && !judged.some((j) => j.condition === rung.condition)).map((rung) => rung.condition);
-  const carried = previous.filter((c) => unjudged.includes(c.type) && c.type !== closed.condition).map(({ since: _since, ...rest }) => rest);
+  const unjudged = later
+    .filter((rung) => !judged.includes(rung) && !judged.some((j) => j.condition === rung.condition))
+    .map((rung) => rung.condition);
+  const carried = previous
+    .filter((c) => unjudged.includes(c.type) && c.type !== closed.condition)
+    .map(({ since: _since, ...rest }) => rest);
   return [...drafts, ...carried];
 }
 
@@ -237,12 +253,17 @@ export function runGates(g: GateInput): { closed: ClosedGate; open?: undefined }
   }
   // Every gate is open, so the node answered: the first gate closes when there is no snapshot.
   if (g.judged) return { closed: null, open: g.judged };
-  return { closed: { gate: UNREACHABLE, lists_resources: false, verdict: verdictOf(unreachable, { why: whyUnreachable(g) }, g) } };
+  return {
+    closed: { gate: UNREACHABLE, lists_resources: false, verdict: verdictOf(unreachable, { why: whyUnreachable(g) }, g) },
+  };
 }
 
 /** When the loop re-observes after a stale snapshot: half the TTL, within backoff.initial and resync_interval. */
 function restaleMs(policy: BoundIntent['policy']): number {
-  return Math.min(durationMs(policy.resync_interval), Math.max(durationMs(policy.backoff.initial), durationMs(policy.observation_ttl) / 2));
+  return Math.min(
+    durationMs(policy.resync_interval),
+    Math.max(durationMs(policy.backoff.initial), durationMs(policy.observation_ttl) / 2),
+  );
 }
 
 function short(digest: string): string {

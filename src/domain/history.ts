@@ -34,7 +34,18 @@ export interface ConflictRecord {
 }
 
 export function emptyHistory(): History {
-  return { attempt_count: 0, action_seq: 0, repaired: {}, conflicts: {}, yielded: {}, refused: {}, rejected_signals: {}, conditions: [], last_status: null, last_reason: null };
+  return {
+    attempt_count: 0,
+    action_seq: 0,
+    repaired: {},
+    conflicts: {},
+    yielded: {},
+    refused: {},
+    rejected_signals: {},
+    conditions: [],
+    last_status: null,
+    last_reason: null,
+  };
 }
 
 export interface ResolveConflictSignal {
@@ -48,7 +59,11 @@ export interface ResolveConflictSignal {
  * Records an operator's resolution. It does not clear the conflict: only a later observation
  * does (docs/architecture.md §6 "Conditions": a signal alone never clears one). A retake starts a fresh budget.
  */
-export function recordResolution(history: History, signal: ResolveConflictSignal, now: string): { history: History; error: string | null } {
+export function recordResolution(
+  history: History,
+  signal: ResolveConflictSignal,
+  now: string,
+): { history: History; error: string | null } {
   const conflict = history.conflicts[signal.resource_key];
   if (!conflict) {
     const open = Object.keys(history.conflicts);

@@ -6,7 +6,14 @@ import { planItems } from './plan';
 import type { History } from './history';
 import type { ExecutionEvidence, WriterEvidence } from './schemas';
 import type { Classified } from './verdict';
-import { standingRefusals, trackConflicts, type ProbeFindings, type RefusalRecord, type RepairRecord, type StageInput } from './writers';
+import {
+  standingRefusals,
+  trackConflicts,
+  type ProbeFindings,
+  type RefusalRecord,
+  type RepairRecord,
+  type StageInput,
+} from './writers';
 
 /** What the fresh probe says about one action of this pass. */
 type ActionVerdict =
@@ -36,7 +43,13 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
   const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   // Drift the next pass could repair that this pass did not touch (it appeared meanwhile).
-  const repairable = authorizePlan(planItems(intent, post.assessments, carried.action_seq + 1), post, next, writers.blocking, Number.MAX_SAFE_INTEGER);
+  const repairable = authorizePlan(
+    planItems(intent, post.assessments, carried.action_seq + 1),
+    post,
+    next,
+    writers.blocking,
+    Number.MAX_SAFE_INTEGER,
+  );
   const planned = acted.planned.map((p) => ({ ...p }));
   return {
     planned,
@@ -61,7 +74,9 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       failed: probe.failed,
       budget_withheld: [],
       authorized: acted.actions.map((a) => a.resource_key),
-      drifted_meanwhile: repairable.filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key)).map((x) => x.action.resource_key),
+      drifted_meanwhile: repairable
+        .filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key))
+        .map((x) => x.action.resource_key),
       executed: acted.evidence.some(wasExecuted),
       ...resourceConcerns(post, planned),
     },
@@ -69,7 +84,15 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
 }
 
 function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
-  const probe: ProbeFindings = { acted_keys: new Set(acted.actions.map((a) => a.resource_key)), repaired: {}, overwritten: {}, refused: {}, refused_now: [], ineffective: [], failed: [] };
+  const probe: ProbeFindings = {
+    acted_keys: new Set(acted.actions.map((a) => a.resource_key)),
+    repaired: {},
+    overwritten: {},
+    refused: {},
+    refused_now: [],
+    ineffective: [],
+    failed: [],
+  };
   for (const ev of acted.evidence) {
     const key = ev.resource_key;
     const verdict = judgeAction(ev, post, acted);
@@ -88,13 +111,23 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
 function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass): ActionVerdict {
   if (ev.outcome === 'refused') {
     const action = acted.actions.find((x) => x.resource_key === ev.resource_key);
-    const refusal = { idempotency_key: ev.idempotency_key, marker: action?.observed_marker ?? null, mode: effectiveMode(acted.pre, ev.resource_key), refusal: ev.refusal ?? ev.detail, at: ev.executed_at };
+    const refusal = {
+      idempotency_key: ev.idempotency_key,
+      marker: action?.observed_marker ?? null,
+      mode: effectiveMode(acted.pre, ev.resource_key),
+      refusal: ev.refusal ?? ev.detail,
+      at: ev.executed_at,
+    };
     return { kind: 'refused', refusal };
   }
   // A skipped action was never attempted: for the status it is a failed one (not an attempt).
   if (ev.outcome === 'failed' || ev.outcome === 'skipped') return { kind: 'not_carried_out' };
   const a = post.byKey.get(ev.resource_key);
-  if (!a || !a.drift) return { kind: 'took', proof: a?.observed ? { at: post.observation.observed_at, value: a.observed.value, marker: a.observed.marker } : null };
+  if (!a || !a.drift)
+    return {
+      kind: 'took',
+      proof: a?.observed ? { at: post.observation.observed_at, value: a.observed.value, marker: a.observed.marker } : null,
+    };
   const marker = a.observed?.marker ?? null;
   if (marker === null || marker === ev.marker_after) return { kind: 'ineffective' };
   return {

@@ -64,7 +64,10 @@ export interface Judgement {
 }
 
 /** The concerns read straight off the judged snapshot and the plan, the same in both phases. */
-export function resourceConcerns(judged: Classified, planned: PlannedAction[]): Pick<Evidence, 'unknown' | 'destructive' | 'observe_only' | 'enforced_drift'> {
+export function resourceConcerns(
+  judged: Classified,
+  planned: PlannedAction[],
+): Pick<Evidence, 'unknown' | 'destructive' | 'observe_only' | 'enforced_drift'> {
   const managedDrift = judged.assessments.filter((a) => a.ownership === 'MANAGED' && a.drift);
   return {
     unknown: judged.assessments.filter((a) => a.ownership === 'UNKNOWN'),
@@ -116,7 +119,8 @@ export const LADDER: readonly Rung[] = [
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
     trigger: 'OPERATOR_RESOLUTION',
-    outranks: 'CONFLICT outranks a refusal: retrying against another writer only makes the two oscillate, whatever the agent says.',
+    outranks:
+      'CONFLICT outranks a refusal: retrying against another writer only makes the two oscillate, whatever the agent says.',
     when: (e) => e.blocking.length > 0,
     say: (e) => ({
       detail: `Another writer changed ${list(e.blocking)} after Datum's repair; repair stops instead of oscillating until an operator resolves it.`,
@@ -127,15 +131,20 @@ export const LADDER: readonly Rung[] = [
     status: 'BLOCKED',
     reason: 'ACTION_REFUSED',
     trigger: 'FRESH_OBSERVATION',
-    outranks: 'A refusal in this pass outranks a retry: the agent said why it will not act, and the same action would be refused again.',
+    outranks:
+      'A refusal in this pass outranks a retry: the agent said why it will not act, and the same action would be refused again.',
     when: (e) => e.refused_now.length > 0,
-    say: (e) => ({ detail: `The agent refused ${list(e.refused_now)}: ${refusals(e, e.refused_now)}.`, recheck: REFUSAL_RECHECK }),
+    say: (e) => ({
+      detail: `The agent refused ${list(e.refused_now)}: ${refusals(e, e.refused_now)}.`,
+      recheck: REFUSAL_RECHECK,
+    }),
   },
   {
     status: 'RETRY',
     reason: 'ACTION_INEFFECTIVE',
     trigger: 'TIMER',
-    outranks: 'A repair that ran and did not take names the retry even when another failed: the node answered, and still differs.',
+    outranks:
+      'A repair that ran and did not take names the retry even when another failed: the node answered, and still differs.',
     when: (e) => stillDrifting(e).length > 0 && withinBudget(e) && e.ineffective.length > 0,
     say: sayRetry,
   },
@@ -151,7 +160,8 @@ export const LADDER: readonly Rung[] = [
     status: 'BLOCKED',
     reason: 'RETRY_BUDGET_EXHAUSTED',
     trigger: 'FRESH_OBSERVATION',
-    outranks: "The probe of this pass's own repair is the newest evidence; what a pre-action plan withheld (next) cannot apply after acting.",
+    outranks:
+      "The probe of this pass's own repair is the newest evidence; what a pre-action plan withheld (next) cannot apply after acting.",
     when: (e) => stillDrifting(e).length > 0,
     say: (e) => {
       const keys = stillDrifting(e);
@@ -159,7 +169,15 @@ export const LADDER: readonly Rung[] = [
       return {
         detail: `The repair of ${list(keys)} ${whatHappened(e)} ${e.attempts} time(s), the whole retry_budget of ${budget}; Datum stops and says so instead of looping.`,
         recheck: BUDGET_RECHECK,
-        drafts: keys.map((key) => draft('RETRY_BUDGET_EXHAUSTED', key, `Repair of "${key}" ${whatHappened(e)} after ${e.attempts} attempt(s); retry_budget ${budget} is spent.`, { attempt_count: e.attempts }, triedFor(key, e.acted))),
+        drafts: keys.map((key) =>
+          draft(
+            'RETRY_BUDGET_EXHAUSTED',
+            key,
+            `Repair of "${key}" ${whatHappened(e)} after ${e.attempts} attempt(s); retry_budget ${budget} is spent.`,
+            { attempt_count: e.attempts },
+            triedFor(key, e.acted),
+          ),
+        ),
       };
     },
   },
@@ -171,11 +189,21 @@ export const LADDER: readonly Rung[] = [
     when: (e) => e.budget_withheld.length > 0,
     say: (e) => {
       const budget = e.intent.policy.retry_budget;
-      const previous = new Map(e.history.conditions.filter((c) => c.type === 'RETRY_BUDGET_EXHAUSTED').map((c) => [c.resource_key, c]));
+      const previous = new Map(
+        e.history.conditions.filter((c) => c.type === 'RETRY_BUDGET_EXHAUSTED').map((c) => [c.resource_key, c]),
+      );
       return {
         detail: `${list(e.budget_withheld)} still differ after ${e.attempts} repair(s), the whole retry_budget of ${budget}; nothing more is tried.`,
         recheck: BUDGET_RECHECK,
-        drafts: e.budget_withheld.map((key) => draft('RETRY_BUDGET_EXHAUSTED', key, `Repair of "${key}" did not take after ${e.attempts} attempt(s); retry_budget ${budget} is spent.`, { attempt_count: e.attempts }, previous.get(key)?.tried ?? [])),
+        drafts: e.budget_withheld.map((key) =>
+          draft(
+            'RETRY_BUDGET_EXHAUSTED',
+            key,
+            `Repair of "${key}" did not take after ${e.attempts} attempt(s); retry_budget ${budget} is spent.`,
+            { attempt_count: e.attempts },
+            previous.get(key)?.tried ?? [],
+          ),
+        ),
       };
     },
   },
@@ -183,9 +211,13 @@ export const LADDER: readonly Rung[] = [
     status: 'BLOCKED',
     reason: 'ACTION_REFUSED',
     trigger: 'FRESH_OBSERVATION',
-    outranks: 'When nothing else may run, a standing refusal is what holds the node; when actions may run, they go ahead and the refusal stays a condition.',
+    outranks:
+      'When nothing else may run, a standing refusal is what holds the node; when actions may run, they go ahead and the refusal stays a condition.',
     when: (e) => e.refused_standing.length > 0 && (e.phase === 'post' || e.authorized.length === 0),
-    say: (e) => ({ detail: `The agent refused ${list(e.refused_standing)} and nothing about it has changed since: ${refusals(e, e.refused_standing)}.`, recheck: REFUSAL_RECHECK }),
+    say: (e) => ({
+      detail: `The agent refused ${list(e.refused_standing)} and nothing about it has changed since: ${refusals(e, e.refused_standing)}.`,
+      recheck: REFUSAL_RECHECK,
+    }),
   },
   {
     status: 'DRIFTED',
@@ -298,23 +330,45 @@ function conflictConditions(e: Evidence): ConditionDraft[] {
     const state = c.resolution
       ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it`
       : 'repair is stopped until an operator resolves it';
-    return draft('CONFLICTING_WRITER', key, `Another writer keeps changing "${key}"; ${state}.`, { sequence: c.sequence, resolution: c.resolution }, [`${e.attempts} repair(s) this episode`]);
+    return draft(
+      'CONFLICTING_WRITER',
+      key,
+      `Another writer keeps changing "${key}"; ${state}.`,
+      { sequence: c.sequence, resolution: c.resolution },
+      [`${e.attempts} repair(s) this episode`],
+    );
   });
 }
 
 /** What Datum will not touch or cannot repair: unknown ownership, destructive repairs, observe-only drift. */
 function resourceConditions(e: Evidence): ConditionDraft[] {
   const unknown = e.unknown.map((a) =>
-    draft('UNKNOWN_OWNERSHIP', a.resource_key, `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`, { observed: a.observed?.value ?? null }),
+    draft(
+      'UNKNOWN_OWNERSHIP',
+      a.resource_key,
+      `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`,
+      { observed: a.observed?.value ?? null },
+    ),
   );
   const destructive = e.destructive.map((p) =>
-    draft('DESTRUCTIVE_REPAIR_REQUIRED', p.resource_key, `The only repair of "${p.resource_key}" would destroy something (${p.withheld_because}); an operator must decide.`, {
-      observed: e.judged.byKey.get(p.resource_key)?.observed?.detail ?? null,
-    }),
+    draft(
+      'DESTRUCTIVE_REPAIR_REQUIRED',
+      p.resource_key,
+      `The only repair of "${p.resource_key}" would destroy something (${p.withheld_because}); an operator must decide.`,
+      {
+        observed: e.judged.byKey.get(p.resource_key)?.observed?.detail ?? null,
+      },
+    ),
   );
-  const why = e.judged.observation.mode === 'observe' ? 'the host is in observe mode' : 'the resource is set to observe on this host';
+  const why =
+    e.judged.observation.mode === 'observe' ? 'the host is in observe mode' : 'the resource is set to observe on this host';
   const observed = e.observe_only.map((a) =>
-    draft('OBSERVED_DRIFT', a.resource_key, `"${a.resource_key}" differs from desired and ${why}; Datum reports it and changes nothing.`, { desired: a.desired, observed: a.observed?.value ?? null }),
+    draft(
+      'OBSERVED_DRIFT',
+      a.resource_key,
+      `"${a.resource_key}" differs from desired and ${why}; Datum reports it and changes nothing.`,
+      { desired: a.desired, observed: a.observed?.value ?? null },
+    ),
   );
   return [...unknown, ...destructive, ...observed];
 }
@@ -322,7 +376,13 @@ function resourceConditions(e: Evidence): ConditionDraft[] {
 function refusalConditions(e: Evidence): ConditionDraft[] {
   return e.refused_standing.map((key) => {
     const r = e.refused[key];
-    return draft('ACTION_REFUSED', key, `The agent refused to repair "${key}": ${r?.refusal ?? 'refused'}.`, { refusal: r?.refusal ?? null }, [`${r ? 'apply at ' + r.at : 'apply'}`]);
+    return draft(
+      'ACTION_REFUSED',
+      key,
+      `The agent refused to repair "${key}": ${r?.refusal ?? 'refused'}.`,
+      { refusal: r?.refusal ?? null },
+      [`${r ? 'apply at ' + r.at : 'apply'}`],
+    );
   });
 }
 
@@ -335,7 +395,15 @@ function sayRetry(e: Evidence): Said {
     recheck: `backoff ${formatDuration(delay)}`,
     not_before: addMs(e.now, delay),
     next_delay_ms: delay,
-    drafts: keys.map((key) => draft('REPAIR_RETRYING', key, `Repair of "${key}" ${whatHappened(e)}; attempt ${e.attempts} of ${budget}.`, { attempt_count: e.attempts }, triedFor(key, e.acted))),
+    drafts: keys.map((key) =>
+      draft(
+        'REPAIR_RETRYING',
+        key,
+        `Repair of "${key}" ${whatHappened(e)}; attempt ${e.attempts} of ${budget}.`,
+        { attempt_count: e.attempts },
+        triedFor(key, e.acted),
+      ),
+    ),
   };
 }
 

@@ -82,7 +82,13 @@ export function evidenceOfSkip(action: AuthorizedAction, stoppedBy: ExecutionEvi
 }
 
 function evidenceBase(action: AuthorizedAction, at: string) {
-  return { resource_key: action.resource_key, action: action.action, idempotency_key: action.idempotency_key, executed_at: at, marker_after: null };
+  return {
+    resource_key: action.resource_key,
+    action: action.action,
+    idempotency_key: action.idempotency_key,
+    executed_at: at,
+    marker_after: null,
+  };
 }
 
 /** A pass judged a snapshot; a note (signal handled, hand-over) did not and is always written. */
@@ -93,7 +99,11 @@ export type RecordKind = 'pass' | 'note';
  * differs from the last written one (decisionFingerprint). A steady pass writes nothing and
  * upserts nothing: status churn is a defect, and history stays bounded.
  */
-export function shouldWrite(decision: Decision, kind: RecordKind, lastFingerprint: string | null): { write: boolean; fingerprint: string } {
+export function shouldWrite(
+  decision: Decision,
+  kind: RecordKind,
+  lastFingerprint: string | null,
+): { write: boolean; fingerprint: string } {
   const fingerprint = decisionFingerprint(decision);
   const acted = decision.execution_evidence.length > 0;
   return { write: kind === 'note' || acted || fingerprint !== lastFingerprint, fingerprint };

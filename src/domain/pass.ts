@@ -42,7 +42,14 @@ export interface PassOutcome {
 export async function runPass(ports: PassPorts, intent: BoundIntent, history: History): Promise<PassOutcome> {
   const pre = await ports.observe();
   const authority = await ports.readAuthority();
-  const first = decide({ intent, authority, observation: pre.observation, unreachable: pre.unreachable, history, now: ports.now() });
+  const first = decide({
+    intent,
+    authority,
+    observation: pre.observation,
+    unreachable: pre.unreachable,
+    history,
+    now: ports.now(),
+  });
   const actions = first.decision.authorized_actions;
   if (actions.length === 0 || !pre.observation) return { first, final: first };
 

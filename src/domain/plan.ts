@@ -78,7 +78,12 @@ function actionSpec(a: Assessment, spec: ResourceSpec, intent: BoundIntent): Jso
       // What the restarted process must report on its health endpoint (see classify).
       const expect = a.desired as { build: Json; config_sha256: Json };
       const config = all[spec.config];
-      return { command: spec.command, build: expect.build, config_path: config?.type === 'file' ? config.path : null, config_sha256: expect.config_sha256 };
+      return {
+        command: spec.command,
+        build: expect.build,
+        config_path: config?.type === 'file' ? config.path : null,
+        config_sha256: expect.config_sha256,
+      };
     }
   }
 }

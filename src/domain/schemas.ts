@@ -45,37 +45,66 @@ const NODE_PATH_PROBLEMS: Record<PathSpellingProblem, (path: string) => string> 
 
 export const nodePath = z.string().superRefine((p, ctx) => {
   const problem = nodePathProblem(p);
-  if (problem) ctx.addIssue({ code: 'custom', message: withFix(problem, 'write a path relative to the node root, such as "etc/app/config.json"') });
+  if (problem)
+    ctx.addIssue({
+      code: 'custom',
+      message: withFix(problem, 'write a path relative to the node root, such as "etc/app/config.json"'),
+    });
 });
 
 const duration = (what: string, allowZero = false) =>
   z.string({ error: withFix(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
     const ms = parseDuration(text);
     if (ms === null) ctx.addIssue({ code: 'custom', message: withFix(`"${text}" is not a duration`, DURATION_HINT) });
-    else if (ms === 0 && !allowZero) ctx.addIssue({ code: 'custom', message: withFix(`${what} cannot be zero`, 'give a positive duration') });
+    else if (ms === 0 && !allowZero)
+      ctx.addIssue({ code: 'custom', message: withFix(`${what} cannot be zero`, 'give a positive duration') });
   });
 
 const jsonValue: z.ZodType<Json> = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number().refine(Number.isFinite), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+  z.union([
+    z.null(),
+    z.boolean(),
+    z.number().refine(Number.isFinite),
+    z.string(),
+    z.array(jsonValue),
+    z.record(z.string(), jsonValue),
+  ]),
 );
 
-const sha256Field = z.string({ error: withFix('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') }).regex(
-  SHA256_HEX,
-  withFix('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'),
-);
+const sha256Field = z
+  .string({ error: withFix('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') })
+  .regex(SHA256_HEX, withFix('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'));
 
-const artifactRef = z.string({ error: withFix('the artifact is missing', 'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL') }).superRefine((ref, ctx) => {
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
-  if (scheme && !/^https?$/i.test(scheme[1] ?? '')) {
-    ctx.addIssue({ code: 'custom', message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path') });
-  } else if (!scheme && hasParentSegment(ref)) {
-    ctx.addIssue({ code: 'custom', message: withFix(`"${ref}" has a ".." segment`, 'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL') });
-  }
-});
+const artifactRef = z
+  .string({
+    error: withFix(
+      'the artifact is missing',
+      'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL',
+    ),
+  })
+  .superRefine((ref, ctx) => {
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
+    if (scheme && !/^https?$/i.test(scheme[1] ?? '')) {
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path'),
+      });
+    } else if (!scheme && hasParentSegment(ref)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(
+          `"${ref}" has a ".." segment`,
+          'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL',
+        ),
+      });
+    }
+  });
 
 export const releaseSpec = z.strictObject({
   type: z.literal('release'),
-  version: z.string().regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
+  version: z
+    .string()
+    .regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
   artifact: artifactRef,
   sha256: sha256Field,
 });
@@ -83,19 +112,27 @@ export const fileSpec = z.strictObject({
   type: z.literal('file'),
   path: nodePath,
   content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
-    error: withFix('content must be text or a JSON/YAML object', 'write the file body as a string, or as a mapping that Datum writes as JSON'),
+    error: withFix(
+      'content must be text or a JSON/YAML object',
+      'write the file body as a string, or as a mapping that Datum writes as JSON',
+    ),
   }),
 });
 export const serviceSpec = z.strictObject({
   type: z.literal('service'),
   release: resourceKey,
   config: resourceKey,
-  command: z.array(z.string().min(1)).min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
+  command: z
+    .array(z.string().min(1))
+    .min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
 });
 export const flagSpec = z.strictObject({
   type: z.literal('flag'),
   // null is how an absent flag is observed, so it cannot also be a desired value.
-  value: jsonValue.refine((v) => v !== null, withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource')),
+  value: jsonValue.refine(
+    (v) => v !== null,
+    withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource'),
+  ),
 });
 
 export const resourceSpec = z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]);
@@ -128,14 +165,25 @@ export const policyInput = z
     backoff: z
       .strictObject({
         initial: duration('backoff.initial').optional(),
-        factor: z.number().min(1, withFix('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2')).max(10).optional(),
+        factor: z
+          .number()
+          .min(1, withFix('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2'))
+          .max(10)
+          .optional(),
         max: duration('backoff.max').optional(),
       })
       .optional(),
     resync_interval: duration('resync_interval').optional(),
     node_timeout: duration('node_timeout').optional(),
     conflict_window: duration('conflict_window', true).optional(),
-    watch: z.boolean({ error: withFix('watch must be true or false', 'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)') }).optional(),
+    watch: z
+      .boolean({
+        error: withFix(
+          'watch must be true or false',
+          'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)',
+        ),
+      })
+      .optional(),
   })
   .optional();
 
@@ -171,7 +219,12 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
 export const desiredStateFile = z.strictObject({
   node: nodeId,
   generation: z
-    .number({ error: withFix('generation is missing or not a number', 'add generation: <whole number>, raised by one for every change of intent') })
+    .number({
+      error: withFix(
+        'generation is missing or not a number',
+        'add generation: <whole number>, raised by one for every change of intent',
+      ),
+    })
     .int(withFix('generation must be a whole number', 'write the generation as a whole number such as 12'))
     .min(1, withFix('generation must be 1 or more', 'start generations at 1 and raise them by one for every change')),
   resources: z.record(z.string(), z.unknown(), {
@@ -181,8 +234,17 @@ export const desiredStateFile = z.strictObject({
 });
 
 export const provenance = z.strictObject({
-  approved_by: z.string({ error: withFix('an override needs approved_by', 'record who approved the override (approved_by), why (reason) and since when (since)') }).min(1),
-  reason: z.string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') }).min(1),
+  approved_by: z
+    .string({
+      error: withFix(
+        'an override needs approved_by',
+        'record who approved the override (approved_by), why (reason) and since when (since)',
+      ),
+    })
+    .min(1),
+  reason: z
+    .string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') })
+    .min(1),
   since: z.iso.datetime({ offset: true, error: withFix('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z') }),
 });
 export type Provenance = z.infer<typeof provenance>;
@@ -194,21 +256,36 @@ export const agentConfig = z.strictObject({
   node: nodeId,
   root: z
     .string({ error: withFix('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
-    .refine((r) => r.startsWith('/'), withFix('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24')),
+    .refine(
+      (r) => r.startsWith('/'),
+      withFix('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24'),
+    ),
   reconciliation: z
     .strictObject({
-      mode: z.enum(MODES, { error: withFix('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)') }).default('observe'),
+      mode: z
+        .enum(MODES, {
+          error: withFix('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)'),
+        })
+        .default('observe'),
       resources: z
         .record(
           resourceKey,
-          z.literal('observe', { error: withFix('a per-resource mode can only be observe', 'remove the entry to follow the host mode, or write observe') }),
+          z.literal('observe', {
+            error: withFix(
+              'a per-resource mode can only be observe',
+              'remove the entry to follow the host mode, or write observe',
+            ),
+          }),
         )
         .default({}),
     })
     .default({ mode: 'observe', resources: {} }),
   overrides: z
     .record(resourceKey, provenance, {
-      error: withFix('overrides must be a mapping of resource keys to provenance', 'write overrides: { <key>: { approved_by: …, reason: …, since: … } }'),
+      error: withFix(
+        'overrides must be a mapping of resource keys to provenance',
+        'write overrides: { <key>: { approved_by: …, reason: …, since: … } }',
+      ),
     })
     .default({}),
 });
@@ -238,7 +315,9 @@ export const observation = z.object({
   /** Local overrides; null provenance means an override was found without proof of who owns it. */
   overrides: z.record(z.string(), provenance.nullable()).default({}),
   resources: z.record(z.string(), observedResource),
-  undeclared: z.array(z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() })).default([]),
+  undeclared: z
+    .array(z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() }))
+    .default([]),
   config_error: z.string().nullable().default(null),
 });
 export type Observation = z.infer<typeof observation>;
@@ -279,9 +358,21 @@ export const REASONS = [
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
-export const RECHECK_TRIGGERS = ['FRESH_OBSERVATION', 'REFRESHED_INTENT', 'DESIRED_STATE_CHANGE', 'OPERATOR_RESOLUTION', 'AGENT_CONFIG_CHANGE', 'TIMER', 'NONE'] as const;
+export const RECHECK_TRIGGERS = [
+  'FRESH_OBSERVATION',
+  'REFRESHED_INTENT',
+  'DESIRED_STATE_CHANGE',
+  'OPERATOR_RESOLUTION',
+  'AGENT_CONFIG_CHANGE',
+  'TIMER',
+  'NONE',
+] as const;
 export type RecheckTriggerKind = (typeof RECHECK_TRIGGERS)[number];
-export const recheckTrigger = z.object({ trigger: z.enum(RECHECK_TRIGGERS), not_before: z.string().nullable().default(null), detail: z.string() });
+export const recheckTrigger = z.object({
+  trigger: z.enum(RECHECK_TRIGGERS),
+  not_before: z.string().nullable().default(null),
+  detail: z.string(),
+});
 export type RecheckTrigger = z.infer<typeof recheckTrigger>;
 
 export const CONDITION_TYPES = [
@@ -382,7 +473,12 @@ export const plannedAction = authorizedAction.extend({
 });
 export type PlannedAction = z.infer<typeof plannedAction>;
 
-export const backoffRecord = z.object({ initial: z.string(), factor: z.number(), max: z.string(), next_delay: z.string().nullable() });
+export const backoffRecord = z.object({
+  initial: z.string(),
+  factor: z.number(),
+  max: z.string(),
+  next_delay: z.string().nullable(),
+});
 
 export const decision = z.object({
   node_id: z.string(),
@@ -394,7 +490,9 @@ export const decision = z.object({
   observation_fresh: z.boolean(),
   mode: z.enum(MODES).nullable(),
   resources: z.array(resourceEntry),
-  operator_exceptions: z.array(z.object({ resource_key: z.string(), provenance: jsonValue, desired: jsonValue, observed: jsonValue })),
+  operator_exceptions: z.array(
+    z.object({ resource_key: z.string(), provenance: jsonValue, desired: jsonValue, observed: jsonValue }),
+  ),
   planned_actions: z.array(plannedAction),
   authorized_actions: z.array(authorizedAction),
   execution_evidence: z.array(executionEvidence),

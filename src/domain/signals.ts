@@ -31,23 +31,43 @@ export type RefreshVerdict = { verdict: 'rebind' | 'supersede' | 'refuse'; detai
  * a newer one hands over, an older one is refused. The signal's digest must match the
  * authority's, so a refresh can never bind content nobody can see.
  */
-export function judgeRefresh(bound: Pick<BoundIntent, 'generation' | 'digest'>, signal: RefreshDesiredPayload, authority: AuthorityView): RefreshVerdict {
+export function judgeRefresh(
+  bound: Pick<BoundIntent, 'generation' | 'digest'>,
+  signal: RefreshDesiredPayload,
+  authority: AuthorityView,
+): RefreshVerdict {
   if (signal.generation < bound.generation) {
-    return { verdict: 'refuse', detail: `refreshDesired to generation ${signal.generation} refused: this loop already holds newer generation ${bound.generation}.` };
+    return {
+      verdict: 'refuse',
+      detail: `refreshDesired to generation ${signal.generation} refused: this loop already holds newer generation ${bound.generation}.`,
+    };
   }
-  if (!authority.ok) return { verdict: 'refuse', detail: `refreshDesired refused: the authority cannot be read (${authority.error}).` };
+  if (!authority.ok)
+    return { verdict: 'refuse', detail: `refreshDesired refused: the authority cannot be read (${authority.error}).` };
   if (authority.generation !== signal.generation) {
-    return { verdict: 'refuse', detail: `refreshDesired to generation ${signal.generation} refused: the authority is at generation ${authority.generation}.` };
+    return {
+      verdict: 'refuse',
+      detail: `refreshDesired to generation ${signal.generation} refused: the authority is at generation ${authority.generation}.`,
+    };
   }
   if (authority.digest !== signal.digest) {
-    return { verdict: 'refuse', detail: `refreshDesired refused: generation ${signal.generation} has digest ${authority.digest} at the authority, not ${signal.digest}.` };
+    return {
+      verdict: 'refuse',
+      detail: `refreshDesired refused: generation ${signal.generation} has digest ${authority.digest} at the authority, not ${signal.digest}.`,
+    };
   }
   if (signal.generation > bound.generation) {
-    return { verdict: 'supersede', detail: `Generation ${signal.generation} supersedes ${bound.generation}; this loop hands over to datum/<node>/gen-${signal.generation} and ends.` };
+    return {
+      verdict: 'supersede',
+      detail: `Generation ${signal.generation} supersedes ${bound.generation}; this loop hands over to datum/<node>/gen-${signal.generation} and ends.`,
+    };
   }
   return {
     verdict: 'rebind',
-    detail: signal.digest === bound.digest ? `Intent re-read at generation ${bound.generation}; digest unchanged.` : `Generation ${bound.generation} re-bound to digest ${signal.digest} on operator request.`,
+    detail:
+      signal.digest === bound.digest
+        ? `Intent re-read at generation ${bound.generation}; digest unchanged.`
+        : `Generation ${bound.generation} re-bound to digest ${signal.digest} on operator request.`,
   };
 }
 
@@ -64,7 +84,11 @@ export function signalConditions(history: History) {
   const rejected = Object.entries(history.rejected_signals).sort(([a], [b]) => a.localeCompare(b));
   if (rejected.length === 0) return [];
   const message = rejected.map(([name, r]) => `A ${name} signal was rejected: ${r.error}`).join(' | ');
-  return [draft('INVALID_SIGNAL', null, message, { signals: Object.fromEntries(rejected.map(([name, r]) => [name, { at: r.at, error: r.error }])) })];
+  return [
+    draft('INVALID_SIGNAL', null, message, {
+      signals: Object.fromEntries(rejected.map(([name, r]) => [name, { at: r.at, error: r.error }])),
+    }),
+  ];
 }
 
 /**
@@ -103,7 +127,8 @@ export function noteDecision(
     convergence_status: status,
     reason: note.reason,
     reason_detail: note.detail,
-    recheck_trigger: note.trigger ?? last?.recheck_trigger ?? { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the next pass' },
+    recheck_trigger: note.trigger ??
+      last?.recheck_trigger ?? { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the next pass' },
     conditions,
   };
   return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
@@ -117,7 +142,9 @@ export function noteDecision(
  * recorded one appends nothing and upserts nothing.
  */
 export function decisionFingerprint(d: Decision): string {
-  const post = d.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean; ownership: string }> } | null;
+  const post = d.post_action_observation as {
+    resources?: Record<string, { value: unknown; drift: boolean; ownership: string }>;
+  } | null;
   const resources = post?.resources
     ? Object.entries(post.resources).map(([k, r]) => [k, r.ownership, r.value, r.drift])
     : d.resources.map((r) => [r.resource_key, r.ownership, r.observed, r.drift]);

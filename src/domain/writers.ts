@@ -35,7 +35,15 @@ export interface ProbeFindings {
   failed: string[];
 }
 
-export const NO_FINDINGS: ProbeFindings = { acted_keys: new Set(), repaired: {}, overwritten: {}, refused: {}, refused_now: [], ineffective: [], failed: [] };
+export const NO_FINDINGS: ProbeFindings = {
+  acted_keys: new Set(),
+  repaired: {},
+  overwritten: {},
+  refused: {},
+  refused_now: [],
+  ineffective: [],
+  failed: [],
+};
 
 export interface Writers {
   repaired: History['repaired'];
@@ -50,7 +58,13 @@ export interface Writers {
  * Another writer shows as a marker that moved after our own write (found by judgeProbe), or as
  * a value our repair proved at desired that flips away within conflict_window (found here).
  */
-export function trackConflicts(history: History, snapshot: Classified, now: string, conflictWindow: string, probe: ProbeFindings): Writers {
+export function trackConflicts(
+  history: History,
+  snapshot: Classified,
+  now: string,
+  conflictWindow: string,
+  probe: ProbeFindings,
+): Writers {
   const windowMs = durationMs(conflictWindow);
   // Repairs older than conflict_window no longer make a flip a conflict: that is ordinary drift.
   const repaired: History['repaired'] = {};
@@ -73,7 +87,11 @@ export function trackConflicts(history: History, snapshot: Classified, now: stri
   const conflicts: Record<string, ConflictRecord> = { ...history.conflicts };
   for (const [key, sequence] of Object.entries(fresh)) {
     const prior = conflicts[key];
-    conflicts[key] = { since: prior?.since ?? now, sequence: [...(prior && prior.resolution === null ? prior.sequence : []), ...sequence].slice(-10), resolution: null };
+    conflicts[key] = {
+      since: prior?.since ?? now,
+      sequence: [...(prior && prior.resolution === null ? prior.sequence : []), ...sequence].slice(-10),
+      resolution: null,
+    };
     delete repaired[key];
   }
   // A resolved conflict closes only on observation: a yield on the first fresh snapshot after
@@ -83,7 +101,10 @@ export function trackConflicts(history: History, snapshot: Classified, now: stri
     if (c.resolution.resolution === 'yield' || !snapshot.byKey.get(key)?.drift) delete conflicts[key];
   }
   const blocking = Object.entries(conflicts).flatMap(([key, c]) => (c.resolution === null ? [key] : []));
-  const evidence = Object.keys(fresh).length > 0 || blocking.length > 0 ? Object.entries(conflicts).map(([resource_key, c]) => ({ resource_key, sequence: c.sequence })) : null;
+  const evidence =
+    Object.keys(fresh).length > 0 || blocking.length > 0
+      ? Object.entries(conflicts).map(([resource_key, c]) => ({ resource_key, sequence: c.sequence }))
+      : null;
   return { repaired, conflicts, blocking, evidence };
 }
 

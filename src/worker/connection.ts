@@ -21,7 +21,9 @@ export function connectConfig(target: TemporalTarget = {}) {
   return { connectionOptions, namespace: target.namespace ?? loaded.namespace ?? 'default' };
 }
 
-export async function connectClient(target: TemporalTarget = {}): Promise<{ client: Client; connection: Connection; namespace: string; address: string }> {
+export async function connectClient(
+  target: TemporalTarget = {},
+): Promise<{ client: Client; connection: Connection; namespace: string; address: string }> {
   const { connectionOptions, namespace } = connectConfig(target);
   const connection = await Connection.connect(connectionOptions);
   return { client: new Client({ connection, namespace }), connection, namespace, address: connectionOptions.address! };
@@ -37,7 +39,9 @@ export async function withClient<T>(target: TemporalTarget, work: (client: Clien
   }
 }
 
-export async function connectWorker(target: TemporalTarget = {}): Promise<{ connection: NativeConnection; namespace: string; address: string }> {
+export async function connectWorker(
+  target: TemporalTarget = {},
+): Promise<{ connection: NativeConnection; namespace: string; address: string }> {
   const { connectionOptions, namespace } = connectConfig(target);
   // The first native connection creates the process's SDK runtime: metrics must be set up first.
   ensureRuntime();

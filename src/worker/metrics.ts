@@ -58,13 +58,19 @@ export function installRuntime(options: { metricsAddress?: string } = {}): Insta
   if (installed) {
     if (installed.metricsAddress === address) return installed;
     throw new MetricsConfigError(
-      withFix(`metrics are already served on ${installed.metricsAddress} in this process, which configures its runtime once`, `give ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} one value, before the worker starts`),
+      withFix(
+        `metrics are already served on ${installed.metricsAddress} in this process, which configures its runtime once`,
+        `give ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} one value, before the worker starts`,
+      ),
     );
   }
   if (address === null) return { metricsAddress: null, metricsUrl: null };
   if (Runtime._instance !== undefined) {
     throw new MetricsConfigError(
-      withFix(`cannot serve metrics on ${address} (from ${source}): this process's Temporal runtime was already created without them`, 'install the runtime (installRuntime) before the first connection or worker'),
+      withFix(
+        `cannot serve metrics on ${address} (from ${source}): this process's Temporal runtime was already created without them`,
+        'install the runtime (installRuntime) before the first connection or worker',
+      ),
     );
   }
   try {
@@ -82,7 +88,10 @@ export function installRuntime(options: { metricsAddress?: string } = {}): Insta
     const message = err instanceof Error ? err.message : String(err);
     const why = /address already in use|os error (98|48)\b|EADDRINUSE/i.test(message) ? 'the port is already in use' : message;
     throw new MetricsConfigError(
-      withFix(`cannot serve metrics on ${address} (from ${source}): ${why}`, `choose a free IP:PORT with ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} (e.g. ${SUGGESTED_METRICS_ADDRESS.worker} for a worker, ${SUGGESTED_METRICS_ADDRESS.agent} for an agent), or set it to "off"`),
+      withFix(
+        `cannot serve metrics on ${address} (from ${source}): ${why}`,
+        `choose a free IP:PORT with ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} (e.g. ${SUGGESTED_METRICS_ADDRESS.worker} for a worker, ${SUGGESTED_METRICS_ADDRESS.agent} for an agent), or set it to "off"`,
+      ),
       { cause: err },
     );
   }
@@ -110,7 +119,10 @@ function checkAddress(raw: string, source: string): string {
   const ip = host === 'localhost' ? '127.0.0.1' : host;
   if (!m || isIP(ip) === 0 || (m[1] !== undefined && isIP(ip) !== 6) || port < 1 || port > 65535) {
     throw new MetricsConfigError(
-      withFix(`${source} ${JSON.stringify(raw)} is not IP:PORT`, `e.g. ${SUGGESTED_METRICS_ADDRESS.worker} (0.0.0.0:PORT to be scraped from other hosts, [::1]:PORT for IPv6), or "off"`),
+      withFix(
+        `${source} ${JSON.stringify(raw)} is not IP:PORT`,
+        `e.g. ${SUGGESTED_METRICS_ADDRESS.worker} (0.0.0.0:PORT to be scraped from other hosts, [::1]:PORT for IPv6), or "off"`,
+      ),
     );
   }
   return isIP(ip) === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;

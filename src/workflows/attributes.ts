@@ -6,7 +6,16 @@
 import { setCurrentDetails, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { SearchAttributePair, SearchAttributeUpdatePair, TypedSearchAttributes } from '@temporalio/common';
 import type { BoundIntent, Decision } from '../domain';
-import { DATUM_SEARCH_ATTRIBUTES, DatumConditions, DatumDigest, DatumGeneration, DatumMode, DatumNode, DatumStatus, MEMO_SUMMARY } from '../contract';
+import {
+  DATUM_SEARCH_ATTRIBUTES,
+  DatumConditions,
+  DatumDigest,
+  DatumGeneration,
+  DatumMode,
+  DatumNode,
+  DatumStatus,
+  MEMO_SUMMARY,
+} from '../contract';
 
 /** The values last written, by attribute name (JSON), seeded from what the run started with. */
 export interface AttributeWriter {
@@ -62,7 +71,9 @@ export function publishDecision(w: AttributeWriter, decision: Decision): void {
   ]);
   upsertMemo({ [MEMO_SUMMARY]: summarize(decision) });
   // Shown at the top of the workflow's page in the Web UI ("current details"); not history.
-  setCurrentDetails(`**${decision.convergence_status}** ${decision.reason} (generation ${decision.desired_generation})\n\n${decision.reason_detail}`);
+  setCurrentDetails(
+    `**${decision.convergence_status}** ${decision.reason} (generation ${decision.desired_generation})\n\n${decision.reason_detail}`,
+  );
 }
 
 function summarize(d: Decision): string {

@@ -23,7 +23,12 @@ export function observationJudged(decision: Decision, decidedAt: string): void {
   // a metric must never fail a workflow task.
   if (!Number.isFinite(seconds)) return;
   metricMeter
-    .createHistogram(OBSERVATION_AGE_METRIC, 'float', 's', 'Seconds between a snapshot being taken on the node (observed_at) and a pass deciding on it')
+    .createHistogram(
+      OBSERVATION_AGE_METRIC,
+      'float',
+      's',
+      'Seconds between a snapshot being taken on the node (observed_at) and a pass deciding on it',
+    )
     .record(Math.max(0, seconds));
 }
 
@@ -38,6 +43,11 @@ export function decisionRecorded(decision: Decision): void {
     .add(1, { status: decision.convergence_status, reason: decision.reason });
   const open = new Map<ConditionType, number>(CONDITION_TYPES.map((t) => [t, 0]));
   for (const c of decision.conditions) open.set(c.type, (open.get(c.type) ?? 0) + 1);
-  const gauge = metricMeter.createGauge(OPEN_CONDITIONS_METRIC, 'int', '1', 'Open conditions of a node by type, as of its last recorded decision');
+  const gauge = metricMeter.createGauge(
+    OPEN_CONDITIONS_METRIC,
+    'int',
+    '1',
+    'Open conditions of a node by type, as of its last recorded decision',
+  );
   for (const [type, count] of open) gauge.set(count, { type, node: decision.node_id });
 }

@@ -68,7 +68,14 @@ import {
   type ReconcileNodeWorkflow,
   type ReconcileResult,
 } from '../contract';
-import { bindAttributes, handOverAttributes, openAttributes, publishDecision, rebindAttributes, type AttributeWriter } from './attributes';
+import {
+  bindAttributes,
+  handOverAttributes,
+  openAttributes,
+  publishDecision,
+  rebindAttributes,
+  type AttributeWriter,
+} from './attributes';
 import { decisionRecorded, observationJudged } from './metrics';
 
 /**
@@ -93,7 +100,10 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
 
     // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.
     startWatch(loop);
-    await condition(() => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired, nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()));
+    await condition(
+      () => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired,
+      nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
+    );
 
     // 4. Keep each run's history bounded: continue as new between passes, with no signal pending.
     await continueAsNewIfDue(loop);
@@ -192,7 +202,12 @@ async function continueAsNewIfDue(loop: Loop): Promise<void> {
 
 async function handedOver(loop: Loop): Promise<ReconcileResult> {
   await condition(allHandlersFinished);
-  return { node: loop.node, generation: loop.intent.generation, convergence_status: 'SUPERSEDED', superseded_by: loop.supersededBy ?? '' };
+  return {
+    node: loop.node,
+    generation: loop.intent.generation,
+    convergence_status: 'SUPERSEDED',
+    superseded_by: loop.supersededBy ?? '',
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +282,12 @@ function resolveConflict(loop: Loop, payload: unknown): void {
   const v = parsed.value;
   const resolved = recordResolution(recordSignal(loop.history, name, null), v, nowIso());
   if (resolved.error) {
-    return rejectSignal(loop, name, `resolveConflict rejected: ${resolved.error}`, `resolveConflict for "${v.resource_key}" by ${v.by} rejected: ${resolved.error}.`);
+    return rejectSignal(
+      loop,
+      name,
+      `resolveConflict rejected: ${resolved.error}`,
+      `resolveConflict for "${v.resource_key}" by ${v.by} rejected: ${resolved.error}.`,
+    );
   }
   loop.history = resolved.history;
   note(loop, {
@@ -349,7 +369,13 @@ function record(loop: Loop, decision: Decision, kind: RecordKind): void {
   const { write, fingerprint } = shouldWrite(decision, kind, loop.lastFingerprint);
   if (!write) return;
   loop.lastFingerprint = fingerprint;
-  const entry: LedgerEntry = { ...decision, ledger_version: LEDGER_VERSION, seq: loop.nextSeq++, decided_at: now, workflow_id: loop.workflowId };
+  const entry: LedgerEntry = {
+    ...decision,
+    ledger_version: LEDGER_VERSION,
+    seq: loop.nextSeq++,
+    decided_at: now,
+    workflow_id: loop.workflowId,
+  };
   loop.ledger.push(entry);
   loop.unstored.push(entry);
   if (loop.ledger.length > LEDGER_TAIL * 2) loop.ledger = loop.ledger.slice(-LEDGER_TAIL);
@@ -384,7 +410,12 @@ const control = proxyLocalActivities<ControlActivities>({
 
 const store = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: [...LEDGER_PERMANENT_ERRORS] },
+  retry: {
+    initialInterval: '1s',
+    maximumInterval: '10s',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: [...LEDGER_PERMANENT_ERRORS],
+  },
 });
 
 /** An apply may fetch and unpack a release or wait for a service to become healthy. */
@@ -412,12 +443,20 @@ interface NodeAgents {
  * long-lived and never retried by Temporal; the loop decides when to start the next one.
  */
 function nodeAgents(node: string, nodeTimeout: string): NodeAgents {
-  const base = { taskQueue: agentTaskQueue(node), scheduleToStartTimeout: durationMs(nodeTimeout), heartbeatTimeout: '30s' } as const;
+  const base = {
+    taskQueue: agentTaskQueue(node),
+    scheduleToStartTimeout: durationMs(nodeTimeout),
+    heartbeatTimeout: '30s',
+  } as const;
   const retry = { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] };
   return {
     agent: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: APPLY_TIMEOUT, retry }),
     observer: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
-    watcher: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: WATCH_WINDOW_MS + 60_000, retry: { maximumAttempts: 1 } }),
+    watcher: proxyActivities<AgentActivities>({
+      ...base,
+      startToCloseTimeout: WATCH_WINDOW_MS + 60_000,
+      retry: { maximumAttempts: 1 },
+    }),
     nodeTimeout,
   };
 }
@@ -463,7 +502,9 @@ function startWatch(loop: Loop): void {
 }
 
 function authorityView(read: AuthorityRead): AuthorityView {
-  return read.ok ? { ok: true, generation: read.intent.generation, digest: read.intent.digest } : { ok: false, error: read.error };
+  return read.ok
+    ? { ok: true, generation: read.intent.generation, digest: read.intent.digest }
+    : { ok: false, error: read.error };
 }
 
 /** The resources as the agent needs them: artifacts at the locations the controller resolved. */
@@ -485,7 +526,11 @@ function applyFailure(error: unknown, nodeTimeout: string): ApplyFailure {
 }
 
 function describeFailure(error: unknown, nodeTimeout: string): string {
-  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START) {
+  if (
+    error instanceof ActivityFailure &&
+    error.cause instanceof TimeoutFailure &&
+    error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
+  ) {
     return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
   }
   if (error instanceof ActivityFailure && error.cause) return `${error.cause.name}: ${error.cause.message}`;
@@ -502,10 +547,14 @@ function checkInput(input: ReconcileNodeInput): void {
   if (!input || typeof input !== 'object') problems.push('input must be {"node": "<node>", "generation": <G>}');
   else {
     if (!nodeId.safeParse(input.node).success) problems.push(`node ${JSON.stringify(input.node)} is not a node name`);
-    if (!Number.isInteger(input.generation) || input.generation < 1) problems.push(`generation ${JSON.stringify(input.generation)} must be a whole number of 1 or more`);
+    if (!Number.isInteger(input.generation) || input.generation < 1)
+      problems.push(`generation ${JSON.stringify(input.generation)} must be a whole number of 1 or more`);
   }
   if (problems.length > 0) {
-    throw ApplicationFailure.nonRetryable(withFix(`reconcileNode input rejected: ${problems.join('; ')}`, 'start it with {"node": "N-24", "generation": 12}'), 'InvalidWorkflowInput');
+    throw ApplicationFailure.nonRetryable(
+      withFix(`reconcileNode input rejected: ${problems.join('; ')}`, 'start it with {"node": "N-24", "generation": 12}'),
+      'InvalidWorkflowInput',
+    );
   }
 }
 

@@ -1,4 +1,13 @@
-import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import {
   ROLLOUT_OUTCOMES,
@@ -34,18 +43,33 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   for (const p of prepared) {
     if (p.outcome === 'refused') outcomes.set(p.node, { node: p.node, outcome: ROLLOUT_OUTCOMES.refused, error: p.error });
   }
-  const progress = (): RolloutProgress => ({ generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? pendingOutcome(n, prepared)) });
+  const progress = (): RolloutProgress => ({
+    generation: input.generation,
+    nodes: input.nodes.map((n) => outcomes.get(n) ?? pendingOutcome(n, prepared)),
+  });
   setHandler(rolloutProgressQuery, progress);
 
   const started = prepared.filter((p): p is Extract<PreparedNode, { outcome: 'started' }> => p.outcome === 'started');
   for (;;) {
     const waiting = started.filter((p) => !outcomes.has(p.node));
     if (waiting.length === 0) break;
-    const reports = (await Promise.all(chunk(waiting.map((p) => p.workflow_id), BATCH).map((ids) => acts.nodeStates(ids)))).flat();
+    const reports = (
+      await Promise.all(
+        chunk(
+          waiting.map((p) => p.workflow_id),
+          BATCH,
+        ).map((ids) => acts.nodeStates(ids)),
+      )
+    ).flat();
     for (const report of reports) {
       const p = waiting.find((w) => w.workflow_id === report.workflow_id)!;
       const s = report.state;
-      if (s && s.desired_generation === input.generation && s.convergence_status && ROLLOUT_SETTLED.includes(s.convergence_status)) {
+      if (
+        s &&
+        s.desired_generation === input.generation &&
+        s.convergence_status &&
+        ROLLOUT_SETTLED.includes(s.convergence_status)
+      ) {
         outcomes.set(p.node, {
           node: p.node,
           outcome: ROLLOUT_OUTCOMES.reported,
@@ -69,7 +93,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 }
 
 async function prepare(input: RolloutInput): Promise<PreparedNode[]> {
-  return (await Promise.all(chunk(input.nodes, BATCH).map((nodes) => acts.prepareRolloutNodes({ generation: input.generation, nodes })))).flat();
+  return (
+    await Promise.all(chunk(input.nodes, BATCH).map((nodes) => acts.prepareRolloutNodes({ generation: input.generation, nodes })))
+  ).flat();
 }
 
 function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeProgress {
@@ -81,12 +107,17 @@ function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeProg
 
 /** Preparation answers for every node it is given; a node without an answer was never started. */
 function unprepared(node: string): RolloutNodeOutcome {
-  return { node, outcome: ROLLOUT_OUTCOMES.refused, error: withFix(`${node} was not prepared for this rollout`, 'start the rollout again') };
+  return {
+    node,
+    outcome: ROLLOUT_OUTCOMES.refused,
+    error: withFix(`${node} was not prepared for this rollout`, 'start the rollout again'),
+  };
 }
 
 function checkInput(input: RolloutInput): void {
   const problems: string[] = [];
-  if (!Number.isInteger(input?.generation) || input.generation < 1) problems.push(`generation ${JSON.stringify(input?.generation)} must be a whole number of 1 or more`);
+  if (!Number.isInteger(input?.generation) || input.generation < 1)
+    problems.push(`generation ${JSON.stringify(input?.generation)} must be a whole number of 1 or more`);
   if (!Array.isArray(input?.nodes) || input.nodes.length === 0) problems.push('nodes must be a non-empty list of node names');
   else {
     const bad = input.nodes.filter((n) => !nodeId.safeParse(n).success);
@@ -94,7 +125,10 @@ function checkInput(input: RolloutInput): void {
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
   }
   if (problems.length > 0) {
-    throw ApplicationFailure.nonRetryable(withFix(`rollout input rejected: ${problems.join('; ')}`, 'start it with {"generation": 12, "nodes": ["N-24"]}'), 'InvalidWorkflowInput');
+    throw ApplicationFailure.nonRetryable(
+      withFix(`rollout input rejected: ${problems.join('; ')}`, 'start it with {"generation": 12, "nodes": ["N-24"]}'),
+      'InvalidWorkflowInput',
+    );
   }
 }
 

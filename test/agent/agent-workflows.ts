@@ -5,8 +5,16 @@ import { proxyActivities } from '@temporalio/workflow';
 import { agentTaskQueue, type AgentActivities, type ExecutionEvidence, type Observation } from '../../src/contract';
 import type { AuthorizedAction, ResourceSpec } from '../../src/domain';
 
-export async function callAgent(node: string, resources: Record<string, ResourceSpec>, action: AuthorizedAction | null): Promise<{ before: Observation; evidence: ExecutionEvidence | null; after: Observation }> {
-  const agent = proxyActivities<AgentActivities>({ taskQueue: agentTaskQueue(node), startToCloseTimeout: '30s', retry: { maximumAttempts: 1 } });
+export async function callAgent(
+  node: string,
+  resources: Record<string, ResourceSpec>,
+  action: AuthorizedAction | null,
+): Promise<{ before: Observation; evidence: ExecutionEvidence | null; after: Observation }> {
+  const agent = proxyActivities<AgentActivities>({
+    taskQueue: agentTaskQueue(node),
+    startToCloseTimeout: '30s',
+    retry: { maximumAttempts: 1 },
+  });
   const before = await agent.observe({ node, resources });
   const evidence = action ? await agent.apply({ node, action }) : null;
   const after = await agent.observe({ node, resources });

@@ -46,7 +46,9 @@ describe('file provider', () => {
     const before = (await t.observe({ config })).resources.config;
     expect(before.value).toBe(sha256('{"workers": 2}\n'));
 
-    const ev = await t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { observed_marker: before.marker }));
+    const ev = await t.apply(
+      fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { observed_marker: before.marker }),
+    );
     expect(ev.marker_after).not.toBe(before.marker);
     const backups = await fs.readdir(path.join(t.root, '.datum/backup/etc/app'));
     expect(backups).toHaveLength(1);
@@ -73,8 +75,13 @@ describe('file provider', () => {
     expect(obs.resources.config.value).toBeNull();
     expect(obs.resources.config.obstruction).toMatch(/"etc\/app\/config\.json" is a directory, not a regular file/);
 
-    const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })), 'DestructiveActionRefusal');
-    expect(failure.message).toMatch(/is a directory, not a regular file; writing the file would replace it .* — fix: move "etc\/app\/config\.json" away by hand/);
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })),
+      'DestructiveActionRefusal',
+    );
+    expect(failure.message).toMatch(
+      /is a directory, not a regular file; writing the file would replace it .* — fix: move "etc\/app\/config\.json" away by hand/,
+    );
     expect(await fs.readFile(path.join(t.root, 'etc/app/config.json/keep.txt'), 'utf8')).toBe('precious');
   });
 
@@ -145,12 +152,17 @@ describe('flag provider', () => {
     await fs.writeFile(path.join(t.root, 'flags/notes.txt'), 'not a flag');
     const obs = await t.observe({ maintenance });
     expect(obs.resources.maintenance.value).toBe(true);
-    expect(obs.undeclared).toEqual([{ resource_key: 'canary', type: 'flag', value: { pct: 5 }, marker: expect.stringMatching(/^file:/) as string }]);
+    expect(obs.undeclared).toEqual([
+      { resource_key: 'canary', type: 'flag', value: { pct: 5 }, marker: expect.stringMatching(/^file:/) as string },
+    ]);
   });
 
   it('refuses a flag.write whose name is not its resource key (InvalidAction) or leaves flags/ (PathOutsideRoot)', async () => {
     const t = await makeNode();
     await expectRefusal(t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'other', value: 1 })), 'InvalidAction');
-    await expectRefusal(t.apply(action(t.node, 'maintenance', 'flag.write', { name: '../../evil', value: 1 })), 'PathOutsideRoot');
+    await expectRefusal(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: '../../evil', value: 1 })),
+      'PathOutsideRoot',
+    );
   });
 });

@@ -14,7 +14,8 @@ describe('listFleetAgents', () => {
   it('lists FLEET/agents/<node>.yaml sorted by node, and nothing else', async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'datum-fleet-'));
     await mkdir(path.join(dir, 'agents'));
-    for (const f of ['N-25.yaml', 'N-24.yaml', 'README.md', 'N-26.yaml.bak']) await writeFile(path.join(dir, 'agents', f), 'node: x\n');
+    for (const f of ['N-25.yaml', 'N-24.yaml', 'README.md', 'N-26.yaml.bak'])
+      await writeFile(path.join(dir, 'agents', f), 'node: x\n');
     expect(await listFleetAgents(dir)).toEqual([
       { node: 'N-24', file: path.join(dir, 'agents', 'N-24.yaml') },
       { node: 'N-25', file: path.join(dir, 'agents', 'N-25.yaml') },

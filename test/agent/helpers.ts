@@ -24,7 +24,9 @@ export interface TestNode {
   outside: string;
   configPath: string;
   acts: AgentActivities;
-  writeConfig(extra?: Partial<{ mode: 'observe' | 'enforce'; resources: Record<string, 'observe'>; overrides: Record<string, Json> }>): Promise<void>;
+  writeConfig(
+    extra?: Partial<{ mode: 'observe' | 'enforce'; resources: Record<string, 'observe'>; overrides: Record<string, Json> }>,
+  ): Promise<void>;
   observe(resources: ObserveRequest['resources'], acts?: AgentActivities): ReturnType<AgentActivities['observe']>;
   apply(action: AuthorizedAction, acts?: AgentActivities): ReturnType<AgentActivities['apply']>;
   cleanup(): Promise<void>;
@@ -81,12 +83,25 @@ export async function runActivity<A, R>(fn: (arg: A) => Promise<R>, arg: A): Pro
 }
 
 // Expected refusals would otherwise print a WARN with a stack trace each.
-const quietLogger = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 let seq = 0;
 
 /** An action as the workflow sends it; idempotency_key bound to (node, key, generation, digest). */
-export function action(node: string, resource_key: string, kind: string, spec: Json, over: Partial<AuthorizedAction> = {}): AuthorizedAction {
+export function action(
+  node: string,
+  resource_key: string,
+  kind: string,
+  spec: Json,
+  over: Partial<AuthorizedAction> = {},
+): AuthorizedAction {
   const desired_generation = over.desired_generation ?? 12;
   const desired_digest = over.desired_digest ?? `sha256:${'d7'.repeat(32)}`;
   return {
@@ -102,7 +117,13 @@ export function action(node: string, resource_key: string, kind: string, spec: J
   };
 }
 
-export const fileAction = (node: string, key: string, filePath: string, content: string | Json, over: Partial<AuthorizedAction> = {}) => {
+export const fileAction = (
+  node: string,
+  key: string,
+  filePath: string,
+  content: string | Json,
+  over: Partial<AuthorizedAction> = {},
+) => {
   const bytes = fileBytes(content);
   return action(node, key, 'file.write', { path: filePath, content: bytes, sha256: sha256(bytes) }, over);
 };
@@ -199,5 +220,9 @@ export async function buildArtifact(options: BuildArtifactOptions) {
   return await script.buildArtifact(options);
 }
 
-export const releaseAction = (t: TestNode, version: string, art: { artifact: string; sha256: string }, over: Partial<AuthorizedAction> = {}) =>
-  action(t.node, 'build', 'release.install', { version, artifact: art.artifact, sha256: art.sha256 }, over);
+export const releaseAction = (
+  t: TestNode,
+  version: string,
+  art: { artifact: string; sha256: string },
+  over: Partial<AuthorizedAction> = {},
+) => action(t.node, 'build', 'release.install', { version, artifact: art.artifact, sha256: art.sha256 }, over);

@@ -7,7 +7,19 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stopServices } from '../../src/agent/services';
 import type { ResourceSpec } from '../../src/domain';
-import { action, cleanupNodes, expectRefusal, fileAction, makeNode, releaseAction, snapshot, tarGz, writeArtifact, type RawEntry, type TestNode } from './helpers';
+import {
+  action,
+  cleanupNodes,
+  expectRefusal,
+  fileAction,
+  makeNode,
+  releaseAction,
+  snapshot,
+  tarGz,
+  writeArtifact,
+  type RawEntry,
+  type TestNode,
+} from './helpers';
 
 afterEach(cleanupNodes);
 
@@ -38,12 +50,18 @@ describe('file paths', () => {
   it('refuses to write through a symlinked directory inside the root that points outside', async () => {
     const t = await makeNode();
     await fs.symlink(t.outside, path.join(t.root, 'etc'));
-    const failure = await expectNothingOutside(t, () => t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })));
+    const failure = await expectNothingOutside(t, () =>
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })),
+    );
     expect(failure.message).toContain(`goes through "etc", a symlink to ${t.outside} outside the node root`);
     // Observe does not read through it either: no value from the outside file, and the reason
     // in detail (the planned write is then refused as PathOutsideRoot, which the ledger records).
     const obs = await t.observe({ config: { type: 'file', path: 'etc/precious.txt', content: 'x' } });
-    expect(obs.resources.config).toMatchObject({ value: null, obstruction: null, detail: { refusal: 'PathOutsideRoot', path_error: expect.stringContaining('outside the node root') as string } });
+    expect(obs.resources.config).toMatchObject({
+      value: null,
+      obstruction: null,
+      detail: { refusal: 'PathOutsideRoot', path_error: expect.stringContaining('outside the node root') as string },
+    });
   });
 
   it('refuses a relative symlink that climbs out, even several levels down', async () => {
@@ -67,14 +85,20 @@ describe('file paths', () => {
     await fs.symlink(path.join(t.outside, 'precious.txt'), path.join(t.root, 'etc/config.json'));
     const obs = await t.observe({ config: { type: 'file', path: 'etc/config.json', content: 'x' } });
     expect(obs.resources.config.obstruction).toMatch(/is a symlink, not a regular file/);
-    await expectNothingOutside(t, () => t.apply(fileAction(t.node, 'config', 'etc/config.json', 'evil')), 'DestructiveActionRefusal');
+    await expectNothingOutside(
+      t,
+      () => t.apply(fileAction(t.node, 'config', 'etc/config.json', 'evil')),
+      'DestructiveActionRefusal',
+    );
   });
 
   it('refuses a flag when flags/ is a symlink out of the root, and does not list what is there', async () => {
     const t = await makeNode();
     await fs.writeFile(path.join(t.outside, 'secret.json'), '"outside"');
     await fs.symlink(t.outside, path.join(t.root, 'flags'));
-    await expectNothingOutside(t, () => t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true })));
+    await expectNothingOutside(t, () =>
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true })),
+    );
     const obs = await t.observe({ maintenance: { type: 'flag', value: true } });
     expect(obs.resources.maintenance.obstruction).toContain('outside the node root');
     expect(obs.undeclared).toEqual([]);
@@ -92,11 +116,26 @@ describe('file paths', () => {
 
 describe('release archives', () => {
   const cases: Array<[string, (t: TestNode) => RawEntry[], RegExp]> = [
-    ['a "../evil" entry', () => [{ name: 'server.js', content: 'ok' }, { name: '../evil', content: 'evil' }], /archive entry "\.\.\/evil" has a "\.\." segment/],
+    [
+      'a "../evil" entry',
+      () => [
+        { name: 'server.js', content: 'ok' },
+        { name: '../evil', content: 'evil' },
+      ],
+      /archive entry "\.\.\/evil" has a "\.\." segment/,
+    ],
     ['a deep "../../../outside/evil" entry', () => [{ name: '../../../outside/evil', content: 'evil' }], /has a "\.\." segment/],
     ['an absolute entry', (t) => [{ name: path.join(t.outside, 'evil'), content: 'evil' }], /is absolute/],
-    ['a symlink to an absolute path outside', (t) => [{ name: 'escape', type: 'symlink', linkname: t.outside }], /is a symlink to .* which is absolute/],
-    ['a symlink climbing out', () => [{ name: 'escape', type: 'symlink', linkname: '../../../outside' }], /which climbs above the release directory/],
+    [
+      'a symlink to an absolute path outside',
+      (t) => [{ name: 'escape', type: 'symlink', linkname: t.outside }],
+      /is a symlink to .* which is absolute/,
+    ],
+    [
+      'a symlink climbing out',
+      () => [{ name: 'escape', type: 'symlink', linkname: '../../../outside' }],
+      /which climbs above the release directory/,
+    ],
     [
       'a symlink then a file written through it',
       (t) => [
@@ -113,7 +152,11 @@ describe('release archives', () => {
       ],
       /climbs out of another symlink/,
     ],
-    ['a hardlink to a path outside', () => [{ name: 'hard', type: 'hardlink', linkname: '../../../outside/precious.txt' }], /is a hardlink to/],
+    [
+      'a hardlink to a path outside',
+      () => [{ name: 'hard', type: 'hardlink', linkname: '../../../outside/precious.txt' }],
+      /is a hardlink to/,
+    ],
   ];
 
   it.each(cases)('refuses %s with PathOutsideRoot before extracting anything', async (_name, entries, message) => {

@@ -23,7 +23,11 @@ describe('agent.yaml', () => {
     expect(first.mode).toBe('observe');
     await t.writeConfig({ mode: 'enforce', resources: { config: 'observe' }, overrides: { maintenance: provenance } });
     const second = await t.observe({ config });
-    expect(second).toMatchObject({ mode: 'enforce', resource_modes: { config: 'observe' }, overrides: { maintenance: provenance } });
+    expect(second).toMatchObject({
+      mode: 'enforce',
+      resource_modes: { config: 'observe' },
+      overrides: { maintenance: provenance },
+    });
   });
 
   it('when invalid, gives an observation carrying config_error instead of failing', async () => {
@@ -47,15 +51,25 @@ describe('agent.yaml', () => {
   it('when invalid, refuses every action (InvalidAgentConfig) and writes nothing', async () => {
     const t = await makeNode();
     await fs.writeFile(t.configPath, 'node: [unterminated\n');
-    const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })), 'InvalidAgentConfig');
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })),
+      'InvalidAgentConfig',
+    );
     expect(failure.message).toMatch(/^file\.write of "config" on node N-24 refused: agent\.yaml is invalid/);
     // Every kind, not only file.write: a flag, a service, even one it would refuse anyway.
     for (const a of [
       action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }),
-      action(t.node, 'app', 'service.start', { command: ['node', 'server.js'], build: '7.4', config_path: 'etc/app/config.json', config_sha256: 'x' }),
+      action(t.node, 'app', 'service.start', {
+        command: ['node', 'server.js'],
+        build: '7.4',
+        config_path: 'etc/app/config.json',
+        config_sha256: 'x',
+      }),
       action(t.node, 'config', 'file.delete', {}),
     ]) {
-      expect((await expectRefusal(t.apply(a), 'InvalidAgentConfig')).message).toContain(`${a.action} of "${a.resource_key}" on node N-24 refused: agent.yaml is invalid`);
+      expect((await expectRefusal(t.apply(a), 'InvalidAgentConfig')).message).toContain(
+        `${a.action} of "${a.resource_key}" on node N-24 refused: agent.yaml is invalid`,
+      );
     }
     expect(await fs.readdir(t.root)).toEqual([]);
   });
@@ -65,16 +79,28 @@ describe('node identity', () => {
   it('refuses to observe or apply for another node (NodeMismatch)', async () => {
     const t = await makeNode();
     const env = createAgentActivities(t.configPath);
-    const obs = await expectRefusal(runActivity((r: ObserveRequest) => env.observe(r), { node: 'N-99', resources: {} }), 'NodeMismatch');
+    const obs = await expectRefusal(
+      runActivity((r: ObserveRequest) => env.observe(r), { node: 'N-99', resources: {} }),
+      'NodeMismatch',
+    );
     expect(obs.message).toContain('this agent serves node "N-24"');
-    await expectRefusal(runActivity((r: ApplyRequest) => env.apply(r), { node: 'N-99', action: fileAction('N-99', 'config', 'etc/app/config.json', 'x') }), 'NodeMismatch');
+    await expectRefusal(
+      runActivity((r: ApplyRequest) => env.apply(r), {
+        node: 'N-99',
+        action: fileAction('N-99', 'config', 'etc/app/config.json', 'x'),
+      }),
+      'NodeMismatch',
+    );
   });
 });
 
 describe('refusals', () => {
   it('refuses any apply when the host is in observe mode (ObserveModeRefusal), and changes nothing', async () => {
     const t = await makeNode({ mode: 'observe' });
-    const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })), 'ObserveModeRefusal');
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })),
+      'ObserveModeRefusal',
+    );
     expect(failure.message).toBe(
       `file.write of "config" on node N-24 refused: the host is in observe mode (reconciliation.mode: observe) in ${t.configPath} — fix: an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it`,
     );
@@ -84,10 +110,15 @@ describe('refusals', () => {
   it('refuses an apply to a resource set to observe on an enforcing host', async () => {
     const t = await makeNode();
     await t.writeConfig({ mode: 'enforce', resources: { config: 'observe' } });
-    const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })), 'ObserveModeRefusal');
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 })),
+      'ObserveModeRefusal',
+    );
     expect(failure.message).toContain('reconciliation.resources.config: observe');
     // Other resources on the same host are still enforced.
-    await expect(t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }))).resolves.toMatchObject({ outcome: 'applied' });
+    await expect(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true })),
+    ).resolves.toMatchObject({ outcome: 'applied' });
   });
 
   it('refuses an operator-owned resource (OperatorOwnedRefusal) and leaves its value alone', async () => {
@@ -95,17 +126,25 @@ describe('refusals', () => {
     await fs.mkdir(path.join(t.root, 'flags'));
     await fs.writeFile(path.join(t.root, 'flags/maintenance.json'), 'true\n');
     await t.writeConfig({ mode: 'enforce', overrides: { maintenance: provenance } });
-    const failure = await expectRefusal(t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false })), 'OperatorOwnedRefusal');
-    expect(failure.message).toContain('"maintenance" is operator-owned (override approved by oncall since 2026-11-28T10:00:00Z: disk swap CHG-1234)');
+    const failure = await expectRefusal(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false })),
+      'OperatorOwnedRefusal',
+    );
+    expect(failure.message).toContain(
+      '"maintenance" is operator-owned (override approved by oncall since 2026-11-28T10:00:00Z: disk swap CHG-1234)',
+    );
     expect(failure.message).toContain('fix: the operator removes overrides.maintenance');
     expect((await t.observe({ maintenance })).resources.maintenance.value).toBe(true);
   });
 
-  it.each(['release.delete', 'file.delete', 'service.kill'])('refuses the destructive action %s (DestructiveActionRefusal)', async (kind) => {
-    const t = await makeNode();
-    const failure = await expectRefusal(t.apply(action(t.node, 'config', kind, {})), 'DestructiveActionRefusal');
-    expect(failure.message).toContain(`${kind} is destructive`);
-  });
+  it.each(['release.delete', 'file.delete', 'service.kill'])(
+    'refuses the destructive action %s (DestructiveActionRefusal)',
+    async (kind) => {
+      const t = await makeNode();
+      const failure = await expectRefusal(t.apply(action(t.node, 'config', kind, {})), 'DestructiveActionRefusal');
+      expect(failure.message).toContain(`${kind} is destructive`);
+    },
+  );
 
   it('refuses an action kind it does not know (InvalidAction)', async () => {
     const t = await makeNode();
@@ -131,7 +170,10 @@ describe('fencing', () => {
   it('refuses an action of an older generation than one already accepted, naming both generations', async () => {
     const t = await makeNode();
     await t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 9 }, { desired_generation: 13 }));
-    const failure = await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 })), 'StaleGenerationRefusal');
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 })),
+      'StaleGenerationRefusal',
+    );
     expect(failure.message).toContain('it is for generation 12, but this agent already accepted generation 13 for "config"');
     expect(await fs.readFile(path.join(t.root, 'etc/app/config.json'), 'utf8')).toContain('"workers": 9');
   });
@@ -140,10 +182,20 @@ describe('fencing', () => {
     const t = await makeNode();
     await t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 9 }, { desired_generation: 13 }));
     const restarted = createAgentActivities(t.configPath);
-    await expectRefusal(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 }), restarted), 'StaleGenerationRefusal');
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 }), restarted),
+      'StaleGenerationRefusal',
+    );
     // Same and newer generations pass; another resource has its own fence.
-    await expect(t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 10 }, { desired_generation: 13 }), restarted)).resolves.toMatchObject({ outcome: 'applied' });
-    await expect(t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }, { desired_generation: 2 }), restarted)).resolves.toMatchObject({
+    await expect(
+      t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 10 }, { desired_generation: 13 }), restarted),
+    ).resolves.toMatchObject({ outcome: 'applied' });
+    await expect(
+      t.apply(
+        action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }, { desired_generation: 2 }),
+        restarted,
+      ),
+    ).resolves.toMatchObject({
       outcome: 'applied',
     });
   });

@@ -11,7 +11,12 @@ import { buildArtifact, cleanupNodes, expectRefusal, makeNode, releaseAction, sh
 
 afterEach(cleanupNodes);
 
-const releaseSpec = (version: string, art: { artifact: string; sha256: string }): ResourceSpec => ({ type: 'release', version, artifact: art.artifact, sha256: art.sha256 });
+const releaseSpec = (version: string, art: { artifact: string; sha256: string }): ResourceSpec => ({
+  type: 'release',
+  version,
+  artifact: art.artifact,
+  sha256: art.sha256,
+});
 
 describe('release provider', () => {
   it('builds the demo artifact deterministically: same version, same sha256', async () => {
@@ -30,13 +35,26 @@ describe('release provider', () => {
     const t = await makeNode();
     const art = await buildArtifact({ version: '7.4', outDir: path.join(t.base, 'artifacts') });
     const spec = releaseSpec('7.4', { artifact: art.file, sha256: art.sha256 });
-    expect((await t.observe({ build: spec })).resources.build).toMatchObject({ value: null, marker: 'absent', obstruction: null });
+    expect((await t.observe({ build: spec })).resources.build).toMatchObject({
+      value: null,
+      marker: 'absent',
+      obstruction: null,
+    });
 
     const ev = await t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: art.sha256 }));
-    expect(ev.detail).toMatch(/^unpacked .*app-7\.4\.tgz \(sha256 [0-9a-f]{12}… verified\) into releases\/7\.4 and switched current from nothing to releases\/7\.4\.$/);
+    expect(ev.detail).toMatch(
+      /^unpacked .*app-7\.4\.tgz \(sha256 [0-9a-f]{12}… verified\) into releases\/7\.4 and switched current from nothing to releases\/7\.4\.$/,
+    );
     expect(await fs.readlink(path.join(t.root, 'current'))).toBe('releases/7.4');
-    expect((await fs.readdir(path.join(t.root, 'releases/7.4'))).sort()).toEqual(['.datum-release.json', 'build.json', 'server.js']);
-    expect(JSON.parse(await fs.readFile(path.join(t.root, 'releases/7.4/.datum-release.json'), 'utf8'))).toEqual({ version: '7.4', sha256: art.sha256 });
+    expect((await fs.readdir(path.join(t.root, 'releases/7.4'))).sort()).toEqual([
+      '.datum-release.json',
+      'build.json',
+      'server.js',
+    ]);
+    expect(JSON.parse(await fs.readFile(path.join(t.root, 'releases/7.4/.datum-release.json'), 'utf8'))).toEqual({
+      version: '7.4',
+      sha256: art.sha256,
+    });
     const st = await fs.lstat(path.join(t.root, 'current'));
     expect(ev.marker_after).toBe(`link:releases/7.4:${st.ctimeMs}`);
 
@@ -71,7 +89,10 @@ describe('release provider', () => {
     const t = await makeNode();
     const art = await buildArtifact({ version: '7.4', outDir: path.join(t.base, 'artifacts') });
     const wrong = 'f'.repeat(64);
-    const failure = await expectRefusal(t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: wrong })), 'ArtifactDigestMismatch');
+    const failure = await expectRefusal(
+      t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: wrong })),
+      'ArtifactDigestMismatch',
+    );
     expect(failure.message).toContain(`has sha256 ${art.sha256}, but desired state expects ${wrong}; nothing was unpacked`);
     expect(await fs.readdir(path.join(t.root, 'releases')).catch(() => [])).toEqual([]);
     await expect(fs.lstat(path.join(t.root, 'current'))).rejects.toThrow(/ENOENT/);
@@ -79,9 +100,15 @@ describe('release provider', () => {
 
   it('refuses a missing artifact (ArtifactUnavailable) and a relative one (InvalidAction)', async () => {
     const t = await makeNode();
-    const failure = await expectRefusal(t.apply(releaseAction(t, '7.4', { artifact: path.join(t.base, 'nope.tgz'), sha256: 'a'.repeat(64) })), 'ArtifactUnavailable');
+    const failure = await expectRefusal(
+      t.apply(releaseAction(t, '7.4', { artifact: path.join(t.base, 'nope.tgz'), sha256: 'a'.repeat(64) })),
+      'ArtifactUnavailable',
+    );
     expect(failure.message).toMatch(/cannot be read \(ENOENT\)/);
-    await expectRefusal(t.apply(releaseAction(t, '7.4', { artifact: 'artifacts/app-7.4.tgz', sha256: 'a'.repeat(64) })), 'InvalidAction');
+    await expectRefusal(
+      t.apply(releaseAction(t, '7.4', { artifact: 'artifacts/app-7.4.tgz', sha256: 'a'.repeat(64) })),
+      'InvalidAction',
+    );
   });
 
   it('refuses an artifact that is not a tar.gz (ArtifactUnavailable)', async () => {
@@ -105,7 +132,10 @@ describe('release provider', () => {
       const ev = await t.apply(releaseAction(t, '7.4', { artifact: `${base}/app-7.4.tgz`, sha256: art.sha256 }));
       expect(ev.outcome).toBe('applied');
       expect(await fs.readlink(path.join(t.root, 'current'))).toBe('releases/7.4');
-      const failure = await expectRefusal(t.apply(releaseAction(t, '7.5', { artifact: `${base}/app-7.5.tgz`, sha256: art.sha256 })), 'ArtifactUnavailable');
+      const failure = await expectRefusal(
+        t.apply(releaseAction(t, '7.5', { artifact: `${base}/app-7.5.tgz`, sha256: art.sha256 })),
+        'ArtifactUnavailable',
+      );
       expect(failure.message).toContain('answered HTTP 404');
     } finally {
       server.close();
@@ -123,9 +153,17 @@ describe('release provider', () => {
     expect(obs.resources.build.obstruction).toMatch(/releases\/7\.4 exists without a readable \.datum-release\.json/);
     await expectRefusal(t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: art.sha256 })), 'DestructiveActionRefusal');
 
-    await fs.writeFile(path.join(t.root, 'releases/7.4/.datum-release.json'), JSON.stringify({ version: '7.4', sha256: 'e'.repeat(64) }));
-    expect((await t.observe({ build: spec })).resources.build.obstruction).toMatch(/already holds an artifact with sha256 e{64}, not the desired/);
-    const failure = await expectRefusal(t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: art.sha256 })), 'DestructiveActionRefusal');
+    await fs.writeFile(
+      path.join(t.root, 'releases/7.4/.datum-release.json'),
+      JSON.stringify({ version: '7.4', sha256: 'e'.repeat(64) }),
+    );
+    expect((await t.observe({ build: spec })).resources.build.obstruction).toMatch(
+      /already holds an artifact with sha256 e{64}, not the desired/,
+    );
+    const failure = await expectRefusal(
+      t.apply(releaseAction(t, '7.4', { artifact: art.file, sha256: art.sha256 })),
+      'DestructiveActionRefusal',
+    );
     expect(failure.message).toContain('Datum never replaces a release');
     expect(await fs.readFile(path.join(t.root, 'releases/7.4/hand-made.txt'), 'utf8')).toBe('someone put this here');
   });

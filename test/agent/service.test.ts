@@ -8,14 +8,30 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
 import { startTicks, stopServices } from '../../src/agent/services';
 import { desiredValue, fileBytes, type AuthorizedAction, type ResourceSpec } from '../../src/domain';
-import { action, buildArtifact, cleanupNodes, expectRefusal, fileAction, makeNode, releaseAction, sha256, tarGz, writeArtifact, type TestNode } from './helpers';
+import {
+  action,
+  buildArtifact,
+  cleanupNodes,
+  expectRefusal,
+  fileAction,
+  makeNode,
+  releaseAction,
+  sha256,
+  tarGz,
+  writeArtifact,
+  type TestNode,
+} from './helpers';
 
 afterEach(cleanupNodes);
 
 const CONFIG_PATH = 'etc/app/config.json';
 
 /** Desired resources of the worked example at a given build and config. */
-function resources(art: { file: string; sha256: string }, version: string, content: Record<string, number>): Record<string, ResourceSpec> {
+function resources(
+  art: { file: string; sha256: string },
+  version: string,
+  content: Record<string, number>,
+): Record<string, ResourceSpec> {
   return {
     build: { type: 'release', version, artifact: art.file, sha256: art.sha256 },
     config: { type: 'file', path: CONFIG_PATH, content },
@@ -23,13 +39,30 @@ function resources(art: { file: string; sha256: string }, version: string, conte
   };
 }
 
-function serviceAction(t: TestNode, kind: 'service.start' | 'service.restart', res: Record<string, ResourceSpec>, over: Partial<AuthorizedAction> = {}) {
+function serviceAction(
+  t: TestNode,
+  kind: 'service.start' | 'service.restart',
+  res: Record<string, ResourceSpec>,
+  over: Partial<AuthorizedAction> = {},
+) {
   const expected = desiredValue('app', res) as { build: string; config_sha256: string };
-  return action(t.node, 'app', kind, { command: ['node', 'server.js'], build: expected.build, config_path: CONFIG_PATH, config_sha256: expected.config_sha256 }, over);
+  return action(
+    t.node,
+    'app',
+    kind,
+    { command: ['node', 'server.js'], build: expected.build, config_path: CONFIG_PATH, config_sha256: expected.config_sha256 },
+    over,
+  );
 }
 
 /** What an enforcing pass would do: release, then config, then the service. */
-async function converge(t: TestNode, art: { file: string; sha256: string }, version: string, content: Record<string, number>, kind: 'service.start' | 'service.restart') {
+async function converge(
+  t: TestNode,
+  art: { file: string; sha256: string },
+  version: string,
+  content: Record<string, number>,
+  kind: 'service.start' | 'service.restart',
+) {
   const res = resources(art, version, content);
   await t.apply(releaseAction(t, version, { artifact: art.file, sha256: art.sha256 }));
   await t.apply(fileAction(t.node, 'config', CONFIG_PATH, content));
@@ -51,7 +84,11 @@ describe('service provider', () => {
     const started = await converge(t, a73, '7.3', { workers: 4 }, 'service.start');
     const pid73 = pidOf(started.evidence.marker_after);
     expect(pid73).toBeGreaterThan(0);
-    expect(started.evidence.detail).toMatch(new RegExp(`^started pid ${pid73} on port \\d+ \\(node server\\.js in releases/7\\.3, DATUM_CONFIG=etc/app/config\\.json\\); health reported build "7\\.3"`));
+    expect(started.evidence.detail).toMatch(
+      new RegExp(
+        `^started pid ${pid73} on port \\d+ \\(node server\\.js in releases/7\\.3, DATUM_CONFIG=etc/app/config\\.json\\); health reported build "7\\.3"`,
+      ),
+    );
     expect(started.evidence.marker_after).toBe(`pid:${pid73}:${await startTicks(pid73)}`);
 
     const obs73 = await t.observe(started.res);
@@ -67,7 +104,11 @@ describe('service provider', () => {
     const restarted = await converge(t, a74, '7.4', { workers: 8 }, 'service.restart');
     const pid74 = pidOf(restarted.evidence.marker_after);
     expect(pid74).not.toBe(pid73);
-    expect(restarted.evidence.detail).toMatch(new RegExp(`^stopped pid ${pid73} with SIGTERM, then started pid ${pid74} on port \\d+ .*releases/7\\.4.*; health reported build "7\\.4"`));
+    expect(restarted.evidence.detail).toMatch(
+      new RegExp(
+        `^stopped pid ${pid73} with SIGTERM, then started pid ${pid74} on port \\d+ .*releases/7\\.4.*; health reported build "7\\.4"`,
+      ),
+    );
     expect(await startTicks(pid73)).toBeNull();
 
     const obs74 = await t.observe(restarted.res);
@@ -119,7 +160,14 @@ describe('service provider', () => {
     const art = await writeArtifact(t, 'slow.tgz', tarGz([{ name: 'slow.js', content: slow }]));
     await t.apply(releaseAction(t, 'slow', art));
     await t.apply(fileAction(t.node, 'config', CONFIG_PATH, 'x'));
-    await t.apply(action(t.node, 'app', 'service.start', { command: ['node', 'slow.js'], build: 'slow', config_path: CONFIG_PATH, config_sha256: sha256('x') }));
+    await t.apply(
+      action(t.node, 'app', 'service.start', {
+        command: ['node', 'slow.js'],
+        build: 'slow',
+        config_path: CONFIG_PATH,
+        config_sha256: sha256('x'),
+      }),
+    );
 
     const before = Date.now();
     const obs = await t.observe({ app: { type: 'service', release: 'build', config: 'config', command: ['node', 'slow.js'] } });
@@ -135,7 +183,14 @@ describe('service provider', () => {
     const art = await writeArtifact(t, 'crash.tgz', tarGz([{ name: 'crash.js', content: 'process.exit(3);\n' }]));
     await t.apply(releaseAction(t, '0.1', art));
     await t.apply(fileAction(t.node, 'config', CONFIG_PATH, 'x'));
-    const ev = await t.apply(action(t.node, 'app', 'service.start', { command: ['node', 'crash.js'], build: '0.1', config_path: CONFIG_PATH, config_sha256: sha256('x') }));
+    const ev = await t.apply(
+      action(t.node, 'app', 'service.start', {
+        command: ['node', 'crash.js'],
+        build: '0.1',
+        config_path: CONFIG_PATH,
+        config_sha256: sha256('x'),
+      }),
+    );
     expect(ev.outcome).toBe('applied');
     expect(ev.detail).toMatch(/exited|did not answer/);
     const obs = await t.observe({ app: { type: 'service', release: 'build', config: 'config', command: ['node', 'crash.js'] } });
@@ -160,10 +215,24 @@ describe('service provider', () => {
     await t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }));
     // The state of a service that died long ago, whose pid now belongs to this test process.
     await fs.mkdir(path.join(t.root, '.datum/services'), { recursive: true });
-    const stale = { key: 'app', pid: process.pid, port: 1, start_ticks: '1', command: ['node', 'server.js'], started_at: '2026-01-01T00:00:00.000Z', cwd: t.root, config_path: CONFIG_PATH, log: 'x' };
+    const stale = {
+      key: 'app',
+      pid: process.pid,
+      port: 1,
+      start_ticks: '1',
+      command: ['node', 'server.js'],
+      started_at: '2026-01-01T00:00:00.000Z',
+      cwd: t.root,
+      config_path: CONFIG_PATH,
+      log: 'x',
+    };
     await fs.writeFile(path.join(t.root, '.datum/services/app.json'), JSON.stringify(stale));
     const res = resources(art, '7.4', { workers: 8 });
-    expect((await t.observe(res)).resources.app).toMatchObject({ value: null, marker: null, detail: { running: false, last_pid: process.pid } });
+    expect((await t.observe(res)).resources.app).toMatchObject({
+      value: null,
+      marker: null,
+      detail: { running: false, last_pid: process.pid },
+    });
     const ev = await t.apply(serviceAction(t, 'service.start', res));
     expect(ev.detail).toMatch(/^started pid/); // nothing was stopped: the old pid is not ours
     expect((await t.observe(res)).resources.app.value).toEqual(desiredValue('app', res));

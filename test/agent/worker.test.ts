@@ -27,7 +27,9 @@ describe('runAgents start-up', () => {
   it('refuses two agent.yaml files for the same node', async () => {
     const a = await makeNode();
     const b = await makeNode();
-    await expect(runAgents({ configPaths: [a.configPath, b.configPath], address: '127.0.0.1:1' })).rejects.toThrow(/both declare node N-24/);
+    await expect(runAgents({ configPaths: [a.configPath, b.configPath], address: '127.0.0.1:1' })).rejects.toThrow(
+      /both declare node N-24/,
+    );
   });
 });
 
@@ -50,7 +52,11 @@ describe('runAgents on a dev server', () => {
     const worker = await Worker.create({ connection: env!.nativeConnection, taskQueue, workflowBundle });
     const flag = { maintenance: { type: 'flag' as const, value: true } };
 
-    const agents = await runAgents({ configPaths: [n1.configPath, n2.configPath], connection: env!.nativeConnection, namespace: 'default' });
+    const agents = await runAgents({
+      configPaths: [n1.configPath, n2.configPath],
+      connection: env!.nativeConnection,
+      namespace: 'default',
+    });
     try {
       expect(agents.nodes).toEqual(['N-1', 'N-2']);
       await worker.runUntil(async () => {
@@ -73,7 +79,11 @@ describe('runAgents on a dev server', () => {
       });
       // Each node's queue, by its documented name, is polled (the one process serves both).
       for (const node of ['N-1', 'N-2']) {
-        const { pollers } = await env!.client.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: `datum-node-${node}` }, taskQueueType: TASK_QUEUE_TYPE_ACTIVITY });
+        const { pollers } = await env!.client.workflowService.describeTaskQueue({
+          namespace: 'default',
+          taskQueue: { name: `datum-node-${node}` },
+          taskQueueType: TASK_QUEUE_TYPE_ACTIVITY,
+        });
         expect(pollers?.length ?? 0, `an agent polls datum-node-${node}`).toBeGreaterThan(0);
       }
     } finally {
@@ -88,4 +98,11 @@ describe('runAgents on a dev server', () => {
 /** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY */
 const TASK_QUEUE_TYPE_ACTIVITY = 2;
 
-const quiet = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const quiet = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};

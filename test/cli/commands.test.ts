@@ -29,7 +29,9 @@ afterAll(async () => {
 
 async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir } });
+    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
+      env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir },
+    });
     return { code: 0, stdout, stderr };
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
@@ -63,13 +65,28 @@ describe('datum resolve / refresh / status', () => {
 
     const status = await datum('status', '--json');
     expect(status.code).toBe(1);
-    const report = JSON.parse(status.stdout) as { conditions: Array<{ node: string; type: string; resource_key: string; resolver: string; evidence: unknown }> };
-    expect(report.conditions.filter((c) => c.node === node)).toEqual([expect.objectContaining({ type: 'CONFLICTING_WRITER', resource_key: 'config', resolver: 'operator' })]);
+    const report = JSON.parse(status.stdout) as {
+      conditions: Array<{ node: string; type: string; resource_key: string; resolver: string; evidence: unknown }>;
+    };
+    expect(report.conditions.filter((c) => c.node === node)).toEqual([
+      expect.objectContaining({ type: 'CONFLICTING_WRITER', resource_key: 'config', resolver: 'operator' }),
+    ]);
     const table = await datum('status');
     expect(table.stdout).toMatch(/Q-1\s+CONFLICTING_WRITER\s+config/);
 
     writer.kill('SIGKILL');
-    const resolved = await datum('resolve', node, '--resource', 'config', '--resolution', 'retake', '--by', 'alice', '--note', 'writer stopped');
+    const resolved = await datum(
+      'resolve',
+      node,
+      '--resource',
+      'config',
+      '--resolution',
+      'retake',
+      '--by',
+      'alice',
+      '--note',
+      'writer stopped',
+    );
     expect(resolved.code).toBe(0);
     expect(resolved.stdout).toMatch(/alice resolved the conflict on "config" by retake \(writer stopped\)/);
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED' && s.conditions.length === 0);
@@ -87,8 +104,15 @@ describe('datum resolve / refresh / status', () => {
     await stack.fleet.writeDesired(node, 2, { workers: 4 });
     const refreshed = await datum('refresh', node, '--json');
     expect(refreshed.code).toBe(0);
-    expect(JSON.parse(refreshed.stdout)).toMatchObject({ node, workflow_id: reconcileWorkflowId(node, 1), signal: { generation: 2 } });
-    expect(await handle.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId(node, 2) });
+    expect(JSON.parse(refreshed.stdout)).toMatchObject({
+      node,
+      workflow_id: reconcileWorkflowId(node, 1),
+      signal: { generation: 2 },
+    });
+    expect(await handle.result()).toMatchObject({
+      convergence_status: 'SUPERSEDED',
+      superseded_by: reconcileWorkflowId(node, 2),
+    });
     const gen2 = stack.client.workflow.getHandle(reconcileWorkflowId(node, 2));
     await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
     expect(await fs.readFile(path.join(stack.fleet.root(node), 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 4 }));
@@ -98,7 +122,9 @@ describe('datum resolve / refresh / status', () => {
     await stack.fleet.writeDesired('Q-8', 1);
     const noLoop = await datum('refresh', 'Q-8');
     expect(noLoop.code).toBe(1);
-    expect(noLoop.stderr).toMatch(/no reconcile loop is running for node Q-8\b.*fix: start one with `datum rollout start --generation <G> --nodes Q-8`/);
+    expect(noLoop.stderr).toMatch(
+      /no reconcile loop is running for node Q-8\b.*fix: start one with `datum rollout start --generation <G> --nodes Q-8`/,
+    );
     const missing = await datum('refresh', 'Q-9');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/no desired state for node "Q-9"/);

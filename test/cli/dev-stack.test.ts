@@ -31,7 +31,9 @@ async function freePort(): Promise<number> {
 
 function startDev(port: number, uiPort: number): ChildProcess {
   output = '';
-  const child = spawn(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port), '--ui-port', String(uiPort)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port), '--ui-port', String(uiPort)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   return child;
@@ -47,7 +49,9 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 
 async function datum(port: number, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], { env: { ...process.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir } });
+    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
+      env: { ...process.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir },
+    });
     return { code: 0, stdout, stderr };
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
@@ -103,7 +107,9 @@ describe('datum dev (npm start)', () => {
     const ledger = await datum(port, 'ledger', 'N-24', '--json');
     const entries = JSON.parse(ledger.stdout) as Array<{ desired_generation: number; convergence_status: string }>;
     expect(entries.some((e) => e.desired_generation === 12 && e.convergence_status === 'CONVERGED')).toBe(true);
-    const before = JSON.parse((await datum(port, 'describe', 'N-24', '--json')).stdout) as { state: { workflow_id: string; last_verified_at: string } };
+    const before = JSON.parse((await datum(port, 'describe', 'N-24', '--json')).stdout) as {
+      state: { workflow_id: string; last_verified_at: string };
+    };
     expect(before.state.workflow_id).toBe('datum/N-24/gen-12');
 
     // Ctrl-C: every process it started exits, the node services too.
@@ -120,7 +126,10 @@ describe('datum dev (npm start)', () => {
       const after = await datum(port, 'describe', 'N-24', '--json');
       if (after.code !== 0) return false;
       const state = (JSON.parse(after.stdout) as typeof before).state;
-      return state.workflow_id === 'datum/N-24/gen-12' && Date.parse(state.last_verified_at) > Date.parse(before.state.last_verified_at);
+      return (
+        state.workflow_id === 'datum/N-24/gen-12' &&
+        Date.parse(state.last_verified_at) > Date.parse(before.state.last_verified_at)
+      );
     });
     dev.kill('SIGINT');
     await until('dev to exit', () => dev!.exitCode !== null, 60_000);
@@ -131,7 +140,9 @@ describe('datum dev (npm start)', () => {
     const blocker = net.createServer().listen(0, '127.0.0.1');
     await new Promise((r) => blocker.once('listening', r));
     const { port } = blocker.address() as net.AddressInfo;
-    const result = await run(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port)]).catch((e: { code: number; stderr: string }) => e);
+    const result = await run(process.execPath, [DATUM, 'dev', '--data', dataDir, '--port', String(port)]).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     blocker.close();
     expect((result as { code: number }).code).toBe(2);
     expect((result as { stderr: string }).stderr).toMatch(new RegExp(`port ${port} is in use .* pass --port with a free port`));

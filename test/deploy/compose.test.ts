@@ -49,32 +49,36 @@ const VARIABLE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-
 
 /** Compose's interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}. */
 function interpolate(text: string, env: Env): string {
-  return text.replace(VARIABLE, (match, braced: string | undefined, op: string | undefined, arg: string | undefined, bare: string | undefined) => {
-    if (match === '$$') return '$';
-    const name = (braced ?? bare)!;
-    const value = env[name];
-    const unsetOrEmpty = value === undefined || value === '';
-    switch (op) {
-      case ':-':
-        return unsetOrEmpty ? arg! : value;
-      case '-':
-        return value ?? arg!;
-      case ':?':
-        if (unsetOrEmpty) throw new Error(`required variable ${name} is missing a value: ${arg}`);
-        return value;
-      case '?':
-        if (value === undefined) throw new Error(`required variable ${name} is missing: ${arg}`);
-        return value;
-      default:
-        return value ?? '';
-    }
-  });
+  return text.replace(
+    VARIABLE,
+    (match, braced: string | undefined, op: string | undefined, arg: string | undefined, bare: string | undefined) => {
+      if (match === '$$') return '$';
+      const name = (braced ?? bare)!;
+      const value = env[name];
+      const unsetOrEmpty = value === undefined || value === '';
+      switch (op) {
+        case ':-':
+          return unsetOrEmpty ? arg! : value;
+        case '-':
+          return value ?? arg!;
+        case ':?':
+          if (unsetOrEmpty) throw new Error(`required variable ${name} is missing a value: ${arg}`);
+          return value;
+        case '?':
+          if (value === undefined) throw new Error(`required variable ${name} is missing: ${arg}`);
+          return value;
+        default:
+          return value ?? '';
+      }
+    },
+  );
 }
 
 function interpolateDeep(value: unknown, env: Env): unknown {
   if (typeof value === 'string') return interpolate(value, env);
   if (Array.isArray(value)) return value.map((v) => interpolateDeep(v, env));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolateDeep(v, env)]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolateDeep(v, env)]));
   return value;
 }
 
@@ -144,7 +148,12 @@ interface Mount {
 function mountsOf(service: Service): Mount[] {
   return (service.volumes ?? []).map((v) => {
     if (typeof v === 'object') {
-      return { kind: v.type === 'bind' ? 'bind' : 'volume', source: v.source ?? '', target: v.target, readOnly: v.read_only === true };
+      return {
+        kind: v.type === 'bind' ? 'bind' : 'volume',
+        source: v.source ?? '',
+        target: v.target,
+        readOnly: v.read_only === true,
+      };
     }
     const [source, target, mode] = v.split(':');
     if (target === undefined) return { kind: 'volume', source: '', target: source, readOnly: false };
@@ -176,8 +185,15 @@ interface PortMapping {
 
 function portsOf(service: Service): PortMapping[] {
   return (service.ports ?? []).map((p) => {
-    if (typeof p === 'object') return { hostIp: p.host_ip ?? '0.0.0.0', hostPort: p.published === undefined ? null : String(p.published), containerPort: String(p.target) };
-    const parts = String(p).replace(/\/(tcp|udp)$/, '').split(':');
+    if (typeof p === 'object')
+      return {
+        hostIp: p.host_ip ?? '0.0.0.0',
+        hostPort: p.published === undefined ? null : String(p.published),
+        containerPort: String(p.target),
+      };
+    const parts = String(p)
+      .replace(/\/(tcp|udp)$/, '')
+      .split(':');
     if (parts.length === 1) return { hostIp: '0.0.0.0', hostPort: null, containerPort: parts[0] };
     if (parts.length === 2) return { hostIp: '0.0.0.0', hostPort: parts[0], containerPort: parts[1] };
     return { hostIp: parts[0], hostPort: parts[1], containerPort: parts[2] };
@@ -199,7 +215,8 @@ function splitImage(image: string): { repository: string; tag: string | null; di
   const [withoutDigest, digest] = image.split('@');
   const slash = withoutDigest.lastIndexOf('/');
   const colon = withoutDigest.lastIndexOf(':');
-  if (colon > slash) return { repository: withoutDigest.slice(0, colon), tag: withoutDigest.slice(colon + 1), digest: digest ?? null };
+  if (colon > slash)
+    return { repository: withoutDigest.slice(0, colon), tag: withoutDigest.slice(colon + 1), digest: digest ?? null };
   return { repository: withoutDigest, tag: null, digest: digest ?? null };
 }
 
@@ -226,11 +243,21 @@ const CLI_TYPE: Record<string, string> = {
 
 // Custom search attributes on SQL visibility map onto preallocated columns
 // (schema/postgresql/v12/visibility/schema.sql of the server): this many per type.
-const POSTGRES_VISIBILITY_SLOTS: Record<string, number> = { Keyword: 10, Int: 3, KeywordList: 3, Text: 3, Double: 3, Bool: 3, Datetime: 3 };
+const POSTGRES_VISIBILITY_SLOTS: Record<string, number> = {
+  Keyword: 10,
+  Int: 3,
+  KeywordList: 3,
+  Text: 3,
+  Double: 3,
+  Bool: 3,
+  Datetime: 3,
+};
 
 /** `Name=Type` arguments of the search-attribute job, by name. */
 function registeredSearchAttributes(compose: ComposeFile): { service: string; attributes: Map<string, string> } {
-  const entries = Object.entries(compose.services).filter(([, s]) => (ONE_SHOT_SCRIPT(s) ?? '').endsWith('register-search-attributes.sh'));
+  const entries = Object.entries(compose.services).filter(([, s]) =>
+    (ONE_SHOT_SCRIPT(s) ?? '').endsWith('register-search-attributes.sh'),
+  );
   expect(entries, 'exactly one service runs deploy/temporal/register-search-attributes.sh').toHaveLength(1);
   const [name, service] = entries[0];
   const specs = argv(service.command);
@@ -278,7 +305,11 @@ describe('docker-compose.yml', () => {
   });
 
   it('takes every password from .env and has no default for any of them', () => {
-    const required = new Set(referencedVariables(composeText).filter((v) => v.op === ':?').map((v) => v.name));
+    const required = new Set(
+      referencedVariables(composeText)
+        .filter((v) => v.op === ':?')
+        .map((v) => v.name),
+    );
     for (const name of ['POSTGRES_PASSWORD', 'TEMPORAL_DB_PASSWORD', 'DATUM_DB_PASSWORD']) expect(required).toContain(name);
     for (const name of required) {
       expect(env[name], `deploy/env.example sets ${name}`).toBeTruthy();
@@ -362,8 +393,12 @@ describe('docker-compose.yml', () => {
 
     const clients = Object.entries(services).filter(([, s]) => environmentOf(s).TEMPORAL_ADDRESS !== undefined);
     const clientNames = clients.map(([n]) => n);
-    for (const needed of [...datumServices.map(([n]) => n), registeredSearchAttributes(compose).service]) expect(clientNames).toContain(needed);
-    expect(clients.some(([, s]) => splitImage(s.image!).repository === 'temporalio/ui'), 'the Web UI is a client too').toBe(true);
+    for (const needed of [...datumServices.map(([n]) => n), registeredSearchAttributes(compose).service])
+      expect(clientNames).toContain(needed);
+    expect(
+      clients.some(([, s]) => splitImage(s.image!).repository === 'temporalio/ui'),
+      'the Web UI is a client too',
+    ).toBe(true);
     for (const [name, s] of clients) {
       const { host, port } = hostPort(environmentOf(s).TEMPORAL_ADDRESS);
       expect(host, `${name}: TEMPORAL_ADDRESS names the Temporal service`).toBe(temporalName);
@@ -380,7 +415,9 @@ describe('docker-compose.yml', () => {
   });
 
   it('points Temporal, its schema job and the ledger at the PostgreSQL service with the credentials db-setup creates', () => {
-    const [pgName, pg] = Object.entries(services).find(([, s]) => splitImage(s.image!).repository === 'postgres' && !isOneShot(s))!;
+    const [pgName, pg] = Object.entries(services).find(
+      ([, s]) => splitImage(s.image!).repository === 'postgres' && !isOneShot(s),
+    )!;
     const pgEnv = environmentOf(pg);
     const pgPort = '5432';
     expect(listensOn(pg)).toContain(pgPort);
@@ -430,7 +467,9 @@ describe('docker-compose.yml', () => {
       expect(decodeURIComponent(ledger.username)).toBe(db.DATUM_DB_USER);
       expect(decodeURIComponent(ledger.password)).toBe(db.DATUM_DB_PASSWORD);
       expect(decodeURIComponent(ledger.password)).toBe(env.DATUM_DB_PASSWORD);
-      expect(dependsOn(s)[Object.entries(services).find(([, x]) => x === setup)![0]], `${name} waits for its database`).toBe('service_completed_successfully');
+      expect(dependsOn(s)[Object.entries(services).find(([, x]) => x === setup)![0]], `${name} waits for its database`).toBe(
+        'service_completed_successfully',
+      );
     }
   });
 
@@ -454,10 +493,17 @@ describe('docker-compose.yml', () => {
         if (p.hostPort === null) continue;
         expect(seen.get(p.hostPort), `host port ${p.hostPort} of ${name} is free`).toBeUndefined();
         seen.set(p.hostPort, name);
-        expect(p.hostIp, `${name} publishes on an explicit interface (default 127.0.0.1 in env.example)`).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+        expect(p.hostIp, `${name} publishes on an explicit interface (default 127.0.0.1 in env.example)`).toMatch(
+          /^\d+\.\d+\.\d+\.\d+$/,
+        );
         // Listened on by the service's own account (its expose list or a *_PORT setting), not
         // only because it is published (listensOn counts published ports too).
-        const declared = new Set([...(s.expose ?? []).map(String), ...Object.entries(environmentOf(s)).filter(([k]) => /_PORT$/.test(k)).map(([, v]) => v)]);
+        const declared = new Set([
+          ...(s.expose ?? []).map(String),
+          ...Object.entries(environmentOf(s))
+            .filter(([k]) => /_PORT$/.test(k))
+            .map(([, v]) => v),
+        ]);
         expect([...declared], `${name} listens on container port ${p.containerPort}`).toContain(p.containerPort);
       }
     }
@@ -503,7 +549,10 @@ describe('docker-compose.yml', () => {
         const config = parseAgentConfigText(readFileSync(hostFile!, 'utf8'), path.relative(ROOT, hostFile!));
         const stateVolume = mountsOf(s).find((m) => m.kind === 'volume' && isInside(config.root, m.target));
         expect(stateVolume, `${name}: root ${config.root} is on a named volume`).toBeDefined();
-        expect(mountsOf(s).some((m) => m.kind === 'bind' && isInside(config.root, m.target)), `${name}: no bind mount shadows ${config.root}`).toBe(false);
+        expect(
+          mountsOf(s).some((m) => m.kind === 'bind' && isInside(config.root, m.target)),
+          `${name}: no bind mount shadows ${config.root}`,
+        ).toBe(false);
         expect(volumes.get(stateVolume!.source), `volume ${stateVolume!.source} belongs to one agent`).toBeUndefined();
         volumes.set(stateVolume!.source, name);
       }
@@ -526,7 +575,12 @@ describe('docker-compose.yml', () => {
       for (const file of files) {
         const node = file.replace(/\.yaml$/, '');
         const text = readFileSync(path.join(nodesDir, file), 'utf8');
-        const intent = parseDesiredStateText(text, `desired/nodes/${file}`, { revision: 'test', author: null, loaded_at: new Date().toISOString() }, node);
+        const intent = parseDesiredStateText(
+          text,
+          `desired/nodes/${file}`,
+          { revision: 'test', author: null, loaded_at: new Date().toISOString() },
+          node,
+        );
         // The controller's own read: validation plus artifact resolution against the fleet.
         const read = await authority.read(node);
         if (!read.ok) throw new Error(read.error);
@@ -542,7 +596,9 @@ describe('docker-compose.yml', () => {
           expect(sha256File(location), `${file}: resources.${key}.sha256 is the archive's`).toBe(spec.sha256);
           const entries: string[] = [];
           await tar.t({ file: location, onReadEntry: (e) => entries.push(e.path) });
-          expect(entries, 'a release archive holds its files at the root').toEqual(expect.arrayContaining(['server.js', 'build.json']));
+          expect(entries, 'a release archive holds its files at the root').toEqual(
+            expect.arrayContaining(['server.js', 'build.json']),
+          );
           const extracted = mkdtempSync(path.join(os.tmpdir(), 'datum-deploy-artifact-'));
           try {
             await tar.x({ file: location, cwd: extracted });
@@ -569,8 +625,14 @@ describe('docker-compose.yml', () => {
     for (const [name, a] of agents) {
       const cfg = argv(a.command)[argv(a.command).indexOf('--config') + 1];
       const node = parseAgentConfigText(readFileSync(hostPathOf(a, cfg)!, 'utf8'), cfg).node;
-      const fleetDir = hostPathOf(controllers[0][1], argv(controllers[0][1].command)[argv(controllers[0][1].command).indexOf('--fleet') + 1])!;
-      expect(existsSync(path.join(fleetDir, 'desired', 'nodes', `${node}.yaml`)), `${name}: the fleet has desired state for ${node}`).toBe(true);
+      const fleetDir = hostPathOf(
+        controllers[0][1],
+        argv(controllers[0][1].command)[argv(controllers[0][1].command).indexOf('--fleet') + 1],
+      )!;
+      expect(
+        existsSync(path.join(fleetDir, 'desired', 'nodes', `${node}.yaml`)),
+        `${name}: the fleet has desired state for ${node}`,
+      ).toBe(true);
     }
   });
 
@@ -580,7 +642,8 @@ describe('docker-compose.yml', () => {
       const [subcommand, ...rest] = argv(s.command);
       const help = runDatum([subcommand, '--help']);
       expect(help.status, `${name}: datum ${subcommand} --help\n${help.stderr}`).toBe(0);
-      for (const option of rest.filter((a) => a.startsWith('--'))) expect(help.stdout, `${name}: datum ${subcommand} takes ${option}`).toContain(option);
+      for (const option of rest.filter((a) => a.startsWith('--')))
+        expect(help.stdout, `${name}: datum ${subcommand} takes ${option}`).toContain(option);
     }
     // The check can fail: an unknown subcommand does not exit 0.
     expect(runDatum(['no-such-subcommand', '--help']).status).not.toBe(0);
@@ -609,8 +672,14 @@ describe('docker-compose.yml', () => {
 
   it('passes `docker compose config -q` when the compose CLI plugin is installed', (ctx) => {
     const version = spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' });
-    ctx.skip(version.status !== 0, 'no `docker compose` CLI plugin on this machine: the compose file is checked by the other tests only');
-    const result = spawnSync('docker', ['compose', '--env-file', ENV_EXAMPLE, '-f', COMPOSE_FILE, 'config', '-q'], { cwd: ROOT, encoding: 'utf8' });
+    ctx.skip(
+      version.status !== 0,
+      'no `docker compose` CLI plugin on this machine: the compose file is checked by the other tests only',
+    );
+    const result = spawnSync('docker', ['compose', '--env-file', ENV_EXAMPLE, '-f', COMPOSE_FILE, 'config', '-q'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     expect(result.status, result.stderr).toBe(0);
   });
 });
@@ -622,7 +691,10 @@ interface DockerInstruction {
   args: string;
 }
 
-function parseDockerfile(text: string): { stages: { from: string; name: string | null; instructions: DockerInstruction[] }[]; args: Env } {
+function parseDockerfile(text: string): {
+  stages: { from: string; name: string | null; instructions: DockerInstruction[] }[];
+  args: Env;
+} {
   const lines = text.replace(/\\\n/g, ' ').split('\n');
   const args: Env = {};
   const stages: { from: string; name: string | null; instructions: DockerInstruction[] }[] = [];
@@ -648,7 +720,8 @@ describe('Dockerfile', () => {
   const dockerfile = parseDockerfile(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
   const stageNames = new Set(dockerfile.stages.map((s) => s.name).filter(Boolean));
   const final = dockerfile.stages.at(-1)!;
-  const all = (stage: { instructions: DockerInstruction[] }, keyword: string) => stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
+  const all = (stage: { instructions: DockerInstruction[] }, keyword: string) =>
+    stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
   const stage = (name: string) => dockerfile.stages.find((s) => s.name === name)!;
   const baseOf = (s: { from: string }): { from: string } => (stageNames.has(s.from) ? baseOf(stage(s.from)) : s);
 
@@ -664,11 +737,24 @@ describe('Dockerfile', () => {
     const runs = dockerfile.stages.flatMap((s) => all(s, 'RUN').map((r) => ({ stage: s.name, run: r })));
     const build = runs.find((r) => r.run.includes('node scripts/build.mjs'));
     expect(build, 'a stage runs node scripts/build.mjs').toBeDefined();
-    expect(runs.some((r) => r.stage === build!.stage && /npm ci\b/.test(r.run)), 'after npm ci').toBe(true);
-    expect(runs.some((r) => /npm ci --omit=dev\b/.test(r.run)), 'npm ci --omit=dev').toBe(true);
+    expect(
+      runs.some((r) => r.stage === build!.stage && /npm ci\b/.test(r.run)),
+      'after npm ci',
+    ).toBe(true);
+    expect(
+      runs.some((r) => /npm ci --omit=dev\b/.test(r.run)),
+      'npm ci --omit=dev',
+    ).toBe(true);
     const copies = all(final, 'COPY');
-    expect(copies.some((c) => new RegExp(`--from=${build!.stage}\\s+/app/dist\\s+\\./dist`).test(c)), 'the final stage copies the compiled dist/').toBe(true);
-    for (const dir of ['bin/', 'examples/']) expect(copies.some((c) => c.startsWith(`${dir} `)), `the final stage copies ${dir}`).toBe(true);
+    expect(
+      copies.some((c) => new RegExp(`--from=${build!.stage}\\s+/app/dist\\s+\\./dist`).test(c)),
+      'the final stage copies the compiled dist/',
+    ).toBe(true);
+    for (const dir of ['bin/', 'examples/'])
+      expect(
+        copies.some((c) => c.startsWith(`${dir} `)),
+        `the final stage copies ${dir}`,
+      ).toBe(true);
     expect(all(final, 'USER').at(-1), 'runs unprivileged').toBe('node');
   });
 
@@ -683,7 +769,8 @@ describe('Dockerfile', () => {
       .map(([where]) => where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
     // The image installs with --ignore-scripts and rebuilds only the allowed ones: a production
     // dependency whose script nobody reviewed would silently not run.
-    for (const name of withScripts) expect(reviewed, `${name} has an install script: review it in package.json allowScripts`).toContain(name);
+    for (const name of withScripts)
+      expect(reviewed, `${name} has an install script: review it in package.json allowScripts`).toContain(name);
     const prodInstall = dockerfile.stages.flatMap((s) => all(s, 'RUN')).find((r) => r.includes('--omit=dev'))!;
     expect(prodInstall).toContain('--ignore-scripts');
     expect(prodInstall).toContain('allowScripts');
@@ -724,7 +811,10 @@ describe('Dockerfile', () => {
 // ---------------------------------------------------------------------------------------------
 
 const SA_SCRIPT = path.join(ROOT, 'deploy', 'temporal', 'register-search-attributes.sh');
-const COMPOSE_ATTRIBUTES = () => [...registeredSearchAttributes(loadCompose(parseEnvFile(readFileSync(ENV_EXAMPLE, 'utf8')))).attributes].map(([n, t]) => `${n}=${t}`);
+const COMPOSE_ATTRIBUTES = () =>
+  [...registeredSearchAttributes(loadCompose(parseEnvFile(readFileSync(ENV_EXAMPLE, 'utf8')))).attributes].map(
+    ([n, t]) => `${n}=${t}`,
+  );
 
 function runScript(script: string, args: string[], env: Env, pathPrefix: string) {
   return spawnSync('sh', [script, ...args], {
@@ -774,7 +864,11 @@ describe('deploy/temporal/register-search-attributes.sh', () => {
     const result = stubRun(COMPOSE_ATTRIBUTES(), { TEMPORAL_NAMESPACE: 'fleet' });
     expect(result.status, result.stderr).toBe(0);
     const creates = result.calls.filter((c) => c.startsWith('operator search-attribute create'));
-    expect(creates).toEqual(COMPOSE_ATTRIBUTES().map((spec) => `operator search-attribute create --name ${spec.split('=')[0]} --type ${spec.split('=')[1]}`));
+    expect(creates).toEqual(
+      COMPOSE_ATTRIBUTES().map(
+        (spec) => `operator search-attribute create --name ${spec.split('=')[0]} --type ${spec.split('=')[1]}`,
+      ),
+    );
     expect(result.stdout).toContain('namespace fleet exists');
   });
 
@@ -840,7 +934,8 @@ describe('deploy/temporal/register-search-attributes.sh', () => {
     it('creates the namespace and registers the attributes, idempotently, with the types of the contract', async (ctx) => {
       ctx.skip(unavailable !== undefined, `no Temporal CLI: ${unavailable}`);
       const namespace = 'datum-deploy-test';
-      const run = () => runScript(SA_SCRIPT, COMPOSE_ATTRIBUTES(), { TEMPORAL_ADDRESS: env!.address, TEMPORAL_NAMESPACE: namespace }, cliDir!);
+      const run = () =>
+        runScript(SA_SCRIPT, COMPOSE_ATTRIBUTES(), { TEMPORAL_ADDRESS: env!.address, TEMPORAL_NAMESPACE: namespace }, cliDir!);
       const first = run();
       expect(first.status, `${first.stdout}\n${first.stderr}`).toBe(0);
       expect(first.stdout).toContain(`namespace ${namespace} created`);
@@ -850,9 +945,16 @@ describe('deploy/temporal/register-search-attributes.sh', () => {
 
       const { customAttributes } = await env!.connection.operatorService.listSearchAttributes({ namespace });
       const datum = Object.fromEntries(Object.entries(customAttributes ?? {}).filter(([name]) => name.startsWith('Datum')));
-      expect(datum).toEqual(Object.fromEntries(DATUM_SEARCH_ATTRIBUTES.map((key) => [key.name, encodeSearchAttributeIndexedValueType(key.type)])));
+      expect(datum).toEqual(
+        Object.fromEntries(DATUM_SEARCH_ATTRIBUTES.map((key) => [key.name, encodeSearchAttributeIndexedValueType(key.type)])),
+      );
 
-      const conflict = runScript(SA_SCRIPT, ['DatumGeneration=Keyword'], { TEMPORAL_ADDRESS: env!.address, TEMPORAL_NAMESPACE: namespace }, cliDir!);
+      const conflict = runScript(
+        SA_SCRIPT,
+        ['DatumGeneration=Keyword'],
+        { TEMPORAL_ADDRESS: env!.address, TEMPORAL_NAMESPACE: namespace },
+        cliDir!,
+      );
       expect(conflict.status).toBe(1);
       expect(conflict.stderr).toContain('DatumGeneration already exists');
     });

@@ -32,7 +32,13 @@ export interface FakeNode {
 
 /** N-24 as an in-memory node: build 7.3 running 7.3 on D7, maintenance overridden by oncall. */
 export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
-  const state: NodeState = { build: '7.3', config: D7(), app: { build: '7.3', config_sha256: D7() }, maintenance: true, markers: {} };
+  const state: NodeState = {
+    build: '7.3',
+    config: D7(),
+    app: { build: '7.3', config_sha256: D7() },
+    maintenance: true,
+    markers: {},
+  };
   const calls: Call[] = [];
   let writes = 0;
   const now = () => Context.current().info.currentAttemptScheduledTimestampMs;

@@ -26,7 +26,12 @@ export interface AgentOptions {
 export const MAINTENANCE = { approved_by: 'oncall', reason: 'disk swap CHG-1234', since: '2026-11-28T10:00:00Z' };
 
 /** Fast test policy: short resync and node_timeout so a test sees several passes in seconds. */
-export const FAST_POLICY = { resync_interval: '1s', node_timeout: '3s', observation_ttl: '60s', backoff: { initial: '1s', factor: 2, max: '4s' } };
+export const FAST_POLICY = {
+  resync_interval: '1s',
+  node_timeout: '3s',
+  observation_ttl: '60s',
+  backoff: { initial: '1s', factor: 2, max: '4s' },
+};
 
 export class Fleet {
   private readonly built = new Map<string, string>();
@@ -35,7 +40,9 @@ export class Fleet {
 
   static async create(prefix = 'datum-fleet-'): Promise<Fleet> {
     const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), prefix)));
-    await Promise.all(['desired/nodes', 'agents', 'artifacts', 'nodes'].map((d) => fs.mkdir(path.join(dir, d), { recursive: true })));
+    await Promise.all(
+      ['desired/nodes', 'agents', 'artifacts', 'nodes'].map((d) => fs.mkdir(path.join(dir, d), { recursive: true })),
+    );
     return new Fleet(dir);
   }
 
@@ -67,7 +74,9 @@ export class Fleet {
 
   async writeDesired(node: string, generation: number, o: DesiredOptions = {}): Promise<void> {
     const version = o.version ?? '7.4';
-    const art = o.artifact ? { name: o.artifact, sha256: this.built.get(o.artifact) ?? 'f'.repeat(64) } : await this.artifact(version);
+    const art = o.artifact
+      ? { name: o.artifact, sha256: this.built.get(o.artifact) ?? 'f'.repeat(64) }
+      : await this.artifact(version);
     const doc = {
       node,
       generation,
@@ -84,7 +93,12 @@ export class Fleet {
   }
 
   async writeAgent(node: string, o: AgentOptions = {}): Promise<string> {
-    const doc = { node, root: this.root(node), reconciliation: { mode: o.mode ?? 'enforce', resources: o.resources ?? {} }, overrides: o.overrides ?? {} };
+    const doc = {
+      node,
+      root: this.root(node),
+      reconciliation: { mode: o.mode ?? 'enforce', resources: o.resources ?? {} },
+      overrides: o.overrides ?? {},
+    };
     await writeAtomic(this.agentFile(node), stringify(doc));
     return this.agentFile(node);
   }

@@ -53,7 +53,10 @@ const hasServer = (dir: string) => isExecutable(path.join(dir, 'initdb')) && isE
 export function findServerBinaries(): string | null {
   const override = process.env.DATUM_TEST_PG_BIN;
   if (override) {
-    if (!hasServer(override)) throw new Error(`DATUM_TEST_PG_BIN=${override} holds no initdb and pg_ctl — fix: point it at PostgreSQL's bin directory, or unset it`);
+    if (!hasServer(override))
+      throw new Error(
+        `DATUM_TEST_PG_BIN=${override} holds no initdb and pg_ctl — fix: point it at PostgreSQL's bin directory, or unset it`,
+      );
     return override;
   }
   if (!existsSync(DEBIAN_ROOT)) return null;
@@ -81,13 +84,18 @@ const tail = (text: string, lines = 30) => text.trim().split('\n').slice(-lines)
 
 /** apt-get installs the Debian PostgreSQL server (quiet, serialized, idempotent); returns its bin directory. */
 export async function installServer(): Promise<string> {
-  const fix = 'install the PostgreSQL server yourself (Debian/Ubuntu: apt-get install postgresql), or set DATUM_TEST_PG_URL=postgres://… to a server the tests may create databases on';
+  const fix =
+    'install the PostgreSQL server yourself (Debian/Ubuntu: apt-get install postgresql), or set DATUM_TEST_PG_URL=postgres://… to a server the tests may create databases on';
   if (process.platform !== 'linux' || !existsSync('/usr/bin/apt-get')) {
-    throw new Error(`PostgreSQL server binaries (initdb, pg_ctl) not found under ${DEBIAN_ROOT}, and this machine has no apt-get — fix: ${fix}`);
+    throw new Error(
+      `PostgreSQL server binaries (initdb, pg_ctl) not found under ${DEBIAN_ROOT}, and this machine has no apt-get — fix: ${fix}`,
+    );
   }
   const root = process.getuid?.() === 0;
   if (!root && spawnSync('sudo', ['-n', 'true']).status !== 0) {
-    throw new Error(`PostgreSQL server binaries not found under ${DEBIAN_ROOT}, and installing them needs root (not root, no passwordless sudo) — fix: ${fix}`);
+    throw new Error(
+      `PostgreSQL server binaries not found under ${DEBIAN_ROOT}, and installing them needs root (not root, no passwordless sudo) — fix: ${fix}`,
+    );
   }
   // Quiet unless it fails. flock serializes test files that install at once; apt's own lock
   // timeout waits for any other apt user on the machine instead of failing.
@@ -99,12 +107,20 @@ export async function installServer(): Promise<string> {
   const command = existsSync('/usr/bin/flock') ? ['flock', path.join(tmpdir(), 'datum-postgres-install.lock'), ...shell] : shell;
   const started = Date.now();
   console.log('postgres helper: PostgreSQL server binaries missing; installing with apt-get (once per machine) …');
-  const result = await run(command[0], command.slice(1), { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, timeout: INSTALL_TIMEOUT_MS });
+  const result = await run(command[0], command.slice(1), {
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    timeout: INSTALL_TIMEOUT_MS,
+  });
   if (result.code !== 0) {
-    throw new Error(`installing PostgreSQL failed (${command.join(' ')} exited ${result.code ?? 'abnormally'}) — fix: ${fix}\n${tail(result.output)}`);
+    throw new Error(
+      `installing PostgreSQL failed (${command.join(' ')} exited ${result.code ?? 'abnormally'}) — fix: ${fix}\n${tail(result.output)}`,
+    );
   }
   const bin = findServerBinaries();
-  if (!bin) throw new Error(`apt-get installed postgresql but no ${DEBIAN_ROOT}/<major>/bin/initdb appeared — fix: ${fix}\n${tail(result.output)}`);
+  if (!bin)
+    throw new Error(
+      `apt-get installed postgresql but no ${DEBIAN_ROOT}/<major>/bin/initdb appeared — fix: ${fix}\n${tail(result.output)}`,
+    );
   console.log(`postgres helper: installed ${bin} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return bin;
 }
@@ -130,7 +146,9 @@ async function startCluster(bin: string): Promise<TestPostgres> {
     const uid = spawnSync('id', ['-u', RUN_AS], { encoding: 'utf8' });
     const gid = spawnSync('id', ['-g', RUN_AS], { encoding: 'utf8' });
     if (uid.status !== 0 || gid.status !== 0) {
-      throw new Error(`running as root, and there is no "${RUN_AS}" user to run PostgreSQL as (it refuses root) — fix: install the postgresql package, which creates it, or run the tests as a normal user`);
+      throw new Error(
+        `running as root, and there is no "${RUN_AS}" user to run PostgreSQL as (it refuses root) — fix: install the postgresql package, which creates it, or run the tests as a normal user`,
+      );
     }
     owner = { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
   }
@@ -168,7 +186,19 @@ async function startCluster(bin: string): Promise<TestPostgres> {
   try {
     const init = await pg(
       'initdb',
-      ['-D', data, '-U', 'datum', `--pwfile=${pwfile}`, '--auth-host=scram-sha-256', '--auth-local=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
+      [
+        '-D',
+        data,
+        '-U',
+        'datum',
+        `--pwfile=${pwfile}`,
+        '--auth-host=scram-sha-256',
+        '--auth-local=trust',
+        '-E',
+        'UTF8',
+        '--locale=C',
+        '--no-sync',
+      ],
       dir,
     );
     if (init.code !== 0) throw new Error(`initdb failed (exit ${init.code ?? 'abnormal'}) in ${dir}:\n${tail(init.output)}`);
@@ -183,7 +213,9 @@ async function startCluster(bin: string): Promise<TestPostgres> {
       if (start.code === 0) break;
       const serverLog = existsSync(log) ? readFileSync(log, 'utf8') : '';
       if (attempt < 3 && /could not bind|already in use/i.test(serverLog)) continue;
-      throw new Error(`pg_ctl start failed (exit ${start.code ?? 'abnormal'}) in ${dir}:\n${tail(start.output)}\n${tail(serverLog)}`);
+      throw new Error(
+        `pg_ctl start failed (exit ${start.code ?? 'abnormal'}) in ${dir}:\n${tail(start.output)}\n${tail(serverLog)}`,
+      );
     }
     running = true;
 
@@ -220,7 +252,9 @@ async function onExistingServer(url: string): Promise<TestPostgres> {
   try {
     await admin.connect();
   } catch (error) {
-    throw new Error(`DATUM_TEST_PG_URL: cannot connect (${(error as Error).message}) — fix: start that server, correct the URL, or unset it to let the tests run their own`);
+    throw new Error(
+      `DATUM_TEST_PG_URL: cannot connect (${(error as Error).message}) — fix: start that server, correct the URL, or unset it to let the tests run their own`,
+    );
   }
   const prefix = `datum_test_${process.pid}_${randomBytes(3).toString('hex')}`;
   const made: string[] = [];

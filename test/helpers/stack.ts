@@ -15,7 +15,15 @@ import { createControllerWorker } from '../../src/worker/controller';
 import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/paths';
 
 const run = promisify(execFile);
-import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, ledgerQuery, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeWorkflow } from '../../src/contract';
+import {
+  CONTROL_TASK_QUEUE,
+  WORKFLOW_TYPES,
+  ledgerQuery,
+  reconcileWorkflowId,
+  stateQuery,
+  type NodeState,
+  type ReconcileNodeWorkflow,
+} from '../../src/contract';
 import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
@@ -39,7 +47,11 @@ export class Stack {
 
   /** Options: those of startDevEnv, e.g. `{ ui: true }` for a dev server that serves its Web UI too. */
   static async start(options: DevEnvOptions = {}): Promise<Stack> {
-    const [env, fleet, bundle] = await Promise.all([startDevEnv(options), Fleet.create(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger })]);
+    const [env, fleet, bundle] = await Promise.all([
+      startDevEnv(options),
+      Fleet.create(),
+      bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger }),
+    ]);
     const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
     return new Stack(env, fleet, bundle, ledgerStore);
   }
@@ -81,12 +93,24 @@ export class Stack {
     await agents?.shutdown();
   }
 
-  async startNode(node: string, generation: number, taskQueue = CONTROL_TASK_QUEUE): Promise<WorkflowHandleWithFirstExecutionRunId> {
-    return this.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: reconcileWorkflowId(node, generation), args: [{ node, generation }] });
+  async startNode(
+    node: string,
+    generation: number,
+    taskQueue = CONTROL_TASK_QUEUE,
+  ): Promise<WorkflowHandleWithFirstExecutionRunId> {
+    return this.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId: reconcileWorkflowId(node, generation),
+      args: [{ node, generation }],
+    });
   }
 
   /** Polls the state query until `predicate` holds; fails with the last state and ledger otherwise. */
-  async waitFor(handle: WorkflowHandle, predicate: (s: NodeState, ledger: LedgerEntry[]) => boolean, timeoutMs = 60_000): Promise<NodeState> {
+  async waitFor(
+    handle: WorkflowHandle,
+    predicate: (s: NodeState, ledger: LedgerEntry[]) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<NodeState> {
     const deadline = Date.now() + timeoutMs;
     let last: NodeState | undefined;
     let ledger: LedgerEntry[] = [];
@@ -138,7 +162,11 @@ export class Stack {
    * observe is scheduled only after the previous pass decided and recorded. For passes whose
    * snapshot is not fresh (stale, unreachable), where last_verified_at does not move.
    */
-  async waitForObservePasses(handle: WorkflowHandle, passes: number, timeoutMs = 60_000): Promise<{ before: HistoryCounts; after: HistoryCounts }> {
+  async waitForObservePasses(
+    handle: WorkflowHandle,
+    passes: number,
+    timeoutMs = 60_000,
+  ): Promise<{ before: HistoryCounts; after: HistoryCounts }> {
     const before = await this.historyCounts(handle);
     const start = before.scheduled.observe ?? 0;
     const deadline = Date.now() + timeoutMs;
@@ -146,7 +174,10 @@ export class Stack {
       const after = await this.historyCounts(handle);
       // The observe in flight at the start may belong to a pass that began before it: one more.
       if ((after.scheduled.observe ?? 0) >= start + passes + 1) return { before, after };
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${passes} passes; observes scheduled: ${start} then ${after.scheduled.observe ?? 0}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${passes} passes; observes scheduled: ${start} then ${after.scheduled.observe ?? 0}`,
+        );
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -160,7 +191,10 @@ export class Stack {
     for (;;) {
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
       if (pending.some((a) => a.activityType?.name === 'watch' && a.lastHeartbeatTime)) return;
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for a running watch; pending: ${pending.map((a) => a.activityType?.name).join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for a running watch; pending: ${pending.map((a) => a.activityType?.name).join(', ')}`,
+        );
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -173,9 +207,13 @@ export class Stack {
     if (process.env.DATUM_RECORD_HISTORIES !== '1') return;
     // The temporal CLI writes the JSON form that historyFromJSON reads (the SDK's own
     // historyToJSON trips over two protobufjs copies in node_modules).
-    const { stdout } = await run(temporalCliPath(), ['workflow', 'show', '--workflow-id', handle.workflowId, '--address', this.env.address, '--output', 'json'], {
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    const { stdout } = await run(
+      temporalCliPath(),
+      ['workflow', 'show', '--workflow-id', handle.workflowId, '--address', this.env.address, '--output', 'json'],
+      {
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
     const file = path.join(projectRoot(), 'test', 'histories', `${name}.json`);
     await fs.mkdir(path.dirname(file), { recursive: true });
     await fs.writeFile(file, stdout);

@@ -60,14 +60,18 @@ describe('bad input reaches no node', () => {
     await stack.fleet.writeAgent(node);
     await stack.startAgent(node);
     const message = await failureOf(node, 1);
-    expect(message).toMatch(/^ApplicationFailure: desired\/nodes\/B-1\.yaml: invalid desired state; nothing from this file was applied/);
+    expect(message).toMatch(
+      /^ApplicationFailure: desired\/nodes\/B-1\.yaml: invalid desired state; nothing from this file was applied/,
+    );
     expect(message).toMatch(/resources\.cache\.type: unknown resource type "pkg" — fix: use one of release, file, service, flag/);
     expect(await listTree(stack.fleet.root(node))).toEqual([]);
   });
 
   it('a workflow started for an unknown node fails and names the missing file', async () => {
     const message = await failureOf('NO-SUCH-NODE', 1);
-    expect(message).toMatch(/no desired state for node "NO-SUCH-NODE": .*desired\/nodes\/NO-SUCH-NODE\.yaml does not exist — fix:/);
+    expect(message).toMatch(
+      /no desired state for node "NO-SUCH-NODE": .*desired\/nodes\/NO-SUCH-NODE\.yaml does not exist — fix:/,
+    );
   });
 
   it('a workflow started for a generation the authority does not hold fails with the fix', async () => {
@@ -106,7 +110,9 @@ describe('bad input reaches no node', () => {
     // A second malformed signal of another name joins the same condition …
     await handle.signal('refreshDesired', { generation: 'twelve' });
     const signalsIn = (s: { conditions: Array<{ type: string; evidence: unknown }> }) =>
-      Object.keys((s.conditions.find((c) => c.type === 'INVALID_SIGNAL')?.evidence as { signals?: object } | undefined)?.signals ?? {}).sort();
+      Object.keys(
+        (s.conditions.find((c) => c.type === 'INVALID_SIGNAL')?.evidence as { signals?: object } | undefined)?.signals ?? {},
+      ).sort();
     await stack.waitFor(handle, (s) => signalsIn(s).join() === 'refreshDesired,resolveConflict');
     // … and a valid signal of a name closes that name's part (here: a refresh that re-binds).
     const read = await new DesiredStateAuthority(stack.fleet.dir).read(node);
@@ -169,7 +175,9 @@ describe('bad input reaches no node', () => {
     const state = await stack.waitFor(handle, (s) => s.convergence_status === 'BLOCKED');
     expect(state.reason).toBe('ACTION_REFUSED');
     const ledger = await handle.query(ledgerQuery);
-    expect(ledger.flatMap((e) => e.execution_evidence).find((e) => e.outcome === 'refused')!.refusal).toMatch(/^PathOutsideRoot: .*archive entry "\.\.\/\.\.\/\.\.\/escaped\.txt"/);
+    expect(ledger.flatMap((e) => e.execution_evidence).find((e) => e.outcome === 'refused')!.refusal).toMatch(
+      /^PathOutsideRoot: .*archive entry "\.\.\/\.\.\/\.\.\/escaped\.txt"/,
+    );
     const after = (await listTree(stack.fleet.dir)).filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`);
     expect(after).toEqual(before.filter((p) => !p.startsWith(`nodes/${node}/`) && p !== `nodes/${node}`));
     await expect(fs.access(path.join(path.dirname(stack.fleet.dir), 'escaped.txt'))).rejects.toThrow();
@@ -197,9 +205,24 @@ describe('controller worker killed mid-pass', () => {
     // agent's journal shows the pass's last apply.
     const taskQueue = 'datum-control-crash';
     const worker = () => {
-      const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), 'worker', '--fleet', stack.fleet.dir, '--data', stack.fleet.dir, '--address', stack.env.address, '--task-queue', taskQueue], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          path.join(projectRoot(), 'bin/datum.js'),
+          'worker',
+          '--fleet',
+          stack.fleet.dir,
+          '--data',
+          stack.fleet.dir,
+          '--address',
+          stack.env.address,
+          '--task-queue',
+          taskQueue,
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       children.push(child);
       return child;
     };
@@ -221,7 +244,11 @@ describe('controller worker killed mid-pass', () => {
     const ledger = await gen2.query(ledgerQuery);
     const acted = ledger.filter((e) => e.execution_evidence.length > 0);
     expect(acted).toHaveLength(1);
-    expect(acted[0].execution_evidence.map((e) => `${e.resource_key}:${e.outcome}`)).toEqual(['build:applied', 'config:applied', 'app:applied']);
+    expect(acted[0].execution_evidence.map((e) => `${e.resource_key}:${e.outcome}`)).toEqual([
+      'build:applied',
+      'config:applied',
+      'app:applied',
+    ]);
     // Each action ran once on the node: exactly three new journal entries.
     expect((await fs.readdir(journal)).length).toBe(journalBefore + 3);
     expect(await fs.readFile(path.join(root, 'etc/app/config.json'), 'utf8')).toBe(fileBytes({ workers: 16 }));

@@ -48,7 +48,8 @@ async function converged(node: string, generation: number, options: Parameters<F
 }
 
 async function servicePid(node: string): Promise<number> {
-  return (JSON.parse(await fs.readFile(path.join(stack.fleet.root(node), '.datum/services/app.json'), 'utf8')) as { pid: number }).pid;
+  return (JSON.parse(await fs.readFile(path.join(stack.fleet.root(node), '.datum/services/app.json'), 'utf8')) as { pid: number })
+    .pid;
 }
 
 function startWriter(file: string, content: string): ChildProcess {
@@ -75,7 +76,11 @@ describe('node offline', () => {
     await stack.startAgent(node);
 
     const back = await stack.waitFor(gen1, (s) => s.reason === 'STALE_INTENT');
-    expect(back).toMatchObject({ convergence_status: 'BLOCKED', recheck_trigger: { trigger: 'REFRESHED_INTENT' }, desired_generation: 1 });
+    expect(back).toMatchObject({
+      convergence_status: 'BLOCKED',
+      recheck_trigger: { trigger: 'REFRESHED_INTENT' },
+      desired_generation: 1,
+    });
     const ledger = await stack.ledger(gen1);
     const stale = ledger[ledger.length - 1];
     expect(stale.observation_fresh).toBe(true); // a fresh snapshot, reclassified
@@ -112,12 +117,18 @@ describe('conflicting writer', () => {
     expect(evidence.sequence[evidence.sequence.length - 1].value).toBe(sha(theirs));
 
     // Repair stops: three more passes judge fresh snapshots of the conflict, and Datum acts in none.
-    const acted = (entries: typeof ledger) => entries.filter((e) => e.execution_evidence.length > 0 || e.authorized_actions.length > 0).length;
+    const acted = (entries: typeof ledger) =>
+      entries.filter((e) => e.execution_evidence.length > 0 || e.authorized_actions.length > 0).length;
     const still = await stack.waitForPass(handle, Date.now(), 3);
     expect(still.convergence_status).toBe('CONFLICT');
     expect(acted(await stack.ledger(handle))).toBe(acted(ledger));
 
-    await handle.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall', note: 'the tuning daemon owns workers' });
+    await handle.signal(resolveConflictSignal, {
+      resource_key: 'config',
+      resolution: 'yield',
+      by: 'oncall',
+      note: 'the tuning daemon owns workers',
+    });
     const yielded = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
     expect(yielded.conditions).toEqual([]);
     const after = await stack.ledger(handle);
@@ -134,7 +145,12 @@ describe('conflicting writer', () => {
     const writer = startWriter(configFile(node), fileBytes({ workers: 3 }));
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONFLICT');
     writer.kill('SIGKILL');
-    await handle.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'retake', by: 'alice', note: 'cron job removed' });
+    await handle.signal(resolveConflictSignal, {
+      resource_key: 'config',
+      resolution: 'retake',
+      by: 'alice',
+      note: 'cron job removed',
+    });
     const state = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
     expect(state.conditions).toEqual([]);
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
@@ -186,7 +202,11 @@ describe('observe mode', () => {
       ['OBSERVED_DRIFT', 'config'],
     ]);
     const ledger = await stack.ledger(gen2);
-    expect(ledger[0].planned_actions.map((p) => `${p.resource_key}:${p.action}`)).toEqual(['build:release.install', 'config:file.write', 'app:service.restart']);
+    expect(ledger[0].planned_actions.map((p) => `${p.resource_key}:${p.action}`)).toEqual([
+      'build:release.install',
+      'config:file.write',
+      'app:service.restart',
+    ]);
     expect(ledger.flatMap((e) => e.authorized_actions)).toEqual([]);
     // Two more passes judge the drifted host afresh; none authorizes or runs anything.
     expect((await stack.waitForPass(gen2, Date.now(), 2)).convergence_status).toBe('DRIFTED');

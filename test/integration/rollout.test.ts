@@ -32,13 +32,27 @@ describe('rollout', () => {
     });
     expect(result.generation).toBe(2);
     const byNode = Object.fromEntries(result.nodes.map((n) => [n.node, n]));
-    expect(byNode['W-1']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', workflow_id: reconcileWorkflowId('W-1', 2), handed_over_from: [reconcileWorkflowId('W-1', 1)] });
-    expect(byNode['W-2']).toMatchObject({ outcome: 'reported', status: 'CONVERGED', workflow_id: reconcileWorkflowId('W-2', 2), handed_over_from: [] });
+    expect(byNode['W-1']).toMatchObject({
+      outcome: 'reported',
+      status: 'CONVERGED',
+      workflow_id: reconcileWorkflowId('W-1', 2),
+      handed_over_from: [reconcileWorkflowId('W-1', 1)],
+    });
+    expect(byNode['W-2']).toMatchObject({
+      outcome: 'reported',
+      status: 'CONVERGED',
+      workflow_id: reconcileWorkflowId('W-2', 2),
+      handed_over_from: [],
+    });
     expect(byNode['W-3']).toMatchObject({ outcome: 'refused' });
     expect((byNode['W-3'] as { error: string }).error).toMatch(/the authority for W-3 is at generation 1, not 2 — fix:/);
     // One loop per node it accepted, each running generation 2 and reporting its own id; none for W-3.
     for (const node of ['W-1', 'W-2']) {
-      expect(await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).query(stateQuery)).toMatchObject({ node, workflow_id: reconcileWorkflowId(node, 2), desired_generation: 2 });
+      expect(await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).query(stateQuery)).toMatchObject({
+        node,
+        workflow_id: reconcileWorkflowId(node, 2),
+        desired_generation: 2,
+      });
     }
     await expect(stack.client.workflow.getHandle(reconcileWorkflowId('W-3', 2)).describe()).rejects.toThrow(/not found/i);
 
@@ -48,7 +62,11 @@ describe('rollout', () => {
   });
 
   it('rejects malformed rollout input with the fix', async () => {
-    const handle = await stack.client.workflow.start(WORKFLOW_TYPES.rollout, { taskQueue: CONTROL_TASK_QUEUE, workflowId: 'datum-rollout/bad', args: [{ generation: 0, nodes: ['ok', '../etc'] }] });
+    const handle = await stack.client.workflow.start(WORKFLOW_TYPES.rollout, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: 'datum-rollout/bad',
+      args: [{ generation: 0, nodes: ['ok', '../etc'] }],
+    });
     await expect(handle.result()).rejects.toThrow();
     const description = await handle.describe();
     expect(description.status.name).toBe('FAILED');

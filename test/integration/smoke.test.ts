@@ -41,9 +41,7 @@ describe('dev server', () => {
     const workflowId = `smoke/${randomUUID()}`;
     const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle, activities });
 
-    const result = await worker.runUntil(
-      client.workflow.execute(smokeWorkflow, { taskQueue, workflowId, args: ['datum'] }),
-    );
+    const result = await worker.runUntil(client.workflow.execute(smokeWorkflow, { taskQueue, workflowId, args: ['datum'] }));
     expect(result).toBe('hello, datum');
 
     // Visibility is eventually consistent: poll rather than assert once.

@@ -22,10 +22,15 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const D7 = createHash('sha256').update(fileBytes({ workers: 8 })).digest('hex');
+const D7 = createHash('sha256')
+  .update(fileBytes({ workers: 8 }))
+  .digest('hex');
 
 async function health(root: string): Promise<{ build: string; config_sha256: string; pid: number }> {
-  const state = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as { pid: number; port: number };
+  const state = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as {
+    pid: number;
+    port: number;
+  };
   const res = await fetch(`http://127.0.0.1:${state.port}/health`);
   return { ...((await res.json()) as { build: string; config_sha256: string }), pid: state.pid };
 }
@@ -47,7 +52,10 @@ async function n24Before(node: string) {
   await stack.fleet.writeAgent(node, { mode: 'enforce', overrides: { maintenance: MAINTENANCE } });
   await fs.writeFile(path.join(stack.fleet.root(node), 'flags/maintenance.json'), 'true\n');
   await gen11.signal(recheckSignal, {});
-  await stack.waitFor(gen11, (s, ledger) => ledger.some((e) => e.operator_exceptions.length > 0) && s.convergence_status === 'CONVERGED');
+  await stack.waitFor(
+    gen11,
+    (s, ledger) => ledger.some((e) => e.operator_exceptions.length > 0) && s.convergence_status === 'CONVERGED',
+  );
   return gen11;
 }
 
@@ -62,7 +70,10 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
 
     await stack.fleet.writeDesired(node, 12, { version: '7.4' });
     await gen11.signal(refreshDesiredSignal, { generation: 12, digest: await digestOf(node) });
-    expect(await gen11.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId(node, 12) });
+    expect(await gen11.result()).toMatchObject({
+      convergence_status: 'SUPERSEDED',
+      superseded_by: reconcileWorkflowId(node, 12),
+    });
 
     const gen12 = stack.client.workflow.getHandle(reconcileWorkflowId(node, 12));
     const state = await stack.waitFor(gen12, (s) => s.convergence_status === 'CONVERGED');
@@ -73,9 +84,14 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
     expect(repair.reason).toBe('CONVERGED_AFTER_REPAIR');
     // The state shows the latest pass: the repair itself, or a steady pass after it (not written).
     expect([repair.reason, 'ALREADY_CONVERGED']).toContain(state.reason);
-    expect(repair.authorized_actions.map((a) => `${a.resource_key}:${a.action}`)).toEqual(['build:release.install', 'app:service.restart']);
+    expect(repair.authorized_actions.map((a) => `${a.resource_key}:${a.action}`)).toEqual([
+      'build:release.install',
+      'app:service.restart',
+    ]);
     expect(repair.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
-    expect(repair.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE, desired: false, observed: true }]);
+    expect(repair.operator_exceptions).toEqual([
+      { resource_key: 'maintenance', provenance: MAINTENANCE, desired: false, observed: true },
+    ]);
     expect(repair.convergence_status).toBe('CONVERGED');
 
     // Proof from the thing itself: the process answers 7.4 and D7; current points at 7.4.
@@ -116,7 +132,11 @@ describe('the four probes', () => {
     // for a stale one, so the passes are counted by the observations the loop asked for.
     const { after } = await stack.waitForObservePasses(gen2, 3);
     expect(after.scheduled.apply ?? 0).toBe(0);
-    expect(await stack.state(gen2)).toMatchObject({ convergence_status: 'BLOCKED', reason: 'STALE_OBSERVATION', last_verified_at: null });
+    expect(await stack.state(gen2)).toMatchObject({
+      convergence_status: 'BLOCKED',
+      reason: 'STALE_OBSERVATION',
+      last_verified_at: null,
+    });
     const ledger = await stack.ledger(gen2);
     expect(ledger.length).toBeGreaterThan(0);
     expect(ledger.every((e) => e.authorized_actions.length === 0 && e.execution_evidence.length === 0)).toBe(true);

@@ -36,7 +36,8 @@ const repaired = (): Decision => structuredClone(REPAIRED);
 let BLOCKED: Decision;
 const blocked = (): Decision => structuredClone(BLOCKED);
 beforeAll(async () => {
-  REPAIRED = (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final.decision;
+  REPAIRED = (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final
+    .decision;
   BLOCKED = (await pass(snapshot(n24Before(), { at: later(-3_600_000) }), null)).final.decision;
 });
 
@@ -44,7 +45,11 @@ const WORKFLOW = reconcileWorkflowId('N-24', 12);
 const CHAIN = 'run-0001';
 const at = (seconds: number) => later(seconds * 1000);
 
-function entry(seq: number, decidedAt: string, o: { decision?: Decision; workflow_id?: string; node_id?: string } = {}): LedgerEntry {
+function entry(
+  seq: number,
+  decidedAt: string,
+  o: { decision?: Decision; workflow_id?: string; node_id?: string } = {},
+): LedgerEntry {
   const decision = o.decision ?? (seq % 2 === 0 ? blocked() : repaired());
   return {
     ...decision,
@@ -183,7 +188,9 @@ describe.each(['sqlite', 'postgres'] as const)('ledger store on %s', (backend) =
     await store.append(first, CHAIN);
     const other = entry(1, at(5), { decision: blocked() });
     await expect(store.append(other, CHAIN)).rejects.toThrow(LedgerSeqConflict);
-    await expect(store.append(other, CHAIN)).rejects.toThrow(/different entry for workflow datum\/N-24\/gen-12 chain run-0001 seq 1/);
+    await expect(store.append(other, CHAIN)).rejects.toThrow(
+      /different entry for workflow datum\/N-24\/gen-12 chain run-0001 seq 1/,
+    );
     expect(await store.list('N-24')).toEqual([first]);
   });
 
@@ -324,11 +331,15 @@ describe.each(['sqlite', 'postgres'] as const)('ledger store on %s', (backend) =
 
   it('reports a stored row that is not a v1 entry instead of returning it', async () => {
     const store = await open();
-    await (await raw()).exec(
+    await (
+      await raw()
+    ).exec(
       `INSERT INTO ledger_entries (node_id, workflow_id, chain_id, seq, decided_at, desired_generation, convergence_status, reason, ledger_version, entry)
        VALUES ('N-24', 'by-hand', 'c', 1, '2026-11-29T12:00:00.000Z', 1, 'CONVERGED', 'ALREADY_CONVERGED', 1, '{"seq": 1, "node_id": "N-24"}')`,
     );
-    await expect(store.list('N-24')).rejects.toThrow(/stored ledger entry seq 1 \(node N-24\): in the ledger but not a valid v1 entry/);
+    await expect(store.list('N-24')).rejects.toThrow(
+      /stored ledger entry seq 1 \(node N-24\): in the ledger but not a valid v1 entry/,
+    );
   });
 
   it('will not open a ledger whose schema is newer than this code', async () => {
@@ -336,7 +347,9 @@ describe.each(['sqlite', 'postgres'] as const)('ledger store on %s', (backend) =
     await (await raw()).exec(`INSERT INTO ledger_schema_versions (version) VALUES (${LEDGER_SCHEMA_VERSION + 1})`);
     const error = await openLedgerStore({ url }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LedgerConfigError);
-    expect((error as Error).message).toMatch(/has schema version 2, newer than this Datum understands \(1\) — fix: upgrade Datum/);
+    expect((error as Error).message).toMatch(
+      /has schema version 2, newer than this Datum understands \(1\) — fix: upgrade Datum/,
+    );
   });
 });
 
@@ -346,13 +359,24 @@ describe('opening the ledger', () => {
   it('resolves postgres URLs, sqlite: paths, DATUM_LEDGER_URL and the default file', () => {
     const env = (v?: string) => (v === undefined ? {} : { DATUM_LEDGER_URL: v });
     expect(resolveLedgerLocation({}, env())).toEqual({ backend: 'sqlite', file: path.resolve('.datum/ledger.sqlite') });
-    expect(resolveLedgerLocation({ dataDir: '/var/lib/datum' }, env('  '))).toEqual({ backend: 'sqlite', file: '/var/lib/datum/ledger.sqlite' });
-    expect(resolveLedgerLocation({}, env('postgresql://u:p@db/ledger'))).toEqual({ backend: 'postgres', url: 'postgresql://u:p@db/ledger' });
-    expect(resolveLedgerLocation({ url: 'sqlite:/srv/l.db' }, env('postgres://db/x'))).toEqual({ backend: 'sqlite', file: '/srv/l.db' });
+    expect(resolveLedgerLocation({ dataDir: '/var/lib/datum' }, env('  '))).toEqual({
+      backend: 'sqlite',
+      file: '/var/lib/datum/ledger.sqlite',
+    });
+    expect(resolveLedgerLocation({}, env('postgresql://u:p@db/ledger'))).toEqual({
+      backend: 'postgres',
+      url: 'postgresql://u:p@db/ledger',
+    });
+    expect(resolveLedgerLocation({ url: 'sqlite:/srv/l.db' }, env('postgres://db/x'))).toEqual({
+      backend: 'sqlite',
+      file: '/srv/l.db',
+    });
     expect(resolveLedgerLocation({ url: 'sqlite:///srv/l.db' })).toEqual({ backend: 'sqlite', file: '/srv/l.db' });
     expect(resolveLedgerLocation({ url: 'sqlite:rel/l.db' })).toEqual({ backend: 'sqlite', file: path.resolve('rel/l.db') });
     expect(() => resolveLedgerLocation({}, env('mysql://u:hunter2@db/x'))).toThrow(LedgerConfigError);
-    expect(() => resolveLedgerLocation({}, env('mysql://u:hunter2@db/x'))).toThrow(/mysql:\/\/u@db\/x \(from DATUM_LEDGER_URL\) is neither PostgreSQL nor SQLite/);
+    expect(() => resolveLedgerLocation({}, env('mysql://u:hunter2@db/x'))).toThrow(
+      /mysql:\/\/u@db\/x \(from DATUM_LEDGER_URL\) is neither PostgreSQL nor SQLite/,
+    );
   });
 
   it('creates the data directory for the default SQLite ledger', async () => {
@@ -370,7 +394,9 @@ describe('opening the ledger', () => {
     const blocker = path.join(tmp, 'a-file');
     writeFileSync(blocker, '');
     await expect(openLedgerStore({ url: `sqlite:${blocker}/ledger.sqlite` })).rejects.toThrow(LedgerUnavailable);
-    await expect(openLedgerStore({ url: `sqlite:${blocker}/ledger.sqlite` })).rejects.toThrow(/cannot open the SQLite ledger at .*a-file\/ledger\.sqlite: .* — fix: /);
+    await expect(openLedgerStore({ url: `sqlite:${blocker}/ledger.sqlite` })).rejects.toThrow(
+      /cannot open the SQLite ledger at .*a-file\/ledger\.sqlite: .* — fix: /,
+    );
   });
 
   it('names an unreachable PostgreSQL without its password and says how to fix it', async () => {

@@ -49,19 +49,27 @@ describe('datum_actions_total on the agent', () => {
     expect((await apply({ node: t.node, action: write })).outcome).toBe('applied');
     expect((await apply({ node: t.node, action: write })).outcome).toBe('replayed');
     await t.writeConfig({ mode: 'observe' });
-    await expectRefusal(apply({ node: t.node, action: fileAction(t.node, 'config', 'etc/app/config.json', { workers: 9 }) }), 'ObserveModeRefusal');
+    await expectRefusal(
+      apply({ node: t.node, action: fileAction(t.node, 'config', 'etc/app/config.json', { workers: 9 }) }),
+      'ObserveModeRefusal',
+    );
     await t.writeConfig({ mode: 'enforce' });
     await expectRefusal(apply({ node: t.node, action: action(t.node, 'x', 'rm -rf /', {}) }), 'InvalidAction');
 
     expect(counted.map((c) => c.name)).toEqual(Array(4).fill(ACTIONS_METRIC));
-    expect(counted.map((c) => ({ value: c.value, action: c.tags.action, outcome: c.tags.outcome, refusal: c.tags.refusal }))).toEqual([
+    expect(
+      counted.map((c) => ({ value: c.value, action: c.tags.action, outcome: c.tags.outcome, refusal: c.tags.refusal })),
+    ).toEqual([
       { value: 1, action: 'file.write', outcome: 'applied', refusal: 'none' },
       { value: 1, action: 'file.write', outcome: 'replayed', refusal: 'none' },
       { value: 1, action: 'file.write', outcome: 'refused', refusal: 'ObserveModeRefusal' },
       { value: 1, action: 'unknown', outcome: 'refused', refusal: 'InvalidAction' },
     ]);
     // The activity's own tags come along, as they do on a real worker.
-    expect(counted[0].tags).toMatchObject({ activityType: expect.any(String) as string, taskQueue: expect.any(String) as string });
+    expect(counted[0].tags).toMatchObject({
+      activityType: expect.any(String) as string,
+      taskQueue: expect.any(String) as string,
+    });
   });
 
   it('counts a failure that is not a refusal as failed, and passes the error through', async () => {
@@ -75,8 +83,19 @@ describe('datum_actions_total on the agent', () => {
 
   it('outside an activity (a direct call, no meter) answers as if uncounted instead of failing', async () => {
     const t = await makeNode();
-    const evidence = await countedApply({ node: t.node, action: fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }) }, () =>
-      Promise.resolve({ resource_key: 'config', action: 'file.write', idempotency_key: 'k', outcome: 'applied', executed_at: '2026-01-01T00:00:00.000Z', marker_after: null, detail: 'ok', refusal: null }),
+    const evidence = await countedApply(
+      { node: t.node, action: fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }) },
+      () =>
+        Promise.resolve({
+          resource_key: 'config',
+          action: 'file.write',
+          idempotency_key: 'k',
+          outcome: 'applied',
+          executed_at: '2026-01-01T00:00:00.000Z',
+          marker_after: null,
+          detail: 'ok',
+          refusal: null,
+        }),
     );
     expect(evidence.outcome).toBe('applied');
   });

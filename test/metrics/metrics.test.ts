@@ -8,7 +8,14 @@ import { CONDITION_TYPES } from '../../src/domain';
 import { stopServices } from '../../src/agent/services';
 import { METRICS_ADDRESS_ENV, MetricsConfigError, installRuntime } from '../../src/worker/metrics';
 import { projectRoot } from '../../src/worker/paths';
-import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, stateQuery, type NodeState, type ReconcileNodeWorkflow } from '../../src/contract';
+import {
+  CONTROL_TASK_QUEUE,
+  WORKFLOW_TYPES,
+  reconcileWorkflowId,
+  stateQuery,
+  type NodeState,
+  type ReconcileNodeWorkflow,
+} from '../../src/contract';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 
@@ -31,7 +38,10 @@ function datum(args: string[], metricsAddress: string | null): ChildProcess {
   const childEnv = { ...process.env };
   delete childEnv[METRICS_ADDRESS_ENV];
   if (metricsAddress) childEnv[METRICS_ADDRESS_ENV] = metricsAddress;
-  const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(projectRoot(), 'bin/datum.js'), ...args], {
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   output.set(child, '');
   const keep = (chunk: Buffer) => output.set(child, output.get(child)! + chunk.toString());
   child.stdout.on('data', keep);
@@ -59,21 +69,37 @@ afterAll(async () => {
 describe('Prometheus metrics of the worker processes', () => {
   it('serve the SDK runtime metrics and Datum decisions, conditions, observation age and actions', async () => {
     const workflowId = reconcileWorkflowId(NODE, 1);
-    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue: CONTROL_TASK_QUEUE, workflowId, args: [{ node: NODE, generation: 1 }] });
-    const converged = await waitForState(() => handle.query(stateQuery), (s) => s.convergence_status === 'CONVERGED');
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId,
+      args: [{ node: NODE, generation: 1 }],
+    });
+    const converged = await waitForState(
+      () => handle.query(stateQuery),
+      (s) => s.convergence_status === 'CONVERGED',
+    );
     expect(converged.reason).toBe('CONVERGED_AFTER_REPAIR');
     // Then one steady-state pass (resync 1s): it judges a snapshot but records no decision.
-    const state = await waitForState(() => handle.query(stateQuery), (s) => s.last_verified_at !== converged.last_verified_at);
+    const state = await waitForState(
+      () => handle.query(stateQuery),
+      (s) => s.last_verified_at !== converged.last_verified_at,
+    );
 
     const controller = await scrape(workerAddress);
     // The SDK core's own metrics, under its `temporal_` prefix.
     expect(names(controller).filter((n) => n.startsWith('temporal_workflow_task'))).not.toEqual([]);
-    expect(find(controller, 'temporal_num_pollers', { poller_type: 'workflow_task', task_queue: CONTROL_TASK_QUEUE }).length).toBeGreaterThan(0);
+    expect(
+      find(controller, 'temporal_num_pollers', { poller_type: 'workflow_task', task_queue: CONTROL_TASK_QUEUE }).length,
+    ).toBeGreaterThan(0);
     // Datum's own, unprefixed, with the workflow meter's tags alongside.
     const decisions = find(controller, 'datum_decisions_total', { status: 'CONVERGED', reason: 'CONVERGED_AFTER_REPAIR' });
     expect(decisions).toHaveLength(1);
     expect(decisions[0].value).toBeGreaterThanOrEqual(1);
-    expect(decisions[0].labels).toMatchObject({ workflowType: 'reconcileNode', taskQueue: CONTROL_TASK_QUEUE, namespace: 'default' });
+    expect(decisions[0].labels).toMatchObject({
+      workflowType: 'reconcileNode',
+      taskQueue: CONTROL_TASK_QUEUE,
+      namespace: 'default',
+    });
     // One count per ledger entry (this worker recorded them all), none for the steady-state pass.
     expect(sum(find(controller, 'datum_decisions_total'))).toBe(state.ledger_entries);
     // Every pass's snapshot age, recorded or not.
@@ -91,7 +117,9 @@ describe('Prometheus metrics of the worker processes', () => {
     expect(names(agent).filter((n) => n.startsWith('temporal_activity_'))).not.toEqual([]);
     const applied = find(agent, 'datum_actions_total', { outcome: 'applied', refusal: 'none' });
     // The demo node from scratch: release installed, config and flag written, service started.
-    expect(new Set(applied.map((s) => s.labels.action))).toEqual(new Set(['release.install', 'file.write', 'flag.write', 'service.start']));
+    expect(new Set(applied.map((s) => s.labels.action))).toEqual(
+      new Set(['release.install', 'file.write', 'flag.write', 'service.start']),
+    );
     expect(applied.every((s) => s.value === 1)).toBe(true);
     expect(applied.every((s) => s.labels.activityType === 'apply')).toBe(true);
     // Decision metrics come from the controller only, action metrics from the agent only.
@@ -105,16 +133,22 @@ describe('Prometheus metrics of the worker processes', () => {
     const clash = datum(['agent', '--config', fleet.agentFile(NODE), '--address', env.address], workerAddress);
     const [code] = (await once(clash, 'exit')) as [number | null];
     expect(code).toBe(1);
-    expect(output.get(clash)).toContain(`cannot serve metrics on ${workerAddress} (from ${METRICS_ADDRESS_ENV}): the port is already in use`);
+    expect(output.get(clash)).toContain(
+      `cannot serve metrics on ${workerAddress} (from ${METRICS_ADDRESS_ENV}): the port is already in use`,
+    );
     expect(output.get(clash)).toContain('--metrics-address');
   });
 
   it('rejects an address core cannot bind, and metrics asked for after the runtime exists', () => {
-    expect(() => installRuntime({ metricsAddress: 'metrics.example:9464' })).toThrow(/--metrics-address "metrics.example:9464" is not IP:PORT/);
+    expect(() => installRuntime({ metricsAddress: 'metrics.example:9464' })).toThrow(
+      /--metrics-address "metrics.example:9464" is not IP:PORT/,
+    );
     expect(() => installRuntime({ metricsAddress: '127.0.0.1:0' })).toThrow(MetricsConfigError);
     expect(installRuntime({ metricsAddress: 'off' })).toEqual({ metricsAddress: null, metricsUrl: null });
     // This test process's runtime was created by startDevEnv, without metrics.
-    expect(() => installRuntime({ metricsAddress: 'localhost:9464' })).toThrow(/127\.0\.0\.1:9464 \(from --metrics-address\): this process's Temporal runtime was already created/);
+    expect(() => installRuntime({ metricsAddress: 'localhost:9464' })).toThrow(
+      /127\.0\.0\.1:9464 \(from --metrics-address\): this process's Temporal runtime was already created/,
+    );
   });
 });
 
@@ -134,7 +168,8 @@ function parse(text: string): Sample[] {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
     if (!m) throw new Error(`not a Prometheus sample line: ${line}`);
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1]] = l[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
     samples.push({ name: m[1], labels, value: Number(m[3]) });
   }
   return samples;
@@ -152,7 +187,11 @@ async function scrape(address: string): Promise<Sample[]> {
   return parse(await res.text());
 }
 
-async function waitForState(query: () => Promise<NodeState>, done: (s: NodeState) => boolean, timeoutMs = 90_000): Promise<NodeState> {
+async function waitForState(
+  query: () => Promise<NodeState>,
+  done: (s: NodeState) => boolean,
+  timeoutMs = 90_000,
+): Promise<NodeState> {
   const deadline = Date.now() + timeoutMs;
   let last: NodeState | undefined;
   let lastError: unknown;

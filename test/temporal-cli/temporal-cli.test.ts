@@ -27,7 +27,8 @@ const README_COMMANDS = [
   `temporal workflow signal --workflow-id datum/T-1/gen-1 --name recheck --input '{}'`,
   `temporal workflow signal --workflow-id datum/T-1/gen-1 --name resolveConflict --input '{"resolution":"maybe"}'`,
 ] as const;
-const [START, QUERY_STATE, LIST_CONFLICTS, LIST_OPEN_CONFLICTS, RESOLVE_YIELD, QUERY_LEDGER, RECHECK, RESOLVE_MALFORMED] = README_COMMANDS;
+const [START, QUERY_STATE, LIST_CONFLICTS, LIST_OPEN_CONFLICTS, RESOLVE_YIELD, QUERY_LEDGER, RECHECK, RESOLVE_MALFORMED] =
+  README_COMMANDS;
 
 const NODE = 'T-1';
 const WORKFLOW_ID = 'datum/T-1/gen-1';
@@ -61,7 +62,11 @@ async function temporal(command: string): Promise<string> {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TEMPORAL_')));
   env.PATH = `${binDir}${path.delimiter}${process.env.PATH ?? ''}`;
   try {
-    const { stdout } = await run('/bin/sh', ['-c', `${command} --address ${stack.env.address}`], { env, timeout: 30_000, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await run('/bin/sh', ['-c', `${command} --address ${stack.env.address}`], {
+      env,
+      timeout: 30_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
     return stdout;
   } catch (error) {
     const e = error as { stderr?: string; stdout?: string; message: string };
@@ -86,7 +91,8 @@ async function poll<T>(what: string, probe: () => Promise<T>, done: (value: T) =
   for (;;) {
     const value = await probe();
     if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(value)}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(value)}`);
     await new Promise((r) => setTimeout(r, 300));
   }
 }
@@ -122,7 +128,11 @@ describe.sequential('temporal CLI against Datum', () => {
 
     // Visibility is eventually consistent: the upserted DatumStatus shows up a little later.
     for (const command of [LIST_CONFLICTS, LIST_OPEN_CONFLICTS]) {
-      const rows = await poll(`${WORKFLOW_ID} in \`${command}\``, () => listed(command), (r) => r.some((e) => e.execution.workflowId === WORKFLOW_ID));
+      const rows = await poll(
+        `${WORKFLOW_ID} in \`${command}\``,
+        () => listed(command),
+        (r) => r.some((e) => e.execution.workflowId === WORKFLOW_ID),
+      );
       const row = rows.find((e) => e.execution.workflowId === WORKFLOW_ID)!;
       expect(row.type.name).toBe('reconcileNode');
       expect(row.memo?.fields?.summary).toMatch(/^CONFLICT /);
@@ -148,7 +158,11 @@ describe.sequential('temporal CLI against Datum', () => {
     let afterRecheck: NodeState | undefined;
     for (const pass of ['first', 'second']) {
       const since = verified;
-      afterRecheck = await poll(`the ${pass} pass after recheck`, queryState, (s) => s.last_verified_at !== null && Date.parse(s.last_verified_at) > since);
+      afterRecheck = await poll(
+        `the ${pass} pass after recheck`,
+        queryState,
+        (s) => s.last_verified_at !== null && Date.parse(s.last_verified_at) > since,
+      );
       verified = Date.parse(afterRecheck.last_verified_at!);
     }
     expect((afterRecheck!.conditions ?? []).map((c) => c.type)).not.toContain('INVALID_SIGNAL');

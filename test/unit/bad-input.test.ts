@@ -135,7 +135,10 @@ const rows: Row[] = [
   {
     name: 'an override without provenance',
     kind: 'agent',
-    text: goodAgent.replace('maintenance: { approved_by: oncall, reason: "disk swap CHG-1234", since: 2026-11-28T10:00:00Z }', 'maintenance: { reason: "disk swap" }'),
+    text: goodAgent.replace(
+      'maintenance: { approved_by: oncall, reason: "disk swap CHG-1234", since: 2026-11-28T10:00:00Z }',
+      'maintenance: { reason: "disk swap" }',
+    ),
     field: 'overrides.maintenance.approved_by',
     problem: /needs approved_by/,
     fix: /who approved the override/,
@@ -184,7 +187,11 @@ const rows: Row[] = [
 
 describe('bad input names the file, the field and the fix', () => {
   it.each(rows)('$name', (row) => {
-    const error = failure(() => (row.kind === 'desired' ? parseDesiredStateText(row.text, DESIRED, PROVENANCE, 'N-24') : parseAgentConfigText(row.text, AGENT)));
+    const error = failure(() =>
+      row.kind === 'desired'
+        ? parseDesiredStateText(row.text, DESIRED, PROVENANCE, 'N-24')
+        : parseAgentConfigText(row.text, AGENT),
+    );
     expect(error).toBeInstanceOf(row.kind === 'desired' ? InvalidDesiredState : InvalidAgentConfig);
     expect(error.name).toBe(row.kind === 'desired' ? 'InvalidDesiredState' : 'InvalidAgentConfig');
     expect(error.file).toBe(row.kind === 'desired' ? DESIRED : AGENT);
@@ -197,9 +204,16 @@ describe('bad input names the file, the field and the fix', () => {
   });
 
   it('reports every problem of a file in one error, not just the first', () => {
-    const text = goodDesired.replace('generation: 12\n', '').replace('type: flag, value: false', 'type: pkg').replace('path: etc/app/config.json', 'path: /etc/x');
+    const text = goodDesired
+      .replace('generation: 12\n', '')
+      .replace('type: flag, value: false', 'type: pkg')
+      .replace('path: etc/app/config.json', 'path: /etc/x');
     const error = failure(() => parseDesiredStateText(text, DESIRED, PROVENANCE, 'N-24'));
-    expect(error.problems.map((p) => p.field).sort()).toEqual(['generation', 'resources.config.path', 'resources.maintenance.type']);
+    expect(error.problems.map((p) => p.field).sort()).toEqual([
+      'generation',
+      'resources.config.path',
+      'resources.maintenance.type',
+    ]);
   });
 
   it('accepts a valid desired state and agent.yaml, filling in the policy defaults and mode observe', () => {
@@ -227,7 +241,10 @@ describe('bad input names the file, the field and the fix', () => {
     const read = (dir: string, f: string) => readFileSync(path.join(fleet, dir, f), 'utf8');
     const desired = [...yamlIn('desired/nodes').map((f) => ['desired/nodes', f]), ...yamlIn('next').map((f) => ['next', f])];
     expect(desired.length).toBeGreaterThanOrEqual(6);
-    for (const [dir, f] of desired) expect(parseDesiredStateText(read(dir, f), `${dir}/${f}`, PROVENANCE, path.basename(f, '.yaml')).node).toBe(path.basename(f, '.yaml'));
+    for (const [dir, f] of desired)
+      expect(parseDesiredStateText(read(dir, f), `${dir}/${f}`, PROVENANCE, path.basename(f, '.yaml')).node).toBe(
+        path.basename(f, '.yaml'),
+      );
     const agents = yamlIn('agents');
     expect(agents.length).toBeGreaterThanOrEqual(5);
     for (const f of agents) expect(parseAgentConfigText(read('agents', f), `agents/${f}`).node).toBe(path.basename(f, '.yaml'));

@@ -27,7 +27,10 @@ export const SHA_73 = 'b'.repeat(64);
 export const MAINTENANCE_OVERRIDE = { approved_by: 'oncall', reason: 'disk swap CHG-1234', since: '2026-11-28T10:00:00Z' };
 
 /** N-24 from the seed: desired build 7.4 with config D7 (workers: 8), maintenance off. */
-export function n24(generation = 12, changes: { workers?: number; policy?: Record<string, unknown>; extra?: Record<string, unknown> } = {}): BoundIntent {
+export function n24(
+  generation = 12,
+  changes: { workers?: number; policy?: Record<string, unknown>; extra?: Record<string, unknown> } = {},
+): BoundIntent {
   const doc = {
     node: 'N-24',
     generation,
@@ -41,7 +44,12 @@ export function n24(generation = 12, changes: { workers?: number; policy?: Recor
     policy: changes.policy,
   };
   const desired = validateDesiredState(doc, 'desired/nodes/N-24.yaml', 'N-24');
-  return bindIntent(desired, { source: 'desired/nodes/N-24.yaml', revision: `rev-${generation}`, author: 'alice', loaded_at: NOW });
+  return bindIntent(desired, {
+    source: 'desired/nodes/N-24.yaml',
+    revision: `rev-${generation}`,
+    author: 'alice',
+    loaded_at: NOW,
+  });
 }
 
 export const D7 = () => desiredValue('config', n24().resources) as string;
@@ -65,7 +73,10 @@ export function n24After(): NodeState {
 
 export function snapshot(state: NodeState, opts: Partial<ObservationInput> & { at?: string } = {}): Observation {
   const m = state.markers ?? {};
-  const release = state.build === null || state.build === undefined ? null : { version: state.build, sha256: state.build === '7.4' ? SHA_74 : SHA_73 };
+  const release =
+    state.build === null || state.build === undefined
+      ? null
+      : { version: state.build, sha256: state.build === '7.4' ? SHA_74 : SHA_73 };
   const input: ObservationInput = {
     node_id: 'N-24',
     observed_at: opts.at ?? NOW,
@@ -85,7 +96,11 @@ export function snapshot(state: NodeState, opts: Partial<ObservationInput> & { a
   return observationSchema.parse(input);
 }
 
-export const authorityOf = (intent: BoundIntent): AuthorityView => ({ ok: true, generation: intent.generation, digest: intent.digest });
+export const authorityOf = (intent: BoundIntent): AuthorityView => ({
+  ok: true,
+  generation: intent.generation,
+  digest: intent.digest,
+});
 
 /** The authorized actions as (resource_key, action) pairs: what the tests assert on. */
 export const actionsOf = (r: DecideResult) => r.decision.authorized_actions.map((a) => `${a.resource_key}:${a.action}`);
@@ -121,7 +136,16 @@ export function pass(pre: Observation, post: (() => Observation | null) | null, 
 
 /** What the agent answers for an action it carried out: applied, leaving marker `ours:<key>`. */
 export function applied(a: AuthorizedAction, at = NOW): ExecutionEvidence {
-  return { resource_key: a.resource_key, action: a.action, idempotency_key: a.idempotency_key, outcome: 'applied', executed_at: at, marker_after: `ours:${a.resource_key}`, detail: 'exit 0', refusal: null };
+  return {
+    resource_key: a.resource_key,
+    action: a.action,
+    idempotency_key: a.idempotency_key,
+    outcome: 'applied',
+    executed_at: at,
+    marker_after: `ours:${a.resource_key}`,
+    detail: 'exit 0',
+    refusal: null,
+  };
 }
 
 /** Markers that match what `pass` reports our own writes left. */

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { decide, emptyHistory, type AuthorityView, type BoundIntent, type DecideResult, type ExecutionEvidence, type History, type Observation, type RecheckTriggerKind } from '../../src/domain';
+import {
+  decide,
+  emptyHistory,
+  type AuthorityView,
+  type BoundIntent,
+  type DecideResult,
+  type ExecutionEvidence,
+  type History,
+  type Observation,
+  type RecheckTriggerKind,
+} from '../../src/domain';
 import { GATES } from '../../src/domain/gates';
 import { LADDER } from '../../src/domain/ladder';
 import { D6, D7, NOW, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot, type NodeState } from './fixtures';
@@ -34,9 +44,19 @@ const expectDecision = (r: DecideResult, e: Expect) => {
 };
 
 /** decide() on one pre-action snapshot. */
-function judge(pre: Observation | null, o: { intent?: BoundIntent; authority?: AuthorityView; history?: History; unreachable?: string } = {}): DecideResult {
+function judge(
+  pre: Observation | null,
+  o: { intent?: BoundIntent; authority?: AuthorityView; history?: History; unreachable?: string } = {},
+): DecideResult {
   const intent = o.intent ?? n24();
-  return decide({ intent, authority: o.authority ?? authorityOf(intent), observation: pre, unreachable: o.unreachable, history: o.history ?? emptyHistory(), now: NOW });
+  return decide({
+    intent,
+    authority: o.authority ?? authorityOf(intent),
+    observation: pre,
+    unreachable: o.unreachable,
+    history: o.history ?? emptyHistory(),
+    now: NOW,
+  });
 }
 
 type Report = Partial<ExecutionEvidence> | null;
@@ -45,14 +65,31 @@ type Report = Partial<ExecutionEvidence> | null;
  * A whole pass: decide on `pre`, act on every authorized action with the evidence `report`
  * gives for it (null: the agent reported nothing for that action), decide on `post`.
  */
-function acting(pre: Observation, post: Observation, report: (key: string) => Report = () => ({}), history = emptyHistory()): DecideResult {
+function acting(
+  pre: Observation,
+  post: Observation,
+  report: (key: string) => Report = () => ({}),
+  history = emptyHistory(),
+): DecideResult {
   const intent = n24();
   const first = decide({ intent, authority: authorityOf(intent), observation: pre, history, now: NOW });
   expect(first.decision.authorized_actions.length, 'the pre-action decision must authorize something').toBeGreaterThan(0);
   const evidence = first.decision.authorized_actions.flatMap((a): ExecutionEvidence[] => {
     const r = report(a.resource_key);
     if (r === null) return [];
-    return [{ resource_key: a.resource_key, action: a.action, idempotency_key: a.idempotency_key, outcome: 'applied', executed_at: NOW, marker_after: `ours:${a.resource_key}`, detail: 'exit 0', refusal: null, ...r }];
+    return [
+      {
+        resource_key: a.resource_key,
+        action: a.action,
+        idempotency_key: a.idempotency_key,
+        outcome: 'applied',
+        executed_at: NOW,
+        marker_after: `ours:${a.resource_key}`,
+        detail: 'exit 0',
+        refusal: null,
+        ...r,
+      },
+    ];
   });
   return decide({
     intent,
@@ -64,9 +101,18 @@ function acting(pre: Observation, post: Observation, report: (key: string) => Re
   });
 }
 
-const refused: Report = { outcome: 'refused', marker_after: null, detail: 'refused', refusal: 'the resource is set to observe on the node' };
+const refused: Report = {
+  outcome: 'refused',
+  marker_after: null,
+  detail: 'refused',
+  refusal: 'the resource is set to observe on the node',
+};
 const failed: Report = { outcome: 'failed', marker_after: null, detail: 'exit 1' };
-const skipped: Report = { outcome: 'skipped', marker_after: null, detail: 'not attempted: an earlier action of the batch failed' };
+const skipped: Report = {
+  outcome: 'skipped',
+  marker_after: null,
+  detail: 'not attempted: an earlier action of the batch failed',
+};
 
 // The states the rows are built from (N-24 of the seed; maintenance is operator-owned throughout).
 const before = () => snapshot(n24Before());
@@ -76,7 +122,13 @@ const unchanged = () => snapshot({ ...n24Before(), markers: oursFor(['build', 'a
 const overwritten = () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } });
 const obstructed = (state: NodeState, opts: Parameters<typeof snapshot>[1] = {}) => {
   const o = snapshot(state, opts);
-  o.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+  o.resources.config = {
+    type: 'file',
+    value: null,
+    marker: 'dir:1',
+    obstruction: 'a directory stands at etc/app/config.json',
+    detail: { kind: 'directory' },
+  };
   return o;
 };
 const debugFlag = { undeclared: [{ resource_key: 'debug', type: 'flag' as const, value: true, marker: 'flag:9' }] };
@@ -84,7 +136,8 @@ const spent = (attempts: number) => ({ ...emptyHistory(), attempt_count: attempt
 /** The history after the agent refused build and app: the refusal stands until something about it changes. */
 const afterRefusal = () => acting(before(), before(), () => refused).history;
 /** Only build is refused: config and app are then the drift. */
-const afterBuildRefused = () => acting(before(), snapshot({ ...n24Before(), markers: { app: 'ours:app' } }), (k) => (k === 'build' ? refused : {})).history;
+const afterBuildRefused = () =>
+  acting(before(), snapshot({ ...n24Before(), markers: { app: 'ours:app' } }), (k) => (k === 'build' ? refused : {})).history;
 
 const gateRows: Row[] = [
   {
@@ -348,7 +401,10 @@ const rung = (i: number): Expect => {
 };
 
 /** Rungs `at` and `at + 1` of the ladder. */
-const adjacent = (at: number, p: Omit<Precedence, 'upper' | 'lower'> & { upperDetail?: RegExp; lowerDetail?: RegExp }): Precedence & { at: number } => ({
+const adjacent = (
+  at: number,
+  p: Omit<Precedence, 'upper' | 'lower'> & { upperDetail?: RegExp; lowerDetail?: RegExp },
+): Precedence & { at: number } => ({
   ...p,
   at,
   upper: { ...rung(at), ...(p.upperDetail ? { detail: p.upperDetail } : {}) },
@@ -386,7 +442,11 @@ const ladderPrecedence = [
   }),
   adjacent(8, {
     name: 'RETRY / DRIFT_DETECTED over DESTRUCTIVE_REPAIR_REQUIRED: build repaired, app drifted, config was obstructed',
-    both: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) })),
+    both: () =>
+      acting(
+        obstructed(n24Before()),
+        snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) }),
+      ),
     without: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), markers: oursFor(['build']) })),
   }),
   adjacent(9, {
@@ -401,12 +461,18 @@ const ladderPrecedence = [
   }),
   adjacent(11, {
     name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
-    both: () => acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
+    both: () =>
+      acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
     without: () => acting(before(), before(), () => null),
   }),
   adjacent(12, {
     name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
-    both: () => acting(before(), snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) }), (k) => (k === 'app' ? null : {})),
+    both: () =>
+      acting(
+        before(),
+        snapshot({ ...n24After(), app: { build: '7.3', config_sha256: D7() }, markers: oursFor(['build']) }),
+        (k) => (k === 'app' ? null : {}),
+      ),
     without: () => acting(before(), after(), (k) => (k === 'app' ? null : {})),
   }),
   adjacent(13, {
@@ -460,10 +526,22 @@ describe('withheld_because keeps the ledger v1 wording', () => {
   it.each([
     ['observe mode', () => judge(snapshot(n24Before(), { mode: 'observe' })), 'observe mode: reported, not applied'],
     ['budget', () => judge(before(), { history: spent(3) }), 'retry budget exhausted after 3 attempt(s)'],
-    ['destructive', () => judge(obstructed(n24After())), 'repair would be destructive: a directory stands at etc/app/config.json'],
-    ['refused', () => judge(before(), { history: afterRefusal() }), 'refused by the agent: the resource is set to observe on the node'],
+    [
+      'destructive',
+      () => judge(obstructed(n24After())),
+      'repair would be destructive: a directory stands at etc/app/config.json',
+    ],
+    [
+      'refused',
+      () => judge(before(), { history: afterRefusal() }),
+      'refused by the agent: the resource is set to observe on the node',
+    ],
     ['dependency', () => judge(before(), { history: afterBuildRefused() }), 'depends on "build", which cannot be repaired now'],
-    ['conflict', () => judge(before(), { history: acting(before(), overwritten()).history }), 'repair is stopped while a conflicting writer on "build" is unresolved'],
+    [
+      'conflict',
+      () => judge(before(), { history: acting(before(), overwritten()).history }),
+      'repair is stopped while a conflicting writer on "build" is unresolved',
+    ],
   ] as const)('%s', (_kind, run, sentence) => {
     expect(run().decision.planned_actions.map((p) => p.withheld_because)).toContain(sentence);
   });

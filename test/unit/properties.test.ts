@@ -30,7 +30,11 @@ const TTL_MS = 60_000;
  * Each resource is at its desired value two times in three, else one of the ways it drifts: a
  * uniform pick would put all four at desired once in 144 snapshots, and CONVERGED almost never.
  */
-const desiredOr = (key: Key, ...others: Json[]) => fc.oneof({ weight: 2 * others.length, arbitrary: fc.constant<Json>(desiredValue(key, intent.resources)) }, ...others.map((o) => ({ weight: 1, arbitrary: fc.constant<Json>(o) })));
+const desiredOr = (key: Key, ...others: Json[]) =>
+  fc.oneof(
+    { weight: 2 * others.length, arbitrary: fc.constant<Json>(desiredValue(key, intent.resources)) },
+    ...others.map((o) => ({ weight: 1, arbitrary: fc.constant<Json>(o) })),
+  );
 const valueFor: Record<Key, fc.Arbitrary<Json>> = {
   build: desiredOr('build', { version: '7.3', sha256: SHA_73 }, { version: '7.4', sha256: SHA_73 }, null),
   config: desiredOr('config', D6(), null),
@@ -47,12 +51,20 @@ const override = fc.oneof(
 const snapshotArb: fc.Arbitrary<Observation> = fc
   .record({
     values: fc.record(valueFor),
-    markers: fc.record({ build: fc.constantFrom('m1', 'm2', 'ours:build'), config: fc.constantFrom('m1', 'ours:config'), app: fc.constantFrom('m1', 'ours:app'), maintenance: fc.constant('m1') }),
+    markers: fc.record({
+      build: fc.constantFrom('m1', 'm2', 'ours:build'),
+      config: fc.constantFrom('m1', 'ours:config'),
+      app: fc.constantFrom('m1', 'ours:app'),
+      maintenance: fc.constant('m1'),
+    }),
     overrides: fc.record({ build: override, config: override, app: override, maintenance: override }),
     mode: fc.constantFrom<'observe' | 'enforce'>('observe', 'enforce', 'enforce'),
     observeOnly: fc.subarray([...KEYS]),
     // Fresh four times in five; stale up to three TTLs old.
-    ageMs: fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 0, max: TTL_MS }) }, { weight: 1, arbitrary: fc.integer({ min: TTL_MS + 1, max: 3 * TTL_MS }) }),
+    ageMs: fc.oneof(
+      { weight: 4, arbitrary: fc.integer({ min: 0, max: TTL_MS }) },
+      { weight: 1, arbitrary: fc.integer({ min: TTL_MS + 1, max: 3 * TTL_MS }) },
+    ),
     obstructed: fc.subarray([...KEYS], { maxLength: 1 }),
     undeclared: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
   })
@@ -73,7 +85,10 @@ const snapshotArb: fc.Arbitrary<Observation> = fc
             type: intent.resources[k].type,
             value: g.values[k],
             marker: g.markers[k],
-            obstruction: g.obstructed.includes(k) && !jsonEqual(g.values[k], desiredValue(k, intent.resources)) ? 'something is in the way' : null,
+            obstruction:
+              g.obstructed.includes(k) && !jsonEqual(g.values[k], desiredValue(k, intent.resources))
+                ? 'something is in the way'
+                : null,
           },
         ]),
       ),
@@ -86,7 +101,10 @@ const snapshotArb: fc.Arbitrary<Observation> = fc
  * except `missed` (desired value, our marker). Three times in four it misses none, and the node
  * is at desired unless something else in `pre` stands in the way; else the repair was ineffective.
  */
-const missedArb = fc.oneof({ weight: 3, arbitrary: fc.constant<Key[]>([]) }, { weight: 1, arbitrary: fc.subarray([...KEYS], { minLength: 1 }) });
+const missedArb = fc.oneof(
+  { weight: 3, arbitrary: fc.constant<Key[]>([]) },
+  { weight: 1, arbitrary: fc.subarray([...KEYS], { minLength: 1 }) },
+);
 const repairedArb = (pre: Observation): fc.Arbitrary<Observation> =>
   missedArb.map((missed) =>
     observationSchema.parse({
@@ -94,13 +112,26 @@ const repairedArb = (pre: Observation): fc.Arbitrary<Observation> =>
       observed_at: NOW,
       heartbeat_at: NOW,
       resources: Object.fromEntries(
-        KEYS.map((k) => [k, missed.includes(k) ? pre.resources[k] : { ...pre.resources[k], value: desiredValue(k, intent.resources), marker: `ours:${k}`, obstruction: null }]),
+        KEYS.map((k) => [
+          k,
+          missed.includes(k)
+            ? pre.resources[k]
+            : { ...pre.resources[k], value: desiredValue(k, intent.resources), marker: `ours:${k}`, obstruction: null },
+        ]),
       ),
     }),
   );
 
 /** Attempts so far: mostly within the retry budget of 3, sometimes spent. */
-const historyArb = fc.record({ attempt_count: fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 2 }) }, { weight: 1, arbitrary: fc.integer({ min: 3, max: 4 }) }), action_seq: fc.integer({ min: 0, max: 9 }) }).map((h) => ({ ...emptyHistory(), ...h }));
+const historyArb = fc
+  .record({
+    attempt_count: fc.oneof(
+      { weight: 3, arbitrary: fc.integer({ min: 0, max: 2 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 3, max: 4 }) },
+    ),
+    action_seq: fc.integer({ min: 0, max: 9 }),
+  })
+  .map((h) => ({ ...emptyHistory(), ...h }));
 
 /** Pre-action decision, then (if it acted) a post-action decision on a fresh probe: a repair of pre, or any snapshot. */
 const passArb = snapshotArb.chain((pre) =>
@@ -113,9 +144,15 @@ const passArb = snapshotArb.chain((pre) =>
 );
 
 /** The loop's real pass over the generated node: the agent answers every action with `outcome`. */
-async function run(g: { pre: Observation; post: Observation; history: ReturnType<typeof emptyHistory>; outcome: ExecutionEvidence['outcome'] }): Promise<DecideResult[]> {
+async function run(g: {
+  pre: Observation;
+  post: Observation;
+  history: ReturnType<typeof emptyHistory>;
+  outcome: ExecutionEvidence['outcome'];
+}): Promise<DecideResult[]> {
   const answer = (a: AuthorizedAction): ExecutionEvidence | ApplyFailure => {
-    if (g.outcome === 'refused') return { kind: 'refused', refusal_type: 'GeneratedRefusal', message: 'refused by a generated agent' };
+    if (g.outcome === 'refused')
+      return { kind: 'refused', refusal_type: 'GeneratedRefusal', message: 'refused by a generated agent' };
     if (g.outcome === 'failed') return { kind: 'failed', detail: 'a generated failure' };
     return { ...applied(a), outcome: g.outcome };
   };
@@ -123,7 +160,8 @@ async function run(g: { pre: Observation; post: Observation; history: ReturnType
   return final === first ? [first] : [first, final];
 }
 
-const ownedByOperatorOrUnknown = (o: Observation, key: string) => Object.prototype.hasOwnProperty.call(o.overrides, key) || !(key in intent.resources);
+const ownedByOperatorOrUnknown = (o: Observation, key: string) =>
+  Object.prototype.hasOwnProperty.call(o.overrides, key) || !(key in intent.resources);
 const enforced = (o: Observation, key: string) => o.mode === 'enforce' && o.resource_modes[key] !== 'observe';
 /**
  * What a resource must show to count as converged. A service must run the desired build and
@@ -133,18 +171,26 @@ function expected(o: Observation, key: Key): Json {
   if (key !== 'app') return desiredValue(key, intent.resources);
   const want = desiredValue('app', intent.resources) as { build: Json; config_sha256: Json };
   const onDisk = (k: Key) => o.resources[k].value;
-  const build = ownedByOperatorOrUnknown(o, 'build') ? ((onDisk('build') as { version?: Json } | null)?.version ?? null) : want.build;
+  const build = ownedByOperatorOrUnknown(o, 'build')
+    ? ((onDisk('build') as { version?: Json } | null)?.version ?? null)
+    : want.build;
   const config = ownedByOperatorOrUnknown(o, 'config') ? onDisk('config') : want.config_sha256;
   return { build, config_sha256: config };
 }
 const fresh = (o: Observation) => msBetween(o.observed_at, NOW) <= TTL_MS;
 /** The oracle's CONVERGED: fresh, nothing undeclared, every managed resource at what it must show. */
 const matchesDesired = (o: Observation) =>
-  fresh(o) && o.undeclared.length === 0 && KEYS.every((key) => (ownedByOperatorOrUnknown(o, key) ? o.overrides[key] !== null : jsonEqual(o.resources[key].value, expected(o, key))));
+  fresh(o) &&
+  o.undeclared.length === 0 &&
+  KEYS.every((key) =>
+    ownedByOperatorOrUnknown(o, key) ? o.overrides[key] !== null : jsonEqual(o.resources[key].value, expected(o, key)),
+  );
 const drifted = (o: Observation, key: Key) => !jsonEqual(o.resources[key].value, expected(o, key));
 /** The same snapshot, changed: what decide does with it is the counterfactual a property needs. */
-const withObservation = (o: Observation, change: Partial<Observation>): Observation => observationSchema.parse({ ...o, ...change });
-const actsOn = (o: Observation, history: ReturnType<typeof emptyHistory>) => decide({ intent, authority: authorityOf(intent), observation: o, history, now: NOW }).decision.authorized_actions.length > 0;
+const withObservation = (o: Observation, change: Partial<Observation>): Observation =>
+  observationSchema.parse({ ...o, ...change });
+const actsOn = (o: Observation, history: ReturnType<typeof emptyHistory>) =>
+  decide({ intent, authority: authorityOf(intent), observation: o, history, now: NOW }).decision.authorized_actions.length > 0;
 
 /**
  * Counts the generated cases that reach what a property is about. A property whose generator
@@ -157,7 +203,9 @@ function coverage<K extends string>(minShare: Record<K, number>) {
     hit: (label: K) => void counts[label]++,
     expectReached(runs: number) {
       for (const label of Object.keys(minShare) as K[]) {
-        expect(counts[label], `"${label}" in ${counts[label]} of ${runs} runs`).toBeGreaterThanOrEqual(Math.ceil(minShare[label] * runs));
+        expect(counts[label], `"${label}" in ${counts[label]} of ${runs} runs`).toBeGreaterThanOrEqual(
+          Math.ceil(minShare[label] * runs),
+        );
       }
     },
   };
@@ -175,7 +223,11 @@ describe('invariants over generated snapshots', () => {
         for (const a of decision.authorized_actions) expect(ownedByOperatorOrUnknown(obs, a.resource_key)).toBe(false);
         const notManaged = decision.resources.filter((r) => r.ownership !== 'MANAGED').map((r) => r.resource_key);
         expect(decision.planned_actions.filter((p) => notManaged.includes(p.resource_key))).toEqual([]);
-        if (KEYS.some((k) => ownedByOperatorOrUnknown(obs, k) && !jsonEqual(obs.resources[k].value, desiredValue(k, intent.resources)))) {
+        if (
+          KEYS.some(
+            (k) => ownedByOperatorOrUnknown(obs, k) && !jsonEqual(obs.resources[k].value, desiredValue(k, intent.resources)),
+          )
+        ) {
           cov.hit('not-managed resource differs');
           if (decision.authorized_actions.length > 0) cov.hit('and other resources are acted on');
         }
@@ -188,14 +240,22 @@ describe('invariants over generated snapshots', () => {
   it('no action in observe mode, for the host or the resource', () => {
     const runs = 1000;
     // The case: the same snapshot on an enforcing host, or without the resource's observe, is acted on.
-    const cov = coverage({ 'observe host an enforce host would repair': 0.05, 'observe resource drifted while the rest is repaired': 0.01 });
+    const cov = coverage({
+      'observe host an enforce host would repair': 0.05,
+      'observe resource drifted while the rest is repaired': 0.01,
+    });
     fc.assert(
       fc.property(snapshotArb, historyArb, (obs, history) => {
         const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
         for (const a of decision.authorized_actions) expect(enforced(obs, a.resource_key)).toBe(true);
         if (obs.mode === 'observe') expect(decision.authorized_actions).toEqual([]);
-        if (obs.mode === 'observe' && actsOn(withObservation(obs, { mode: 'enforce', resource_modes: {} }), history)) cov.hit('observe host an enforce host would repair');
-        if (obs.mode === 'enforce' && decision.authorized_actions.length > 0 && KEYS.some((k) => obs.resource_modes[k] === 'observe' && drifted(obs, k))) {
+        if (obs.mode === 'observe' && actsOn(withObservation(obs, { mode: 'enforce', resource_modes: {} }), history))
+          cov.hit('observe host an enforce host would repair');
+        if (
+          obs.mode === 'enforce' &&
+          decision.authorized_actions.length > 0 &&
+          KEYS.some((k) => obs.resource_modes[k] === 'observe' && drifted(obs, k))
+        ) {
           cov.hit('observe resource drifted while the rest is repaired');
         }
       }),
@@ -226,7 +286,11 @@ describe('invariants over generated snapshots', () => {
   it('CONVERGED only when a fresh snapshot matches every enforced managed resource', async () => {
     // Extra runs: the interesting cases (an overridden dependency of the service) are rare.
     const runs = 5000;
-    const cov = coverage({ CONVERGED: 0.1, 'CONVERGED after acting': 0.01, 'CONVERGED with an operator-owned release or config': 0.01 });
+    const cov = coverage({
+      CONVERGED: 0.1,
+      'CONVERGED after acting': 0.01,
+      'CONVERGED with an operator-owned release or config': 0.01,
+    });
     await fc.assert(
       fc.asyncProperty(passArb, async (g) => {
         const decisions = await run(g);
@@ -235,7 +299,8 @@ describe('invariants over generated snapshots', () => {
           const judged = i === 0 ? g.pre : g.post;
           cov.hit('CONVERGED');
           if (i === 1) cov.hit('CONVERGED after acting');
-          if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config')) cov.hit('CONVERGED with an operator-owned release or config');
+          if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config'))
+            cov.hit('CONVERGED with an operator-owned release or config');
           expect(fresh(judged)).toBe(true);
           expect(judged.undeclared).toEqual([]);
           for (const key of KEYS) {
@@ -262,7 +327,8 @@ describe('invariants over generated snapshots', () => {
         cov.hit(g.outcome === 'refused' ? 'refused apply' : 'failed apply');
         const last = decisions[1].decision;
         if (g.outcome === 'refused') expect(last.convergence_status).not.toBe('CONVERGED');
-        if (last.reason === 'CONVERGED_AFTER_REPAIR') expect(matchesDesired(g.post), 'the post-action probe matches desired').toBe(true);
+        if (last.reason === 'CONVERGED_AFTER_REPAIR')
+          expect(matchesDesired(g.post), 'the post-action probe matches desired').toBe(true);
       }),
       { numRuns: runs },
     );

@@ -1,6 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { decide, emptyHistory, idempotencyKey, type DecideResult, type RecheckTriggerKind } from '../../src/domain';
-import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, SHA_74, actionsOf, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
+import {
+  D6,
+  MAINTENANCE_OVERRIDE,
+  NOW,
+  SHA_73,
+  SHA_74,
+  actionsOf,
+  authorityOf,
+  later,
+  n24,
+  n24After,
+  n24Before,
+  oursFor,
+  pass,
+  snapshot,
+} from './fixtures';
 
 /*
  * One row per scenario of the seeds (000: worked example, four probes, two days offline;
@@ -24,7 +39,11 @@ async function ineffectiveRepairs(attempts: number): Promise<DecideResult> {
   let last: DecideResult | undefined;
   for (let i = 1; i <= attempts; i++) {
     const at = later(i * MIN);
-    const { final } = await pass(snapshot(n24Before(), { at }), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }, { at }), { history, now: at });
+    const { final } = await pass(
+      snapshot(n24Before(), { at }),
+      () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }, { at }),
+      { history, now: at },
+    );
     history = final.history;
     last = final;
   }
@@ -51,7 +70,8 @@ const rows: Row[] = [
   },
   {
     name: 'worked example: a fresh post-action snapshot showing 7.4 + D7 gives CONVERGED',
-    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final,
+    run: async () =>
+      (await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }))).final,
     status: 'CONVERGED',
     reason: 'CONVERGED_AFTER_REPAIR',
     trigger: 'TIMER',
@@ -59,7 +79,14 @@ const rows: Row[] = [
   },
   {
     name: 'probe 1: a snapshot older than observation_ttl with a fresh heartbeat',
-    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(-2 * MIN), heartbeat_at: NOW }), history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24Before(), { at: later(-2 * MIN), heartbeat_at: NOW }),
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'BLOCKED',
     reason: 'STALE_OBSERVATION',
     trigger: 'FRESH_OBSERVATION',
@@ -67,7 +94,14 @@ const rows: Row[] = [
   },
   {
     name: 'probe 2: only the operator-owned maintenance flag differs',
-    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After()), history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24After()),
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'CONVERGED',
     reason: 'ALREADY_CONVERGED',
     trigger: 'TIMER',
@@ -78,7 +112,13 @@ const rows: Row[] = [
     run: async () => {
       const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
       const at = later(MIN);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at }), history: final.history, now: at });
+      return decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at }),
+        history: final.history,
+        now: at,
+      });
     },
     status: 'CONVERGED',
     reason: 'ALREADY_CONVERGED',
@@ -105,7 +145,13 @@ const rows: Row[] = [
     name: 'probe 4: after the budget is spent nothing more is tried',
     run: async () => {
       const spent = await ineffectiveRepairs(3);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(5 * MIN) }), history: spent.history, now: later(5 * MIN) });
+      return decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24Before(), { at: later(5 * MIN) }),
+        history: spent.history,
+        now: later(5 * MIN),
+      });
     },
     status: 'BLOCKED',
     reason: 'RETRY_BUDGET_EXHAUSTED',
@@ -116,7 +162,13 @@ const rows: Row[] = [
     name: 'transfer: back after two days offline with an older generation than the authority',
     run: () => {
       const twoDaysLater = later(2 * 24 * 60 * MIN);
-      return decide({ intent: n24(11), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at: twoDaysLater }), history: emptyHistory(), now: twoDaysLater });
+      return decide({
+        intent: n24(11),
+        authority: authorityOf(n24(12)),
+        observation: snapshot(n24Before(), { at: twoDaysLater }),
+        history: emptyHistory(),
+        now: twoDaysLater,
+      });
     },
     status: 'BLOCKED',
     reason: 'STALE_INTENT',
@@ -127,7 +179,13 @@ const rows: Row[] = [
     name: 'transfer: after refreshed intent only the managed drift is planned',
     run: () => {
       const twoDaysLater = later(2 * 24 * 60 * MIN);
-      return decide({ intent: n24(12), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at: twoDaysLater }), history: emptyHistory(), now: twoDaysLater });
+      return decide({
+        intent: n24(12),
+        authority: authorityOf(n24(12)),
+        observation: snapshot(n24Before(), { at: twoDaysLater }),
+        history: emptyHistory(),
+        now: twoDaysLater,
+      });
     },
     status: 'DRIFTED',
     reason: 'DRIFT_DETECTED',
@@ -136,7 +194,9 @@ const rows: Row[] = [
   },
   {
     name: 'conflicting writer: the change marker moved after our own write',
-    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }))).final,
+    run: async () =>
+      (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } })))
+        .final,
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
     trigger: 'OPERATOR_RESOLUTION',
@@ -146,7 +206,13 @@ const rows: Row[] = [
     name: 'conflicting writer: a repaired file flips away within conflict_window',
     run: async () => {
       const at = later(5 * MIN);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: await afterConfigRepair(), now: at });
+      return decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }),
+        history: await afterConfigRepair(),
+        now: at,
+      });
     },
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
@@ -157,7 +223,13 @@ const rows: Row[] = [
     name: 'ordinary drift: the same flip after conflict_window starts a new episode',
     run: async () => {
       const at = later(11 * MIN);
-      return decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }), history: await afterConfigRepair(), now: at });
+      return decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot({ ...n24After(), config: D6(), markers: { config: 'other-writer' } }, { at }),
+        history: await afterConfigRepair(),
+        now: at,
+      });
     },
     status: 'DRIFTED',
     reason: 'DRIFT_DETECTED',
@@ -166,7 +238,8 @@ const rows: Row[] = [
   },
   {
     name: 'not a conflict: an unchanged marker with the old value is probe 4',
-    run: async () => (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }))).final,
+    run: async () =>
+      (await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) }))).final,
     status: 'RETRY',
     reason: 'ACTION_INEFFECTIVE',
     trigger: 'TIMER',
@@ -174,7 +247,14 @@ const rows: Row[] = [
   },
   {
     name: 'observe mode (host): the plan is reported, nothing is authorized',
-    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24Before(), { mode: 'observe' }),
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'DRIFTED',
     reason: 'OBSERVE_MODE_DRIFT',
     trigger: 'AGENT_CONFIG_CHANGE',
@@ -183,8 +263,18 @@ const rows: Row[] = [
   {
     name: 'observe mode (one resource): the rest is repaired, the host is never CONVERGED while drift exists',
     run: async () => {
-      const pre = snapshot({ ...n24Before(), config: D6(), app: { build: '7.3', config_sha256: D6() } }, { resource_modes: { config: 'observe' } });
-      return (await pass(pre, () => snapshot({ ...n24After(), config: D6(), app: { build: '7.3', config_sha256: D6() }, markers: oursFor(['build']) }, { resource_modes: { config: 'observe' } }))).final;
+      const pre = snapshot(
+        { ...n24Before(), config: D6(), app: { build: '7.3', config_sha256: D6() } },
+        { resource_modes: { config: 'observe' } },
+      );
+      return (
+        await pass(pre, () =>
+          snapshot(
+            { ...n24After(), config: D6(), app: { build: '7.3', config_sha256: D6() }, markers: oursFor(['build']) },
+            { resource_modes: { config: 'observe' } },
+          ),
+        )
+      ).final;
     },
     status: 'DRIFTED',
     reason: 'OBSERVE_MODE_DRIFT',
@@ -197,7 +287,9 @@ const rows: Row[] = [
       decide({
         intent: n24(),
         authority: authorityOf(n24()),
-        observation: snapshot(n24After(), { undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }] }),
+        observation: snapshot(n24After(), {
+          undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }],
+        }),
         history: emptyHistory(),
         now: NOW,
       }),
@@ -208,7 +300,14 @@ const rows: Row[] = [
   },
   {
     name: 'UNKNOWN ownership: an override without provenance is never planned',
-    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { overrides: { maintenance: null } }), history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: snapshot(n24After(), { overrides: { maintenance: null } }),
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'BLOCKED',
     reason: 'UNKNOWN_OWNERSHIP',
     trigger: 'OPERATOR_RESOLUTION',
@@ -218,7 +317,13 @@ const rows: Row[] = [
     name: 'never destroy: a directory where the config file belongs',
     run: () => {
       const obs = snapshot(n24After());
-      obs.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+      obs.resources.config = {
+        type: 'file',
+        value: null,
+        marker: 'dir:1',
+        obstruction: 'a directory stands at etc/app/config.json',
+        detail: { kind: 'directory' },
+      };
       return decide({ intent: n24(), authority: authorityOf(n24()), observation: obs, history: emptyHistory(), now: NOW });
     },
     status: 'BLOCKED',
@@ -228,7 +333,14 @@ const rows: Row[] = [
   },
   {
     name: 'same generation label with a changed digest',
-    run: () => decide({ intent: n24(12), authority: authorityOf(n24(12, { workers: 16 })), observation: snapshot(n24Before()), history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(12),
+        authority: authorityOf(n24(12, { workers: 16 })),
+        observation: snapshot(n24Before()),
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'BLOCKED',
     reason: 'INTENT_DIGEST_MISMATCH',
     trigger: 'DESIRED_STATE_CHANGE',
@@ -236,7 +348,15 @@ const rows: Row[] = [
   },
   {
     name: 'node unreachable: no snapshot, no decision about resources',
-    run: () => decide({ intent: n24(), authority: authorityOf(n24()), observation: null, unreachable: 'no agent polled datum-node-N-24 within node_timeout 30s', history: emptyHistory(), now: NOW }),
+    run: () =>
+      decide({
+        intent: n24(),
+        authority: authorityOf(n24()),
+        observation: null,
+        unreachable: 'no agent polled datum-node-N-24 within node_timeout 30s',
+        history: emptyHistory(),
+        now: NOW,
+      }),
     status: 'BLOCKED',
     reason: 'NODE_UNREACHABLE',
     trigger: 'FRESH_OBSERVATION',
@@ -257,15 +377,21 @@ describe('seed scenarios', () => {
 
 describe('seed scenarios: what else each must show', () => {
   it('worked example: maintenance is an operator exception with its provenance and is never acted on', async () => {
-    const { first, final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
+    const { first, final } = await pass(snapshot(n24Before()), () =>
+      snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }),
+    );
     for (const d of [first.decision, final.decision]) {
-      expect(d.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true }]);
+      expect(d.operator_exceptions).toEqual([
+        { resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true },
+      ]);
       expect(d.resources.find((r) => r.resource_key === 'maintenance')?.ownership).toBe('OPERATOR_OWNED');
       expect(d.planned_actions.map((p) => p.resource_key)).not.toContain('maintenance');
     }
     expect(final.decision.conditions).toEqual([]);
     expect(final.decision.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
-    expect(final.decision.post_action_observation).toMatchObject({ resources: { build: { drift: false }, app: { drift: false } } });
+    expect(final.decision.post_action_observation).toMatchObject({
+      resources: { build: { drift: false }, app: { drift: false } },
+    });
   });
 
   it('every action binds the resource to the generation and digest', async () => {
@@ -280,11 +406,22 @@ describe('seed scenarios: what else each must show', () => {
   });
 
   it('probe 3: the replay carries the same idempotency key as the original action, and none differs', async () => {
-    const { first, final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }));
-    const replay = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at: later(MIN) }), history: final.history, now: later(MIN) });
+    const { first, final } = await pass(snapshot(n24Before()), () =>
+      snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }),
+    );
+    const replay = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot({ ...n24After(), markers: oursFor(['build', 'app']) }, { at: later(MIN) }),
+      history: final.history,
+      now: later(MIN),
+    });
     expect(first.decision.authorized_actions.map((a) => a.resource_key)).toEqual(['build', 'app']);
     for (const original of first.decision.authorized_actions) {
-      expect(replay.decision.resources.find((r) => r.resource_key === original.resource_key)?.idempotency_key, original.resource_key).toBe(original.idempotency_key);
+      expect(
+        replay.decision.resources.find((r) => r.resource_key === original.resource_key)?.idempotency_key,
+        original.resource_key,
+      ).toBe(original.idempotency_key);
     }
     expect(replay.decision.planned_actions).toEqual([]);
   });
@@ -305,36 +442,73 @@ describe('seed scenarios: what else each must show', () => {
 
   it('transfer: the override is untouched while intent is stale and after it is refreshed', () => {
     const at = later(2 * 24 * 60 * MIN);
-    const stale = decide({ intent: n24(11), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at }), history: emptyHistory(), now: at });
+    const stale = decide({
+      intent: n24(11),
+      authority: authorityOf(n24(12)),
+      observation: snapshot(n24Before(), { at }),
+      history: emptyHistory(),
+      now: at,
+    });
     expect(stale.decision.planned_actions).toEqual([]);
     expect(stale.decision.operator_exceptions.map((e) => e.resource_key)).toEqual(['maintenance']);
     expect(stale.decision.conditions.map((c) => c.type)).toEqual(['STALE_INTENT']);
-    const refreshed = decide({ intent: n24(12), authority: authorityOf(n24(12)), observation: snapshot(n24Before(), { at }), history: stale.history, now: at });
+    const refreshed = decide({
+      intent: n24(12),
+      authority: authorityOf(n24(12)),
+      observation: snapshot(n24Before(), { at }),
+      history: stale.history,
+      now: at,
+    });
     expect(refreshed.decision.planned_actions.map((p) => p.resource_key)).toEqual(['build', 'app']);
-    expect(refreshed.decision.operator_exceptions).toEqual([{ resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true }]);
+    expect(refreshed.decision.operator_exceptions).toEqual([
+      { resource_key: 'maintenance', provenance: MAINTENANCE_OVERRIDE, desired: false, observed: true },
+    ]);
     expect(refreshed.decision.conditions).toEqual([]);
   });
 
   it('conflicting writer: evidence is the (time, value, marker) sequence and the loop stops acting', async () => {
-    const { final } = await pass(snapshot(n24Before()), () => snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }));
+    const { final } = await pass(snapshot(n24Before()), () =>
+      snapshot({ ...n24Before(), markers: { build: 'someone-else', app: 'ours:app' } }),
+    );
     const evidence = final.decision.conflicting_writer_evidence!;
     expect(evidence.map((e) => e.resource_key)).toEqual(['build']);
     expect(evidence[0].sequence.map((s) => [s.at, s.value, s.marker])).toEqual([
       [NOW, { version: '7.4', sha256: SHA_74 }, 'ours:build'],
       [NOW, { version: '7.3', sha256: SHA_73 }, 'someone-else'],
     ]);
-    const next = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { at: later(MIN) }), history: final.history, now: later(MIN) });
+    const next = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before(), { at: later(MIN) }),
+      history: final.history,
+      now: later(MIN),
+    });
     expect(next.decision.convergence_status).toBe('CONFLICT');
     expect(next.decision.authorized_actions).toEqual([]);
     expect(next.decision.conditions.find((c) => c.type === 'CONFLICTING_WRITER')?.since).toBe(NOW);
   });
 
   it('observe mode: the plan is exactly the plan an enforce pass would run', () => {
-    const enforce = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before()), history: emptyHistory(), now: NOW });
-    const observe = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW });
-    const strip = (d: DecideResult) => d.decision.planned_actions.map(({ authorized: _a, withheld_because: _w, ...rest }) => rest);
+    const enforce = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before()),
+      history: emptyHistory(),
+      now: NOW,
+    });
+    const observe = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before(), { mode: 'observe' }),
+      history: emptyHistory(),
+      now: NOW,
+    });
+    const strip = (d: DecideResult) =>
+      d.decision.planned_actions.map(({ authorized: _a, withheld_because: _w, ...rest }) => rest);
     expect(strip(observe)).toEqual(strip(enforce));
-    expect(observe.decision.planned_actions.every((p) => !p.authorized && p.withheld_because?.startsWith('observe mode'))).toBe(true);
+    expect(observe.decision.planned_actions.every((p) => !p.authorized && p.withheld_because?.startsWith('observe mode'))).toBe(
+      true,
+    );
     expect(observe.decision.conditions.map((c) => [c.type, c.resource_key])).toEqual([
       ['OBSERVED_DRIFT', 'app'],
       ['OBSERVED_DRIFT', 'build'],
@@ -345,7 +519,9 @@ describe('seed scenarios: what else each must show', () => {
     const r = decide({
       intent: n24(),
       authority: authorityOf(n24()),
-      observation: snapshot(n24Before(), { undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }] }),
+      observation: snapshot(n24Before(), {
+        undeclared: [{ resource_key: 'debug', type: 'flag', value: true, marker: 'flag:9' }],
+      }),
       history: emptyHistory(),
       now: NOW,
     });
@@ -356,15 +532,29 @@ describe('seed scenarios: what else each must show', () => {
 
   it('never destroy: the destructive repair is planned, flagged, and withheld', () => {
     const obs = snapshot(n24After());
-    obs.resources.config = { type: 'file', value: null, marker: 'dir:1', obstruction: 'a directory stands at etc/app/config.json', detail: { kind: 'directory' } };
+    obs.resources.config = {
+      type: 'file',
+      value: null,
+      marker: 'dir:1',
+      obstruction: 'a directory stands at etc/app/config.json',
+      detail: { kind: 'directory' },
+    };
     const r = decide({ intent: n24(), authority: authorityOf(n24()), observation: obs, history: emptyHistory(), now: NOW });
-    expect(r.decision.planned_actions.map((p) => [p.resource_key, p.destructive, p.authorized])).toEqual([['config', true, false]]);
+    expect(r.decision.planned_actions.map((p) => [p.resource_key, p.destructive, p.authorized])).toEqual([
+      ['config', true, false],
+    ]);
     expect(r.decision.conditions.map((c) => c.type)).toEqual(['DESTRUCTIVE_REPAIR_REQUIRED']);
   });
 
   it('probe 1: the loop re-takes a stale snapshot after half the TTL, not at the next resync', () => {
     const stale = (policy: Record<string, unknown>) =>
-      decide({ intent: n24(12, { policy }), authority: authorityOf(n24(12, { policy })), observation: snapshot(n24Before(), { at: later(-20 * MIN), heartbeat_at: NOW }), history: emptyHistory(), now: NOW }).decision.recheck_trigger;
+      decide({
+        intent: n24(12, { policy }),
+        authority: authorityOf(n24(12, { policy })),
+        observation: snapshot(n24Before(), { at: later(-20 * MIN), heartbeat_at: NOW }),
+        history: emptyHistory(),
+        now: NOW,
+      }).decision.recheck_trigger;
     // Watch mode resyncs every 10 minutes; a stale snapshot must not wait that long.
     expect(stale({ resync_interval: '10m', observation_ttl: '120s' }).not_before).toBe(later(60_000));
     // Never sooner than backoff.initial (every snapshot may arrive stale), never later than resync.
@@ -382,7 +572,13 @@ describe('seed scenarios: what else each must show', () => {
       ['STALE_INTENT', NOW],
     ]);
     // An authority that cannot be read says nothing about staleness: the condition is carried.
-    const unreadable = decide({ intent: n24(11), authority: { ok: false, error: 'parse error' }, observation: null, history: away.history, now: later(2 * MIN) });
+    const unreadable = decide({
+      intent: n24(11),
+      authority: { ok: false, error: 'parse error' },
+      observation: null,
+      history: away.history,
+      now: later(2 * MIN),
+    });
     expect(unreadable.decision.conditions.map((c) => [c.type, c.since])).toEqual([
       ['INVALID_DESIRED_STATE', later(2 * MIN)],
       ['NODE_UNREACHABLE', later(MIN)],
@@ -393,25 +589,62 @@ describe('seed scenarios: what else each must show', () => {
   it('a condition keeps its since while it stays open; a drift closes only on a fresh observation', () => {
     const stale = { intent: n24(11), authority: authorityOf(n24(12)), history: emptyHistory() };
     const first = decide({ ...stale, observation: snapshot(n24Before()), now: NOW });
-    const second = decide({ ...stale, observation: snapshot(n24Before(), { at: later(MIN) }), history: first.history, now: later(MIN) });
+    const second = decide({
+      ...stale,
+      observation: snapshot(n24Before(), { at: later(MIN) }),
+      history: first.history,
+      now: later(MIN),
+    });
     expect(second.decision.conditions.map((c) => c.since)).toEqual([NOW]);
     // STALE_INTENT is about the intent: refreshed, it is gone even with no snapshot.
-    const unreachable = decide({ intent: n24(), authority: authorityOf(n24()), observation: null, history: second.history, now: later(2 * MIN) });
+    const unreachable = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: null,
+      history: second.history,
+      now: later(2 * MIN),
+    });
     expect(unreachable.decision.conditions.map((c) => c.type)).toEqual(['NODE_UNREACHABLE']);
 
     // A drift seen in observe mode stays open, since unchanged, through an unreachable pass and a
     // stale snapshot that shows it gone; only a fresh snapshot at desired closes it.
-    const drift = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before(), { mode: 'observe' }), history: emptyHistory(), now: NOW });
-    const open = (r: DecideResult) => r.decision.conditions.filter((c) => c.type === 'OBSERVED_DRIFT').map((c) => [c.resource_key, c.since]);
+    const drift = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before(), { mode: 'observe' }),
+      history: emptyHistory(),
+      now: NOW,
+    });
+    const open = (r: DecideResult) =>
+      r.decision.conditions.filter((c) => c.type === 'OBSERVED_DRIFT').map((c) => [c.resource_key, c.since]);
     expect(open(drift)).toEqual([
       ['app', NOW],
       ['build', NOW],
     ]);
-    const away = decide({ intent: n24(), authority: authorityOf(n24()), observation: null, unreachable: 'agent stopped', history: drift.history, now: later(MIN) });
+    const away = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: null,
+      unreachable: 'agent stopped',
+      history: drift.history,
+      now: later(MIN),
+    });
     expect(open(away)).toEqual(open(drift));
-    const old = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { mode: 'observe', at: later(-10 * MIN) }), history: away.history, now: later(2 * MIN) });
+    const old = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24After(), { mode: 'observe', at: later(-10 * MIN) }),
+      history: away.history,
+      now: later(2 * MIN),
+    });
     expect(open(old)).toEqual(open(drift));
-    const fresh = decide({ intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24After(), { mode: 'observe', at: later(3 * MIN) }), history: old.history, now: later(3 * MIN) });
+    const fresh = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24After(), { mode: 'observe', at: later(3 * MIN) }),
+      history: old.history,
+      now: later(3 * MIN),
+    });
     expect(fresh.decision.conditions).toEqual([]);
     expect(fresh.decision.convergence_status).toBe('CONVERGED');
   });

@@ -38,7 +38,7 @@ export async function ensureChromium(): Promise<string> {
     if (process.platform !== 'linux' || process.getuid?.() !== 0) {
       throw new Error(
         `${CHROMIUM_PATH} is missing and this test can install it only as root on Debian. ` +
-          'Fix: `sudo apt-get update && sudo apt-get install -y chromium` (Playwright\'s own browser download is not used).',
+          "Fix: `sudo apt-get update && sudo apt-get install -y chromium` (Playwright's own browser download is not used).",
       );
     }
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -48,7 +48,9 @@ export async function ensureChromium(): Promise<string> {
       } catch (error) {
         const e = error as { stderr?: string; message: string };
         const tail = (e.stderr ?? '').trim().split('\n').slice(-5).join('\n');
-        throw new Error(`installing Chromium failed at \`apt-get ${args.join(' ')}\`: ${e.message.split('\n')[0]}\n${tail}\nFix: install it by hand (\`apt-get install -y chromium\`) and rerun.`);
+        throw new Error(
+          `installing Chromium failed at \`apt-get ${args.join(' ')}\`: ${e.message.split('\n')[0]}\n${tail}\nFix: install it by hand (\`apt-get install -y chromium\`) and rerun.`,
+        );
       }
     };
     await apt(['update', '-qq']);

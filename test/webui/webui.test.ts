@@ -60,12 +60,18 @@ beforeAll(async () => {
   page.setDefaultTimeout(20_000);
   // The UI fetches a news feed from the internet; this machine has none, so stay on the dev server.
   const ui = stack.uiUrl;
-  await page.route((url) => url.origin !== ui, (route) => route.abort());
+  await page.route(
+    (url) => url.origin !== ui,
+    (route) => route.abort(),
+  );
 }, 600_000);
 
 beforeEach((ctx) => {
   ctx.onTestFailed(async () => {
-    await page?.screenshot({ path: path.join(SHOTS, `failure-${ctx.task.name.replace(/\W+/g, '-').slice(0, 60)}.png`), fullPage: true });
+    await page?.screenshot({
+      path: path.join(SHOTS, `failure-${ctx.task.name.replace(/\W+/g, '-').slice(0, 60)}.png`),
+      fullPage: true,
+    });
   });
 });
 
@@ -80,7 +86,10 @@ const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${name}
 /** The cells of the list's row for `workflowId`, keyed by column header. */
 async function rowCells(workflowId: string): Promise<Record<string, string>> {
   const table = page.getByRole('table', { name: 'Workflows' });
-  const row = table.getByRole('row').filter({ has: page.getByRole('link', { name: workflowId, exact: true }) }).first();
+  const row = table
+    .getByRole('row')
+    .filter({ has: page.getByRole('link', { name: workflowId, exact: true }) })
+    .first();
   await row.waitFor();
   const headers = await table.getByRole('columnheader').allInnerTexts();
   const cells = await row.getByRole('cell').allInnerTexts();
@@ -107,7 +116,13 @@ describe.sequential('Temporal Web UI', () => {
     await page.getByRole('columnheader', { name: 'DatumStatus' }).waitFor();
 
     for (const node of NODES) {
-      expect(await rowCells(reconcileWorkflowId(node, 1))).toMatchObject({ Type: 'reconcileNode', DatumStatus: 'CONVERGED', DatumNode: node, DatumGeneration: '1', DatumMode: 'enforce' });
+      expect(await rowCells(reconcileWorkflowId(node, 1))).toMatchObject({
+        Type: 'reconcileNode',
+        DatumStatus: 'CONVERGED',
+        DatumNode: node,
+        DatumGeneration: '1',
+        DatumMode: 'enforce',
+      });
     }
     await shot('01-list-reconcile-workflows');
 
@@ -136,9 +151,13 @@ describe.sequential('Temporal Web UI', () => {
     });
     // All of them: every Datum attribute the server holds for the workflow, with its value, and no other.
     const held = (await stack.client.workflow.getHandle(WORKFLOW_ID).describe()).typedSearchAttributes;
-    const expected = Object.fromEntries(DATUM_SEARCH_ATTRIBUTES.flatMap((key) => (held.get(key) === undefined ? [] : [[key.name, held.get(key)]])));
+    const expected = Object.fromEntries(
+      DATUM_SEARCH_ATTRIBUTES.flatMap((key) => (held.get(key) === undefined ? [] : [[key.name, held.get(key)]])),
+    );
     expect(Object.keys(expected).length).toBeGreaterThanOrEqual(5);
-    const shown = Object.fromEntries(Object.entries(searchAttributes as Record<string, unknown>).filter(([name]) => name.startsWith('Datum')));
+    const shown = Object.fromEntries(
+      Object.entries(searchAttributes as Record<string, unknown>).filter(([name]) => name.startsWith('Datum')),
+    );
     expect(shown).toEqual(expected);
     await shot('03-workflow-search-attributes');
 
@@ -154,13 +173,23 @@ describe.sequential('Temporal Web UI', () => {
     await page.getByRole('tablist', { name: 'workflow detail' }).getByRole('tab', { name: 'Queries', exact: true }).click();
     // The query picker is a button wrapping a read-only "Query Type" textbox; the workflow's
     // queries (ledger, state, and the SDK's own) are its options.
-    await page.getByRole('button').filter({ has: page.getByRole('textbox', { name: 'Query Type' }) }).click();
+    await page
+      .getByRole('button')
+      .filter({ has: page.getByRole('textbox', { name: 'Query Type' }) })
+      .click();
     await page.getByRole('option', { name: 'state', exact: true }).click();
     await page.getByRole('button', { name: 'Run Query' }).click();
     const result = page.getByRole('textbox', { name: 'Query Result' });
     await expect.poll(() => result.innerText(), { timeout: 20_000 }).toContain('"convergence_status"');
     const shown = JSON.parse(await result.innerText()) as NodeState;
-    expect(shown).toMatchObject({ node: NODE, workflow_id: WORKFLOW_ID, convergence_status: 'CONVERGED', desired_generation: 1, desired_digest: state.desired_digest, mode: 'enforce' });
+    expect(shown).toMatchObject({
+      node: NODE,
+      workflow_id: WORKFLOW_ID,
+      convergence_status: 'CONVERGED',
+      desired_generation: 1,
+      desired_digest: state.desired_digest,
+      mode: 'enforce',
+    });
     await shot('05-workflow-query-state');
   });
 });

@@ -25,8 +25,16 @@ describe('the pure core in the workflow sandbox', () => {
       taskQueue,
       workflowsPath: path.join(__dirname, '../helpers/domain-workflows.ts'),
     });
-    const input = { intent: n24(), authority: authorityOf(n24()), observation: snapshot(n24Before()), history: emptyHistory(), now: '2026-11-29T12:00:00.000Z' };
-    const inSandbox = await worker.runUntil(client.workflow.execute(decideInSandbox, { taskQueue, workflowId: `domain/${randomUUID()}`, args: [input] }));
+    const input = {
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: snapshot(n24Before()),
+      history: emptyHistory(),
+      now: '2026-11-29T12:00:00.000Z',
+    };
+    const inSandbox = await worker.runUntil(
+      client.workflow.execute(decideInSandbox, { taskQueue, workflowId: `domain/${randomUUID()}`, args: [input] }),
+    );
     expect(inSandbox).toEqual(JSON.parse(JSON.stringify(decide(input))));
     expect(inSandbox.decision.authorized_actions.map((a) => a.action)).toEqual(['release.install', 'service.restart']);
   });

@@ -24,7 +24,10 @@ function run(worker: Worker): Worker {
 }
 
 beforeAll(async () => {
-  [env, bundle] = await Promise.all([startTimeSkippingEnv(), bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quiet })]);
+  [env, bundle] = await Promise.all([
+    startTimeSkippingEnv(),
+    bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quiet }),
+  ]);
 });
 afterAll(async () => {
   await env?.teardown();
@@ -40,8 +43,17 @@ afterEach(async () => {
 
 async function startWorkers(node: FakeNode, authority: FakeAuthority) {
   const taskQueue = `control-${randomUUID()}`;
-  const controller = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: authority.activities });
-  const agent = await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities });
+  const controller = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: authority.activities,
+  });
+  const agent = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue: agentTaskQueue('N-24'),
+    activities: node.activities,
+  });
   run(controller);
   run(agent);
   return { taskQueue, agent };
@@ -53,10 +65,18 @@ describe('reconcileNode timers (time-skipping)', () => {
   it('probe 4 on the clock: backoff 5s then 10s, and BLOCKED when the budget of 3 is spent', async () => {
     const node = fakeNode({ ineffective: true });
     const { taskQueue } = await startWorkers(node, fakeAuthority());
-    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId: `datum/N-24/gen-12-${randomUUID()}`,
+      args: [{ node: 'N-24', generation: 12 }],
+    });
     await env.sleep('2 minutes');
     const ledger = await handle.query(ledgerQuery);
-    expect(statuses(ledger).slice(0, 3)).toEqual(['RETRY/ACTION_INEFFECTIVE', 'RETRY/ACTION_INEFFECTIVE', 'BLOCKED/RETRY_BUDGET_EXHAUSTED']);
+    expect(statuses(ledger).slice(0, 3)).toEqual([
+      'RETRY/ACTION_INEFFECTIVE',
+      'RETRY/ACTION_INEFFECTIVE',
+      'BLOCKED/RETRY_BUDGET_EXHAUSTED',
+    ]);
     expect(ledger.slice(0, 3).map((e) => [e.attempt_count, e.backoff.next_delay])).toEqual([
       [1, '5s'],
       [2, '10s'],
@@ -75,7 +95,12 @@ describe('reconcileNode timers (time-skipping)', () => {
     const lastApply = allApplies[allApplies.length - 1].at;
     expect(node.calls.filter((c) => c.name === 'observe' && c.at > lastApply).length).toBeGreaterThanOrEqual(2);
     const state = await handle.query(stateQuery);
-    expect(state).toMatchObject({ convergence_status: 'BLOCKED', reason: 'RETRY_BUDGET_EXHAUSTED', attempt_count: 3, retry_budget: 3 });
+    expect(state).toMatchObject({
+      convergence_status: 'BLOCKED',
+      reason: 'RETRY_BUDGET_EXHAUSTED',
+      attempt_count: 3,
+      retry_budget: 3,
+    });
     expect(state.conditions.map((c) => c.type)).toContain('RETRY_BUDGET_EXHAUSTED');
     await handle.terminate('test done');
   });
@@ -87,7 +112,11 @@ describe('reconcileNode timers (time-skipping)', () => {
     const policy = { resync_interval: '2h', node_timeout: '1s', watch: false };
     const authority = fakeAuthority(n24(12, { policy }));
     const { taskQueue, agent } = await startWorkers(node, authority);
-    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId: `datum/N-24/gen-12-${randomUUID()}`,
+      args: [{ node: 'N-24', generation: 12 }],
+    });
     await env.sleep('1 minute');
     expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
 
@@ -101,7 +130,9 @@ describe('reconcileNode timers (time-skipping)', () => {
     // Meanwhile the authority moved on; the node comes back.
     authority.set(n24(13, { workers: 16, policy }));
     node.state.maintenance = true;
-    run(await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities }));
+    run(
+      await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities }),
+    );
     await env.sleep('3 hours');
     const returned = await handle.query(stateQuery);
     expect(returned).toMatchObject({ convergence_status: 'BLOCKED', reason: 'STALE_INTENT', desired_generation: 12 });
@@ -123,7 +154,11 @@ describe('reconcileNode timers (time-skipping)', () => {
     const node = fakeNode();
     const authority = fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '5m' } }));
     const { taskQueue } = await startWorkers(node, authority);
-    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId: `datum/N-24/gen-12-${randomUUID()}`, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId: `datum/N-24/gen-12-${randomUUID()}`,
+      args: [{ node: 'N-24', generation: 12 }],
+    });
     await env.sleep('1 minute');
     expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
     const observesBefore = node.calls.filter((c) => c.name === 'observe').length;
@@ -144,7 +179,11 @@ describe('reconcileNode timers (time-skipping)', () => {
     const authority = fakeAuthority();
     const { taskQueue } = await startWorkers(node, authority);
     const workflowId = `datum/N-24/gen-12-${randomUUID()}`;
-    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, { taskQueue, workflowId, args: [{ node: 'N-24', generation: 12 }] });
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId,
+      args: [{ node: 'N-24', generation: 12 }],
+    });
     await env.sleep('1 minute');
     const before = await handle.query(stateQuery);
     expect(before.convergence_status).toBe('DRIFTED');

@@ -19,7 +19,10 @@ describe('replay of recorded histories', () => {
     const files = (await fs.readdir(DIR)).filter((f) => f.endsWith('.json')).sort();
     expect(files.length).toBeGreaterThanOrEqual(6);
     const histories = await Promise.all(
-      files.map(async (f) => ({ workflowId: path.basename(f, '.json'), history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))) })),
+      files.map(async (f) => ({
+        workflowId: path.basename(f, '.json'),
+        history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))),
+      })),
     );
     const failures: string[] = [];
     let replayed = 0;

@@ -182,22 +182,32 @@ export interface ListQuery {
 
 export function prepareList(node: unknown, options: ListOptions | undefined): ListQuery {
   if (typeof node !== 'string' || node.length === 0) {
-    throw new InvalidLedgerQuery(withFix('node must be a node name such as "N-24"', 'say which node\'s ledger to list'));
+    throw new InvalidLedgerQuery(withFix('node must be a node name such as "N-24"', "say which node's ledger to list"));
   }
   const o = options ?? {};
   let since: string | null = null;
   if (o.since !== undefined) {
     // A bare date means its first instant in UTC: `--since 2026-11-29` is what people type.
-    since = typeof o.since !== 'string' ? null : isoDate.safeParse(o.since).success ? `${o.since}T00:00:00.000Z` : normalizeInstant(o.since);
+    since =
+      typeof o.since !== 'string'
+        ? null
+        : isoDate.safeParse(o.since).success
+          ? `${o.since}T00:00:00.000Z`
+          : normalizeInstant(o.since);
     if (since === null) {
       throw new InvalidLedgerQuery(
-        withFix(`since ${JSON.stringify(o.since)} is not an ISO 8601 time with a zone`, 'write a UTC time such as 2026-11-29T12:00:00Z, one with an offset such as 2026-11-29T13:00:00+01:00, or a date such as 2026-11-29'),
+        withFix(
+          `since ${JSON.stringify(o.since)} is not an ISO 8601 time with a zone`,
+          'write a UTC time such as 2026-11-29T12:00:00Z, one with an offset such as 2026-11-29T13:00:00+01:00, or a date such as 2026-11-29',
+        ),
       );
     }
   }
   const limit = o.limit ?? null;
   if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 1)) {
-    throw new InvalidLedgerQuery(withFix(`limit ${JSON.stringify(limit)} is not a positive whole number`, 'give how many entries to return, such as 50'));
+    throw new InvalidLedgerQuery(
+      withFix(`limit ${JSON.stringify(limit)} is not a positive whole number`, 'give how many entries to return, such as 50'),
+    );
   }
   if (o.workflowId !== undefined && typeof o.workflowId !== 'string') {
     throw new InvalidLedgerQuery(withFix('workflowId must be a string', 'pass the reconcile workflow id, or leave it out'));
@@ -209,7 +219,10 @@ export function prepareList(node: unknown, options: ListOptions | undefined): Li
  * The SELECT for one list call, oldest first, with the back end's placeholders: `?` for SQLite,
  * `$n` (and a cast for the time bound) for PostgreSQL. The parameters follow the placeholders.
  */
-export function listSql(q: ListQuery, placeholder: (n: number, cast?: 'timestamptz') => string): { sql: string; params: Array<string | number> } {
+export function listSql(
+  q: ListQuery,
+  placeholder: (n: number, cast?: 'timestamptz') => string,
+): { sql: string; params: Array<string | number> } {
   const params: Array<string | number> = [q.node];
   const where = [`node_id = ${placeholder(params.length)}`];
   if (q.since !== null) {
@@ -241,7 +254,10 @@ export const NODE_SUMMARY_SQL = `SELECT c.node_id AS node, c.entries AS entries,
 export function checkSchemaVersion(version: number, location: string): number {
   if (version > SCHEMA_VERSION) {
     throw new LedgerConfigError(
-      withFix(`the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`, 'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger'),
+      withFix(
+        `the ledger at ${location} has schema version ${version}, newer than this Datum understands (${SCHEMA_VERSION})`,
+        'upgrade Datum on this machine, or point DATUM_LEDGER_URL at another ledger',
+      ),
     );
   }
   return version;

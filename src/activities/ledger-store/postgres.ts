@@ -76,7 +76,9 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
     new URL(url);
   } catch {
     // Not `cause`: the URL parser's error carries the whole input, password included.
-    throw new LedgerConfigError(withFix(`DATUM_LEDGER_URL ${location} is not a valid URL`, 'write it as postgres://user:password@host:5432/database'));
+    throw new LedgerConfigError(
+      withFix(`DATUM_LEDGER_URL ${location} is not a valid URL`, 'write it as postgres://user:password@host:5432/database'),
+    );
   }
   const pool = new Pool({
     connectionString: url,
@@ -120,14 +122,24 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
            (node_id, workflow_id, chain_id, seq, decided_at, desired_generation, convergence_status, reason, ledger_version, entry)
          VALUES ($1, $2, $3, $4, $5::timestamptz, $6, $7, $8, $9, $10::jsonb)
          ON CONFLICT ON CONSTRAINT ledger_entries_once DO NOTHING`,
-        [p.node_id, p.workflow_id, p.chain_id, p.seq, p.decided_at, p.desired_generation, p.convergence_status, p.reason, p.ledger_version, p.json],
+        [
+          p.node_id,
+          p.workflow_id,
+          p.chain_id,
+          p.seq,
+          p.decided_at,
+          p.desired_generation,
+          p.convergence_status,
+          p.reason,
+          p.ledger_version,
+          p.json,
+        ],
       );
       if (inserted.rowCount === 1) return 'appended';
-      const existing = await query<{ entry: unknown }>('SELECT entry FROM ledger_entries WHERE workflow_id = $1 AND chain_id = $2 AND seq = $3', [
-        p.workflow_id,
-        p.chain_id,
-        p.seq,
-      ]);
+      const existing = await query<{ entry: unknown }>(
+        'SELECT entry FROM ledger_entries WHERE workflow_id = $1 AND chain_id = $2 AND seq = $3',
+        [p.workflow_id, p.chain_id, p.seq],
+      );
       assertSameEntry(existing.rows[0]?.entry ?? null, p);
       return 'duplicate';
     },
@@ -137,7 +149,10 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
       return result.rows.map((r) => readEntry(r.entry));
     },
     async nodes(): Promise<NodeSummary[]> {
-      const result = await query<{ node: string; entries: string; last_decided_at: Date; last_status: string }>(NODE_SUMMARY_SQL, []);
+      const result = await query<{ node: string; entries: string; last_decided_at: Date; last_status: string }>(
+        NODE_SUMMARY_SQL,
+        [],
+      );
       return result.rows.map((r) => ({
         node: r.node,
         entries: Number(r.entries),
@@ -175,7 +190,9 @@ async function migrate(pool: Pool, location: string): Promise<void> {
       await client.query("SELECT pg_advisory_xact_lock(hashtext('datum ledger schema'))");
       // Re-read under the lock: another worker may have migrated meanwhile.
       const from = await readVersion(client, location);
-      await client.query('CREATE TABLE IF NOT EXISTS ledger_schema_versions (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+      await client.query(
+        'CREATE TABLE IF NOT EXISTS ledger_schema_versions (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
       for (const m of MIGRATIONS) {
         if (m.version <= from) continue;
         for (const statement of m.statements) await client.query(statement);
@@ -214,28 +231,43 @@ const UNREACHABLE_CODES = new Set([
 function translate(error: unknown, location: string): unknown {
   const code = (error as { code?: unknown }).code;
   const detail = describe(error);
-  if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || /timeout exceeded when trying to connect|Connection terminated/i.test(detail)) {
+  if (
+    (typeof code === 'string' && UNREACHABLE_CODES.has(code)) ||
+    /timeout exceeded when trying to connect|Connection terminated/i.test(detail)
+  ) {
     return new LedgerUnavailable(
-      withFix(`cannot reach the PostgreSQL ledger at ${location} (${detail})`, 'start PostgreSQL there, or correct DATUM_LEDGER_URL'),
+      withFix(
+        `cannot reach the PostgreSQL ledger at ${location} (${detail})`,
+        'start PostgreSQL there, or correct DATUM_LEDGER_URL',
+      ),
       { cause: error },
     );
   }
   if (code === '28P01' || code === '28000' || /\bSASL\b|password must be a string/i.test(detail)) {
     return new LedgerUnavailable(
-      withFix(`PostgreSQL at ${location} refused the login (${detail})`, 'correct the user and password in DATUM_LEDGER_URL, or allow this client in pg_hba.conf'),
+      withFix(
+        `PostgreSQL at ${location} refused the login (${detail})`,
+        'correct the user and password in DATUM_LEDGER_URL, or allow this client in pg_hba.conf',
+      ),
       { cause: error },
     );
   }
   if (code === '3D000') {
     const database = new URL(location).pathname.slice(1) || '(default)';
     return new LedgerUnavailable(
-      withFix(`the database of DATUM_LEDGER_URL ${location} does not exist (${detail})`, `create it (createdb ${database}), or correct DATUM_LEDGER_URL`),
+      withFix(
+        `the database of DATUM_LEDGER_URL ${location} does not exist (${detail})`,
+        `create it (createdb ${database}), or correct DATUM_LEDGER_URL`,
+      ),
       { cause: error },
     );
   }
   if (code === '42501') {
     return new LedgerUnavailable(
-      withFix(`PostgreSQL at ${location} denied the ledger's user (${detail})`, 'grant it CREATE on the schema and INSERT/SELECT on the ledger tables, or use another user in DATUM_LEDGER_URL'),
+      withFix(
+        `PostgreSQL at ${location} denied the ledger's user (${detail})`,
+        'grant it CREATE on the schema and INSERT/SELECT on the ledger tables, or use another user in DATUM_LEDGER_URL',
+      ),
       { cause: error },
     );
   }

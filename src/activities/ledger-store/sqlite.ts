@@ -86,7 +86,9 @@ export function openSqliteLedger(file: string): LedgerStore {
   const existing = db.prepare<[string, string, number], { entry: string }>(
     'SELECT entry FROM ledger_entries WHERE workflow_id = ? AND chain_id = ? AND seq = ?',
   );
-  const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(NODE_SUMMARY_SQL);
+  const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(
+    NODE_SUMMARY_SQL,
+  );
   let closed = false;
   const open = () => {
     if (closed) throw closedError(location);
@@ -120,7 +122,9 @@ export function openSqliteLedger(file: string): LedgerStore {
     list: (node, options?: ListOptions) =>
       settle(() => {
         const { sql, params } = listSql(prepareList(node, options), () => '?');
-        const rows = open().prepare<Array<string | number>, { entry: string }>(sql).all(...params);
+        const rows = open()
+          .prepare<Array<string | number>, { entry: string }>(sql)
+          .all(...params);
         return rows.map((r) => readEntry(JSON.parse(r.entry)));
       }),
     nodes: () =>

@@ -15,7 +15,11 @@ import { observed, short, type ApplyResult, type NodeContext } from './types';
 
 // The path is checked by checkFileResourcePath, so a path that leaves the root is refused as
 // PathOutsideRoot rather than as a malformed action.
-export const fileWriteSpec = z.strictObject({ path: z.string(), content: z.string(), sha256: z.string().regex(/^[a-f0-9]{64}$/) });
+export const fileWriteSpec = z.strictObject({
+  path: z.string(),
+  content: z.string(),
+  sha256: z.string().regex(/^[a-f0-9]{64}$/),
+});
 export type FileWriteSpec = z.infer<typeof fileWriteSpec>;
 
 export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
@@ -28,7 +32,8 @@ export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>
     if (err instanceof AgentRefusal) {
       // A path leaving the root is not an obstruction (nothing would be destroyed): the write is
       // refused as PathOutsideRoot when planned, and that refusal is the condition naming the path.
-      if (err.type === 'PathOutsideRoot') return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
+      if (err.type === 'PathOutsideRoot')
+        return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
       return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
     }
     throw err;
@@ -60,22 +65,34 @@ export async function observeRegularFile(
   }
   const { bytes, st: fst } = await readRegular(abs);
   const read = valueOf(bytes);
-  if (!read.ok) return observed(type, null, fileMarker(fst), { ...detail, kind: 'regular file', size: fst.size, parse_error: read.error });
+  if (!read.ok)
+    return observed(type, null, fileMarker(fst), { ...detail, kind: 'regular file', size: fst.size, parse_error: read.error });
   return observed(type, read.value, fileMarker(fst), { ...detail, kind: 'regular file', size: fst.size });
 }
 
-export async function applyFileWrite(ctx: NodeContext, resourceKey: string, spec: FileWriteSpec, now: () => Date): Promise<ApplyResult> {
+export async function applyFileWrite(
+  ctx: NodeContext,
+  resourceKey: string,
+  spec: FileWriteSpec,
+  now: () => Date,
+): Promise<ApplyResult> {
   checkFileResourcePath(spec.path);
   const actual = sha256(spec.content);
   if (actual !== spec.sha256) {
     throw new AgentRefusal(
       'InvalidAction',
-      withFix(`file.write of "${resourceKey}" carries content whose sha256 is ${actual}, not the ${spec.sha256} it claims`, 'the action was corrupted in transit; re-plan from the desired state'),
+      withFix(
+        `file.write of "${resourceKey}" carries content whose sha256 is ${actual}, not the ${spec.sha256} it claims`,
+        'the action was corrupted in transit; re-plan from the desired state',
+      ),
     );
   }
   const { previous, st } = await writeReplacing(ctx, 'file', spec.path, spec.content, now);
   const before = previous ? `replacing ${previous.size} bytes (kept at .datum/backup/${previous.backup})` : 'where no file was';
-  return { marker_after: fileMarker(st), detail: `wrote ${Buffer.byteLength(spec.content)} bytes (sha256 ${short(actual)}) to ${spec.path} ${before}.` };
+  return {
+    marker_after: fileMarker(st),
+    detail: `wrote ${Buffer.byteLength(spec.content)} bytes (sha256 ${short(actual)}) to ${spec.path} ${before}.`,
+  };
 }
 
 /**
@@ -95,7 +112,10 @@ export async function writeReplacing(
   if (st !== null && !st.isFile()) {
     throw new AgentRefusal(
       'DestructiveActionRefusal',
-      withFix(`"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`, `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`),
+      withFix(
+        `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
+        `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
+      ),
       { path: rel, kind: kindOf(st) },
     );
   }

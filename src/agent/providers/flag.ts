@@ -33,7 +33,8 @@ export async function observeFlag(ctx: NodeContext, name: string): Promise<Obser
     const loc = await locate(ctx.root, rel, 'flag path');
     return await observeRegularFile('flag', loc.abs, { path: rel }, parseFlag);
   } catch (err) {
-    if (err instanceof AgentRefusal) return { type: 'flag', value: null, marker: null, obstruction: err.message, detail: { path: rel, refusal: err.type } };
+    if (err instanceof AgentRefusal)
+      return { type: 'flag', value: null, marker: null, obstruction: err.message, detail: { path: rel, refusal: err.type } };
     throw err;
   }
 }
@@ -61,14 +62,29 @@ export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): 
   return out;
 }
 
-export async function applyFlagWrite(ctx: NodeContext, resourceKey: string, spec: z.infer<typeof flagWriteSpec>, now: () => Date): Promise<ApplyResult> {
+export async function applyFlagWrite(
+  ctx: NodeContext,
+  resourceKey: string,
+  spec: z.infer<typeof flagWriteSpec>,
+  now: () => Date,
+): Promise<ApplyResult> {
   if (spec.name.includes('/') || spec.name.includes('\\') || spec.name.includes('..')) {
-    throw new AgentRefusal('PathOutsideRoot', withFix(`flag name "${spec.name}" would put the flag outside flags/`, 'name flags after their resource key (letters, digits, "_", "-")'), { name: spec.name });
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(
+        `flag name "${spec.name}" would put the flag outside flags/`,
+        'name flags after their resource key (letters, digits, "_", "-")',
+      ),
+      { name: spec.name },
+    );
   }
   if (!FLAG_NAME.test(spec.name) || spec.name !== resourceKey) {
     throw new AgentRefusal(
       'InvalidAction',
-      withFix(`flag.write names flag "${spec.name}" but the action is for resource "${resourceKey}"`, 'a flag is stored under its own resource key; re-plan from the desired state'),
+      withFix(
+        `flag.write names flag "${spec.name}" but the action is for resource "${resourceKey}"`,
+        'a flag is stored under its own resource key; re-plan from the desired state',
+      ),
       { name: spec.name },
     );
   }

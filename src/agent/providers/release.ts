@@ -56,7 +56,11 @@ async function readReleaseDir(ctx: NodeContext, version: string): Promise<Releas
   if (!st.isDirectory()) return { kind: 'obstructed', why: `releases/${version} is a ${kindOf(st)}, not a release directory` };
   const raw = await readJsonOrNull(loc.abs).catch((err: Error) => ({ unreadable: err.message }));
   const parsed = releaseRecord.safeParse(raw);
-  if (!parsed.success) return { kind: 'obstructed', why: `releases/${version} exists without a readable ${RECORD}, so Datum cannot tell what it holds` };
+  if (!parsed.success)
+    return {
+      kind: 'obstructed',
+      why: `releases/${version} exists without a readable ${RECORD}, so Datum cannot tell what it holds`,
+    };
   return { kind: 'recorded', record: parsed.data };
 }
 
@@ -79,7 +83,13 @@ export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, '
   if (current.kind === 'absent') return observed('release', null, ABSENT_MARKER, { ...detail, current: null }, obstruction);
   if (current.kind === 'obstructed') {
     const st = await fs.lstat(path.join(ctx.root, 'current'));
-    return observed('release', null, obstructionMarker(current.what, st), { ...detail, current: current.what }, `"current" is a ${current.what}, not a symlink; switching it would destroy it`);
+    return observed(
+      'release',
+      null,
+      obstructionMarker(current.what, st),
+      { ...detail, current: current.what },
+      `"current" is a ${current.what}, not a symlink; switching it would destroy it`,
+    );
   }
   detail.current = current.target;
   if (current.release === null) {
@@ -93,8 +103,22 @@ export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, '
     if (!(err instanceof AgentRefusal)) throw err;
     return observed('release', null, current.marker, { ...detail, problem: err.message }, obstruction);
   }
-  if (dir.kind === 'absent') return observed('release', null, current.marker, { ...detail, problem: `current points at releases/${current.release}, which does not exist` }, obstruction);
-  if (dir.kind === 'obstructed') return observed('release', { version: current.release, sha256: null }, current.marker, { ...detail, problem: dir.why }, obstruction);
+  if (dir.kind === 'absent')
+    return observed(
+      'release',
+      null,
+      current.marker,
+      { ...detail, problem: `current points at releases/${current.release}, which does not exist` },
+      obstruction,
+    );
+  if (dir.kind === 'obstructed')
+    return observed(
+      'release',
+      { version: current.release, sha256: null },
+      current.marker,
+      { ...detail, problem: dir.why },
+      obstruction,
+    );
   return observed('release', { version: dir.record.version, sha256: dir.record.sha256 }, current.marker, detail, obstruction);
 }
 
@@ -104,12 +128,21 @@ export async function applyReleaseInstall(ctx: NodeContext, resourceKey: string,
   if (current.kind === 'obstructed') {
     throw new AgentRefusal(
       'DestructiveActionRefusal',
-      withFix(`"current" is a ${current.what}, not a symlink, and switching it would destroy it`, 'move "current" away by hand; Datum only ever replaces a symlink there'),
+      withFix(
+        `"current" is a ${current.what}, not a symlink, and switching it would destroy it`,
+        'move "current" away by hand; Datum only ever replaces a symlink there',
+      ),
     );
   }
   const existing = await readReleaseDir(ctx, spec.version);
   if (existing.kind === 'obstructed') {
-    throw new AgentRefusal('DestructiveActionRefusal', withFix(`${existing.why}, and Datum never replaces a release`, `move releases/${spec.version} away by hand if it is not needed`));
+    throw new AgentRefusal(
+      'DestructiveActionRefusal',
+      withFix(
+        `${existing.why}, and Datum never replaces a release`,
+        `move releases/${spec.version} away by hand if it is not needed`,
+      ),
+    );
   }
   if (existing.kind === 'recorded' && existing.record.sha256 !== spec.sha256) {
     throw new AgentRefusal(
@@ -143,7 +176,10 @@ async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): 
     if (actual !== spec.sha256) {
       throw new AgentRefusal(
         'ArtifactDigestMismatch',
-        withFix(`${spec.artifact} has sha256 ${actual}, but desired state expects ${spec.sha256}; nothing was unpacked`, 'publish the right artifact, or correct sha256 in the desired state'),
+        withFix(
+          `${spec.artifact} has sha256 ${actual}, but desired state expects ${spec.sha256}; nothing was unpacked`,
+          'publish the right artifact, or correct sha256 in the desired state',
+        ),
         { expected_sha256: spec.sha256, actual_sha256: actual },
       );
     }
@@ -197,17 +233,24 @@ async function switchCurrent(ctx: NodeContext, version: string): Promise<string>
 }
 
 async function fetchArtifact(artifact: string, into: string): Promise<void> {
-  const unavailable = (why: string, fix: string) => new AgentRefusal('ArtifactUnavailable', withFix(`artifact ${artifact} ${why}`, fix), { artifact });
+  const unavailable = (why: string, fix: string) =>
+    new AgentRefusal('ArtifactUnavailable', withFix(`artifact ${artifact} ${why}`, fix), { artifact });
   if (/^https?:\/\//i.test(artifact)) {
     let res: Response;
     try {
       res = await fetch(artifact, { redirect: 'follow', signal: AbortSignal.timeout(300_000) });
     } catch (err) {
       // A network error may pass: an ordinary (retryable) error, not a refusal.
-      throw new Error(`fetching artifact ${artifact} failed: ${(err as Error).message}${(err as Error).cause ? ` (${String((err as Error).cause)})` : ''}`);
+      throw new Error(
+        `fetching artifact ${artifact} failed: ${(err as Error).message}${(err as Error).cause ? ` (${String((err as Error).cause)})` : ''}`,
+      );
     }
     if (!res.ok || res.body === null) {
-      if ([400, 401, 403, 404, 410].includes(res.status)) throw unavailable(`answered HTTP ${res.status}`, 'publish the artifact at that URL, or correct artifact in the desired state');
+      if ([400, 401, 403, 404, 410].includes(res.status))
+        throw unavailable(
+          `answered HTTP ${res.status}`,
+          'publish the artifact at that URL, or correct artifact in the desired state',
+        );
       throw new Error(`fetching artifact ${artifact} answered HTTP ${res.status}`);
     }
     await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), createWriteStream(into, { flags: 'wx' }));
@@ -216,11 +259,18 @@ async function fetchArtifact(artifact: string, into: string): Promise<void> {
   if (!path.isAbsolute(artifact)) {
     throw new AgentRefusal(
       'InvalidAction',
-      withFix(`artifact "${artifact}" is a relative path, which the agent cannot resolve`, 'the controller resolves artifact paths against the fleet directory; send an absolute path or an http(s) URL'),
+      withFix(
+        `artifact "${artifact}" is a relative path, which the agent cannot resolve`,
+        'the controller resolves artifact paths against the fleet directory; send an absolute path or an http(s) URL',
+      ),
     );
   }
   const st = await fs.stat(artifact).catch((err: NodeJS.ErrnoException) => err);
-  if (st instanceof Error) throw unavailable(`cannot be read (${st.code ?? st.message})`, 'put the artifact at that path on the node, or correct artifact in the desired state');
+  if (st instanceof Error)
+    throw unavailable(
+      `cannot be read (${st.code ?? st.message})`,
+      'put the artifact at that path on the node, or correct artifact in the desired state',
+    );
   if (!st.isFile()) throw unavailable('is not a regular file', 'point artifact at the .tgz file itself');
   await pipeline(createReadStream(artifact), createWriteStream(into, { flags: 'wx' }));
 }
@@ -250,16 +300,32 @@ export async function inspectArchive(file: string): Promise<Map<string, string>>
   try {
     await tar.t({ file, strict: true, onReadEntry: (e) => entries.push({ path: e.path, type: e.type, linkpath: e.linkpath }) });
   } catch (err) {
-    throw new AgentRefusal('ArtifactUnavailable', withFix(`the artifact is not a readable tar.gz (${(err as Error).message})`, 'publish a .tar.gz whose root holds the release files'));
+    throw new AgentRefusal(
+      'ArtifactUnavailable',
+      withFix(
+        `the artifact is not a readable tar.gz (${(err as Error).message})`,
+        'publish a .tar.gz whose root holds the release files',
+      ),
+    );
   }
   const outside = (entry: string, why: string) =>
     new AgentRefusal(
       'PathOutsideRoot',
-      withFix(`archive entry "${entry}" ${why} and would leave the release directory; nothing was unpacked`, 'rebuild the artifact with relative paths inside its root and symlinks that stay inside it'),
+      withFix(
+        `archive entry "${entry}" ${why} and would leave the release directory; nothing was unpacked`,
+        'rebuild the artifact with relative paths inside its root and symlinks that stay inside it',
+      ),
       { entry },
     );
   const invalid = (entry: string, why: string) =>
-    new AgentRefusal('InvalidAction', withFix(`archive entry "${entry}" ${why}; nothing was unpacked`, 'rebuild the artifact with regular files, directories and symlinks only'), { entry });
+    new AgentRefusal(
+      'InvalidAction',
+      withFix(
+        `archive entry "${entry}" ${why}; nothing was unpacked`,
+        'rebuild the artifact with regular files, directories and symlinks only',
+      ),
+      { entry },
+    );
 
   const allowed = new Map<string, string>();
   const symlinks = new Set<string>();
@@ -273,13 +339,15 @@ export async function inspectArchive(file: string): Promise<Map<string, string>>
       continue;
     }
     const before = allowed.get(norm.path);
-    if (before !== undefined && !(before === 'Directory' && e.type === 'Directory')) throw invalid(e.path, 'appears twice in the archive');
+    if (before !== undefined && !(before === 'Directory' && e.type === 'Directory'))
+      throw invalid(e.path, 'appears twice in the archive');
     allowed.set(norm.path, e.type);
     if (e.type === 'SymbolicLink') symlinks.add(norm.path);
   }
   const throughSymlink = (p: string) => {
     const segments = p.split('/');
-    for (let i = 1; i < segments.length; i++) if (symlinks.has(segments.slice(0, i).join('/'))) return segments.slice(0, i).join('/');
+    for (let i = 1; i < segments.length; i++)
+      if (symlinks.has(segments.slice(0, i).join('/'))) return segments.slice(0, i).join('/');
     return null;
   };
   for (const e of entries) {
@@ -288,7 +356,8 @@ export async function inspectArchive(file: string): Promise<Map<string, string>>
     if (via) throw outside(e.path, `lies below the archive's symlink "${via}"`);
     if (e.type === 'Link') {
       const link = normalizeEntryPath(e.linkpath ?? '');
-      if (link.outside || link.path === '') throw outside(e.path, `is a hardlink to "${e.linkpath}", which ${link.outside ?? 'is empty'}`);
+      if (link.outside || link.path === '')
+        throw outside(e.path, `is a hardlink to "${e.linkpath}", which ${link.outside ?? 'is empty'}`);
       const linkVia = throughSymlink(link.path);
       if (linkVia) throw outside(e.path, `is a hardlink through the archive's symlink "${linkVia}"`);
     }
@@ -332,10 +401,23 @@ export async function currentReleaseDir(ctx: NodeContext): Promise<string> {
     real = await fs.realpath(current);
   } catch (err) {
     if (!isErrno(err, 'ENOENT')) throw err;
-    throw new AgentRefusal('ServiceStartFailed', withFix(`there is no current release (${current} is absent or dangling)`, 'install the release this service runs first; Datum orders release.install before service actions'));
+    throw new AgentRefusal(
+      'ServiceStartFailed',
+      withFix(
+        `there is no current release (${current} is absent or dangling)`,
+        'install the release this service runs first; Datum orders release.install before service actions',
+      ),
+    );
   }
   if (!isInside(ctx.root, real) || real === ctx.root) {
-    throw new AgentRefusal('PathOutsideRoot', withFix(`current resolves to ${real}, outside the node's releases`, 'let Datum switch current to a release under releases/'), { current: real });
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(
+        `current resolves to ${real}, outside the node's releases`,
+        'let Datum switch current to a release under releases/',
+      ),
+      { current: real },
+    );
   }
   return real;
 }

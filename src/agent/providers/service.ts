@@ -5,7 +5,16 @@ import { checkFileResourcePath, locate } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { serviceMarker } from '../markers';
-import { isRunning, launch, probeHealth, readServiceState, stopInstance, waitHealthy, type Health, type ServiceState } from '../services';
+import {
+  isRunning,
+  launch,
+  probeHealth,
+  readServiceState,
+  stopInstance,
+  waitHealthy,
+  type Health,
+  type ServiceState,
+} from '../services';
 import { currentReleaseDir } from './release';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
 
@@ -44,9 +53,17 @@ export async function observeService(ctx: NodeContext, key: string): Promise<Obs
     throw err;
   }
   if (state === null) return observed('service', null, null, { running: false });
-  if (!(await isRunning(state))) return observed('service', null, null, { running: false, last_pid: state.pid, last_started_at: state.started_at });
+  if (!(await isRunning(state)))
+    return observed('service', null, null, { running: false, last_pid: state.pid, last_started_at: state.started_at });
   const health = await probeHealth(state.port, HEALTH_TIMEOUT_MS);
-  const detail: Record<string, Json> = { running: true, pid: state.pid, port: state.port, started_at: state.started_at, command: state.command, cwd: state.cwd };
+  const detail: Record<string, Json> = {
+    running: true,
+    pid: state.pid,
+    port: state.port,
+    started_at: state.started_at,
+    command: state.command,
+    cwd: state.cwd,
+  };
   if (health.ok) detail.health = health.body;
   else detail.health_error = `GET /health ${health.error}`;
   return observed('service', reported(health), serviceMarker(state.pid, state.start_ticks!), detail);
@@ -60,7 +77,13 @@ export async function applyServiceRun(
   now: () => Date,
 ): Promise<ApplyResult> {
   if (spec.config_path === null) {
-    throw new AgentRefusal('InvalidAction', withFix(`the action names no config file`, 'a service resource must name a file resource as its config; re-plan from the desired state'));
+    throw new AgentRefusal(
+      'InvalidAction',
+      withFix(
+        `the action names no config file`,
+        'a service resource must name a file resource as its config; re-plan from the desired state',
+      ),
+    );
   }
   checkFileResourcePath(spec.config_path);
   const config = await locate(ctx.root, spec.config_path, 'config path');

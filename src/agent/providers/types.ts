@@ -14,7 +14,13 @@ export interface ApplyResult {
   detail: string;
 }
 
-export function observed(type: ObservedResource['type'], value: Json, marker: string | null, detail: Record<string, Json>, obstruction: string | null = null): ObservedResource {
+export function observed(
+  type: ObservedResource['type'],
+  value: Json,
+  marker: string | null,
+  detail: Record<string, Json>,
+  obstruction: string | null = null,
+): ObservedResource {
   return { type, value, marker, obstruction, detail };
 }
 

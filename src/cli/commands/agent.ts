@@ -17,9 +17,12 @@ re-read on every observation, so a new override or mode takes effect without a r
     const { values } = parse(argv, { config: { type: 'string', multiple: true }, ...CONNECTION_OPTIONS, ...METRICS_OPTIONS });
     const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
     const configPaths = values.config ?? [];
-    if (configPaths.length === 0) throw new UsageError(withFix('no agent.yaml given', 'pass --config PATH (once per node this process serves)'));
+    if (configPaths.length === 0)
+      throw new UsageError(withFix('no agent.yaml given', 'pass --config PATH (once per node this process serves)'));
     const agents = await runAgents({ configPaths, address: values.address, namespace: values.namespace });
-    process.stdout.write(`datum agent: serving ${agents.nodes.map(agentTaskQueue).join(', ')}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`);
+    process.stdout.write(
+      `datum agent: serving ${agents.nodes.map(agentTaskQueue).join(', ')}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
+    );
     await Promise.race([untilSignal(() => agents.shutdown()), agents.done]);
     await agents.done;
     return 0;

@@ -8,15 +8,17 @@ import { ago, print, printJson, short, table } from '../output';
 /** What an operator does about each status, in one sentence. */
 const NEXT: Record<string, string> = {
   CONVERGED: 'Nothing to do; Datum re-verifies every resync_interval.',
-  DRIFTED: 'Drift is reported, not repaired: fix the node or the desired state, or move the host/resource to enforce in agent.yaml.',
+  DRIFTED:
+    'Drift is reported, not repaired: fix the node or the desired state, or move the host/resource to enforce in agent.yaml.',
   RETRY: 'Datum is retrying within its budget; watch the next decision.',
   BLOCKED: 'Datum will not act until the evidence named below changes; the conditions say who can resolve it.',
-  CONFLICT: 'Another writer is changing a managed resource: stop it and `datum resolve NODE --resource KEY --resolution retake --by YOU`, or leave it to them with --resolution yield.',
+  CONFLICT:
+    'Another writer is changing a managed resource: stop it and `datum resolve NODE --resource KEY --resolution retake --by YOU`, or leave it to them with --resolution yield.',
   SUPERSEDED: 'A newer generation owns this node now.',
 };
 
 export const describeCommand: Command = {
-  summary: "explain one node: its decision, its conditions, its last ledger entries",
+  summary: 'explain one node: its decision, its conditions, its last ledger entries',
   usage: `usage: datum describe NODE [--json] [--address HOST:PORT] [--namespace NS]`,
   async run(argv) {
     const { values, positionals } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
@@ -26,16 +28,27 @@ export const describeCommand: Command = {
       const [state, ledger] = await Promise.all([stateOf(loop), loop.handle.query(ledgerQuery)]);
       const last = ledger[ledger.length - 1];
       if (values.json) {
-        printJson({ state, resources: last?.resources ?? [], operator_exceptions: last?.operator_exceptions ?? [], recent: ledger.slice(-5) });
+        printJson({
+          state,
+          resources: last?.resources ?? [],
+          operator_exceptions: last?.operator_exceptions ?? [],
+          recent: ledger.slice(-5),
+        });
         return 0;
       }
-      print(`${node}  generation ${state.desired_generation}  ${state.desired_digest.slice(0, 19)}…  mode ${state.mode ?? '?'}  (${loop.workflowId})`);
+      print(
+        `${node}  generation ${state.desired_generation}  ${state.desired_digest.slice(0, 19)}…  mode ${state.mode ?? '?'}  (${loop.workflowId})`,
+      );
       print(`\n${state.convergence_status ?? 'no decision yet'} ${state.reason ?? ''}`);
       if (state.reason_detail) print(`  ${state.reason_detail}`);
       if (state.recheck_trigger) {
-        print(`  rechecks on: ${state.recheck_trigger.trigger}${state.recheck_trigger.not_before ? ` (not before ${state.recheck_trigger.not_before})` : ''} — ${state.recheck_trigger.detail}`);
+        print(
+          `  rechecks on: ${state.recheck_trigger.trigger}${state.recheck_trigger.not_before ? ` (not before ${state.recheck_trigger.not_before})` : ''} — ${state.recheck_trigger.detail}`,
+        );
       }
-      print(`  last verified: ${ago(state.last_verified_at)}   repairs this episode: ${state.attempt_count}/${state.retry_budget}`);
+      print(
+        `  last verified: ${ago(state.last_verified_at)}   repairs this episode: ${state.attempt_count}/${state.retry_budget}`,
+      );
       if (state.convergence_status) print(`\nNext: ${NEXT[state.convergence_status].replace('NODE', node)}`);
       if (last) {
         print('\nResources');
@@ -44,10 +57,19 @@ export const describeCommand: Command = {
             ['RESOURCE', 'OWNERSHIP', 'MODE', 'DRIFT', 'DESIRED', 'OBSERVED'],
             last.resources.map((r) => {
               // After a repair, what the fresh post-action probe saw is the node's state.
-              const post = (last.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean }> } | null)?.resources?.[r.resource_key];
+              const post = (
+                last.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean }> } | null
+              )?.resources?.[r.resource_key];
               const observed = post ? post.value : r.observed;
               const drift = post ? post.drift : r.drift;
-              return [r.resource_key, r.ownership, r.effective_mode, drift ? 'yes' : 'no', short(r.desired, 40), short(observed, 40)];
+              return [
+                r.resource_key,
+                r.ownership,
+                r.effective_mode,
+                drift ? 'yes' : 'no',
+                short(r.desired, 40),
+                short(observed, 40),
+              ];
             }),
           ),
         );
@@ -56,13 +78,28 @@ export const describeCommand: Command = {
       if (state.conditions.length > 0) {
         print('\nOpen conditions');
         for (const c of state.conditions) {
-          print(`  ${c.type}${c.resource_key ? ` on ${c.resource_key}` : ''} since ${ago(c.since)} — resolver: ${c.resolver}${c.needs_judgement ? ', needs judgement' : ''}`);
+          print(
+            `  ${c.type}${c.resource_key ? ` on ${c.resource_key}` : ''} since ${ago(c.since)} — resolver: ${c.resolver}${c.needs_judgement ? ', needs judgement' : ''}`,
+          );
           print(`    ${c.message}`);
           if (c.tried.length) print(`    tried: ${c.tried.join('; ')}`);
         }
       }
       print('\nLast decisions');
-      print(table(['SEQ', 'DECIDED', 'STATUS', 'REASON', 'ACTIONS'], ledger.slice(-5).map((e) => [String(e.seq), ago(e.decided_at), e.convergence_status, e.reason, e.authorized_actions.map((a) => `${a.resource_key}:${a.action}`).join(', ') || '-'])));
+      print(
+        table(
+          ['SEQ', 'DECIDED', 'STATUS', 'REASON', 'ACTIONS'],
+          ledger
+            .slice(-5)
+            .map((e) => [
+              String(e.seq),
+              ago(e.decided_at),
+              e.convergence_status,
+              e.reason,
+              e.authorized_actions.map((a) => `${a.resource_key}:${a.action}`).join(', ') || '-',
+            ]),
+        ),
+      );
       return 0;
     });
   },

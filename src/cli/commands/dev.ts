@@ -10,13 +10,19 @@ import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
 import { devServerFlags } from '../../worker/dev-server';
-import { CONTROL_TASK_QUEUE, ROLLOUT_OUTCOMES, WORKFLOW_TYPES, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../../contract';
+import {
+  CONTROL_TASK_QUEUE,
+  ROLLOUT_OUTCOMES,
+  WORKFLOW_TYPES,
+  rolloutWorkflowId,
+  withFix,
+  type RolloutWorkflow,
+} from '../../contract';
 import { UsageError, parse } from '../args';
 import type { Command } from '../main';
 import { print, table } from '../output';
 import { untilSignal } from '../process';
 import { dataDirFrom } from './worker';
-
 
 export const devCommand: Command = {
   summary: 'the whole stack on this machine: dev server + Web UI, controller, one agent per node, a first rollout',
@@ -71,7 +77,12 @@ interface Stack {
 }
 
 async function stackOptions(argv: string[]): Promise<Stack> {
-  const { values } = parse(argv, { fleet: { type: 'string' }, port: { type: 'string' }, 'ui-port': { type: 'string' }, data: { type: 'string' } });
+  const { values } = parse(argv, {
+    fleet: { type: 'string' },
+    port: { type: 'string' },
+    'ui-port': { type: 'string' },
+    data: { type: 'string' },
+  });
   const port = portOf(values.port ?? '7233', '--port');
   const uiPort = portOf(values['ui-port'] ?? '8233', '--ui-port');
   const dataDir = dataDirFrom(values.data);
@@ -79,7 +90,10 @@ async function stackOptions(argv: string[]): Promise<Stack> {
   await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
   const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
   const agents = await listFleetAgents(fleetDir);
-  if (agents.length === 0) throw new UsageError(withFix(`${fleetDir}/agents has no <node>.yaml`, 'add one agent.yaml per node the dev stack should run'));
+  if (agents.length === 0)
+    throw new UsageError(
+      withFix(`${fleetDir}/agents has no <node>.yaml`, 'add one agent.yaml per node the dev stack should run'),
+    );
   return { port, uiPort, address: `127.0.0.1:${port}`, dataDir, fleetDir, demo: values.fleet === undefined, agents };
 }
 
@@ -106,8 +120,18 @@ function devServerArgs(stack: Stack): string[] {
 /** The controller, the agents and the first rollout; then it runs until Ctrl-C or a process exits. */
 async function runStack(stack: Stack, children: Children, client: Client, signalled: Promise<'signal'>): Promise<number> {
   const datum = path.join(projectRoot(), 'bin', 'datum.js');
-  children.start('worker', process.execPath, [datum, 'worker', '--fleet', stack.fleetDir, '--data', stack.dataDir, '--address', stack.address]);
-  for (const a of stack.agents) children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', stack.address]);
+  children.start('worker', process.execPath, [
+    datum,
+    'worker',
+    '--fleet',
+    stack.fleetDir,
+    '--data',
+    stack.dataDir,
+    '--address',
+    stack.address,
+  ]);
+  for (const a of stack.agents)
+    children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', stack.address]);
   if ((await Promise.race([firstRollouts(client, stack.fleetDir, stack.dataDir, children), signalled])) === 'signal') return 130;
   printNextSteps(stack.uiPort, stack.port, stack.dataDir, stack.fleetDir, stack.demo);
   const outcome = await Promise.race([signalled, children.firstExit()]);
@@ -118,14 +142,19 @@ async function runStack(stack: Stack, children: Children, client: Client, signal
 
 function portOf(text: string, flag: string): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new UsageError(withFix(`${flag} ${JSON.stringify(text)} is not a port`, 'a number from 1 to 65535'));
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new UsageError(withFix(`${flag} ${JSON.stringify(text)} is not a port`, 'a number from 1 to 65535'));
   return n;
 }
 
 async function ensureFree(port: number, flag: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const server = net.createServer();
-    server.once('error', () => reject(new UsageError(withFix(`port ${port} is in use (another dev server?)`, `stop it, or pass ${flag} with a free port`))));
+    server.once('error', () =>
+      reject(
+        new UsageError(withFix(`port ${port} is in use (another dev server?)`, `stop it, or pass ${flag} with a free port`)),
+      ),
+    );
     server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
   });
 }
@@ -142,7 +171,10 @@ async function prepareDemoFleet(dataDir: string): Promise<string> {
   for (const { file } of await listFleetAgents(fleetDir)) {
     const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
     doc.root = path.join(dataDir, 'nodes', doc.node);
-    await fs.writeFile(file, `# Rooted by datum dev under its data dir (the bundled copy says /var/lib/datum).\n${stringify(doc)}`);
+    await fs.writeFile(
+      file,
+      `# Rooted by datum dev under its data dir (the bundled copy says /var/lib/datum).\n${stringify(doc)}`,
+    );
     await fs.mkdir(doc.root, { recursive: true });
   }
   const flag = path.join(dataDir, 'nodes', 'N-24', 'flags', 'maintenance.json');
@@ -154,13 +186,17 @@ async function prepareDemoFleet(dataDir: string): Promise<string> {
 async function waitForServer(address: string, children: Children): Promise<Awaited<ReturnType<typeof connectClient>>> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (children.exited('temporal')) throw new Error(`the Temporal dev server exited during start-up — see ${children.logOf('temporal')}`);
+    if (children.exited('temporal'))
+      throw new Error(`the Temporal dev server exited during start-up — see ${children.logOf('temporal')}`);
     try {
       const c = await connectClient({ address });
       await c.connection.workflowService.getSystemInfo({});
       return c;
     } catch (error) {
-      if (Date.now() > deadline) throw new Error(`the Temporal dev server did not answer on ${address} within 60 s (${(error as Error).message}) — see ${children.logOf('temporal')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the Temporal dev server did not answer on ${address} within 60 s (${(error as Error).message}) — see ${children.logOf('temporal')}`,
+        );
       await new Promise((r) => setTimeout(r, 300));
     }
   }
@@ -198,12 +234,18 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
     });
     const result = await Promise.race([
       handle.result(),
-      children.firstExit().then((name) => Promise.reject(new Error(`${name} stopped during the first rollout — see ${children.logOf(name)}`))),
+      children
+        .firstExit()
+        .then((name) => Promise.reject(new Error(`${name} stopped during the first rollout — see ${children.logOf(name)}`))),
     ]);
     print(
       table(
         ['NODE', 'STATUS', 'REASON'],
-        result.nodes.map((n) => (n.outcome === ROLLOUT_OUTCOMES.refused ? [n.node, 'REFUSED', n.error] : [n.node, n.status, `${n.reason}: ${n.reason_detail}`])),
+        result.nodes.map((n) =>
+          n.outcome === ROLLOUT_OUTCOMES.refused
+            ? [n.node, 'REFUSED', n.error]
+            : [n.node, n.status, `${n.reason}: ${n.reason_detail}`],
+        ),
       ),
     );
   }

@@ -12,7 +12,11 @@ export const ledgerCommand: Command = {
 Reads the ledger store: $DATUM_LEDGER_URL (postgres://…) or DIR/ledger.sqlite (--data,
 $DATUM_DATA, ./.datum). TIME is ISO 8601, such as 2026-11-29T10:00:00Z or 2026-11-29.`,
   async run(argv) {
-    const { values, positionals } = parse(argv, { json: { type: 'boolean' }, since: { type: 'string' }, data: { type: 'string' } }, true);
+    const { values, positionals } = parse(
+      argv,
+      { json: { type: 'boolean' }, since: { type: 'string' }, data: { type: 'string' } },
+      true,
+    );
     const node = checkNode(positionals[0]);
     const store = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
     try {

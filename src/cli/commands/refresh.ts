@@ -15,7 +15,11 @@ Reads DIR/desired/nodes/NODE.yaml (--fleet or $DATUM_FLEET) and sends refreshDes
 generation and digest: the same generation re-binds, a newer one hands over to
 datum/NODE/gen-<new>, an older one is refused (and recorded).`,
   async run(argv) {
-    const { values, positionals } = parse(argv, { fleet: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
+    const { values, positionals } = parse(
+      argv,
+      { fleet: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS },
+      true,
+    );
     const node = checkNode(positionals[0]);
     const read = await new DesiredStateAuthority(fleetDirFrom(values.fleet)).read(node);
     if (!read.ok) throw new Error(read.error);

@@ -16,12 +16,24 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
   async run(argv) {
     const { values, positionals } = parse(
       argv,
-      { resource: { type: 'string' }, resolution: { type: 'string' }, by: { type: 'string' }, note: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS },
+      {
+        resource: { type: 'string' },
+        resolution: { type: 'string' },
+        by: { type: 'string' },
+        note: { type: 'string' },
+        json: { type: 'boolean' },
+        ...CONNECTION_OPTIONS,
+      },
       true,
     );
     const node = checkNode(positionals[0]);
     // Options named after the payload's fields; the contract's schema judges them, as the workflow will.
-    const payload: Partial<Record<keyof ResolveConflictPayload, string>> = { resource_key: values.resource, resolution: values.resolution, by: values.by, ...(values.note ? { note: values.note } : {}) };
+    const payload: Partial<Record<keyof ResolveConflictPayload, string>> = {
+      resource_key: values.resource,
+      resolution: values.resolution,
+      by: values.by,
+      ...(values.note ? { note: values.note } : {}),
+    };
     const parsed = parseSignal(resolveConflictSignal.name, payload);
     if (!parsed.ok) throw new UsageError(parsed.problems.join('; '));
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
@@ -30,7 +42,10 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
       const open = state.conditions.filter((c) => c.type === 'CONFLICTING_WRITER').map((c) => c.resource_key);
       if (!open.includes(parsed.value.resource_key)) {
         throw new Error(
-          withFix(`${node} has no open conflict on "${parsed.value.resource_key}"${open.length ? ` (open conflicts: ${open.join(', ')})` : ' (it has none)'}`, `check \`datum describe ${node}\``),
+          withFix(
+            `${node} has no open conflict on "${parsed.value.resource_key}"${open.length ? ` (open conflicts: ${open.join(', ')})` : ' (it has none)'}`,
+            `check \`datum describe ${node}\``,
+          ),
         );
       }
       const before = (await loop.handle.query(ledgerQuery)).length;
@@ -39,14 +54,18 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
       const deadline = Date.now() + 15_000;
       for (;;) {
         const ledger = await loop.handle.query(ledgerQuery);
-        const entry = ledger.slice(before).find((e) => e.reason === 'OPERATOR_RESOLUTION_RECORDED' || e.reason === 'SIGNAL_REJECTED');
+        const entry = ledger
+          .slice(before)
+          .find((e) => e.reason === 'OPERATOR_RESOLUTION_RECORDED' || e.reason === 'SIGNAL_REJECTED');
         if (entry) {
           if (values.json) printJson(entry);
           else print(`${node}: ${entry.reason_detail}`);
           return entry.reason === 'SIGNAL_REJECTED' ? 1 : 0;
         }
         if (Date.now() > deadline) {
-          print(`${node}: signal sent to ${loop.workflowId}; the loop has not recorded it yet (is a controller worker running?).`);
+          print(
+            `${node}: signal sent to ${loop.workflowId}; the loop has not recorded it yet (is a controller worker running?).`,
+          );
           return 1;
         }
         await new Promise((r) => setTimeout(r, 250));

@@ -32,7 +32,12 @@ progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 
 ends BLOCKED or CONFLICT or was refused.`,
   async run(argv) {
     const [sub, ...rest] = argv;
-    if (sub !== 'start') throw new UsageError(sub ? withFix(`unknown rollout subcommand "${sub}"`, 'datum rollout start …') : withFix('missing subcommand', 'datum rollout start …'));
+    if (sub !== 'start')
+      throw new UsageError(
+        sub
+          ? withFix(`unknown rollout subcommand "${sub}"`, 'datum rollout start …')
+          : withFix('missing subcommand', 'datum rollout start …'),
+      );
     const { values } = parse(rest, {
       generation: { type: 'string' },
       nodes: { type: 'string' },
@@ -43,16 +48,23 @@ ends BLOCKED or CONFLICT or was refused.`,
       ...CONNECTION_OPTIONS,
     });
     const generation = Number(values.generation);
-    if (!values.generation || !Number.isInteger(generation) || generation < 1) throw new UsageError(`--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`);
+    if (!values.generation || !Number.isInteger(generation) || generation < 1)
+      throw new UsageError(`--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`);
     if (!!values.nodes === !!values.all) throw new UsageError('name the nodes: --nodes N-1,N-2 or --all (one of them)');
-    const nodes = values.all ? await fleetNodes(fleetDirFrom(values.fleet)) : values.nodes!.split(',').map((n) => checkNode(n.trim()));
+    const nodes = values.all
+      ? await fleetNodes(fleetDirFrom(values.fleet))
+      : values.nodes!.split(',').map((n) => checkNode(n.trim()));
     if (new Set(nodes).size !== nodes.length) throw new UsageError('a node is listed twice in --nodes');
 
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const workflowId = rolloutWorkflowId(generation, nodes);
       let attached = false;
       try {
-        await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, { taskQueue: CONTROL_TASK_QUEUE, workflowId, args: [{ generation, nodes }] });
+        await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
+          taskQueue: CONTROL_TASK_QUEUE,
+          workflowId,
+          args: [{ generation, nodes }],
+        });
       } catch (error) {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
         attached = true;
@@ -60,7 +72,10 @@ ends BLOCKED or CONFLICT or was refused.`,
       const handle = client.workflow.getHandle<RolloutWorkflow>(workflowId);
       if (!values.wait) {
         if (values.json) printJson({ workflow_id: workflowId, generation, nodes, attached });
-        else print(`${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Watch it: datum rollout start --generation ${generation} ${values.all ? '--all' : `--nodes ${nodes.join(',')}`} --wait`);
+        else
+          print(
+            `${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Watch it: datum rollout start --generation ${generation} ${values.all ? '--all' : `--nodes ${nodes.join(',')}`} --wait`,
+          );
         return 0;
       }
       const shown = new Map<string, string>();
@@ -89,7 +104,10 @@ ends BLOCKED or CONFLICT or was refused.`,
       for (const n of result.nodes) show(n);
       const bad = result.nodes.filter((n) => n.outcome === ROLLOUT_OUTCOMES.refused || SETTLED_BAD.has(n.status));
       if (values.json) printJson({ workflow_id: workflowId, ...result });
-      else print(`\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : ''}.`);
+      else
+        print(
+          `\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : ''}.`,
+        );
       return bad.length > 0 ? 1 : 0;
     });
   },
@@ -97,6 +115,7 @@ ends BLOCKED or CONFLICT or was refused.`,
 
 async function fleetNodes(fleetDir: string): Promise<string[]> {
   const nodes = await new DesiredStateAuthority(fleetDir).nodes();
-  if (nodes.length === 0) throw new UsageError(withFix(`${fleetDir}/desired/nodes has no <node>.yaml`, 'add desired state first'));
+  if (nodes.length === 0)
+    throw new UsageError(withFix(`${fleetDir}/desired/nodes has no <node>.yaml`, 'add desired state first'));
   return nodes;
 }

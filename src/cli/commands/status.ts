@@ -40,7 +40,12 @@ there is none, 1 when there is at least one.`,
           }
         }),
       );
-      conditions.sort((a, b) => a.node.localeCompare(b.node) || a.type.localeCompare(b.type) || (a.resource_key ?? '').localeCompare(b.resource_key ?? ''));
+      conditions.sort(
+        (a, b) =>
+          a.node.localeCompare(b.node) ||
+          a.type.localeCompare(b.type) ||
+          (a.resource_key ?? '').localeCompare(b.resource_key ?? ''),
+      );
       if (values.json) {
         printJson({ nodes: loops.length, conditions, unreadable });
       } else if (conditions.length === 0 && unreadable.length === 0) {
@@ -49,11 +54,21 @@ there is none, 1 when there is at least one.`,
         print(
           table(
             ['NODE', 'CONDITION', 'RESOURCE', 'SINCE', 'RESOLVER', 'WHAT IS WRONG', 'TRIED'],
-            conditions.map((c) => [c.node, c.type, c.resource_key ?? '-', ago(c.since), `${c.resolver}${c.needs_judgement ? ' (judgement)' : ''}`, c.message, short(c.tried.join('; ') || '-', 50)]),
+            conditions.map((c) => [
+              c.node,
+              c.type,
+              c.resource_key ?? '-',
+              ago(c.since),
+              `${c.resolver}${c.needs_judgement ? ' (judgement)' : ''}`,
+              c.message,
+              short(c.tried.join('; ') || '-', 50),
+            ]),
           ),
         );
         for (const u of unreadable) print(`${u.node}: state unreadable (${u.error})`);
-        print(`\n${conditions.length} open condition(s) on ${new Set(conditions.map((c) => c.node)).size} of ${loops.length} node(s). \`datum describe NODE\` explains one.`);
+        print(
+          `\n${conditions.length} open condition(s) on ${new Set(conditions.map((c) => c.node)).size} of ${loops.length} node(s). \`datum describe NODE\` explains one.`,
+        );
       }
       return conditions.length === 0 && unreadable.length === 0 ? 0 : 1;
     });

@@ -14,7 +14,12 @@ export function fleetDirFrom(flag: string | undefined): string {
   if (!dir) throw new UsageError(withFix('no fleet directory', 'pass --fleet DIR or set DATUM_FLEET'));
   const abs = path.resolve(dir);
   if (!existsSync(path.join(abs, 'desired', 'nodes'))) {
-    throw new UsageError(withFix(`${abs} has no desired/nodes/`, 'point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)'));
+    throw new UsageError(
+      withFix(
+        `${abs} has no desired/nodes/`,
+        'point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)',
+      ),
+    );
   }
   return abs;
 }
@@ -35,15 +40,26 @@ use it, and the agents fence whatever generation it holds. Decisions are appende
 at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).
 --metrics-address (or $DATUM_METRICS_ADDRESS) serves Prometheus metrics, e.g. 127.0.0.1:9464.`,
   async run(argv) {
-    const { values } = parse(argv, { fleet: { type: 'string' }, data: { type: 'string' }, 'task-queue': { type: 'string' }, ...CONNECTION_OPTIONS, ...METRICS_OPTIONS });
+    const { values } = parse(argv, {
+      fleet: { type: 'string' },
+      data: { type: 'string' },
+      'task-queue': { type: 'string' },
+      ...CONNECTION_OPTIONS,
+      ...METRICS_OPTIONS,
+    });
     const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
     const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
     const fleetDir = fleetDirFrom(values.fleet);
     const target = { address: values.address, namespace: values.namespace };
-    const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([connectWorker(target), connectClient(target)]);
+    const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([
+      connectWorker(target),
+      connectClient(target),
+    ]);
     const ledger = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
     const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue, ledger });
-    process.stdout.write(`datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`);
+    process.stdout.write(
+      `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
+    );
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
