@@ -65,25 +65,11 @@ export function trackConflicts(
   conflictWindow: string,
   probe: ProbeFindings,
 ): Writers {
-  const windowMs = durationMs(conflictWindow);
-  // Repairs older than conflict_window no longer make a flip a conflict: that is ordinary drift.
-  const repaired: History['repaired'] = {};
-  for (const [key, rec] of Object.entries(history.repaired)) if (msBetween(rec.at, now) <= windowMs) repaired[key] = rec;
-  Object.assign(repaired, probe.repaired);
-
-  const fresh: Record<string, WriterEvidence[]> = { ...probe.overwritten };
-  for (const [key, rec] of Object.entries(repaired)) {
-    const a = snapshot.byKey.get(key);
-    if (probe.acted_keys.has(key) || !a || a.ownership !== 'MANAGED' || !a.drift) continue;
-    const marker = a.observed?.marker ?? null;
-    if (marker !== null && marker !== rec.marker) {
-      fresh[key] = [
-        { at: rec.at, value: rec.value, marker: rec.marker, source: 'observation after repair' },
-        { at: snapshot.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation' },
-      ];
-    }
-  }
-
+  const repaired = { ...repairsInWindow(history.repaired, now, conflictWindow), ...probe.repaired };
+  const fresh: Record<string, WriterEvidence[]> = {
+    ...probe.overwritten,
+    ...flipsAfterRepair(repaired, snapshot, probe.acted_keys),
+  };
   const conflicts: Record<string, ConflictRecord> = { ...history.conflicts };
   for (const [key, sequence] of Object.entries(fresh)) {
     const prior = conflicts[key];
@@ -106,6 +92,32 @@ export function trackConflicts(
       ? Object.entries(conflicts).map(([resource_key, c]) => ({ resource_key, sequence: c.sequence }))
       : null;
   return { repaired, conflicts, blocking, evidence };
+}
+
+/** Repairs older than conflict_window no longer make a flip a conflict: that is ordinary drift. */
+function repairsInWindow(repaired: History['repaired'], now: string, conflictWindow: string): History['repaired'] {
+  const windowMs = durationMs(conflictWindow);
+  return Object.fromEntries(Object.entries(repaired).filter(([, rec]) => msBetween(rec.at, now) <= windowMs));
+}
+
+/** Managed resources a repair proved at desired that now differ under someone else's marker. */
+function flipsAfterRepair(
+  repaired: History['repaired'],
+  snapshot: Classified,
+  actedKeys: Set<string>,
+): Record<string, WriterEvidence[]> {
+  const flips: Record<string, WriterEvidence[]> = {};
+  for (const [key, rec] of Object.entries(repaired)) {
+    const a = snapshot.byKey.get(key);
+    if (actedKeys.has(key) || !a || a.ownership !== 'MANAGED' || !a.drift) continue;
+    const marker = a.observed?.marker ?? null;
+    if (marker === null || marker === rec.marker) continue;
+    flips[key] = [
+      { at: rec.at, value: rec.value, marker: rec.marker, source: 'observation after repair' },
+      { at: snapshot.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation' },
+    ];
+  }
+  return flips;
 }
 
 /** Refusals are not retried until something they were about has changed (marker, mode, drift). */
