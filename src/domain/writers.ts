@@ -104,7 +104,7 @@ function repairsInWindow(repaired: History['repaired'], now: string, conflictWin
 function flipsAfterRepair(
   repaired: History['repaired'],
   snapshot: Classified,
-  actedKeys: Set<string>,
+  actedKeys: ReadonlySet<string>,
 ): Record<string, WriterEvidence[]> {
   const flips: Record<string, WriterEvidence[]> = {};
   for (const [key, rec] of Object.entries(repaired)) {
