@@ -296,7 +296,20 @@ export function normalizeEntryPath(raw: string): { path: string; outside: string
  * extraction filters on. Throws PathOutsideRoot / InvalidAction / ArtifactUnavailable.
  */
 export async function inspectArchive(file: string): Promise<Map<string, string>> {
-  const entries: Array<{ path: string; type: string; linkpath?: string }> = [];
+  const entries = await listArchive(file);
+  const { allowed, symlinks } = admitEntries(entries);
+  for (const e of entries) checkLinks(e, symlinks);
+  return allowed;
+}
+
+interface ArchiveEntry {
+  path: string;
+  type: string;
+  linkpath?: string;
+}
+
+async function listArchive(file: string): Promise<ArchiveEntry[]> {
+  const entries: ArchiveEntry[] = [];
   try {
     await tar.t({ file, strict: true, onReadEntry: (e) => entries.push({ path: e.path, type: e.type, linkpath: e.linkpath }) });
   } catch (err) {
@@ -308,65 +321,75 @@ export async function inspectArchive(file: string): Promise<Map<string, string>>
       ),
     );
   }
-  const outside = (entry: string, why: string) =>
-    new AgentRefusal(
-      'PathOutsideRoot',
-      withFix(
-        `archive entry "${entry}" ${why} and would leave the release directory; nothing was unpacked`,
-        'rebuild the artifact with relative paths inside its root and symlinks that stay inside it',
-      ),
-      { entry },
-    );
-  const invalid = (entry: string, why: string) =>
-    new AgentRefusal(
-      'InvalidAction',
-      withFix(
-        `archive entry "${entry}" ${why}; nothing was unpacked`,
-        'rebuild the artifact with regular files, directories and symlinks only',
-      ),
-      { entry },
-    );
+  return entries;
+}
 
+const outsideRelease = (entry: string, why: string) =>
+  new AgentRefusal(
+    'PathOutsideRoot',
+    withFix(
+      `archive entry "${entry}" ${why} and would leave the release directory; nothing was unpacked`,
+      'rebuild the artifact with relative paths inside its root and symlinks that stay inside it',
+    ),
+    { entry },
+  );
+
+const invalidEntry = (entry: string, why: string) =>
+  new AgentRefusal(
+    'InvalidAction',
+    withFix(
+      `archive entry "${entry}" ${why}; nothing was unpacked`,
+      'rebuild the artifact with regular files, directories and symlinks only',
+    ),
+    { entry },
+  );
+
+/** Each entry by its own name and type: relative, of a kind a release may hold, named once. */
+function admitEntries(entries: ArchiveEntry[]): { allowed: Map<string, string>; symlinks: Set<string> } {
   const allowed = new Map<string, string>();
   const symlinks = new Set<string>();
   for (const e of entries) {
     const norm = normalizeEntryPath(e.path);
-    if (norm.outside) throw outside(e.path, norm.outside);
-    if (!EXTRACTABLE.has(e.type)) throw invalid(e.path, `is a ${e.type}`);
-    if (norm.path === RECORD) throw invalid(e.path, `uses the name of Datum's own release record`);
+    if (norm.outside) throw outsideRelease(e.path, norm.outside);
+    if (!EXTRACTABLE.has(e.type)) throw invalidEntry(e.path, `is a ${e.type}`);
+    if (norm.path === RECORD) throw invalidEntry(e.path, `uses the name of Datum's own release record`);
     if (norm.path === '') {
-      if (e.type !== 'Directory') throw invalid(e.path, 'names the archive root but is not a directory');
+      if (e.type !== 'Directory') throw invalidEntry(e.path, 'names the archive root but is not a directory');
       continue;
     }
     const before = allowed.get(norm.path);
     if (before !== undefined && !(before === 'Directory' && e.type === 'Directory'))
-      throw invalid(e.path, 'appears twice in the archive');
+      throw invalidEntry(e.path, 'appears twice in the archive');
     allowed.set(norm.path, e.type);
     if (e.type === 'SymbolicLink') symlinks.add(norm.path);
   }
-  const throughSymlink = (p: string) => {
-    const segments = p.split('/');
-    for (let i = 1; i < segments.length; i++)
-      if (symlinks.has(segments.slice(0, i).join('/'))) return segments.slice(0, i).join('/');
-    return null;
-  };
-  for (const e of entries) {
-    const norm = normalizeEntryPath(e.path).path;
-    const via = throughSymlink(norm);
-    if (via) throw outside(e.path, `lies below the archive's symlink "${via}"`);
-    if (e.type === 'Link') {
-      const link = normalizeEntryPath(e.linkpath ?? '');
-      if (link.outside || link.path === '')
-        throw outside(e.path, `is a hardlink to "${e.linkpath}", which ${link.outside ?? 'is empty'}`);
-      const linkVia = throughSymlink(link.path);
-      if (linkVia) throw outside(e.path, `is a hardlink through the archive's symlink "${linkVia}"`);
-    }
-    if (e.type === 'SymbolicLink') {
-      const why = symlinkEscape(norm, e.linkpath ?? '', symlinks);
-      if (why) throw outside(e.path, `is a symlink to "${e.linkpath}", which ${why}`);
-    }
+  return { allowed, symlinks };
+}
+
+/** The archive's symlink that `p` lies below, if any. */
+function throughSymlink(p: string, symlinks: Set<string>): string | null {
+  const segments = p.split('/');
+  for (let i = 1; i < segments.length; i++)
+    if (symlinks.has(segments.slice(0, i).join('/'))) return segments.slice(0, i).join('/');
+  return null;
+}
+
+/** No entry below a symlink of the archive, hardlinks to names inside it, symlinks that stay inside. */
+function checkLinks(e: ArchiveEntry, symlinks: Set<string>): void {
+  const norm = normalizeEntryPath(e.path).path;
+  const via = throughSymlink(norm, symlinks);
+  if (via) throw outsideRelease(e.path, `lies below the archive's symlink "${via}"`);
+  if (e.type === 'Link') {
+    const link = normalizeEntryPath(e.linkpath ?? '');
+    if (link.outside || link.path === '')
+      throw outsideRelease(e.path, `is a hardlink to "${e.linkpath}", which ${link.outside ?? 'is empty'}`);
+    const linkVia = throughSymlink(link.path, symlinks);
+    if (linkVia) throw outsideRelease(e.path, `is a hardlink through the archive's symlink "${linkVia}"`);
   }
-  return allowed;
+  if (e.type === 'SymbolicLink') {
+    const why = symlinkEscape(norm, e.linkpath ?? '', symlinks);
+    if (why) throw outsideRelease(e.path, `is a symlink to "${e.linkpath}", which ${why}`);
+  }
 }
 
 /**
