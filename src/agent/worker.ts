@@ -41,11 +41,14 @@ export interface RunningAgents {
   done: Promise<void>;
 }
 
-export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
-  if (options.configPaths.length === 0) throw new Error('datum agent needs at least one agent.yaml (--config PATH)');
-  // Fail fast: an agent whose trust settings are unreadable must not start serving work.
+/**
+ * Every agent.yaml, read before anything starts: an agent whose trust settings are unreadable
+ * must not start serving work, and no two may serve one node or share one root.
+ */
+async function loadDistinctConfigs(configPaths: string[]): Promise<Array<{ file: string; config: AgentConfig }>> {
+  if (configPaths.length === 0) throw new Error('datum agent needs at least one agent.yaml (--config PATH)');
   const configs: Array<{ file: string; config: AgentConfig }> = [];
-  for (const file of options.configPaths.map((p) => path.resolve(p))) configs.push({ file, config: await loadAgentConfig(file) });
+  for (const file of configPaths.map((p) => path.resolve(p))) configs.push({ file, config: await loadAgentConfig(file) });
   for (const key of ['node', 'root'] as const) {
     const seen = new Map<string, string>();
     for (const { file, config } of configs) {
@@ -54,6 +57,11 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
       seen.set(config[key], file);
     }
   }
+  return configs;
+}
+
+export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
+  const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
 
   const ownConnection = options.connection === undefined;
