@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { withFix, type AuthorityRead } from '../contract';
@@ -46,7 +46,7 @@ export class DesiredStateAuthority {
     const file = this.fileFor(node);
     const source = path.relative(this.fleetDir, file) || file;
     let text: string;
-    let stat: import('node:fs').Stats;
+    let stat: Stats;
     try {
       [text, stat] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)]);
     } catch (error) {
@@ -110,11 +110,7 @@ export class DesiredStateAuthority {
     return problems;
   }
 
-  private async provenance(
-    file: string,
-    text: string,
-    stat: import('node:fs').Stats,
-  ): Promise<{ revision: string; author: string | null }> {
+  private async provenance(file: string, text: string, stat: Stats): Promise<{ revision: string; author: string | null }> {
     const stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}`;
     const cached = this.provenanceCache.get(file);
     if (cached && cached.stamp === stamp) return cached;
