@@ -58,6 +58,9 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
   },
 ];
 
+// The store's methods are written inline in the object this factory returns (they share its
+// connection and statements); each is short, and ESLint counts them all as the factory's lines.
+// eslint-disable-next-line max-lines-per-function
 export function openSqliteLedger(file: string): LedgerStore {
   const location = file === ':memory:' ? file : path.resolve(file);
   let db: Database.Database;

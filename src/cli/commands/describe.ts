@@ -1,5 +1,6 @@
 import { withClient } from '../../worker/connection';
-import { ledgerQuery } from '../../contract';
+import { ledgerQuery, type NodeState } from '../../contract';
+import type { LedgerEntry } from '../../domain';
 import { CONNECTION_OPTIONS, parse } from '../args';
 import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
@@ -36,71 +37,65 @@ export const describeCommand: Command = {
         });
         return 0;
       }
-      print(
-        `${node}  generation ${state.desired_generation}  ${state.desired_digest.slice(0, 19)}…  mode ${state.mode ?? '?'}  (${loop.workflowId})`,
-      );
-      print(`\n${state.convergence_status ?? 'no decision yet'} ${state.reason ?? ''}`);
-      if (state.reason_detail) print(`  ${state.reason_detail}`);
-      if (state.recheck_trigger) {
-        print(
-          `  rechecks on: ${state.recheck_trigger.trigger}${state.recheck_trigger.not_before ? ` (not before ${state.recheck_trigger.not_before})` : ''} — ${state.recheck_trigger.detail}`,
-        );
-      }
-      print(
-        `  last verified: ${ago(state.last_verified_at)}   repairs this episode: ${state.attempt_count}/${state.retry_budget}`,
-      );
-      if (state.convergence_status) print(`\nNext: ${NEXT[state.convergence_status].replace('NODE', node)}`);
-      if (last) {
-        print('\nResources');
-        print(
-          table(
-            ['RESOURCE', 'OWNERSHIP', 'MODE', 'DRIFT', 'DESIRED', 'OBSERVED'],
-            last.resources.map((r) => {
-              // After a repair, what the fresh post-action probe saw is the node's state.
-              const post = (
-                last.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean }> } | null
-              )?.resources?.[r.resource_key];
-              const observed = post ? post.value : r.observed;
-              const drift = post ? post.drift : r.drift;
-              return [
-                r.resource_key,
-                r.ownership,
-                r.effective_mode,
-                drift ? 'yes' : 'no',
-                short(r.desired, 40),
-                short(observed, 40),
-              ];
-            }),
-          ),
-        );
-        for (const e of last.operator_exceptions) print(`  operator exception: ${e.resource_key} — ${short(e.provenance, 100)}`);
-      }
-      if (state.conditions.length > 0) {
-        print('\nOpen conditions');
-        for (const c of state.conditions) {
-          print(
-            `  ${c.type}${c.resource_key ? ` on ${c.resource_key}` : ''} since ${ago(c.since)} — resolver: ${c.resolver}${c.needs_judgement ? ', needs judgement' : ''}`,
-          );
-          print(`    ${c.message}`);
-          if (c.tried.length) print(`    tried: ${c.tried.join('; ')}`);
-        }
-      }
-      print('\nLast decisions');
-      print(
-        table(
-          ['SEQ', 'DECIDED', 'STATUS', 'REASON', 'ACTIONS'],
-          ledger
-            .slice(-5)
-            .map((e) => [
-              String(e.seq),
-              ago(e.decided_at),
-              e.convergence_status,
-              e.reason,
-              e.authorized_actions.map((a) => `${a.resource_key}:${a.action}`).join(', ') || '-',
-            ]),
-        ),
-      );
+      printDecision(node, loop.workflowId, state);
+      if (last) printResources(last);
+      printConditions(state);
+      printRecent(ledger);
       return 0;
     });
   },
 };
+
+function printDecision(node: string, workflowId: string, state: NodeState): void {
+  print(
+    `${node}  generation ${state.desired_generation}  ${state.desired_digest.slice(0, 19)}…  mode ${state.mode ?? '?'}  (${workflowId})`,
+  );
+  print(`\n${state.convergence_status ?? 'no decision yet'} ${state.reason ?? ''}`);
+  if (state.reason_detail) print(`  ${state.reason_detail}`);
+  const t = state.recheck_trigger;
+  if (t) print(`  rechecks on: ${t.trigger}${t.not_before ? ` (not before ${t.not_before})` : ''} — ${t.detail}`);
+  print(`  last verified: ${ago(state.last_verified_at)}   repairs this episode: ${state.attempt_count}/${state.retry_budget}`);
+  if (state.convergence_status) print(`\nNext: ${NEXT[state.convergence_status].replace('NODE', node)}`);
+}
+
+function printResources(last: LedgerEntry): void {
+  // After a repair, what the fresh post-action probe saw is the node's state.
+  const post = (last.post_action_observation as { resources?: Record<string, { value: unknown; drift: boolean }> } | null)
+    ?.resources;
+  print('\nResources');
+  const rows = last.resources.map((r) => {
+    const probed = post?.[r.resource_key];
+    const observed = probed ? probed.value : r.observed;
+    const drift = probed ? probed.drift : r.drift;
+    return [r.resource_key, r.ownership, r.effective_mode, drift ? 'yes' : 'no', short(r.desired, 40), short(observed, 40)];
+  });
+  print(table(['RESOURCE', 'OWNERSHIP', 'MODE', 'DRIFT', 'DESIRED', 'OBSERVED'], rows));
+  for (const e of last.operator_exceptions) print(`  operator exception: ${e.resource_key} — ${short(e.provenance, 100)}`);
+}
+
+function printConditions(state: NodeState): void {
+  if (state.conditions.length === 0) return;
+  print('\nOpen conditions');
+  for (const c of state.conditions) {
+    const judgement = c.needs_judgement ? ', needs judgement' : '';
+    print(
+      `  ${c.type}${c.resource_key ? ` on ${c.resource_key}` : ''} since ${ago(c.since)} — resolver: ${c.resolver}${judgement}`,
+    );
+    print(`    ${c.message}`);
+    if (c.tried.length) print(`    tried: ${c.tried.join('; ')}`);
+  }
+}
+
+function printRecent(ledger: LedgerEntry[]): void {
+  print('\nLast decisions');
+  const rows = ledger
+    .slice(-5)
+    .map((e) => [
+      String(e.seq),
+      ago(e.decided_at),
+      e.convergence_status,
+      e.reason,
+      e.authorized_actions.map((a) => `${a.resource_key}:${a.action}`).join(', ') || '-',
+    ]);
+  print(table(['SEQ', 'DECIDED', 'STATUS', 'REASON', 'ACTIONS'], rows));
+}
