@@ -286,24 +286,29 @@ function agentRootOf(agent: FleetAgentFile): string | undefined {
 
 /** The second Ctrl-C: no time for graceful stops, but the node services must not outlive us. */
 function killNodeServicesNow(agents: FleetAgentFile[]): void {
-  try {
-    for (const agent of agents) {
-      const root = agentRootOf(agent);
-      const dir = root ? path.join(root, '.datum', 'services') : null;
-      if (!dir || !existsSync(dir)) continue;
-      for (const s of readdirSync(dir).filter((x) => x.endsWith('.json'))) {
-        const { pid } = JSON.parse(readFileSync(path.join(dir, s), 'utf8')) as { pid?: number };
-        if (pid) {
-          try {
-            process.kill(-pid, 'SIGKILL');
-          } catch {
-            // Already gone.
-          }
-        }
-      }
+  for (const pid of agents.flatMap(recordedServicePids)) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // Already gone.
     }
+  }
+}
+
+/** The pids the agent recorded for its node's services (synchronously: this runs on the way out). */
+function recordedServicePids(agent: FleetAgentFile): number[] {
+  try {
+    const root = agentRootOf(agent);
+    const dir = root ? path.join(root, '.datum', 'services') : null;
+    if (!dir || !existsSync(dir)) return [];
+    const states = readdirSync(dir).filter((x) => x.endsWith('.json'));
+    return states.flatMap((s) => {
+      const { pid } = JSON.parse(readFileSync(path.join(dir, s), 'utf8')) as { pid?: number };
+      // Never pid 0 or 1: -1 and -0 would signal every process or our own group.
+      return typeof pid === 'number' && Number.isInteger(pid) && pid > 1 ? [pid] : [];
+    });
   } catch {
-    // Best effort on the way out.
+    return []; // Best effort on the way out.
   }
 }
 
