@@ -67,7 +67,14 @@ export function decide(input: DecideInput): DecideResult {
 }
 
 function gateInput(input: DecideInput, judged: Classified | null): GateInput {
-  return { intent: input.intent, authority: input.authority, judged, unreachable: input.unreachable ?? null, now: input.now };
+  return {
+    intent: input.intent,
+    stale_retakes: input.history.stale_retakes ?? 0,
+    authority: input.authority,
+    judged,
+    unreachable: input.unreachable ?? null,
+    now: input.now,
+  };
 }
 
 /** The fields of a Decision that the pass fixes before anything is judged. */
@@ -194,6 +201,9 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
   const next: History = {
     ...outcome.history,
     attempt_count: verdict.ends_episode ? 0 : outcome.history.attempt_count,
+    // Only a pass judges a snapshot's age: a fresh one ends the run of stale ones.
+    stale_retakes:
+      verdict.reason === 'STALE_OBSERVATION' ? (history.stale_retakes ?? 0) + 1 : pass.judged ? 0 : (history.stale_retakes ?? 0),
     conditions,
     last_status: verdict.status,
     last_reason: verdict.reason,

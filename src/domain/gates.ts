@@ -4,7 +4,7 @@ import type { AuthorityView } from './decide';
 import type { BoundIntent } from './desired';
 import { addMs, durationMs, formatDuration, msBetween } from './duration';
 import type { Condition, ConditionType, Reason, RecheckTriggerKind } from './schemas';
-import { trigger, type Classified, type Verdict } from './verdict';
+import { backoffMs, trigger, type Classified, type Verdict } from './verdict';
 
 /*
  * Stage 2: the gates. Before anything is judged the pass must reach the node, know its intent is
@@ -14,6 +14,8 @@ import { trigger, type Classified, type Verdict } from './verdict';
 
 export interface GateInput {
   intent: BoundIntent;
+  /** Stale snapshots in a row before this one (History.stale_retakes). */
+  stale_retakes: number;
   authority: AuthorityView;
   /** The snapshot this decision judges, classified; null when the node did not answer. */
   judged: Classified | null;
@@ -28,6 +30,8 @@ interface Said {
   not_before?: string | null;
   /** The condition's evidence. */
   evidence: Json;
+  /** What the loop has tried about it so far. */
+  tried?: string[];
 }
 
 /** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
@@ -72,7 +76,7 @@ function verdictOf<T>(g: Gate<T>, hit: T, input: GateInput): Verdict {
     reason: g.reason,
     detail: said.detail,
     recheck: trigger(g.trigger, said.recheck, said.not_before ?? null),
-    drafts: [draft(g.condition, null, said.detail, said.evidence)],
+    drafts: [draft(g.condition, null, said.detail, said.evidence, said.tried ?? [])],
     next_delay_ms: null,
     ends_episode: false,
   };
@@ -215,13 +219,16 @@ export const GATES: readonly GateRung[] = [
     },
     say: ({ observation, age }, g) => {
       const policy = g.intent.policy;
+      const retake = g.stale_retakes + 1;
+      const waitMs = restaleMs(g.intent, retake);
       return {
         detail: `The snapshot is ${age} old, past observation_ttl ${policy.observation_ttl}; a heartbeat does not make it fresh, so nothing is acted on.`,
         // Datum can take that snapshot itself: soon, not at the next resync (which may be many
         // minutes away in watch mode), yet not back to back if every snapshot arrives stale.
-        recheck: `a snapshot younger than ${policy.observation_ttl}, which the loop takes in ${formatDuration(restaleMs(policy))}`,
-        not_before: addMs(g.now, restaleMs(policy)),
-        evidence: { observed_at: observation.observed_at, heartbeat_at: observation.heartbeat_at, age },
+        recheck: `a snapshot younger than ${policy.observation_ttl}, which the loop takes in ${formatDuration(waitMs)}`,
+        not_before: addMs(g.now, waitMs),
+        evidence: { observed_at: observation.observed_at, heartbeat_at: observation.heartbeat_at, age, stale_in_a_row: retake },
+        tried: [`${retake} stale snapshot(s) in a row; the next is taken in ${formatDuration(waitMs)}`],
       };
     },
   }),
@@ -259,11 +266,15 @@ export function runGates(g: GateInput): { closed: ClosedGate; open?: undefined }
 }
 
 /** When the loop re-observes after a stale snapshot: half the TTL, within backoff.initial and resync_interval. */
-function restaleMs(policy: BoundIntent['policy']): number {
-  return Math.min(
+function restaleMs(intent: BoundIntent, retake: number): number {
+  const policy = intent.policy;
+  const first = Math.min(
     durationMs(policy.resync_interval),
     Math.max(durationMs(policy.backoff.initial), durationMs(policy.observation_ttl) / 2),
   );
+  // Each further stale snapshot in a row backs off by policy.backoff (the loop still re-observes
+  // at resync_interval at the latest: nextWakeMs caps it).
+  return retake <= 1 ? first : Math.max(first, backoffMs(intent, retake));
 }
 
 function short(digest: string): string {

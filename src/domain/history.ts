@@ -23,6 +23,11 @@ export interface History {
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
   rejected_signals: Record<string, { error: string; at: string }>;
   conditions: Condition[];
+  /**
+   * Stale snapshots in a row: each re-take waits longer (policy.backoff), so a node whose
+   * snapshots always arrive stale is not re-observed back to back. Absent in older carries.
+   */
+  stale_retakes?: number;
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
 }

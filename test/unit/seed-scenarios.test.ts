@@ -562,6 +562,35 @@ describe('seed scenarios: what else each must show', () => {
     expect(stale({ resync_interval: '20s', observation_ttl: '10m' }).not_before).toBe(later(20_000));
   });
 
+  it('stale snapshot after stale snapshot: each re-take backs off by policy.backoff, the condition counts them, a fresh one resets', () => {
+    const intent = n24(12, { policy: { observation_ttl: '1s', backoff: { initial: '1s', factor: 2, max: '8s' } } });
+    const staleAt = (now: string) => snapshot(n24After(), { at: later(-2000, now), heartbeat_at: now });
+    let history = emptyHistory();
+    const waits: number[] = [];
+    const tried: string[][] = [];
+    let now = NOW;
+    for (let i = 0; i < 5; i++) {
+      const r = decide({ intent, authority: authorityOf(intent), observation: staleAt(now), history, now });
+      expect(r.decision.reason).toBe('STALE_OBSERVATION');
+      waits.push(Date.parse(r.decision.recheck_trigger.not_before!) - Date.parse(now));
+      tried.push(r.decision.conditions.find((c) => c.type === 'STALE_OBSERVATION')!.tried);
+      history = r.history;
+      now = r.decision.recheck_trigger.not_before!;
+    }
+    expect(waits).toEqual([1000, 2000, 4000, 8000, 8000]);
+    expect(tried[4]).toEqual(['5 stale snapshot(s) in a row; the next is taken in 8s']);
+    const fresh = decide({
+      intent,
+      authority: authorityOf(intent),
+      observation: snapshot(n24After(), { at: now }),
+      history,
+      now,
+    });
+    expect(fresh.decision.convergence_status).toBe('CONVERGED');
+    const againStale = decide({ intent, authority: authorityOf(intent), observation: staleAt(now), history: fresh.history, now });
+    expect(Date.parse(againStale.decision.recheck_trigger.not_before!) - Date.parse(now)).toBe(1000);
+  });
+
   it('an unreachable node whose intent is stale keeps STALE_INTENT open, since unchanged, and still closes it when refreshed', () => {
     const stale = { intent: n24(11), authority: authorityOf(n24(12)) };
     const first = decide({ ...stale, observation: snapshot(n24Before()), history: emptyHistory(), now: NOW });
