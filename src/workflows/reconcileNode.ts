@@ -16,6 +16,7 @@ import {
 import { TimeoutType, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   LEDGER_VERSION,
+  desiredDigest,
   durationMs,
   emptyHistory,
   judgeRefresh,
@@ -150,7 +151,7 @@ const LEDGER_TAIL = 50;
 
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   checkInput(input);
-  const carry = input.carry;
+  const carry = trustedCarry(input);
   const intent = carry ? carry.intent : bindAtStart(await control.readAuthority(input.node), input);
   const ledger = carry?.ledger_tail ?? [];
   const loop: Loop = {
@@ -556,6 +557,39 @@ function checkInput(input: ReconcileNodeInput): void {
       'InvalidWorkflowInput',
     );
   }
+}
+
+/**
+ * Carried state is accepted only from continue-as-new of this same workflow (the server sets
+ * continuedFromExecutionRunId for that and nothing a client can start), and only when the
+ * carried intent is what its own digest says, for this node and generation. A plain start with
+ * a `carry` field would otherwise inject resources, service commands included, under the
+ * authority's provenance. Every pass still compares that digest with the authority before acting.
+ */
+function trustedCarry(input: ReconcileNodeInput): ReconcileCarry | null {
+  const carry = input.carry;
+  if (carry === undefined) return null;
+  if (!workflowInfo().continuedFromExecutionRunId) {
+    throw ApplicationFailure.nonRetryable(
+      withFix(
+        'reconcileNode input rejected: "carry" is handed over by continue-as-new of this workflow only, and this run was started directly',
+        `start it with {"node": "${input.node}", "generation": ${input.generation}} and nothing else; Datum carries its own state`,
+      ),
+      'InvalidWorkflowInput',
+    );
+  }
+  const intent = carry.intent;
+  const digest = desiredDigest(intent.resources, intent.policy);
+  if (intent.node !== input.node || intent.generation !== input.generation || digest !== intent.digest) {
+    throw ApplicationFailure.nonRetryable(
+      withFix(
+        `reconcileNode carried state rejected: it holds ${intent.node} generation ${intent.generation} with content digest ${digest}, but claims ${input.node} generation ${input.generation} with ${intent.digest}`,
+        `terminate this run and start datum/${input.node}/gen-${input.generation} again (datum rollout start --generation ${input.generation})`,
+      ),
+      'InvalidWorkflowInput',
+    );
+  }
+  return carry;
 }
 
 /** A workflow is bound to the generation it was started for; the authority must hold exactly that. */
