@@ -4,10 +4,26 @@ import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { withFix, type AuthorityRead } from '../contract';
-import { InvalidInputError, nodeId, problemLine, type BoundIntent } from '../domain';
-import { parseDesiredStateText } from '../domain/documents';
+import { InvalidDesiredState, InvalidInputError, nodeId, problemLine, type BoundIntent } from '../domain';
+import { clip } from '../domain/bounds';
+import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../domain/documents';
 
 const run = promisify(execFile);
+
+/** Why the file at `stat` is not read at all, or null: it must be a regular file within MAX_DESIRED_STATE_BYTES. */
+function refuseToRead(stat: Stats, source: string): AuthorityRead | null {
+  if (!stat.isFile()) {
+    return {
+      ok: false,
+      kind: 'invalid',
+      error: withFix(`${source}: invalid desired state; it is not a regular file`, 'make it a plain YAML file'),
+    };
+  }
+  if (stat.size > MAX_DESIRED_STATE_BYTES) {
+    return { ok: false, kind: 'invalid', error: new InvalidDesiredState(source, tooLarge('desired', stat.size)).message };
+  }
+  return null;
+}
 
 /**
  * The desired-state authority: `<fleet>/desired/nodes/<node>.yaml`, usually a git checkout.
@@ -48,7 +64,11 @@ export class DesiredStateAuthority {
     let text: string;
     let stat: Stats;
     try {
-      [text, stat] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file)]);
+      // The size and kind first: a huge file, a FIFO or a device must not be read at all.
+      stat = await fs.stat(file);
+      const refused = refuseToRead(stat, source);
+      if (refused) return refused;
+      text = await fs.readFile(file, 'utf8');
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') {
@@ -77,7 +97,15 @@ export class DesiredStateAuthority {
       return { ok: true, intent };
     } catch (error) {
       if (error instanceof InvalidInputError) return { ok: false, kind: 'invalid', error: error.message };
-      throw error;
+      // Anything else a parse can throw is still this file's fault: the typed outcome, never a raw error.
+      return {
+        ok: false,
+        kind: 'invalid',
+        error: withFix(
+          `${source}: invalid desired state; nothing from this file was applied: it cannot be read as desired state (${clip(String(error), 200)})`,
+          'correct the file, or report the message if the file looks right',
+        ),
+      };
     }
   }
 

@@ -13,6 +13,7 @@ import {
   refreshDesiredSignal,
   stateQuery,
   withFix,
+  type AuthorityRead,
   type NodeStateReport,
   type PreparedNode,
   type ReconcileNodeWorkflow,
@@ -43,7 +44,8 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
     async prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]> {
       const c = client();
       return mapLimit(input.nodes, 16, async (node): Promise<PreparedNode> => {
-        const read = await authority.read(node);
+        // One node's file, however bad, refuses that node only: the batch goes on.
+        const read = await readForRollout(authority, node);
         if (!read.ok) return { node, outcome: 'refused', error: read.error };
         if (read.intent.generation !== input.generation) {
           return {
@@ -97,6 +99,22 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
       });
     },
   };
+}
+
+/** The authority's word on one node; a read that throws is that node's refusal, not the batch's failure. */
+async function readForRollout(authority: DesiredStateAuthority, node: string): Promise<AuthorityRead> {
+  try {
+    return await authority.read(node);
+  } catch (error) {
+    return {
+      ok: false,
+      kind: 'unreadable',
+      error: withFix(
+        `the desired state of ${node} cannot be read (${String(error).slice(0, 200)})`,
+        `check ${authority.fileFor(node)}`,
+      ),
+    };
+  }
 }
 
 /**

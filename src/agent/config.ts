@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type AgentConfig, type Mode } from '../domain';
-import { parseAgentConfigText } from '../domain/documents';
+import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../domain/documents';
 
 /**
  * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
@@ -11,8 +11,16 @@ import { parseAgentConfigText } from '../domain/documents';
 export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
   let text: string;
   try {
+    // The kind and size first: a FIFO would block the agent, a huge file would fill its memory.
+    const stat = await fs.stat(configPath);
+    if (!stat.isFile())
+      throw new InvalidAgentConfig(configPath, [
+        { field: '(file)', problem: 'is not a regular file', fix: 'point the agent at the agent.yaml file with --config' },
+      ]);
+    if (stat.size > MAX_AGENT_CONFIG_BYTES) throw new InvalidAgentConfig(configPath, tooLarge('agent', stat.size));
     text = await fs.readFile(configPath, 'utf8');
   } catch (err) {
+    if (err instanceof InvalidAgentConfig) throw err;
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     throw new InvalidAgentConfig(configPath, [
       {

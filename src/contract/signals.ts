@@ -17,6 +17,19 @@ import type { RolloutProgress } from './workflows';
 // Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts validates
 // it with these schemas, records it and raises INVALID_SIGNAL, and the loop goes on.
 
+/**
+ * Caps on every signal payload, checked (iteratively, src/domain/bounds.ts) before zod, canonical
+ * JSON or the rejection's echo touch it: each of those recurses, and a payload nested ~4,000
+ * levels deep (~8 KB) would overflow the workflow's stack on every replay. The three payloads are
+ * flat objects, so the caps leave room and still bound what a signal can put in the ledger.
+ * docs/architecture.md §3 "Input caps".
+ */
+export const MAX_SIGNAL_DEPTH = 4;
+/** Characters of the payload's JSON form. */
+export const MAX_SIGNAL_CHARS = 16_384;
+/** The characters of a rejected payload echoed into the error (and so the ledger and INVALID_SIGNAL). */
+export const MAX_SIGNAL_ECHO = 200;
+
 export const refreshDesiredPayload = z.strictObject({
   generation: z
     .number({ error: withFix('must be a whole number', 'send {"generation": <G>, "digest": "sha256:…"}') })

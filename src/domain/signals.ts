@@ -1,3 +1,4 @@
+import { breachProblem, clip, jsonBreach, type JsonBreach } from './bounds';
 import { canonicalJson } from './canonical';
 import { draft, mergeConditions } from './conditions';
 import type { AuthorityView } from './decide';
@@ -5,7 +6,15 @@ import type { BoundIntent } from './desired';
 import { problemsFromZod } from './errors';
 import type { History } from './history';
 import type { ConvergenceStatus, Decision, Reason, RecheckTrigger } from './schemas';
-import { SIGNAL_SCHEMAS, type RefreshDesiredPayload, type SignalName, type SignalPayload } from '../contract/signals';
+import {
+  MAX_SIGNAL_CHARS,
+  MAX_SIGNAL_DEPTH,
+  MAX_SIGNAL_ECHO,
+  SIGNAL_SCHEMAS,
+  type RefreshDesiredPayload,
+  type SignalName,
+  type SignalPayload,
+} from '../contract/signals';
 
 /*
  * The payloads of the three signals, validated before they touch the loop (their schemas are the
@@ -16,13 +25,32 @@ import { SIGNAL_SCHEMAS, type RefreshDesiredPayload, type SignalName, type Signa
 /** `problems` are the bad fields alone ("<field>: <problem> (fix: <fix>)"), for a caller that names the payload itself. */
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string; problems: string[] };
 
-/** Validates a signal payload; the error names the signal, the payload, each bad field and how to fix it. */
+const SIGNAL_CAPS = { depth: MAX_SIGNAL_DEPTH, chars: MAX_SIGNAL_CHARS, values: MAX_SIGNAL_CHARS } as const;
+
+/**
+ * Validates a signal payload; the error names the signal, the payload, each bad field and how to
+ * fix it. The caps come first and are checked without recursion: only a payload within them
+ * reaches zod and canonicalJson, which recurse. The echo of a rejected payload is clipped.
+ */
 export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<SignalPayload<N>> {
+  const breach = jsonBreach(payload, SIGNAL_CAPS);
+  if (breach) {
+    const problem = `${breach.field}: ${breachProblem(breach)} (fix: ${SIGNAL_CAP_FIX[breach.cap]})`;
+    return { ok: false, error: `${name} payload rejected before it was read: ${problem}`, problems: [problem] };
+  }
   const result = SIGNAL_SCHEMAS[name].safeParse(payload, { reportInput: true });
   if (result.success) return { ok: true, value: result.data as SignalPayload<N> };
-  const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${p.problem} (fix: ${p.fix})`);
-  return { ok: false, error: `${name} payload ${canonicalJson(payload ?? null)} rejected: ${problems.join('; ')}`, problems };
+  const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${clip(p.problem, MAX_SIGNAL_ECHO)} (fix: ${p.fix})`);
+  const echo = clip(canonicalJson(payload ?? null), MAX_SIGNAL_ECHO);
+  return { ok: false, error: `${name} payload ${echo} rejected: ${problems.join('; ')}`, problems };
 }
+
+const SIGNAL_CAP_FIX: Record<JsonBreach['cap'], string> = {
+  depth: `send the flat payload the signal takes (at most ${MAX_SIGNAL_DEPTH} levels; see \`datum resolve --help\`)`,
+  chars: `send a payload of at most ${MAX_SIGNAL_CHARS} characters of JSON (a shorter note)`,
+  values: `send a payload of at most ${MAX_SIGNAL_CHARS} characters of JSON`,
+  type: 'send plain JSON: strings, finite numbers, booleans, null, arrays and objects',
+};
 
 export type RefreshVerdict = { verdict: 'rebind' | 'supersede' | 'refuse'; detail: string };
 
