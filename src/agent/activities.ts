@@ -22,6 +22,7 @@ import { whileBeating } from './heartbeat';
 import { AgentJournal, journalKey, withLock } from './journal';
 import { countedApply } from './metrics';
 import { realRoot } from './paths';
+import { assertJournalRoom } from './retention';
 import { applyFileWrite, fileWriteSpec, observeFile } from './providers/file';
 import { applyFlagWrite, flagWriteSpec, observeFlag, undeclaredFlags } from './providers/flag';
 import { applyReleaseInstall, observeRelease, releaseInstallSpec } from './providers/release';
@@ -275,6 +276,8 @@ async function carryOut(ctx: NodeContext, action: AuthorizedAction): Promise<App
     const issues = r.error.issues.map((i) => `${i.path.map(String).join('.') || '(spec)'}: ${i.message}`).join('; ');
     throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
   };
+  // Only new actions reach here (a replay is answered from the journal): room for its entry first.
+  await assertJournalRoom(ctx.root, now());
   switch (action.action) {
     case 'file.write':
       return await applyFileWrite(ctx, action.resource_key, spec(fileWriteSpec), now);

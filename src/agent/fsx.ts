@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { constants, createReadStream, promises as fs, type Stats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 export function sha256(bytes: string | Buffer): string {
@@ -97,3 +98,121 @@ export async function readJsonOrNull(file: string): Promise<unknown> {
 
 /** A timestamp usable in a file name, sortable, without ':' (2026-11-28T10-00-00-000Z). */
 export const fileStamp = (at: Date) => at.toISOString().replace(/[:.]/g, '-');
+
+// ---------------------------------------------------------------------------------------------
+// Writing through held directories. Node has no openat(), but on Linux /proc/self/fd/<fd>/<name>
+// is looked up inside the directory the descriptor holds, whatever its path is now. Opening each
+// directory of a path in turn through its parent's descriptor, with O_NOFOLLOW, and creating,
+// renaming and reading only through the last one, means that swapping a parent for a symlink
+// after Datum checked the path can no longer redirect what it writes: the swap is either not
+// seen (the descriptor holds the checked directory) or seen as a symlink and refused.
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/** A directory held open; `at(name)` names an entry inside it, immune to later renames of its path. */
+export class HeldDir {
+  constructor(
+    readonly handle: FileHandle,
+    /** The path it was reached by, for messages only. */
+    readonly shown: string,
+  ) {}
+
+  at(name: string): string {
+    if (name === '' || name === '.' || name === '..' || name.includes('/'))
+      throw new Error(`"${name}" is not a plain entry name`);
+    return `/proc/self/fd/${this.handle.fd}/${name}`;
+  }
+
+  async close(): Promise<void> {
+    await this.handle.close();
+  }
+}
+
+/** Thrown when a directory of the path is (now) a symlink or not a directory at all. */
+export class DirectorySwapped extends Error {
+  constructor(readonly shown: string) {
+    super(`"${shown}" is no longer a directory (it was replaced, perhaps by a symlink, while Datum was writing)`);
+    this.name = 'DirectorySwapped';
+  }
+}
+
+/**
+ * Opens `root` (a real path) and then each of `segments` below it through its parent's
+ * descriptor, never following a symlink; with `create`, a missing directory is made (mode 0755)
+ * through its parent's descriptor too. The caller closes the returned directory.
+ */
+export async function openDirChain(root: string, segments: readonly string[], create: boolean): Promise<HeldDir> {
+  let dir = new HeldDir(await fs.open(root, DIR_FLAGS), root);
+  try {
+    for (let i = 0; i < segments.length; i++) {
+      const shown = segments.slice(0, i + 1).join('/');
+      const next = await openChild(dir, segments[i], shown, create);
+      await dir.close();
+      dir = next;
+    }
+    return dir;
+  } catch (err) {
+    await dir.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function openChild(parent: HeldDir, name: string, shown: string, create: boolean): Promise<HeldDir> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return new HeldDir(await fs.open(parent.at(name), DIR_FLAGS), shown);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ELOOP' || code === 'ENOTDIR') throw new DirectorySwapped(shown);
+      if (code !== 'ENOENT' || !create || attempt > 0) throw err;
+    }
+    try {
+      await fs.mkdir(parent.at(name), 0o755);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+}
+
+/** lstat of an entry of a held directory; null when absent. */
+export async function lstatAt(dir: HeldDir, name: string): Promise<Stats | null> {
+  try {
+    return await fs.lstat(dir.at(name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/** readRegular of an entry of a held directory (O_NOFOLLOW on the entry). */
+export async function readRegularAt(dir: HeldDir, name: string): Promise<{ bytes: Buffer; st: Stats }> {
+  return await readRegular(dir.at(name));
+}
+
+/**
+ * atomicWrite inside a held directory: temp file created there (O_EXCL|O_NOFOLLOW), fsynced,
+ * renamed over `name` there, the directory fsynced. Returns the lstat of what the rename put in place.
+ */
+export async function atomicWriteAt(dir: HeldDir, name: string, data: string | Buffer, mode = 0o644): Promise<Stats> {
+  const tmp = dir.at(tempName(name));
+  const handle = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, dir.at(name));
+  } catch (err) {
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
+  await dir.handle.sync();
+  return await fs.lstat(dir.at(name));
+}
+
+/** Opens an entry of a held directory for appending, creating it, never through a symlink. */
+export async function openAppendAt(dir: HeldDir, name: string, mode = 0o644): Promise<FileHandle> {
+  return await fs.open(dir.at(name), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, mode);
+}

@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { nodePathProblem, pathSpellingProblem } from '../domain';
+import { RESERVED_ROOT_ENTRIES, nodePathProblem, pathSpellingProblem } from '../domain';
 import { withFix } from '../contract';
+import { DirectorySwapped, openDirChain, type HeldDir } from './fsx';
 import { AgentRefusal } from './refusal';
 
 /*
@@ -73,6 +74,8 @@ export interface Located {
   dir: string;
   /** Parent directories that do not exist yet, outermost first (absolute). */
   missing: string[];
+  /** The symlinked parents followed on the way, as spelled in the path ("alias", "etc/conf"). */
+  via: string[];
 }
 
 /**
@@ -88,16 +91,18 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
   const segments = rel.split('/');
   const name = segments.pop()!;
   let dir = root;
+  const via: string[] = [];
   for (let i = 0; i < segments.length; i++) {
     const next = path.join(dir, segments[i]);
     const shown = segments.slice(0, i + 1).join('/');
     const st = await lstatOrNull(next);
     if (st === null) {
       const missing = segments.slice(i).map((_, j) => path.join(dir, ...segments.slice(i, i + j + 1)));
-      return { abs: path.join(missing[missing.length - 1], name), dir: missing[missing.length - 1], missing };
+      return { abs: path.join(missing[missing.length - 1], name), dir: missing[missing.length - 1], missing, via };
     }
     if (st.isSymbolicLink()) {
       dir = await throughParentLink(root, dir, next, { rel, shown, what });
+      via.push(shown);
       continue;
     }
     if (!st.isDirectory()) {
@@ -112,7 +117,7 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
     }
     dir = next;
   }
-  return { abs: path.join(dir, name), dir, missing: [] };
+  return { abs: path.join(dir, name), dir, missing: [], via };
 }
 
 /**
@@ -175,11 +180,89 @@ export async function createParents(loc: Located): Promise<void> {
   }
 }
 
-/** An internal path under `<root>/.datum/`, located and with its parents created. */
+/** An internal path under `<root>/.datum/`, located (really inside .datum) and with its parents created. */
 export async function datumPath(root: string, rel: string): Promise<string> {
-  const loc = await locate(root, `.datum/${rel}`, 'agent state path');
+  const loc = await locateIn(root, `.datum/${rel}`, 'agent state path', '.datum');
   await createParents(loc);
   return loc.abs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protected areas, judged by where a path really leads, never by how it is spelled: with
+// "alias -> ." inside the root, "alias/.datum/fence.json" is spelled outside .datum and leads
+// into it.
+
+export type ProtectedArea = '.datum' | 'releases' | 'current' | 'flags';
+export const PROTECTED_AREAS = RESERVED_ROOT_ENTRIES as readonly ProtectedArea[];
+
+const AREA_ROLE: Record<ProtectedArea, string> = {
+  '.datum': "the agent's own state: the fence, the journal, the service records and the backups",
+  releases: 'the unpacked releases',
+  current: 'the link to the current release',
+  flags: 'the flags, each managed as its own flag resource',
+};
+
+/** The protected area of the (real) root that `abs` (a resolved path) lies in, or null. */
+export function areaOf(root: string, abs: string): ProtectedArea | null {
+  for (const area of PROTECTED_AREAS) if (isInside(path.join(root, area), abs)) return area;
+  return null;
+}
+
+/**
+ * `locate`, then the resolved path must lie in `area` (null: in none of them). A file resource
+ * may write nowhere Datum keeps its own state; a flag only in flags/, a release only in
+ * releases/, the agent's state only in .datum/ (so "flags -> .datum" cannot turn a flag write
+ * into a journal write either).
+ */
+export async function locateIn(root: string, rel: string, what: string, area: ProtectedArea | null): Promise<Located> {
+  const loc = await locate(root, rel, what);
+  const found = areaOf(root, loc.abs);
+  if (found === area) return loc;
+  const resolved = path.relative(root, loc.abs);
+  const links = loc.via.length ? ` through the symlink${loc.via.length > 1 ? 's' : ''} "${loc.via.join('", "')}"` : '';
+  if (found !== null) {
+    throw new AgentRefusal(
+      'ProtectedAreaRefusal',
+      withFix(
+        `${what} "${rel}" leads${links} to "${resolved}", inside "${found}" (${AREA_ROLE[found]}), which ${area === null ? 'Datum manages itself' : `a ${what} may not reach`}`,
+        loc.via.length
+          ? `replace the symlink "${loc.via[loc.via.length - 1]}" with a real directory, or choose a path that stays out of .datum, releases, current and flags`
+          : 'choose a path outside .datum, releases, current and flags',
+      ),
+      { path: rel, resolved, area: found, via: loc.via },
+    );
+  }
+  throw new AgentRefusal(
+    'ProtectedAreaRefusal',
+    withFix(
+      `${what} "${rel}" leads${links} to "${resolved}", outside "${area}", where Datum keeps it`,
+      `make "${area}" a real directory of the node root (not a symlink), so it holds what Datum writes there`,
+    ),
+    { path: rel, resolved, area },
+  );
+}
+
+/**
+ * Opens the directory a located path is in, from the root down, one directory at a time through
+ * the previous one's descriptor and never through a symlink, creating the missing ones. What is
+ * written through it lands in the directory that was checked, whatever is swapped meanwhile.
+ */
+export async function openLocatedDir(root: string, loc: Located, rel: string, what: string): Promise<HeldDir> {
+  const inside = path.relative(root, loc.dir);
+  const segments = inside === '' ? [] : inside.split(path.sep);
+  try {
+    return await openDirChain(root, segments, true);
+  } catch (err) {
+    if (!(err instanceof DirectorySwapped)) throw err;
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(
+        `${what} "${rel}": ${err.message}, so the write could land outside the directory Datum checked; nothing was written`,
+        `find out who replaces "${err.shown}" and stop them; the next pass writes once it is a directory again`,
+      ),
+      { path: rel, swapped: err.shown },
+    );
+  }
 }
 
 export function kindOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): string {

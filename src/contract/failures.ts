@@ -18,6 +18,13 @@ export const REFUSALS = [
   'ArtifactUnavailable',
   'InvalidAgentConfig',
   'InvalidAction',
+  // A write whose resolved path (after every symlinked parent) lands in Datum's own state or in
+  // another resource type's area: .datum, releases, current, flags.
+  'ProtectedAreaRefusal',
+  // A service state file whose process is not provably the one Datum started: nothing is signalled.
+  'ServiceIdentityUnverified',
+  // Something larger than the agent's documented caps (src/agent/limits.ts).
+  'SizeLimitExceeded',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
 

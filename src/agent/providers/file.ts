@@ -1,9 +1,12 @@
 import type { Stats } from 'node:fs';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
 import { type FileSpec, type ObservedResource } from '../../domain';
-import { atomicWrite, fileStamp, readRegular, sha256 } from '../fsx';
+import { atomicWriteAt, fileStamp, lstatAt, readRegular, readRegularAt, sha256, type HeldDir } from '../fsx';
+import { bytes as sized, limits } from '../limits';
 import { ABSENT_MARKER, fileMarker } from '../markers';
-import { checkFileResourcePath, createParents, kindOf, locate, lstatOrNull } from '../paths';
+import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, type ProtectedArea } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
@@ -27,12 +30,13 @@ export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>
   let abs: string;
   try {
     checkFileResourcePath(spec.path);
-    abs = (await locate(ctx.root, spec.path, 'file path')).abs;
+    abs = (await locateIn(ctx.root, spec.path, 'file path', null)).abs;
   } catch (err) {
     if (err instanceof AgentRefusal) {
-      // A path leaving the root is not an obstruction (nothing would be destroyed): the write is
-      // refused as PathOutsideRoot when planned, and that refusal is the condition naming the path.
-      if (err.type === 'PathOutsideRoot')
+      // A path leaving the root, or leading into Datum's own areas, is not an obstruction
+      // (nothing would be destroyed, and nothing there is read as the file's value): the write is
+      // refused when planned, and that refusal is the condition naming the path.
+      if (err.type === 'PathOutsideRoot' || err.type === 'ProtectedAreaRefusal')
         return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
       return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
     }
@@ -77,6 +81,17 @@ export async function applyFileWrite(
   now: () => Date,
 ): Promise<ApplyResult> {
   checkFileResourcePath(spec.path);
+  const size = Buffer.byteLength(spec.content);
+  if (size > limits.fileContentBytes) {
+    throw new AgentRefusal(
+      'SizeLimitExceeded',
+      withFix(
+        `file.write of "${resourceKey}" carries ${sized(size)} of content, more than the ${sized(limits.fileContentBytes)} a file resource may hold (MAX_FILE_CONTENT_BYTES)`,
+        'ship large data as part of a release artifact and keep file resources for configuration',
+      ),
+      { size, cap: limits.fileContentBytes },
+    );
+  }
   const actual = sha256(spec.content);
   if (actual !== spec.sha256) {
     throw new AgentRefusal(
@@ -96,9 +111,11 @@ export async function applyFileWrite(
 }
 
 /**
- * The atomic write path shared by file and flag: locate inside the root, refuse anything that
- * is not a regular file, keep the previous bytes under .datum/backup/<rel>.<timestamp>, then
- * temp + fsync + rename + fsync dir.
+ * The atomic write path shared by file and flag: locate inside the root and inside the right
+ * area (resolved, not spelled), hold the target's directory open (reached without following a
+ * symlink, so a parent swapped afterwards cannot redirect the write), refuse anything that is
+ * not a regular file, keep the previous bytes under .datum/backup/<resolved path>.<timestamp>,
+ * then temp + fsync + rename + fsync dir, all inside the held directory.
  */
 export async function writeReplacing(
   ctx: NodeContext,
@@ -107,29 +124,76 @@ export async function writeReplacing(
   content: string,
   now: () => Date,
 ): Promise<{ previous: { size: number; backup: string } | null; st: Stats }> {
-  const loc = await locate(ctx.root, rel, `${type} path`);
-  const st = await lstatOrNull(loc.abs);
-  if (st !== null && !st.isFile()) {
+  const what = `${type} path`;
+  const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
+  const loc = await locateIn(ctx.root, rel, what, area);
+  const name = path.basename(loc.abs);
+  const dir = await openLocatedDir(ctx.root, loc, rel, what);
+  try {
+    const st = await lstatAt(dir, name);
+    if (st !== null && !st.isFile()) {
+      throw new AgentRefusal(
+        'DestructiveActionRefusal',
+        withFix(
+          `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
+          `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
+        ),
+        { path: rel, kind: kindOf(st) },
+      );
+    }
+    const previous = st === null ? null : await keepBackup(ctx, dir, name, path.relative(ctx.root, loc.abs), st, now);
+    // The marker is read back from the file our rename put in place: the inode is ours.
+    const written = await atomicWriteAt(dir, name, content, st ? st.mode & 0o777 : 0o644);
+    return { previous, st: written };
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * Copies the bytes about to be replaced to .datum/backup/<target>.<timestamp> (by the resolved
+ * path, so one target keeps one history however it is spelled) and prunes that target's backups
+ * to the newest BACKUPS_KEPT_PER_TARGET. A file too large to back up is not replaced.
+ */
+async function keepBackup(
+  ctx: NodeContext,
+  dir: HeldDir,
+  name: string,
+  target: string,
+  st: Stats,
+  now: () => Date,
+): Promise<{ size: number; backup: string }> {
+  if (st.size > limits.backupBytes) {
     throw new AgentRefusal(
-      'DestructiveActionRefusal',
+      'SizeLimitExceeded',
       withFix(
-        `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
-        `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
+        `"${target}" now holds ${sized(st.size)}, more than the ${sized(limits.backupBytes)} the agent keeps as a backup (MAX_BACKUP_BYTES); replacing it would lose it without a copy`,
+        `move "${target}" away by hand (or shrink it), then let Datum write it`,
       ),
-      { path: rel, kind: kindOf(st) },
+      { path: target, size: st.size, cap: limits.backupBytes },
     );
   }
-  let previous: { size: number; backup: string } | null = null;
-  if (st !== null) {
-    const backupRel = `${rel}.${fileStamp(now())}`;
-    const backupLoc = await locate(ctx.root, `.datum/backup/${backupRel}`, 'backup path');
-    await createParents(backupLoc);
-    const { bytes } = await readRegular(loc.abs);
-    await atomicWrite(backupLoc.abs, bytes, st.mode & 0o777);
-    previous = { size: bytes.length, backup: backupRel };
+  const { bytes } = await readRegularAt(dir, name);
+  const backupRel = `${target}.${fileStamp(now())}`;
+  const bloc = await locateIn(ctx.root, `.datum/backup/${backupRel}`, 'backup path', '.datum');
+  const bdir = await openLocatedDir(ctx.root, bloc, backupRel, 'backup path');
+  try {
+    await atomicWriteAt(bdir, path.basename(bloc.abs), bytes, st.mode & 0o777);
+    await pruneBackups(bdir, name);
+  } finally {
+    await bdir.close();
   }
-  await createParents(loc);
-  // The marker is read back from the file our rename put in place: the inode is ours.
-  const written = await atomicWrite(loc.abs, content, st ? st.mode & 0o777 : 0o644);
-  return { previous, st: written };
+  return { size: bytes.length, backup: backupRel };
+}
+
+const STAMP = /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$/;
+
+/** Keeps the newest BACKUPS_KEPT_PER_TARGET backups of `name` in its backup directory. */
+async function pruneBackups(bdir: HeldDir, name: string): Promise<void> {
+  const prefix = `${name}.`;
+  const mine = (await fs.readdir(`/proc/self/fd/${bdir.handle.fd}`))
+    .filter((n) => n.startsWith(prefix) && STAMP.test(n.slice(prefix.length)))
+    .sort()
+    .reverse();
+  for (const old of mine.slice(limits.backupsKept)) await fs.rm(bdir.at(old), { force: true });
 }

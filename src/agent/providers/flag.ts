@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
 import { fileMarker } from '../markers';
 import { readdirOrEmpty } from '../fsx';
-import { locate, lstatOrNull } from '../paths';
+import { bytes as sized, limits } from '../limits';
+import { locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';
@@ -30,7 +31,7 @@ function parseFlag(bytes: Buffer): { ok: true; value: Json } | { ok: false; erro
 export async function observeFlag(ctx: NodeContext, name: string): Promise<ObservedResource> {
   const rel = flagRel(name);
   try {
-    const loc = await locate(ctx.root, rel, 'flag path');
+    const loc = await locateIn(ctx.root, rel, 'flag path', 'flags');
     return await observeRegularFile('flag', loc.abs, { path: rel }, parseFlag);
   } catch (err) {
     if (err instanceof AgentRefusal)
@@ -43,7 +44,7 @@ export async function observeFlag(ctx: NodeContext, name: string): Promise<Obser
 export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): Promise<Observation['undeclared']> {
   let dir: string;
   try {
-    dir = (await locate(ctx.root, flagRel('_'), 'flag path')).dir;
+    dir = (await locateIn(ctx.root, flagRel('_'), 'flag path', 'flags')).dir;
   } catch (err) {
     if (err instanceof AgentRefusal) return []; // flags/ itself is obstructed; each declared flag reports it
     throw err;
@@ -89,7 +90,19 @@ export async function applyFlagWrite(
     );
   }
   const rel = flagRel(spec.name);
-  const { previous, st } = await writeReplacing(ctx, 'flag', rel, `${JSON.stringify(spec.value)}\n`, now);
+  const document = `${JSON.stringify(spec.value)}\n`;
+  const size = Buffer.byteLength(document);
+  if (size > limits.flagBytes) {
+    throw new AgentRefusal(
+      'SizeLimitExceeded',
+      withFix(
+        `flag "${spec.name}" would be a ${sized(size)} document, more than the ${sized(limits.flagBytes)} a flag may hold (MAX_FLAG_BYTES)`,
+        'keep flags to small switches and settings; put larger configuration in a file resource',
+      ),
+      { size, cap: limits.flagBytes },
+    );
+  }
+  const { previous, st } = await writeReplacing(ctx, 'flag', rel, document, now);
   const before = previous ? `, replacing the previous document (kept at .datum/backup/${previous.backup})` : '';
   return { marker_after: fileMarker(st), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
 }

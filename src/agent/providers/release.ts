@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import * as tar from 'tar';
@@ -9,7 +9,8 @@ import { z } from 'zod';
 import { releaseSpec, type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
 import { atomicWriteJson, fsyncDir, readJsonOrNull, sha256File, tempName } from '../fsx';
 import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
-import { createParents, datumPath, isErrno, isInside, kindOf, locate, lstatOrNull } from '../paths';
+import { bytes as sized, limits } from '../limits';
+import { createParents, datumPath, isErrno, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
@@ -49,7 +50,7 @@ type ReleaseDirState = { kind: 'absent' } | { kind: 'recorded'; record: ReleaseR
 
 /** releases/<version>: absent, a recorded release, or something Datum cannot reuse or replace. */
 async function readReleaseDir(ctx: NodeContext, version: string): Promise<ReleaseDirState> {
-  const loc = await locate(ctx.root, `releases/${version}/${RECORD}`, 'release path');
+  const loc = await locateIn(ctx.root, `releases/${version}/${RECORD}`, 'release path', 'releases');
   const dir = path.dirname(loc.abs);
   const st = await lstatOrNull(dir);
   if (st === null) return { kind: 'absent' };
@@ -184,7 +185,7 @@ async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): 
       );
     }
     const allowed = await inspectArchive(download);
-    const releasesLoc = await locate(ctx.root, `releases/${spec.version}`, 'release path');
+    const releasesLoc = await locateIn(ctx.root, `releases/${spec.version}`, 'release path', 'releases');
     await createParents(releasesLoc);
     const staging = path.join(releasesLoc.dir, tempName(spec.version));
     await fs.mkdir(staging);
@@ -253,7 +254,13 @@ async function fetchArtifact(artifact: string, into: string): Promise<void> {
         );
       throw new Error(`fetching artifact ${artifact} answered HTTP ${res.status}`);
     }
-    await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), createWriteStream(into, { flags: 'wx' }));
+    const declared = Number(res.headers.get('content-length') ?? NaN);
+    if (declared > limits.artifactBytes) throw tooLarge(artifact, declared);
+    await pipeline(
+      Readable.fromWeb(res.body as WebReadableStream<Uint8Array>),
+      capBytes(artifact),
+      createWriteStream(into, { flags: 'wx' }),
+    );
     return;
   }
   if (!path.isAbsolute(artifact)) {
@@ -272,7 +279,31 @@ async function fetchArtifact(artifact: string, into: string): Promise<void> {
       'put the artifact at that path on the node, or correct artifact in the desired state',
     );
   if (!st.isFile()) throw unavailable('is not a regular file', 'point artifact at the .tgz file itself');
-  await pipeline(createReadStream(artifact), createWriteStream(into, { flags: 'wx' }));
+  if (st.size > limits.artifactBytes) throw tooLarge(artifact, st.size);
+  await pipeline(createReadStream(artifact), capBytes(artifact), createWriteStream(into, { flags: 'wx' }));
+}
+
+function tooLarge(artifact: string, size: number | null): AgentRefusal {
+  const found = size === null ? 'more than' : `${sized(size)}, more than`;
+  return new AgentRefusal(
+    'SizeLimitExceeded',
+    withFix(
+      `artifact ${artifact} is ${found} the ${sized(limits.artifactBytes)} the agent downloads (MAX_ARTIFACT_BYTES); nothing was unpacked`,
+      'publish a smaller artifact (leave data sets out of releases)',
+    ),
+    { artifact, cap: limits.artifactBytes },
+  );
+}
+
+/** Passes bytes through until MAX_ARTIFACT_BYTES, then fails: a server's Content-Length is not trusted. */
+function capBytes(artifact: string): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      done(seen > limits.artifactBytes ? tooLarge(artifact, null) : null, chunk);
+    },
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,11 +339,34 @@ interface ArchiveEntry {
   linkpath?: string;
 }
 
+/**
+ * Lists the archive's entries, stopping as soon as it has more than MAX_ARCHIVE_ENTRIES or its
+ * entries add up to more than MAX_UNPACKED_BYTES: a bomb is refused before it is unpacked, and
+ * before it is even read to the end.
+ */
 async function listArchive(file: string): Promise<ArchiveEntry[]> {
   const entries: ArchiveEntry[] = [];
+  let total = 0;
+  // Set from the entry callback; a holder, because a `let` assigned in a closure reads as never-set.
+  const stop: { over: AgentRefusal | null } = { over: null };
+  const source = createReadStream(file);
+  const parser = tar.t({
+    strict: true,
+    onReadEntry: (e) => {
+      if (stop.over) return;
+      entries.push({ path: e.path, type: e.type, linkpath: e.linkpath });
+      total += e.size ?? 0;
+      if (entries.length > limits.archiveEntries)
+        stop.over = archiveTooLarge(`has more than ${limits.archiveEntries} entries (MAX_ARCHIVE_ENTRIES)`);
+      else if (total > limits.unpackedBytes)
+        stop.over = archiveTooLarge(`would unpack to more than ${sized(limits.unpackedBytes)} (MAX_UNPACKED_BYTES)`);
+      if (stop.over) source.destroy(stop.over);
+    },
+  });
   try {
-    await tar.t({ file, strict: true, onReadEntry: (e) => entries.push({ path: e.path, type: e.type, linkpath: e.linkpath }) });
+    await pipeline(source, parser);
   } catch (err) {
+    if (stop.over) throw stop.over;
     throw new AgentRefusal(
       'ArtifactUnavailable',
       withFix(
@@ -321,8 +375,16 @@ async function listArchive(file: string): Promise<ArchiveEntry[]> {
       ),
     );
   }
+  if (stop.over) throw stop.over;
   return entries;
 }
+
+const archiveTooLarge = (why: string) =>
+  new AgentRefusal(
+    'SizeLimitExceeded',
+    withFix(`the artifact ${why}; nothing was unpacked`, 'publish a smaller release (leave data sets out of artifacts)'),
+    { cap_entries: limits.archiveEntries, cap_bytes: limits.unpackedBytes },
+  );
 
 const outsideRelease = (entry: string, why: string) =>
   new AgentRefusal(

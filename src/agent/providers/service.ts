@@ -1,16 +1,20 @@
 import path from 'node:path';
 import { z } from 'zod';
-import type { Json, ObservedResource } from '../../domain';
+import { canonicalJson, type Json, type ObservedResource } from '../../domain';
+import { sha256 } from '../fsx';
 import { checkFileResourcePath, locate } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { serviceMarker } from '../markers';
 import {
-  isRunning,
+  adoptInterrupted,
+  capServiceLog,
   launch,
   probeHealth,
-  readServiceState,
+  readServiceRecord,
   stopInstance,
+  unverified,
+  verifyIdentity,
   waitHealthy,
   type Health,
   type ServiceState,
@@ -45,16 +49,28 @@ function reported(health: Health): Json {
 }
 
 export async function observeService(ctx: NodeContext, key: string): Promise<ObservedResource> {
-  let state: ServiceState | null;
+  let record: Awaited<ReturnType<typeof readServiceRecord>>;
   try {
-    state = await readServiceState(ctx.root, key);
+    record = await readServiceRecord(ctx.root, key);
   } catch (err) {
     if (err instanceof AgentRefusal) return observed('service', null, null, { running: false, refusal: err.type }, err.message);
     throw err;
   }
-  if (state === null) return observed('service', null, null, { running: false });
-  if (!(await isRunning(state)))
+  if (record.kind === 'absent') return observed('service', null, null, { running: false });
+  if (record.kind === 'invalid') {
+    const refusal = unverified(key, record.file, `the file is not a state file Datum wrote (${record.why})`);
+    return observed('service', null, null, { running: false, refusal: refusal.type }, refusal.message);
+  }
+  const state = record.state;
+  const identity = await verifyIdentity(ctx.root, state);
+  if (identity.kind === 'foreign') {
+    // Not the service, and not "stopped" either: something claims to be it. Reported, never signalled.
+    const refusal = unverified(key, record.file, identity.why);
+    return observed('service', null, null, { running: false, claimed_pid: state.pid, refusal: refusal.type }, refusal.message);
+  }
+  if (identity.kind === 'gone')
     return observed('service', null, null, { running: false, last_pid: state.pid, last_started_at: state.started_at });
+  await capServiceLog(ctx.root, key);
   const health = await probeHealth(state.port, HEALTH_TIMEOUT_MS);
   const detail: Record<string, Json> = {
     running: true,
@@ -68,6 +84,9 @@ export async function observeService(ctx: NodeContext, key: string): Promise<Obs
   else detail.health_error = `GET /health ${health.error}`;
   return observed('service', reported(health), serviceMarker(state.pid, state.start_ticks!), detail);
 }
+
+/** What a launch is for: the same command in the same release with the same config is the same launch. */
+const launchTag = (command: string[], cwd: string, configPath: string) => sha256(canonicalJson([command, cwd, configPath]));
 
 export async function applyServiceRun(
   ctx: NodeContext,
@@ -88,16 +107,36 @@ export async function applyServiceRun(
   checkFileResourcePath(spec.config_path);
   const config = await locate(ctx.root, spec.config_path, 'config path');
   const cwd = await currentReleaseDir(ctx);
+  const tag = launchTag(spec.command, cwd, config.abs);
+
+  // An earlier attempt that spawned this very launch and died before recording it: adopt that
+  // instance rather than start a second one.
+  const adopted = await adoptInterrupted(ctx.root, resourceKey);
+  if (adopted !== null && adopted.tag === tag)
+    return await reportStarted(ctx, spec, adopted.state, `adopted pid ${adopted.state.pid}, which an interrupted attempt had `);
 
   // A restart is the ordinary path; stopping is only ever its first half.
-  const previous = await readServiceState(ctx.root, resourceKey);
-  const stopped = previous && (await isRunning(previous)) ? `${await stopInstance(previous)}, then ` : '';
+  const stopped = await stopRecorded(ctx, resourceKey);
+  const state = await launch({ root: ctx.root, key: resourceKey, command: spec.command, cwd, configPath: config.abs, tag, now });
+  return await reportStarted(ctx, spec, state, `${stopped}`);
+}
 
-  const state = await launch({ root: ctx.root, key: resourceKey, command: spec.command, cwd, configPath: config.abs, now });
-  const release = path.relative(ctx.root, cwd);
-  const started = `started pid ${state.pid} on port ${state.port} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
+/** Stops the recorded instance, if it is running and provably ours; refuses a state file it cannot trust. */
+async function stopRecorded(ctx: NodeContext, key: string): Promise<string> {
+  const record = await readServiceRecord(ctx.root, key);
+  if (record.kind === 'absent') return '';
+  if (record.kind === 'invalid') throw unverified(key, record.file, `the file is not a state file Datum wrote (${record.why})`);
+  const identity = await verifyIdentity(ctx.root, record.state);
+  if (identity.kind === 'foreign') throw unverified(key, record.file, identity.why);
+  if (identity.kind === 'gone') return '';
+  return `${await stopInstance(ctx.root, record.state)}, then `;
+}
+
+async function reportStarted(ctx: NodeContext, spec: ServiceRunSpec, state: ServiceState, before: string): Promise<ApplyResult> {
+  const release = path.relative(ctx.root, state.cwd);
+  const started = `${before}started pid ${state.pid} on port ${state.port} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
   if (state.start_ticks === null) {
-    return { marker_after: null, detail: `${stopped}${started}, but it exited at once (see ${state.log}).` };
+    return { marker_after: null, detail: `${started}, but it exited at once (see ${state.log}).` };
   }
   const health = await waitHealthy(state, START_WAIT_MS);
   const value = reported(health);
@@ -106,5 +145,5 @@ export async function applyServiceRun(
       ? `health reported build ${JSON.stringify(value.build)}, config_sha256 ${short(value.config_sha256 as string | null)}`
       : `health did not answer usefully within ${START_WAIT_MS / 1000} s (${health.ok ? 'no {build, config_sha256}' : health.error})`;
   const expected = `expected build ${JSON.stringify(spec.build)}, config_sha256 ${short(spec.config_sha256 as string | null)}`;
-  return { marker_after: serviceMarker(state.pid, state.start_ticks), detail: `${stopped}${started}; ${said} (${expected}).` };
+  return { marker_after: serviceMarker(state.pid, state.start_ticks), detail: `${started}; ${said} (${expected}).` };
 }
