@@ -7,7 +7,9 @@ import {
   InvalidAgentConfig,
   authorizedAction,
   executionEvidence,
+  formatDuration,
   observation,
+  parseDuration,
   type AgentConfig,
   type AuthorizedAction,
   type ExecutionEvidence,
@@ -239,21 +241,31 @@ const ACTION_CHECKS: readonly ((config: AgentConfig, action: AuthorizedAction, c
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
   const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true) };
   const journal = new AgentJournal(ctx.root);
-  // 6. Fencing: an older generation never undoes what a newer one did.
-  const accepted = await journal.acceptedGeneration(action.resource_key);
-  if (accepted !== null && action.desired_generation < accepted) {
+  // 6. Per-node fencing: once generation G acted on this node (any resource), nothing older does.
+  const accepted = await journal.acceptedGeneration();
+  if (accepted !== null && action.desired_generation < accepted.generation) {
     throw refuse(
       'StaleGenerationRefusal',
-      `it is for generation ${action.desired_generation}, but this agent already accepted generation ${accepted} for "${action.resource_key}"`,
-      `only the workflow of generation ${accepted} or newer may change "${action.resource_key}"; refresh the stale workflow's intent`,
-      { desired_generation: action.desired_generation, accepted_generation: accepted },
+      `it is for generation ${action.desired_generation}, but this agent already accepted generation ${accepted.generation} for node ${config.node} (first for "${accepted.resource_key}")`,
+      `only the workflow of generation ${accepted.generation} or newer may change node ${config.node}; refresh the stale workflow's intent`,
+      { desired_generation: action.desired_generation, accepted_generation: accepted.generation },
     );
   }
-  // 7. Idempotency: a recorded result is answered, not re-done.
+  // 7. Idempotency: a recorded result is answered, not re-done. Before the checks below: our own
+  // write moved the marker, and a retry of it is not a new write.
   const recorded = await journal.lookup(journalKey(action));
   if (recorded) return executionEvidence.parse({ ...recorded.evidence, outcome: 'replayed' });
 
-  const result = await carryOut(ctx, action);
+  // 8–9. What the plan saw must still hold at the moment of the write: checked now, and again by a
+  // provider right before its write when it first spends minutes fetching (a release).
+  const planHolds = async () => {
+    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action));
+    if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
+  };
+  await planHolds();
+  await journal.accept(action, now());
+
+  const result = await carryOut(ctx, action, planHolds);
   const executedAt = now();
   const evidence = executionEvidence.parse({
     resource_key: action.resource_key,
@@ -269,13 +281,79 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   return evidence;
 }
 
-async function carryOut(ctx: NodeContext, action: AuthorizedAction): Promise<ApplyResult> {
-  const spec = <T>(schema: z.ZodType<T>): T => {
-    const r = schema.safeParse(action.spec);
-    if (r.success) return r.data;
-    const issues = r.error.issues.map((i) => `${i.path.map(String).join('.') || '(spec)'}: ${i.message}`).join('; ');
-    throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
+/** 8. A snapshot older than its observation_ttl never drives a write, however long the batch ran. */
+function staleSnapshot(action: AuthorizedAction, at: Date): Refusal | null {
+  const { observed_at: observedAt, observation_ttl: ttl } = action;
+  const replan = 'nothing to do by hand: the loop takes a fresh snapshot and plans again';
+  if (!observedAt || !ttl) {
+    return {
+      type: 'StaleSnapshotRefusal',
+      problem: `it carries no ${observedAt ? 'observation_ttl' : 'observed_at'}, so the age of the snapshot it was planned from is unknown, and a snapshot of unknown age never drives a write`,
+      fix: `upgrade the controller so its actions carry observed_at and observation_ttl; ${replan}`,
+      facts: { observed_at: observedAt ?? null, observation_ttl: ttl ?? null },
+    };
+  }
+  const ttlMs = parseDuration(ttl);
+  const ageMs = at.getTime() - Date.parse(observedAt);
+  if (ttlMs === null || Number.isNaN(ageMs)) {
+    return {
+      type: 'InvalidAction',
+      problem: `its observed_at ${JSON.stringify(observedAt)} or observation_ttl ${JSON.stringify(ttl)} does not read as a time and a duration`,
+      fix: 're-plan from the desired state (observed_at is ISO 8601, observation_ttl e.g. "60s")',
+    };
+  }
+  if (ageMs <= ttlMs) return null;
+  return {
+    type: 'StaleSnapshotRefusal',
+    problem: `the snapshot it was planned from (observed_at ${observedAt}) is ${formatDuration(ageMs)} old at the moment of the write, past observation_ttl ${ttl}`,
+    fix: replan,
+    facts: { observed_at: observedAt, observation_ttl: ttl, age_ms: ageMs },
   };
+}
+
+/**
+ * 9. Compare-and-swap on the action's own target (in the manner of Kubernetes resourceVersion):
+ * its marker now must be the one the plan saw. Only the target's own marker counts, so a service
+ * restart after its release switched `current` still goes ahead (the service's marker is its
+ * process), while a file another writer changed after the snapshot is refused, not overwritten.
+ */
+async function markerMoved(ctx: NodeContext, action: AuthorizedAction): Promise<Refusal | null> {
+  const current = await targetMarker(ctx, action);
+  if (current === action.observed_marker) return null;
+  return {
+    type: 'MarkerMoved',
+    problem: `MARKER_MOVED: "${action.resource_key}" changed after the snapshot the plan was made from (planned marker ${action.observed_marker ?? 'none'}, now ${current ?? 'none'}); another writer is at work, and writing now would lose its change`,
+    fix: `Datum reports a conflicting writer; an operator decides with datum resolve ${ctx.node} --resource ${action.resource_key} --resolution retake|yield --by WHO`,
+    facts: { planned_marker: action.observed_marker, current_marker: current, observed_at: action.observed_at ?? null },
+  };
+}
+
+/** The target's marker as observe reports it: one spelling for the snapshot and the check. */
+export async function targetMarker(ctx: NodeContext, action: AuthorizedAction): Promise<string | null> {
+  switch (action.action) {
+    case 'file.write':
+      return (await observeFile(ctx, { path: specOf(action, fileWriteSpec).path })).marker;
+    case 'flag.write':
+      return (await observeFlag(ctx, action.resource_key)).marker;
+    case 'release.install':
+      return (await observeRelease(ctx, specOf(action, releaseInstallSpec))).marker;
+    case 'service.start':
+    case 'service.restart':
+      return (await observeService(ctx, action.resource_key)).marker;
+    default:
+      throw new AgentRefusal('InvalidAction', `${action.action} has no provider`);
+  }
+}
+
+function specOf<T>(action: AuthorizedAction, schema: z.ZodType<T>): T {
+  const r = schema.safeParse(action.spec);
+  if (r.success) return r.data;
+  const issues = r.error.issues.map((i) => `${i.path.map(String).join('.') || '(spec)'}: ${i.message}`).join('; ');
+  throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
+}
+
+async function carryOut(ctx: NodeContext, action: AuthorizedAction, planHolds: () => Promise<void>): Promise<ApplyResult> {
+  const spec = <T>(schema: z.ZodType<T>): T => specOf(action, schema);
   // Only new actions reach here (a replay is answered from the journal): room for its entry first.
   await assertJournalRoom(ctx.root, now());
   switch (action.action) {
@@ -284,7 +362,7 @@ async function carryOut(ctx: NodeContext, action: AuthorizedAction): Promise<App
     case 'flag.write':
       return await applyFlagWrite(ctx, action.resource_key, spec(flagWriteSpec), now);
     case 'release.install':
-      return await applyReleaseInstall(ctx, action.resource_key, spec(releaseInstallSpec));
+      return await applyReleaseInstall(ctx, action.resource_key, spec(releaseInstallSpec), planHolds);
     case 'service.start':
     case 'service.restart':
       return await applyServiceRun(ctx, action.resource_key, action.action, spec(serviceRunSpec), now);

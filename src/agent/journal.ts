@@ -5,7 +5,8 @@ import { datumPath } from './paths';
 
 /*
  * What the agent remembers across restarts, under <root>/.datum/:
- *   fence.json            newest desired_generation accepted per resource_key (fencing)
+ *   fence.json            newest desired_generation accepted for the node, and per resource_key
+ *                         (fencing: once generation G acted on the node, nothing below G acts on it)
  *   journal/<key>.json    the evidence of every applied action, by journal key (idempotency)
  * Both are written atomically and fsynced before apply returns, so a result the workflow
  * never received (the agent died first) is replayed on retry instead of acted on twice.
@@ -16,8 +17,16 @@ export function journalKey(action: Pick<AuthorizedAction, 'idempotency_key' | 'o
   return sha256(canonicalJson([action.idempotency_key, action.observed_marker, action.action_seq]));
 }
 
+interface Acceptance {
+  generation: number;
+  accepted_at: string;
+  idempotency_key: string;
+}
+
 interface FenceFile {
-  resources: Record<string, { generation: number; accepted_at: string; idempotency_key: string }>;
+  /** The newest generation accepted for any resource of the node (absent in files written before per-node fencing). */
+  node?: Acceptance & { resource_key: string };
+  resources: Record<string, Acceptance>;
 }
 
 export interface JournalEntry {
@@ -30,10 +39,40 @@ export interface JournalEntry {
 export class AgentJournal {
   constructor(private readonly root: string) {}
 
-  /** The newest generation accepted for `resourceKey`, or null if none was. */
-  async acceptedGeneration(resourceKey: string): Promise<number | null> {
+  /**
+   * The newest generation accepted for the node, for any resource, and the resource it was
+   * accepted for; null if none was. A fence written before per-node fencing has only per-resource
+   * entries: the newest of those is the node's.
+   */
+  async acceptedGeneration(): Promise<{ generation: number; resource_key: string } | null> {
     const fence = await this.readFence();
-    return fence.resources[resourceKey]?.generation ?? null;
+    let best: { generation: number; resource_key: string } | null = fence.node
+      ? { generation: fence.node.generation, resource_key: fence.node.resource_key }
+      : null;
+    for (const [resource_key, a] of Object.entries(fence.resources)) {
+      if (best === null || a.generation > best.generation) best = { generation: a.generation, resource_key };
+    }
+    return best;
+  }
+
+  /**
+   * Accepts the action's generation for the node before anything is written, so a write of G
+   * that is interrupted still fences every generation below G out of the node.
+   */
+  async accept(action: AuthorizedAction, at: Date): Promise<void> {
+    const fence = await this.readFence();
+    const acceptance = {
+      generation: action.desired_generation,
+      accepted_at: at.toISOString(),
+      idempotency_key: action.idempotency_key,
+    };
+    const nodeNewer = !fence.node || fence.node.generation < action.desired_generation;
+    const prior = fence.resources[action.resource_key];
+    const resourceNewer = !prior || prior.generation < action.desired_generation;
+    if (!nodeNewer && !resourceNewer) return;
+    if (nodeNewer) fence.node = { ...acceptance, resource_key: action.resource_key };
+    if (resourceNewer) fence.resources[action.resource_key] = acceptance;
+    await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
   }
 
   async lookup(key: string): Promise<JournalEntry | null> {
@@ -47,16 +86,7 @@ export class AgentJournal {
     const { spec: _spec, ...summary } = action;
     const entry: JournalEntry = { journal_key: key, recorded_at: at.toISOString(), action: summary, evidence };
     await atomicWriteJson(await this.entryPath(key), entry);
-    const fence = await this.readFence();
-    const prior = fence.resources[action.resource_key];
-    if (!prior || prior.generation < action.desired_generation) {
-      fence.resources[action.resource_key] = {
-        generation: action.desired_generation,
-        accepted_at: at.toISOString(),
-        idempotency_key: action.idempotency_key,
-      };
-      await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
-    }
+    await this.accept(action, at);
   }
 
   private async readFence(): Promise<FenceFile> {

@@ -18,6 +18,12 @@ export const REFUSALS = [
   'ArtifactUnavailable',
   'InvalidAgentConfig',
   'InvalidAction',
+  // The snapshot the action was planned from is older than its observation_ttl at the moment of
+  // the write: not a standing "no", the loop takes a fresh snapshot and plans again.
+  'StaleSnapshotRefusal',
+  // Compare-and-swap: the target's marker is no longer the one the plan saw (another writer came
+  // between plan and write). Details carry planned_marker and current_marker.
+  'MarkerMoved',
   // A write whose resolved path (after every symlinked parent) lands in Datum's own state or in
   // another resource type's area: .datum, releases, current, flags.
   'ProtectedAreaRefusal',

@@ -25,7 +25,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
   const refused = standingRefusals(history.refused, pre, []);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(
-    planItems(intent, pre.assessments, history.action_seq + 1),
+    planItems(intent, pre.assessments, history.action_seq + 1, pre.observation.observed_at),
     pre,
     next,
     writers.blocking,
@@ -52,6 +52,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
       blocking: writers.blocking,
       refused,
       refused_now: [],
+      stale_refused: [],
       refused_standing: withheldFor('refused'),
       ineffective: [],
       failed: [],
@@ -124,5 +125,8 @@ export function toAuthorized(p: PlannedAction): AuthorizedAction {
     observed_marker: p.observed_marker,
     action_seq: p.action_seq,
     spec: p.spec,
+    // What the plan saw, checked by the agent at the moment of the write (freshness, compare-and-swap).
+    observed_at: p.observed_at ?? null,
+    observation_ttl: p.observation_ttl ?? null,
   };
 }

@@ -266,7 +266,7 @@ export function runGates(g: GateInput): { closed: ClosedGate; open?: undefined }
 }
 
 /** When the loop re-observes after a stale snapshot: half the TTL, within backoff.initial and resync_interval. */
-function restaleMs(intent: BoundIntent, retake: number): number {
+export function restaleMs(intent: BoundIntent, retake: number): number {
   const policy = intent.policy;
   const first = Math.min(
     durationMs(policy.resync_interval),

@@ -4,7 +4,7 @@ import type { ActedPass } from './decide';
 import { resourceConcerns, type Judgement } from './ladder';
 import { planItems } from './plan';
 import type { History } from './history';
-import type { ExecutionEvidence, WriterEvidence } from './schemas';
+import type { AuthorizedAction, ExecutionEvidence, WriterEvidence } from './schemas';
 import type { Classified } from './verdict';
 import {
   standingRefusals,
@@ -18,11 +18,13 @@ import {
 /** What the fresh probe says about one action of this pass. */
 type ActionVerdict =
   | { kind: 'refused'; refusal: RefusalRecord }
+  /** Refused because the plan's snapshot was past observation_ttl at the moment of the write: re-observe, not a standing refusal. */
+  | { kind: 'stale' }
   /** Not carried out (failed, or skipped): the resource is as it was, and still drifting. */
   | { kind: 'not_carried_out' }
   /** At desired on the probe; `proof` is what conflict_window compares later flips with. */
   | { kind: 'took'; proof: RepairRecord | null }
-  /** The marker moved after our own write: another writer. */
+  /** The marker moved after our own write, or between plan and write (MARKER_MOVED): another writer. */
   | { kind: 'overwritten'; sequence: WriterEvidence[] }
   /** Still differs, and nothing shows another writer: the marker is our own write's, or unknown (seed probe 4). */
   | { kind: 'ineffective' };
@@ -44,7 +46,7 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   // Drift the next pass could repair that this pass did not touch (it appeared meanwhile).
   const repairable = authorizePlan(
-    planItems(intent, post.assessments, carried.action_seq + 1),
+    planItems(intent, post.assessments, carried.action_seq + 1, post.observation.observed_at),
     post,
     next,
     writers.blocking,
@@ -68,6 +70,7 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       blocking: writers.blocking,
       refused,
       refused_now: probe.refused_now,
+      stale_refused: probe.stale,
       // This pass's refusals, and earlier ones nothing has changed about since.
       refused_standing: [...new Set([...probe.refused_now, ...Object.keys(refused).filter((k) => !probe.acted_keys.has(k))])],
       ineffective: probe.ineffective,
@@ -90,6 +93,7 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
     overwritten: {},
     refused: {},
     refused_now: [],
+    stale: [],
     ineffective: [],
     failed: [],
   };
@@ -99,7 +103,8 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
     if (verdict.kind === 'refused') {
       probe.refused_now.push(key);
       probe.refused[key] = verdict.refusal;
-    } else if (verdict.kind === 'not_carried_out') probe.failed.push(key);
+    } else if (verdict.kind === 'stale') probe.stale.push(key);
+    else if (verdict.kind === 'not_carried_out') probe.failed.push(key);
     else if (verdict.kind === 'took') {
       if (verdict.proof) probe.repaired[key] = verdict.proof;
     } else if (verdict.kind === 'overwritten') probe.overwritten[key] = verdict.sequence;
@@ -111,6 +116,10 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
 function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass): ActionVerdict {
   if (ev.outcome === 'refused') {
     const action = acted.actions.find((x) => x.resource_key === ev.resource_key);
+    // Two refusals are evidence about the world, not a standing "no": another writer came
+    // between plan and write (compare-and-swap), or the plan's snapshot expired.
+    if (ev.refusal_type === 'MarkerMoved') return { kind: 'overwritten', sequence: markerMoved(ev, action, post, acted) };
+    if (ev.refusal_type === 'StaleSnapshotRefusal') return { kind: 'stale' };
     const refusal = {
       idempotency_key: ev.idempotency_key,
       marker: action?.observed_marker ?? null,
@@ -137,4 +146,32 @@ function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass):
       { at: post.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation after repair' },
     ],
   };
+}
+
+/**
+ * The agent's MARKER_MOVED as conflict evidence: the (time, value, marker) the plan saw, and the
+ * moved one the fresh probe shows. Nothing of ours was written, so every point is another writer's.
+ */
+function markerMoved(
+  ev: ExecutionEvidence,
+  action: AuthorizedAction | undefined,
+  post: Classified,
+  acted: ActedPass,
+): WriterEvidence[] {
+  const planned = acted.pre.resources[ev.resource_key];
+  const now = post.byKey.get(ev.resource_key)?.observed;
+  return [
+    {
+      at: action?.observed_at ?? acted.pre.observed_at,
+      value: planned?.value ?? null,
+      marker: action?.observed_marker ?? planned?.marker ?? null,
+      source: 'snapshot the plan was made from',
+    },
+    {
+      at: post.observation.observed_at,
+      value: now?.value ?? null,
+      marker: now?.marker ?? null,
+      source: `fresh observation after the agent refused ${ev.action} as MARKER_MOVED at ${ev.executed_at}`,
+    },
+  ];
 }

@@ -7,6 +7,7 @@ import type { ConflictRecord, History } from './history';
 import type { AuthorizedAction, ConvergenceStatus, Decision, PlannedAction, Reason, RecheckTriggerKind } from './schemas';
 import { backoffMs, list, trigger, type Classified, type Verdict } from './verdict';
 import type { RefusalRecord } from './writers';
+import { restaleMs } from './gates';
 
 /*
  * Stage 4: the status ladder. Once the gates are open and a stage has judged the snapshot
@@ -34,6 +35,8 @@ export interface Evidence {
   refused: Record<string, RefusalRecord>;
   /** Refused by the agent in this pass. */
   refused_now: string[];
+  /** Refused in this pass because the plan's snapshot was past observation_ttl at the moment of the write (post only). */
+  stale_refused: string[];
   /** Refusals nothing has changed about since (post: also this pass's). */
   refused_standing: string[];
   /** Acted on, ran, and the fresh probe still differs with our own marker (seed probe 4). */
@@ -138,6 +141,15 @@ export const LADDER: readonly Rung[] = [
       detail: `The agent refused ${list(e.refused_now)}: ${refusals(e, e.refused_now)}.`,
       recheck: REFUSAL_RECHECK,
     }),
+  },
+  {
+    status: 'BLOCKED',
+    reason: 'STALE_OBSERVATION',
+    trigger: 'FRESH_OBSERVATION',
+    outranks:
+      "A write refused for a stale snapshot outranks a retry: the plan's evidence expired, so the loop re-observes and plans again rather than retrying an old plan (and it is no standing refusal: nothing is wrong that a fresh snapshot does not fix).",
+    when: (e) => e.stale_refused.length > 0,
+    say: sayStaleAtWrite,
   },
   {
     status: 'RETRY',
@@ -384,6 +396,27 @@ function refusalConditions(e: Evidence): ConditionDraft[] {
       [`${r ? 'apply at ' + r.at : 'apply'}`],
     );
   });
+}
+
+/** The agent's StaleSnapshotRefusal: what gate 7 says before acting, found at the moment of the write. */
+function sayStaleAtWrite(e: Evidence): Said {
+  const ttl = e.intent.policy.observation_ttl;
+  const waitMs = restaleMs(e.intent, 1);
+  const observedAt = e.acted?.pre.observed_at ?? null;
+  return {
+    detail: `The agent refused ${list(e.stale_refused)}: the snapshot the plan was made from (${observedAt}) was older than observation_ttl ${ttl} at the moment of the write, so nothing stale was written; the loop takes a fresh snapshot in ${formatDuration(waitMs)}.`,
+    recheck: `a snapshot younger than ${ttl}, which the loop takes in ${formatDuration(waitMs)}`,
+    not_before: addMs(e.now, waitMs),
+    drafts: [
+      draft(
+        'STALE_OBSERVATION',
+        null,
+        `The batch outlived its snapshot: the agent refused ${list(e.stale_refused)} because the snapshot from ${observedAt} was past observation_ttl ${ttl} when the write came.`,
+        { observed_at: observedAt, observation_ttl: ttl, refused: e.stale_refused },
+        e.stale_refused.flatMap((key) => triedFor(key, e.acted)),
+      ),
+    ],
+  };
 }
 
 function sayRetry(e: Evidence): Said {

@@ -64,6 +64,7 @@ export function evidenceOfFailure(action: AuthorizedAction, failure: ApplyFailur
     outcome: failure.kind,
     detail: failure.kind === 'refused' ? `${failure.refusal_type}: ${failure.message}` : failure.detail,
     refusal,
+    refusal_type: failure.kind === 'refused' ? failure.refusal_type : null,
   };
 }
 

@@ -23,11 +23,25 @@ export interface PlanItem {
  * plan (seed 001: the preview must be exactly what enforcement would do); only authorization
  * differs, and decide() sets it. OPERATOR_OWNED and UNKNOWN resources are never planned.
  */
-export function plan(intent: BoundIntent, assessments: Assessment[], actionSeq: number): PlannedAction[] {
-  return planItems(intent, assessments, actionSeq).map((item) => item.action);
+export function plan(
+  intent: BoundIntent,
+  assessments: Assessment[],
+  actionSeq: number,
+  observedAt: string | null = null,
+): PlannedAction[] {
+  return planItems(intent, assessments, actionSeq, observedAt).map((item) => item.action);
 }
 
-export function planItems(intent: BoundIntent, assessments: Assessment[], actionSeq: number): PlanItem[] {
+/**
+ * `observedAt` is when the snapshot the assessments come from was taken: every action carries it
+ * with the policy's observation_ttl, so the agent can refuse a write once that snapshot is stale.
+ */
+export function planItems(
+  intent: BoundIntent,
+  assessments: Assessment[],
+  actionSeq: number,
+  observedAt: string | null = null,
+): PlanItem[] {
   const drifted = assessments.flatMap((a) => (a.ownership === 'MANAGED' && a.drift && a.spec ? [{ a, spec: a.spec }] : []));
   drifted.sort((x, y) => ORDER[x.spec.type] - ORDER[y.spec.type] || x.a.resource_key.localeCompare(y.a.resource_key));
   return drifted.map(({ a, spec }) => {
@@ -41,6 +55,8 @@ export function planItems(intent: BoundIntent, assessments: Assessment[], action
       observed_marker: a.observed?.marker ?? null,
       action_seq: actionSeq,
       spec: actionSpec(a, spec, intent),
+      observed_at: observedAt,
+      observation_ttl: intent.policy.observation_ttl,
       destructive: obstruction !== null,
       authorized: false,
       withheld_because: obstruction === null ? null : withheldBecause({ kind: 'destructive', obstruction }),

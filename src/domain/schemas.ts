@@ -424,6 +424,14 @@ export const authorizedAction = z.object({
   observed_marker: z.string().nullable(),
   action_seq: z.number().int(),
   spec: jsonValue,
+  /**
+   * When the snapshot the plan was made from was taken, and the TTL it was judged against: the
+   * agent refuses the write once that snapshot is older than the TTL (StaleSnapshotRefusal).
+   * Optional so ledger entries written before they existed stay valid; the agent refuses an
+   * action without them, since a snapshot of unknown age never drives a write.
+   */
+  observed_at: z.string().nullable().optional(),
+  observation_ttl: z.string().nullable().optional(),
 });
 export type AuthorizedAction = z.infer<typeof authorizedAction>;
 
@@ -438,6 +446,8 @@ export const executionEvidence = z.object({
   marker_after: z.string().nullable(),
   detail: z.string(),
   refusal: z.string().nullable().default(null),
+  /** The refusal's failure type (REFUSALS), so the judgement reads a type, not the sentence. Optional: older entries lack it. */
+  refusal_type: z.string().nullable().optional(),
 });
 export type ExecutionEvidence = z.infer<typeof executionEvidence>;
 

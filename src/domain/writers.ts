@@ -31,6 +31,8 @@ export interface ProbeFindings {
   overwritten: Record<string, WriterEvidence[]>;
   refused: Record<string, RefusalRecord>;
   refused_now: string[];
+  /** Refused because the snapshot the plan was made from was stale at the moment of the write: not a standing refusal. */
+  stale: string[];
   ineffective: string[];
   failed: string[];
 }
@@ -41,6 +43,7 @@ export const NO_FINDINGS: ProbeFindings = {
   overwritten: {},
   refused: {},
   refused_now: [],
+  stale: [],
   ineffective: [],
   failed: [],
 };
@@ -55,8 +58,9 @@ export interface Writers {
 }
 
 /**
- * Another writer shows as a marker that moved after our own write (found by judgeProbe), or as
- * a value our repair proved at desired that flips away within conflict_window (found here).
+ * Another writer shows as a marker that moved after our own write, or between the plan and the
+ * write (the agent's MARKER_MOVED refusal; both found by judgeProbe), or as a value our repair
+ * proved at desired that flips away within conflict_window (found here).
  */
 export function trackConflicts(
   history: History,

@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { expect } from 'vitest';
 import { fileBytes, idempotencyKey, type AuthorizedAction, type Json } from '../../src/domain';
-import { createAgentActivities } from '../../src/agent/activities';
+import { createAgentActivities, targetMarker } from '../../src/agent/activities';
 import { stopServices } from '../../src/agent/services';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import type { BuildArtifactOptions } from '../../scripts/build-artifact.mjs' with { 'resolution-mode': 'import' };
@@ -60,7 +60,8 @@ export async function makeNode(options: { node?: string; mode?: 'observe' | 'enf
       await fs.writeFile(configPath, JSON.stringify(doc, null, 2)); // JSON is YAML
     },
     observe: (resources, acts = t.acts) => runActivity((r: ObserveRequest) => acts.observe(r), { node, resources }),
-    apply: (action, acts = t.acts) => runActivity((r: ApplyRequest) => acts.apply(r), { node, action }),
+    apply: async (action, acts = t.acts) =>
+      await runActivity((r: ApplyRequest) => acts.apply(r), { node, action: await asPlanned(t, action) }),
     async cleanup() {
       await stopServices(root);
       await fs.rm(base, { recursive: true, force: true });
@@ -94,6 +95,24 @@ const quietLogger = {
 
 let seq = 0;
 
+/** Actions built without an observed_marker: t.apply reads it off the target first, as a plan would. */
+const unplanned = new WeakSet<AuthorizedAction>();
+const planned = new WeakMap<AuthorizedAction, AuthorizedAction>();
+
+/**
+ * The action as a workflow would send it: an action built without an observed_marker gets the
+ * target's marker now, once (so applying the same action again is a replay, not a new attempt).
+ */
+async function asPlanned(t: TestNode, a: AuthorizedAction): Promise<AuthorizedAction> {
+  if (!unplanned.has(a)) return a;
+  const known = planned.get(a);
+  if (known) return known;
+  const marker = await targetMarker({ node: t.node, root: await fs.realpath(t.root) }, a).catch(() => null);
+  const filled = { ...a, observed_marker: marker };
+  planned.set(a, filled);
+  return filled;
+}
+
 /** An action as the workflow sends it; idempotency_key bound to (node, key, generation, digest). */
 export function action(
   node: string,
@@ -104,7 +123,7 @@ export function action(
 ): AuthorizedAction {
   const desired_generation = over.desired_generation ?? 12;
   const desired_digest = over.desired_digest ?? `sha256:${'d7'.repeat(32)}`;
-  return {
+  const built: AuthorizedAction = {
     resource_key,
     action: kind,
     desired_generation,
@@ -113,8 +132,13 @@ export function action(
     observed_marker: null,
     action_seq: over.action_seq ?? ++seq,
     spec,
+    // A snapshot taken now, judged against a TTL no test outlives unless it means to.
+    observed_at: new Date().toISOString(),
+    observation_ttl: '10m',
     ...over,
   };
+  if (!('observed_marker' in over)) unplanned.add(built);
+  return built;
 }
 
 export const fileAction = (

@@ -174,11 +174,13 @@ describe('fencing', () => {
       t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 })),
       'StaleGenerationRefusal',
     );
-    expect(failure.message).toContain('it is for generation 12, but this agent already accepted generation 13 for "config"');
+    expect(failure.message).toContain(
+      'it is for generation 12, but this agent already accepted generation 13 for node N-24 (first for "config")',
+    );
     expect(await fs.readFile(path.join(t.root, 'etc/app/config.json'), 'utf8')).toContain('"workers": 9');
   });
 
-  it('keeps the fence across an agent restart, per resource', async () => {
+  it('keeps the fence across an agent restart, per node', async () => {
     const t = await makeNode();
     await t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 9 }, { desired_generation: 13 }));
     const restarted = createAgentActivities(t.configPath);
@@ -186,18 +188,23 @@ describe('fencing', () => {
       t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { desired_generation: 12 }), restarted),
       'StaleGenerationRefusal',
     );
-    // Same and newer generations pass; another resource has its own fence.
+    // Same and newer generations pass; another resource of the node is fenced too (per node).
     await expect(
       t.apply(fileAction(t.node, 'config', 'etc/app/config.json', { workers: 10 }, { desired_generation: 13 }), restarted),
     ).resolves.toMatchObject({ outcome: 'applied' });
-    await expect(
+    await expectRefusal(
       t.apply(
         action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }, { desired_generation: 2 }),
         restarted,
       ),
-    ).resolves.toMatchObject({
-      outcome: 'applied',
-    });
+      'StaleGenerationRefusal',
+    );
+    await expect(
+      t.apply(
+        action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }, { desired_generation: 14 }),
+        restarted,
+      ),
+    ).resolves.toMatchObject({ outcome: 'applied' });
   });
 });
 
@@ -225,12 +232,12 @@ describe('idempotency journal', () => {
     const markerOnly = await t.apply({ ...a, observed_marker: first.marker_after });
     expect(markerOnly.outcome).toBe('applied');
     expect(markerOnly.marker_after).not.toBe(first.marker_after);
-    // … another action_seq alone (the loop's next attempt on the same snapshot) …
-    const seqOnly = await t.apply({ ...a, action_seq: 2, observed_marker: first.marker_after });
+    // … another action_seq (the loop's next attempt, planned from a snapshot showing our last write) …
+    const seqOnly = await t.apply({ ...a, action_seq: 2, observed_marker: markerOnly.marker_after });
     expect(seqOnly.outcome).toBe('applied');
     expect(seqOnly.marker_after).not.toBe(markerOnly.marker_after);
-    // … while the very same attempt again is a replay.
-    expect((await t.apply({ ...a, action_seq: 2, observed_marker: first.marker_after })).outcome).toBe('replayed');
+    // … while the very same attempt again is a replay, though its own write moved the marker since.
+    expect((await t.apply({ ...a, action_seq: 2, observed_marker: markerOnly.marker_after })).outcome).toBe('replayed');
   });
 });
 

@@ -45,7 +45,8 @@ describe('datum_actions_total on the agent', () => {
     const env = new MockActivityEnvironment(undefined, { metricMeter: meter, logger: silent });
     const apply = (request: ApplyRequest): Promise<ExecutionEvidence> => env.run((r: ApplyRequest) => t.acts.apply(r), request);
 
-    const write = fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 });
+    // Planned from a snapshot where the file is absent (the agent compares that marker before writing).
+    const write = fileAction(t.node, 'config', 'etc/app/config.json', { workers: 8 }, { observed_marker: 'absent' });
     expect((await apply({ node: t.node, action: write })).outcome).toBe('applied');
     expect((await apply({ node: t.node, action: write })).outcome).toBe('replayed');
     await t.writeConfig({ mode: 'observe' });

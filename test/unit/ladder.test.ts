@@ -107,6 +107,14 @@ const refused: Report = {
   detail: 'refused',
   refusal: 'the resource is set to observe on the node',
 };
+/** The agent's StaleSnapshotRefusal: the plan's snapshot was past observation_ttl when the write came. */
+const staleAtWrite: Report = {
+  outcome: 'refused',
+  marker_after: null,
+  detail: 'StaleSnapshotRefusal: the snapshot is 11m old at the moment of the write, past observation_ttl 60s',
+  refusal: 'StaleSnapshotRefusal: the snapshot is 11m old at the moment of the write, past observation_ttl 60s',
+  refusal_type: 'StaleSnapshotRefusal',
+};
 const failed: Report = { outcome: 'failed', marker_after: null, detail: 'exit 1' };
 const skipped: Report = {
   outcome: 'skipped',
@@ -206,6 +214,14 @@ const ladderRows: Row[] = [
     reason: 'ACTION_REFUSED',
     trigger: 'FRESH_OBSERVATION',
     detail: /^The agent refused "build", "app": the resource is set to observe/,
+  },
+  {
+    name: 'STALE_OBSERVATION (at the write): the agent refused because the batch outlived its snapshot',
+    run: () => acting(before(), before(), () => staleAtWrite),
+    status: 'BLOCKED',
+    reason: 'STALE_OBSERVATION',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /older than observation_ttl 60s at the moment of the write/,
   },
   {
     name: 'RETRY / ACTION_INEFFECTIVE: applied, and the probe still differs with our own marker (probe 4)',
@@ -419,28 +435,34 @@ const ladderPrecedence = [
     lowerDetail: /^The agent refused "app"/,
   }),
   adjacent(1, {
-    name: 'ACTION_REFUSED over ACTION_INEFFECTIVE: app refused, build did not take',
-    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? refused : {})),
+    name: 'ACTION_REFUSED over STALE_OBSERVATION at the write: app refused, build refused for a stale snapshot',
+    both: () => acting(before(), before(), (k) => (k === 'app' ? refused : staleAtWrite)),
     upperDetail: /^The agent refused "app"/,
-    without: () => acting(before(), unchanged()),
+    without: () => acting(before(), before(), () => staleAtWrite),
   }),
   adjacent(2, {
+    name: 'STALE_OBSERVATION at the write over ACTION_INEFFECTIVE: app refused for a stale snapshot, build did not take',
+    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? staleAtWrite : {})),
+    upperDetail: /^The agent refused "app": the snapshot the plan was made from/,
+    without: () => acting(before(), unchanged()),
+  }),
+  adjacent(3, {
     name: 'ACTION_INEFFECTIVE over ACTION_FAILED: build did not take, app failed',
     both: () => acting(before(), unchanged(), (k) => (k === 'app' ? failed : {})),
     without: () => acting(before(), before(), () => failed),
   }),
-  adjacent(3, {
+  adjacent(4, {
     name: 'ACTION_FAILED within the budget, RETRY_BUDGET_EXHAUSTED at it (they exclude each other: the boundary)',
     both: () => acting(before(), before(), () => failed, spent(1)),
     without: () => acting(before(), before(), () => failed, spent(2)),
   }),
-  adjacent(5, {
+  adjacent(6, {
     name: 'RETRY_BUDGET_EXHAUSTED over a standing ACTION_REFUSED: build refused before, the budget spent since',
     both: () => judge(before(), { history: { ...afterBuildRefused(), attempt_count: 3 } }),
     without: () => judge(before(), { history: afterBuildRefused() }),
     lowerDetail: /^The agent refused "build" and nothing about it has changed since/,
   }),
-  adjacent(8, {
+  adjacent(9, {
     name: 'RETRY / DRIFT_DETECTED over DESTRUCTIVE_REPAIR_REQUIRED: build repaired, app drifted, config was obstructed',
     both: () =>
       acting(
@@ -449,23 +471,23 @@ const ladderPrecedence = [
       ),
     without: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), markers: oursFor(['build']) })),
   }),
-  adjacent(9, {
+  adjacent(10, {
     name: 'DESTRUCTIVE_REPAIR_REQUIRED over UNKNOWN_OWNERSHIP',
     both: () => judge(obstructed(n24After(), debugFlag)),
     without: () => judge(snapshot(n24After(), debugFlag)),
   }),
-  adjacent(10, {
+  adjacent(11, {
     name: 'UNKNOWN_OWNERSHIP over OBSERVE_MODE_DRIFT',
     both: () => judge(snapshot(n24Before(), { mode: 'observe', ...debugFlag })),
     without: () => judge(snapshot(n24Before(), { mode: 'observe' })),
   }),
-  adjacent(11, {
+  adjacent(12, {
     name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
     both: () =>
       acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
     without: () => acting(before(), before(), () => null),
   }),
-  adjacent(12, {
+  adjacent(13, {
     name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
     both: () =>
       acting(
@@ -475,7 +497,7 @@ const ladderPrecedence = [
       ),
     without: () => acting(before(), after(), (k) => (k === 'app' ? null : {})),
   }),
-  adjacent(13, {
+  adjacent(14, {
     name: 'CONVERGED_AFTER_REPAIR over ALREADY_CONVERGED: an action was carried out',
     both: () => acting(before(), after()),
     without: () => acting(before(), after(), () => null),
@@ -487,25 +509,25 @@ describe('precedence between adjacent rungs', () => {
     expectDecision(p.both(), p.upper);
     expectDecision(p.without(), p.lower);
   });
-  it('a standing ACTION_REFUSED (6) steps aside for DRIFT_DETECTED (7) while something else may run', () => {
+  it('a standing ACTION_REFUSED (7) steps aside for DRIFT_DETECTED (8) while something else may run', () => {
     // build refused before; config drifted since, and its repair may run: the refusal stays a condition.
     const r = judge(snapshot({ ...n24Before(), config: D6() }), { history: afterBuildRefused() });
-    expectDecision(r, rung(7));
+    expectDecision(r, rung(8));
     expect(r.decision.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['ACTION_REFUSED', 'build']);
-    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(6));
+    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(7));
   });
   it('covers every adjacent pair of the ladder', () => {
-    // 4/5 (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 7/8 (DRIFT_DETECTED before
-    // acting, RETRY drift meanwhile after) are one phase against the other, never both; 6/7 is above.
-    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 1, 2, 3, 5, 8, 9, 10, 11, 12, 13]);
-    expect(LADDER.length).toBe(15);
+    // 5/6 (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 8/9 (DRIFT_DETECTED before
+    // acting, RETRY drift meanwhile after) are one phase against the other, never both; 7/8 is above.
+    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 1, 2, 3, 4, 6, 9, 10, 11, 12, 13, 14]);
+    expect(LADDER.length).toBe(16);
   });
 });
 
 describe('a skipped action (an earlier action of the batch failed or was refused)', () => {
   it('is not an attempt, and the resource is still drifting: RETRY / ACTION_FAILED', () => {
     const r = acting(before(), before(), (k) => (k === 'build' ? failed : skipped));
-    expectDecision(r, rung(3));
+    expectDecision(r, rung(4));
     expect(r.decision.attempt_count).toBe(1);
     expect(r.decision.reason_detail).toContain('"build", "app" failed');
   });
@@ -516,7 +538,7 @@ describe('a skipped action (an earlier action of the batch failed or was refused
   });
   it('alone never counts toward attempt_count nor proves a repair', () => {
     const r = acting(before(), after(), () => skipped);
-    expectDecision(r, rung(3));
+    expectDecision(r, rung(4));
     expect(r.decision.attempt_count).toBe(0);
     expect(r.history.attempt_count).toBe(0);
   });
@@ -549,6 +571,6 @@ describe('withheld_because keeps the ledger v1 wording', () => {
 
 // Keep the real pass in view: the loop's pass (src/domain/pass.ts) gives the same rows.
 it('the fixtures pass agrees with the rows it shares', async () => {
-  expectDecision((await pass(before(), () => after())).final, rung(13));
-  expectDecision((await pass(before(), () => unchanged())).final, rung(2));
+  expectDecision((await pass(before(), () => after())).final, rung(14));
+  expectDecision((await pass(before(), () => unchanged())).final, rung(3));
 });

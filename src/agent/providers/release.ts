@@ -123,7 +123,16 @@ export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, '
   return observed('release', { version: dir.record.version, sha256: dir.record.sha256 }, current.marker, detail, obstruction);
 }
 
-export async function applyReleaseInstall(ctx: NodeContext, resourceKey: string, spec: ReleaseInstallSpec): Promise<ApplyResult> {
+/**
+ * `beforeSwitch` runs right before `current` is switched, after a fetch that may take minutes:
+ * the agent re-checks there what the plan saw (freshness, the marker of `current`).
+ */
+export async function applyReleaseInstall(
+  ctx: NodeContext,
+  resourceKey: string,
+  spec: ReleaseInstallSpec,
+  beforeSwitch: () => Promise<void> = () => Promise.resolve(),
+): Promise<ApplyResult> {
   // Obstructions first: nothing is fetched for an install that could only destroy something.
   const current = await readCurrent(ctx);
   if (current.kind === 'obstructed') {
@@ -162,6 +171,7 @@ export async function applyReleaseInstall(ctx: NodeContext, resourceKey: string,
     await installFromArtifact(ctx, spec);
     how = `unpacked ${spec.artifact} (sha256 ${short(spec.sha256)} verified) into releases/${spec.version}`;
   }
+  await beforeSwitch();
   const marker = await switchCurrent(ctx, spec.version);
   const from = current.kind === 'link' ? current.target : 'nothing';
   return { marker_after: marker, detail: `${how} and switched current from ${from} to releases/${spec.version}.` };
