@@ -7,6 +7,7 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -93,6 +94,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     // 2. One pass (observe, decide, act where authorized, probe, decide), then record it.
     loop.recheckRequested = false;
     loop.watchFired = false;
+    acceptRecheck(loop);
     const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
     loop.history = final.history;
     record(loop, final.decision, 'pass');
@@ -140,6 +142,8 @@ interface Loop {
   supersededBy: string | null;
   pending: Pending[];
   recheckRequested: boolean;
+  /** A valid recheck arrived since the last pass: it clears an earlier rejected one. */
+  recheckAccepted: boolean;
   watch: WatchState;
   watchFired: boolean;
   agents: NodeAgents;
@@ -170,6 +174,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     supersededBy: null,
     pending: [],
     recheckRequested: false,
+    recheckAccepted: false,
     watch: { running: false, retry_at_ms: 0 },
     watchFired: false,
     agents: nodeAgents(input.node, intent.policy.node_timeout),
@@ -220,7 +225,10 @@ function installHandlers(loop: Loop): void {
   setHandler(resolveConflictSignal, (payload) => void loop.pending.push({ signal: resolveConflictSignal, payload }));
   setHandler(recheckSignal, (payload) => {
     const parsed = parseSignal(recheckSignal.name, payload);
-    if (parsed.ok) loop.recheckRequested = true;
+    if (parsed.ok) {
+      loop.recheckRequested = true;
+      loop.recheckAccepted = true;
+    }
     else loop.pending.push({ signal: recheckSignal, rejected: parsed.error });
   });
   setHandler(ledgerQuery, () => loop.ledger);
@@ -268,6 +276,19 @@ async function handleSignal(loop: Loop, pending: Pending): Promise<boolean> {
     return false;
   }
   return refreshDesired(loop, pending.payload);
+}
+
+/**
+ * A valid recheck closes the INVALID_SIGNAL an earlier malformed one raised, as a valid signal of
+ * any other name does. Recorded by the loop, not the handler, so a pass in flight cannot undo it.
+ * Patched: runs recorded before kept the rejection, and their next entries must replay as they were.
+ */
+function acceptRecheck(loop: Loop): void {
+  if (!loop.recheckAccepted) return;
+  loop.recheckAccepted = false;
+  if (loop.history.rejected_signals[recheckSignal.name] && patched('valid-recheck-clears-rejection')) {
+    loop.history = recordSignal(loop.history, recheckSignal.name, null);
+  }
 }
 
 /** A malformed or refused signal is recorded, raises INVALID_SIGNAL, and the loop goes on. */

@@ -184,6 +184,18 @@ describe('conflicting writer', () => {
 });
 
 describe('observe mode', () => {
+  it('a malformed recheck raises INVALID_SIGNAL, and the next valid recheck closes it', async () => {
+    const node = 'C-6';
+    const handle = await converged(node, 1);
+    await handle.signal(recheckSignal, { now: 'please' } as never);
+    const raised = await stack.waitFor(handle, (s) => s.conditions.some((c) => c.type === 'INVALID_SIGNAL'));
+    expect(raised.conditions.find((c) => c.type === 'INVALID_SIGNAL')?.message).toMatch(/A recheck signal was rejected/);
+    await handle.signal(recheckSignal, {});
+    const cleared = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED' && s.conditions.length === 0);
+    expect(cleared.conditions).toEqual([]);
+    await handle.terminate('test done');
+  });
+
   it('a drifted observe-mode host is DRIFTED and untouched; moving it to enforce repairs it', async () => {
     const node = 'O-1';
     const gen1 = await converged(node, 1, { version: '7.3' });
