@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   ACTIONS,
   DESTRUCTIVE_ACTIONS,
@@ -9,6 +9,9 @@ import {
   executionEvidence,
   formatDuration,
   observation,
+  namesTarget,
+  targetNameProblem,
+  targetOfAction,
   parseDuration,
   type AgentConfig,
   type AuthorizedAction,
@@ -16,10 +19,22 @@ import {
   type Json,
   type Observation,
   type ObservedResource,
+  type OperatorDecision,
+  type RecordDecisionRequest,
   type ResourceSpec,
 } from '../domain';
-import { withFix, type AgentActivities, type ApplyRequest, type ObserveRequest } from '../contract';
+import { withFix, type AgentActivities, type ApplyRequest, type ObserveRequest, type RecordDecisionResult } from '../contract';
 import { effectiveMode, loadAgentConfig } from './config';
+import {
+  UNKNOWN_SPEC,
+  claimOnApply,
+  endDecisionsFor,
+  guardFor,
+  observedProtections,
+  protecting,
+  recordDecisionAt,
+  type ResolvedEntry,
+} from './claims';
 import { whileBeating } from './heartbeat';
 import { AgentJournal, journalKey, withLock } from './journal';
 import { countedApply } from './metrics';
@@ -45,6 +60,7 @@ export function createAgentActivities(configPath: string): AgentActivities {
     observe: (request) => whileBeating(() => observeNode(config, request)),
     apply: (request) => whileBeating(() => countedApply(request, () => applyAction(config, request))),
     watch: (request) => watchNode(config, request),
+    recordDecision: (request) => recordDecision(config, request),
   };
 }
 
@@ -79,14 +95,15 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
   const resources: Record<string, ObservedResource> = {};
   keys.forEach((key, i) => (resources[key] = seen[i]));
   const undeclared = await undeclaredFlags(ctx, new Set(keys));
+  // Protections by target: agent.yaml's entries reach the keys that claim their targets now.
+  const guard = await guardFor(ctx.root, config, request.resources, request.generation ?? null, observedAt);
 
   return observation.parse({
     node_id: config.node,
     observed_at: observedAt.toISOString(),
     heartbeat_at: now().toISOString(),
     mode: config.reconciliation.mode,
-    resource_modes: config.reconciliation.resources,
-    overrides: config.overrides,
+    ...observedProtections(guard, request.resources),
     resources,
     undeclared,
     config_error: null,
@@ -127,6 +144,54 @@ function assertNode(config: AgentConfig, node: string, configPath: string, subje
 }
 
 // ---------------------------------------------------------------------------------------------
+// recordDecision
+
+/**
+ * Keeps an operator decision per target on the node, so it outlives the workflow that made it
+ * (docs/architecture.md §4 "Targets and operator decisions"). A malformed request changes nothing.
+ */
+export async function recordDecision(configPath: string, request: RecordDecisionRequest): Promise<RecordDecisionResult> {
+  const subject = `recordDecision of ${JSON.stringify(request?.kind)} for "${request?.resource_key}" on node ${request?.node}`;
+  let config: AgentConfig;
+  try {
+    config = await loadAgentConfig(configPath);
+  } catch (err) {
+    if (!(err instanceof InvalidAgentConfig)) throw err;
+    throw toFailure(new AgentRefusal('InvalidAgentConfig', err.message), subject, {});
+  }
+  assertNode(config, request.node, configPath, subject);
+  const parsed = recordDecisionRequest.safeParse(request);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`).join('; ');
+    throw toFailure(
+      new AgentRefusal('InvalidAction', withFix(`the request is malformed (${issues})`, 'send what decisionRequest() builds')),
+      subject,
+      {},
+    );
+  }
+  const root = await realRoot(config.root, true);
+  return { target: parsed.data.target, holds: await recordDecisionAt(root, { ...parsed.data, node: request.node }) };
+}
+
+const recordDecisionRequest = z.object({
+  node: z.string(),
+  resource_key: z.string().min(1),
+  target: z
+    .string()
+    .refine(
+      (t) => namesTarget(t) && targetNameProblem(t) === null,
+      'is not a target (file:<path>, flag:<name>, release:current, service:<key>)',
+    ),
+  kind: z.enum(['yield', 'conflict', 'retake']),
+  spec_digest: z.string().min(1),
+  generation: z.number().int().min(1),
+  by: z.string().min(1),
+  at: z.iso.datetime({ offset: true }),
+  note: z.string().nullable(),
+  sequence: z.array(z.object({ at: z.string(), value: z.json(), marker: z.string().nullable(), source: z.string() })).max(10),
+});
+
+// ---------------------------------------------------------------------------------------------
 // apply
 
 export async function applyAction(configPath: string, request: ApplyRequest): Promise<ExecutionEvidence> {
@@ -162,13 +227,17 @@ async function applyLocked(configPath: string, request: ApplyRequest): Promise<E
       're-plan from the desired state',
     );
   const action = parsed.data;
-  // 3–5. What this host's operator allows: mode, ownership, never destroy, known actions.
-  for (const check of ACTION_CHECKS) {
-    const refusal = check(config, action, configPath);
-    if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
-  }
+  // 3–5. What this host's operator allows: mode, ownership, decisions, never destroy, known
+  // actions; judged by the target the action writes, whatever key it comes under.
   try {
-    return await fenceJournalAndAct(config, action, refuse);
+    const scope = await targetScope(config, action);
+    for (const check of ACTION_CHECKS) {
+      const refusal = check(config, action, configPath, scope);
+      if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
+    }
+    const evidence = await fenceJournalAndAct(config, action, refuse);
+    if (evidence.outcome === 'applied') await claimTarget(config, action, scope);
+    return evidence;
   } catch (err) {
     // A provider, the fence or the journal found a path, an artifact or an obstruction it must
     // not touch: refused here, with the same subject as every other refusal.
@@ -198,26 +267,91 @@ interface Refusal {
   facts?: Record<string, Json>;
 }
 
+/** The target an action writes and what protects it (src/agent/claims.ts). */
+interface TargetScope {
+  target: string | null;
+  /** agent.yaml entries that protect the action's key or its target. */
+  entries: ResolvedEntry[];
+  /** The operator decision (yield, open conflict) standing for the target, if any. */
+  decision: OperatorDecision | null;
+}
+
+async function targetScope(config: AgentConfig, action: AuthorizedAction): Promise<TargetScope> {
+  const target = targetOfAction(action.action, action.resource_key, action.spec);
+  const root = await realRoot(config.root, false);
+  const guard = await guardFor(root, config, {}, null, now());
+  return {
+    target,
+    entries: protecting(guard, action.resource_key, target),
+    decision: target === null ? null : (guard.decisions.targets[target] ?? null),
+  };
+}
+
+/** After a write: the key claims the target, and a decision about another spec of it is over. */
+async function claimTarget(config: AgentConfig, action: AuthorizedAction, scope: TargetScope): Promise<void> {
+  if (scope.target === null) return;
+  const root = await realRoot(config.root, true);
+  await claimOnApply(root, action.resource_key, scope.target, action.desired_generation, now());
+  await endDecisionsFor(root, scope.target, action.spec_digest);
+}
+
+const through = (e: ResolvedEntry) =>
+  e.name === e.target || e.target === null ? e.entry : `${e.entry}, which protects ${e.target}`;
+
 /** The agent's own refusals, in order, checked on every apply whatever the workflow decided. */
-const ACTION_CHECKS: readonly ((config: AgentConfig, action: AuthorizedAction, configPath: string) => Refusal | null)[] = [
-  // 3. Mode: observe on the host or on this resource means nothing is applied.
-  (config, action, configPath) => {
+const ACTION_CHECKS: readonly ((
+  config: AgentConfig,
+  action: AuthorizedAction,
+  configPath: string,
+  scope: TargetScope,
+) => Refusal | null)[] = [
+  // 3. Mode: observe on the host, on this resource or on the target it writes means nothing is applied.
+  (config, action, configPath, scope) => {
     const mode = effectiveMode(config, action.resource_key);
-    if (mode.mode !== 'observe') return null;
-    const fix =
-      'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it';
-    return { type: 'ObserveModeRefusal', problem: `${mode.because} in ${configPath}`, fix, facts: { mode: 'observe' } };
+    const entry = scope.entries.find((e) => e.kind === 'observe');
+    if (mode.mode !== 'observe' && !entry) return null;
+    const because = mode.because ?? `${through(entry!)}: observe`;
+    const fix = mode.because
+      ? 'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it'
+      : `an operator on the node removes ${entry!.entry} to let Datum repair ${scope.target ?? action.resource_key}`;
+    return {
+      type: 'ObserveModeRefusal',
+      problem: `${because} in ${configPath}`,
+      fix,
+      facts: { mode: 'observe', target: scope.target },
+    };
   },
-  // 4. Operator-owned: never reverted.
-  (config, action, configPath) => {
-    const override = config.overrides[action.resource_key];
-    if (!override) return null;
+  // 4. Operator-owned: never reverted, whatever key now claims the target.
+  (_config, action, configPath, scope) => {
+    const entry = scope.entries.find((e) => e.kind === 'override');
+    const override = entry?.provenance;
+    if (!entry || !override) return null;
     return {
       type: 'OperatorOwnedRefusal',
-      problem: `"${action.resource_key}" is operator-owned (override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
-      fix: `the operator removes overrides.${action.resource_key} from ${configPath} when Datum may manage it again`,
-      facts: { override },
+      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${scope.target}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
+      fix: `the operator removes ${entry.entry} from ${configPath} when Datum may manage it again`,
+      facts: { override, entry: entry.entry, target: scope.target },
     };
+  },
+  // 4b. An operator's yield, or an open conflict, about this very spec of the target: kept across generations.
+  (_config, action, _configPath, scope) => {
+    const d = scope.decision;
+    if (!d || (action.spec_digest && d.spec_digest !== UNKNOWN_SPEC && d.spec_digest !== action.spec_digest)) return null;
+    const facts = { target: d.target, decision: d.kind, by: d.by, at: d.at, spec_digest: d.spec_digest };
+    const resolve = `datum resolve ${action.resource_key} on this node with --resolution retake`;
+    return d.kind === 'yield'
+      ? {
+          type: 'OperatorOwnedRefusal',
+          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, for this same spec`,
+          fix: `an operator retakes it (${resolve}), or desired state changes its spec`,
+          facts,
+        }
+      : {
+          type: 'ConflictOpenRefusal',
+          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same spec`,
+          fix: `an operator decides: ${resolve}, or yield to leave it to the other writer`,
+          facts,
+        };
   },
   // 5. Destructive or unknown action kinds.
   (_config, action) =>
@@ -305,7 +439,7 @@ function staleSnapshot(action: AuthorizedAction, at: Date): Refusal | null {
   if (ageMs <= ttlMs) return null;
   return {
     type: 'StaleSnapshotRefusal',
-    problem: `the snapshot it was planned from (observed_at ${observedAt}) is ${formatDuration(ageMs)} old at the moment of the write, past observation_ttl ${ttl}`,
+    problem: `the snapshot it was planned from (observed_at ${observedAt}) is ${formatDuration(Math.floor(ageMs / 1000) * 1000)} old at the moment of the write, past observation_ttl ${ttl}`,
     fix: replan,
     facts: { observed_at: observedAt, observation_ttl: ttl, age_ms: ageMs },
   };

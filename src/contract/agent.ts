@@ -2,12 +2,24 @@
  * The node agent's activities (task queue `datum-node-<node>`, see names.ts): what the
  * controller sends and what the agent answers. The agent imports these, never workflow code.
  */
-import type { AuthorizedAction, ExecutionEvidence, Observation, ResourceSpec } from '../domain';
+import type {
+  AuthorizedAction,
+  ExecutionEvidence,
+  Observation,
+  OperatorDecision,
+  RecordDecisionRequest,
+  ResourceSpec,
+} from '../domain';
 
 export interface ObserveRequest {
   node: string;
   /** Declared resources of the bound generation; artifact references already resolved. */
   resources: Record<string, ResourceSpec>;
+  /**
+   * The bound generation: the agent records which key claims which target from which generation
+   * (<root>/.datum/claims.json). Optional: older workflows do not send it (the claim has none).
+   */
+  generation?: number;
 }
 
 export interface ApplyRequest {
@@ -34,6 +46,20 @@ export interface AgentActivities {
   apply: (request: ApplyRequest) => Promise<ExecutionEvidence>;
   /** Event-driven observation: returns when something the node manages changes (see src/agent/watch.ts). */
   watch: (request: WatchRequest) => Promise<WatchResult>;
+  /**
+   * Keeps an operator decision on the node, per target (<root>/.datum/decisions.json): a yield or
+   * an open conflict, which the agent then refuses to overwrite while the spec is unchanged, or a
+   * retake, which ends it. Answers what the agent now holds for that target.
+   */
+  recordDecision: (request: RecordDecisionRequest) => Promise<RecordDecisionResult>;
 }
+
+export interface RecordDecisionResult {
+  target: string;
+  /** The decision now kept for the target; null after a retake. */
+  holds: OperatorDecision | null;
+}
+
+export type { RecordDecisionRequest } from '../domain';
 
 export type { Decision, ExecutionEvidence, Observation } from '../domain';

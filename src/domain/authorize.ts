@@ -128,5 +128,6 @@ export function toAuthorized(p: PlannedAction): AuthorizedAction {
     // What the plan saw, checked by the agent at the moment of the write (freshness, compare-and-swap).
     observed_at: p.observed_at ?? null,
     observation_ttl: p.observation_ttl ?? null,
+    spec_digest: p.spec_digest ?? null,
   };
 }

@@ -90,10 +90,16 @@ function ownershipOf(base: Sighting, intent: BoundIntent, observation: Observati
   if (override && history.conflicts[key]?.resolution === null)
     return unknown(`"${key}" is both overridden locally and contested by another writer`, override);
   if (override) {
+    // An override reached through its target (the key was renamed, or agent.yaml names the target)
+    // says which entry and which target protect this key.
+    // Unparsed activity results recorded before agents reported protections have none.
+    const protections = (observation.protections as Observation['protections'] | undefined) ?? {};
+    const via = (protections[key] ?? []).filter((p) => p.kind === 'override');
+    const through = via.map((p) => `${p.entry}${p.target ? ` on ${p.target}` : ''}`).join(', ');
     return {
       ownership: 'OPERATOR_OWNED',
-      ownership_provenance: override,
-      ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}`,
+      ownership_provenance: via.length > 0 ? { ...override, protected_by: via } : override,
+      ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}${through ? ` (${through})` : ''}`,
     };
   }
   const yielded = history.yielded[key];

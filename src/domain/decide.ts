@@ -9,6 +9,14 @@ import type { History } from './history';
 import { judgeProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
 import { idempotencyKey } from './plan';
+import {
+  decisionsToRecord,
+  heldDecisions,
+  newIntentSentence,
+  seedDecisions,
+  type RecordDecisionRequest,
+  type SeededHistory,
+} from './decisions';
 import type { AuthorizedAction, Decision, ExecutionEvidence, Observation, PlannedAction } from './schemas';
 import { signalConditions } from './signals';
 import { classified, type Classified, type Verdict } from './verdict';
@@ -42,6 +50,8 @@ export interface DecideInput {
 export interface DecideResult {
   decision: Decision;
   history: History;
+  /** What the agent must be told so its record of operator decisions follows the history (decisions.ts). */
+  decisions_to_record?: RecordDecisionRequest[];
 }
 
 /**
@@ -51,19 +61,44 @@ export interface DecideResult {
  * probe. CONVERGED only ever comes from a fresh snapshot that matches every enforced MANAGED
  * resource; command success is recorded as execution evidence and nothing more.
  */
-export function decide(input: DecideInput): DecideResult {
+export function decide(given: DecideInput): DecideResult {
+  // 0. The operator's durable decisions (yields, open conflicts) the agent reports for specs that
+  //    have not changed are carried into the history: a new generation starts where they left it.
+  const seeded = seedDecisions(given.intent, snapshotOf(given), given.history);
+  const input: DecideInput = { ...given, history: seeded.history };
+
   // 1. Frame the pass: classify each snapshot once, count the attempt, fill what every entry shares.
   const pass = framePass(input);
 
   // 2. Gates, in the seed's order: reach the node, know the intent is current, then trust the snapshot.
   const gates = runGates(gateInput(input, pass.judged));
-  if (gates.closed) return buildDecision(pass, gateOutcome(pass, gates.closed));
+  if (gates.closed) return withOperatorDecisions(buildDecision(pass, gateOutcome(pass, gates.closed)), input, seeded);
 
   // 3. Judge: authorize what may run from the pre-action snapshot, or judge the fresh probe after acting.
   const judgement = input.acted ? judgeProbe(gates.open, input.acted, pass.stage) : authorize(gates.open, pass.stage);
 
   // 4. The ladder: the first rung that holds gives the status, the reason and the recheck trigger.
-  return buildDecision(pass, ladderOutcome(pass, judgement));
+  return withOperatorDecisions(buildDecision(pass, ladderOutcome(pass, judgement)), input, seeded);
+}
+
+/** The snapshot the agent's decisions are read from: the judged one, else the one the pass acted on. */
+function snapshotOf(input: DecideInput): Observation | null {
+  return input.observation ?? input.acted?.pre ?? null;
+}
+
+/**
+ * 5. The decisions the loop holds go into the entry (the ledger store's durable copy), decisions a
+ *    changed spec ended are said to be new intent, and what the agent lacks is listed to send.
+ */
+function withOperatorDecisions(result: DecideResult, input: DecideInput, seeded: SeededHistory): DecideResult {
+  const held = heldDecisions(input.intent, result.history);
+  const decision: Decision = { ...result.decision };
+  if (held.length > 0) decision.operator_decisions = held;
+  if (seeded.new_intent.length > 0) {
+    decision.new_intent = seeded.new_intent;
+    decision.reason_detail = `${decision.reason_detail}${newIntentSentence(seeded.new_intent)}`;
+  }
+  return { ...result, decision, decisions_to_record: decisionsToRecord(input.intent, snapshotOf(input), result.history) };
 }
 
 function gateInput(input: DecideInput, judged: Classified | null): GateInput {

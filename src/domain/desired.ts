@@ -1,5 +1,6 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import { InvalidDesiredState, problemsFromZod, type Problem } from './errors';
+import { RELEASE_TARGET, sharedTargets } from './targets';
 import {
   RESOURCE_TYPES,
   desiredStateFile,
@@ -90,26 +91,8 @@ function checkResources(raw: Record<string, unknown>, problems: Problem[]): Reco
     if (!parsed.success) problems.push(...problemsFromZod(parsed.error, ['resources', key]));
     else out[key] = parsed.data;
   }
-  const releases = Object.entries(out).filter(([, r]) => r.type === 'release');
-  if (releases.length > 1) {
-    problems.push({
-      field: 'resources',
-      problem: `declares ${releases.length} releases (${releases.map(([k]) => k).join(', ')}) but a node has one "current" release`,
-      fix: 'keep one release resource per node',
-    });
-  }
-  const paths = new Map<string, string>();
+  problems.push(...sharedTargetProblems(out));
   for (const [key, r] of Object.entries(out)) {
-    if (r.type === 'file') {
-      const other = paths.get(r.path);
-      if (other)
-        problems.push({
-          field: `resources.${key}.path`,
-          problem: `"${r.path}" is also the path of resources.${other}`,
-          fix: 'give every file resource its own path',
-        });
-      paths.set(r.path, key);
-    }
     if (r.type === 'service') {
       // A reference to a resource that failed validation already has its own problem above.
       const rawType = (k: string) => (raw[k] && typeof raw[k] === 'object' ? (raw[k] as { type?: unknown }).type : undefined);
@@ -130,6 +113,21 @@ function checkResources(raw: Record<string, unknown>, problems: Problem[]): Reco
     }
   }
   return out;
+}
+
+/**
+ * Two resources may not claim one target (docs/architecture.md §4 "Targets and operator
+ * decisions"): two files at one path, or two releases, which would both switch the one current.
+ */
+function sharedTargetProblems(resources: Record<string, ResourceSpec>): Problem[] {
+  return sharedTargets(resources).map(({ target, keys }) => ({
+    field: `resources.${keys[keys.length - 1] ?? ''}`,
+    problem: `${keys.map((k) => `resources.${k}`).join(' and ')} claim the same target ${target}, and one target has one owner`,
+    fix:
+      target === RELEASE_TARGET
+        ? 'keep one release resource per node: every release switches the one current link'
+        : 'give each resource its own target (another path), or remove all but one of them',
+  }));
 }
 
 function dedupe(problems: Problem[]): Problem[] {

@@ -18,6 +18,11 @@ export interface History {
   conflicts: Record<string, ConflictRecord>;
   /** Resources an operator yielded to the other writer (treated as OPERATOR_OWNED). */
   yielded: Record<string, { by: string; note: string | null; at: string }>;
+  /**
+   * Operator retakes, by key: a decision the agent reports from before the retake is not carried
+   * again (seedDecisions), and the retake is re-sent until the agent shows it. Absent in older carries.
+   */
+  retaken?: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
   refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
@@ -84,6 +89,7 @@ export function recordResolution(
   } else {
     const { [signal.resource_key]: _gone, ...rest } = history.yielded;
     next.yielded = rest;
+    next.retaken = { ...history.retaken, [signal.resource_key]: { by: signal.by, note: signal.note ?? null, at: now } };
     const { [signal.resource_key]: _repair, ...repaired } = history.repaired;
     next.repaired = repaired;
     next.attempt_count = 0;

@@ -13,3 +13,5 @@ export * from './decide';
 export * from './signals';
 export * from './loop';
 export * from './pass';
+export * from './targets';
+export * from './decisions';

@@ -3,6 +3,7 @@ import { fileBytes, type BoundIntent } from './desired';
 import { withheldBecause } from './causes';
 import type { Assessment } from './classify';
 import type { ActionKind, PlannedAction, ResourceSpec } from './schemas';
+import { specDigest } from './targets';
 
 /** idempotency_key = sha256 of (node, resource_key, desired_generation, desired_digest). */
 export function idempotencyKey(node: string, resourceKey: string, generation: number, digest: string): string {
@@ -57,6 +58,7 @@ export function planItems(
       spec: actionSpec(a, spec, intent),
       observed_at: observedAt,
       observation_ttl: intent.policy.observation_ttl,
+      spec_digest: specDigest(spec),
       destructive: obstruction !== null,
       authorized: false,
       withheld_because: obstruction === null ? null : withheldBecause({ kind: 'destructive', obstruction }),

@@ -3,6 +3,7 @@ import { DURATION_HINT, formatDuration, parseDuration } from './duration';
 import type { Json } from './canonical';
 import { nodeId, resourceKey, withFix } from '../contract/identifiers';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
+import { namesTarget, targetNameProblem } from './targets';
 
 /*
  * The wire and file formats of Datum, one zod schema each, with the field names of
@@ -250,6 +251,35 @@ export const provenance = z.strictObject({
 export type Provenance = z.infer<typeof provenance>;
 
 export const MODES = ['observe', 'enforce'] as const;
+
+/**
+ * An agent.yaml entry's name: a resource key ("config"), or a target ("file:etc/app/config.json",
+ * "flag:maintenance", "release:current", "service:app") that protects what is written whatever key
+ * claims it (docs/architecture.md §4 "Targets and operator decisions").
+ */
+export const agentEntryName = z.string().superRefine((name, ctx) => {
+  if (namesTarget(name)) {
+    const problem = targetNameProblem(name);
+    if (problem)
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(
+          problem,
+          'name a resource key, or a target as Datum names it: file:<path under the root>, flag:<name>, release:current or service:<key>',
+        ),
+      });
+    return;
+  }
+  const key = resourceKey.safeParse(name);
+  if (!key.success)
+    ctx.addIssue({
+      code: 'custom',
+      message: withFix(
+        `"${name}" is neither a resource key nor a target`,
+        'start a key with a letter and use letters, digits, "_" or "-"; or name a target such as file:etc/app/config.json',
+      ),
+    });
+});
 export type Mode = (typeof MODES)[number];
 
 export const agentConfig = z.strictObject({
@@ -269,7 +299,7 @@ export const agentConfig = z.strictObject({
         .default('observe'),
       resources: z
         .record(
-          resourceKey,
+          agentEntryName,
           z.literal('observe', {
             error: withFix(
               'a per-resource mode can only be observe',
@@ -281,7 +311,7 @@ export const agentConfig = z.strictObject({
     })
     .default({ mode: 'observe', resources: {} }),
   overrides: z
-    .record(resourceKey, provenance, {
+    .record(agentEntryName, provenance, {
       error: withFix(
         'overrides must be a mapping of resource keys to provenance',
         'write overrides: { <key>: { approved_by: …, reason: …, since: … } }',
@@ -306,6 +336,37 @@ export const observedResource = z.object({
 });
 export type ObservedResource = z.infer<typeof observedResource>;
 
+/**
+ * An operator decision the agent keeps per target across generations: a yield, or an open
+ * conflict, about the resource spec with this digest (docs/architecture.md §4 "Targets and
+ * operator decisions").
+ */
+export const OPERATOR_DECISION_KINDS = ['yield', 'conflict'] as const;
+export const operatorDecision = z.object({
+  /** The key that claimed the target when the decision was recorded. */
+  resource_key: z.string(),
+  target: z.string(),
+  kind: z.enum(OPERATOR_DECISION_KINDS),
+  spec_digest: z.string(),
+  generation: z.number().int().nullable().default(null),
+  by: z.string(),
+  at: z.string(),
+  note: z.string().nullable().default(null),
+  /** A conflict's evidence of the other writer. */
+  sequence: z
+    .array(z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() }))
+    .default([]),
+});
+export type OperatorDecision = z.infer<typeof operatorDecision>;
+
+/** Which agent.yaml entry protects a key now, and through which target (null: by the key itself). */
+export const protection = z.object({
+  entry: z.string(),
+  kind: z.enum(['override', 'observe']),
+  target: z.string().nullable(),
+});
+export type Protection = z.infer<typeof protection>;
+
 export const observation = z.object({
   node_id: nodeId,
   observed_at: z.iso.datetime(),
@@ -319,6 +380,10 @@ export const observation = z.object({
     .array(z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() }))
     .default([]),
   config_error: z.string().nullable().default(null),
+  /** Per key: the agent.yaml entries that protect it (by its target or by name). Absent from older agents. */
+  protections: z.record(z.string(), z.array(protection)).default({}),
+  /** Per current key: the operator decision the agent holds for the target it claims. */
+  decisions: z.record(z.string(), operatorDecision).default({}),
 });
 export type Observation = z.infer<typeof observation>;
 export type ObservationInput = z.input<typeof observation>;
@@ -432,6 +497,11 @@ export const authorizedAction = z.object({
    */
   observed_at: z.string().nullable().optional(),
   observation_ttl: z.string().nullable().optional(),
+  /**
+   * The digest of the resource spec the action carries out (specDigest): the agent refuses it while
+   * a yield or an open conflict stands for the same spec on its target. Optional: older entries lack it.
+   */
+  spec_digest: z.string().nullable().optional(),
 });
 export type AuthorizedAction = z.infer<typeof authorizedAction>;
 
@@ -516,6 +586,13 @@ export const decision = z.object({
   reason_detail: z.string(),
   recheck_trigger: recheckTrigger,
   conditions: z.array(condition),
+  /**
+   * The operator decisions (yields, open conflicts) this loop holds for the node's current keys:
+   * the ledger store's durable copy of them. Optional: older entries lack it.
+   */
+  operator_decisions: z.array(operatorDecision).optional(),
+  /** Decisions not carried because the key's spec changed since: new intent, a new episode. */
+  new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
 });
 export type Decision = z.infer<typeof decision>;
 

@@ -18,6 +18,7 @@ import { TimeoutType, WorkflowExecutionAlreadyStartedError } from '@temporalio/c
 import {
   LEDGER_VERSION,
   desiredDigest,
+  decisionRequest,
   durationMs,
   emptyHistory,
   judgeRefresh,
@@ -40,6 +41,7 @@ import {
   type History,
   type LedgerEntry,
   type PassPorts,
+  type RecordDecisionRequest,
   type RecordKind,
   type Snapshot,
   type WatchState,
@@ -98,6 +100,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
     loop.history = final.history;
     record(loop, final.decision, 'pass');
+    await recordDecisions(loop, final.decisions_to_record ?? []);
     await flushLedger(loop);
     if (loop.pending.length > 0 || loop.recheckRequested) continue;
 
@@ -228,8 +231,7 @@ function installHandlers(loop: Loop): void {
     if (parsed.ok) {
       loop.recheckRequested = true;
       loop.recheckAccepted = true;
-    }
-    else loop.pending.push({ signal: recheckSignal, rejected: parsed.error });
+    } else loop.pending.push({ signal: recheckSignal, rejected: parsed.error });
   });
   setHandler(ledgerQuery, () => loop.ledger);
   setHandler(stateQuery, () => stateOf(loop));
@@ -272,7 +274,7 @@ async function handleSignal(loop: Loop, pending: Pending): Promise<boolean> {
     return false;
   }
   if (pending.signal === resolveConflictSignal) {
-    resolveConflict(loop, pending.payload);
+    await resolveConflict(loop, pending.payload);
     return false;
   }
   return refreshDesired(loop, pending.payload);
@@ -297,7 +299,7 @@ function rejectSignal(loop: Loop, name: Parameters<typeof recordSignal>[1], erro
   note(loop, { reason: 'SIGNAL_REJECTED', detail });
 }
 
-function resolveConflict(loop: Loop, payload: unknown): void {
+async function resolveConflict(loop: Loop, payload: unknown): Promise<void> {
   const name = resolveConflictSignal.name;
   const parsed = parseSignal(name, payload);
   if (!parsed.ok) return rejectSignal(loop, name, parsed.error, parsed.error);
@@ -312,6 +314,9 @@ function resolveConflict(loop: Loop, payload: unknown): void {
     );
   }
   loop.history = resolved.history;
+  // The agent keeps the yield (or ends the conflict on a retake) before the pass that follows acts.
+  const kept = decisionRequest(loop.intent, v.resource_key, { kind: v.resolution, by: v.by, at: nowIso(), note: v.note ?? null });
+  if (kept) await recordDecisions(loop, [kept]);
   note(loop, {
     reason: 'OPERATOR_RESOLUTION_RECORDED',
     detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
@@ -372,6 +377,29 @@ async function startSuccessor(node: string, target: { generation: number; digest
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
   return workflowId;
+}
+
+/**
+ * Operator decisions kept on the node (docs/architecture.md §4 "Targets and operator decisions"):
+ * the agent refuses to overwrite a yielded or contested target, and the next generation starts
+ * from them. Patched: runs recorded before this existed issue no recordDecision. A node that
+ * cannot take one now is told again after the next pass (decide lists what it lacks).
+ */
+const DURABLE_DECISIONS_PATCH = 'durable-operator-decisions';
+
+async function recordDecisions(loop: Loop, requests: RecordDecisionRequest[]): Promise<void> {
+  if (requests.length === 0 || !patched(DURABLE_DECISIONS_PATCH)) return;
+  for (const request of requests) {
+    try {
+      await loop.agents.observer.recordDecision(request);
+    } catch (error) {
+      log.warn('the agent did not keep an operator decision; the next pass sends it again', {
+        resource_key: request.resource_key,
+        kind: request.kind,
+        error: describeFailure(error, loop.agents.nodeTimeout),
+      });
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -486,10 +514,11 @@ function nodeAgents(node: string, nodeTimeout: string): NodeAgents {
 function passPorts(loop: Loop): PassPorts {
   const { node, agents } = loop;
   const resources = resolvedResources(loop.intent);
+  const generation = loop.intent.generation;
   return {
     observe: async (): Promise<Snapshot> => {
       try {
-        return { observation: await agents.observer.observe({ node, resources }), unreachable: null };
+        return { observation: await agents.observer.observe({ node, resources, generation }), unreachable: null };
       } catch (error) {
         return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
       }

@@ -9,7 +9,7 @@ import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/co
 import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
 
 export interface Call {
-  name: 'observe' | 'apply';
+  name: 'observe' | 'apply' | 'recordDecision';
   /** Server time (skipped time on the time-skipping server) at which the call was scheduled. */
   at: number;
   action?: string;
@@ -53,6 +53,11 @@ export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
     // policy.watch: false and a watch here is a test bug.
     async watch(): Promise<never> {
       return Promise.reject(new Error('fakeNode has no watch: run time-skipping tests with policy.watch false'));
+    },
+    // Operator decisions are kept by the real agent (src/agent/claims.ts); this node only counts them.
+    async recordDecision(request) {
+      calls.push({ name: 'recordDecision', at: now() });
+      return Promise.resolve({ target: request.target, holds: null });
     },
     async apply({ action }: ApplyRequest): Promise<ExecutionEvidence> {
       const at = now();

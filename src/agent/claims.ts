@@ -1,0 +1,279 @@
+import { promises as fs } from 'node:fs';
+import {
+  namesTarget,
+  operatorDecision,
+  targetOf,
+  type AgentConfig,
+  type Observation,
+  type OperatorDecision,
+  type Protection,
+  type Provenance,
+  type RecordDecisionRequest,
+  type ResourceSpec,
+} from '../domain';
+import { atomicWriteJson, readJsonOrNull } from './fsx';
+import { withLock } from './journal';
+import { datumPath, locateIn } from './paths';
+
+/*
+ * What the agent remembers about targets, per node, under <root>/.datum/ (docs/architecture.md §4
+ * "Targets and operator decisions"):
+ *   claims.json     which resource key claims which target, from which generation; and the
+ *                   target each key-based agent.yaml entry was bound to when first seen
+ *   decisions.json  the operator decisions (yield, open conflict) kept per target
+ * Protections and refusals are judged by target, so renaming a resource escapes none of them.
+ */
+
+export interface TargetClaim {
+  resource_key: string;
+  generation: number | null;
+  since: string;
+}
+
+export interface ClaimsFile {
+  targets: Record<string, TargetClaim>;
+  /** The target each key claimed last. */
+  keys: Record<string, { target: string; generation: number | null }>;
+  /** Key-based agent.yaml entries ("overrides.config") and the target each was bound to. */
+  bindings: Record<string, { target: string; bound_at: string }>;
+}
+
+export interface DecisionsFile {
+  targets: Record<string, OperatorDecision>;
+}
+
+/** One agent.yaml entry that protects something: by a resource key or by a target. */
+export interface ResolvedEntry {
+  /** Where it is in agent.yaml: "overrides.config", "reconciliation.resources.file:etc/app.json". */
+  entry: string;
+  kind: Protection['kind'];
+  /** The key or target it is written under. */
+  name: string;
+  /** The target it protects; null when nothing has claimed the key yet. */
+  target: string | null;
+  provenance: Provenance | null;
+}
+
+/** What protects the node's resources now, and the records to keep. */
+export interface Guard {
+  entries: ResolvedEntry[];
+  claims: ClaimsFile;
+  decisions: DecisionsFile;
+}
+
+/** The spec digest of a damaged decision record: it matches every spec, so it still protects its target. */
+export const UNKNOWN_SPEC = 'unknown';
+
+const emptyClaims = (): ClaimsFile => ({ targets: {}, keys: {}, bindings: {} });
+
+/**
+ * Records the request's claims (a claim from an older generation than the target's recorded one
+ * does not replace it), binds agent.yaml's key-based entries to targets, and persists both when
+ * they changed. Serialised per root with every other writer of these records.
+ */
+export async function guardFor(
+  root: string,
+  config: AgentConfig,
+  resources: Record<string, ResourceSpec>,
+  generation: number | null,
+  at: Date,
+): Promise<Guard> {
+  return await withLock(`records:${root}`, async () => {
+    const before = await readClaims(root);
+    const claimed = claimResources(before, resources, generation, at.toISOString());
+    const { entries, bindings } = resolveEntries(config, claimed, resources, at.toISOString());
+    const claims = { ...claimed, bindings };
+    if (JSON.stringify(claims) !== JSON.stringify(before) && (await rootExists(root)))
+      await atomicWriteJson(await datumPath(root, 'claims.json'), claims);
+    return { entries, claims, decisions: await readDecisions(root) };
+  });
+}
+
+/** The claims after `resources` claimed their targets (pure). */
+export function claimResources(
+  file: ClaimsFile,
+  resources: Record<string, ResourceSpec>,
+  generation: number | null,
+  at: string,
+): ClaimsFile {
+  const targets = { ...file.targets };
+  const keys = { ...file.keys };
+  for (const key of Object.keys(resources).sort()) {
+    const spec = resources[key];
+    if (!spec) continue;
+    const target = targetOf(key, spec);
+    const prior = targets[target];
+    const older = prior && prior.generation !== null && generation !== null && generation < prior.generation;
+    if (older) continue;
+    if (!prior || prior.resource_key !== key || prior.generation !== generation)
+      targets[target] = { resource_key: key, generation, since: prior?.resource_key === key ? prior.since : at };
+    keys[key] = { target, generation };
+  }
+  return { ...file, targets, keys };
+}
+
+/**
+ * Each agent.yaml entry with the target it protects. An entry named after a target protects it;
+ * one named after a key keeps the target it was first bound to, else the target the key claimed
+ * last, else the one it claims in this request. Bindings of entries no longer in agent.yaml go.
+ */
+export function resolveEntries(
+  config: AgentConfig,
+  claims: ClaimsFile,
+  resources: Record<string, ResourceSpec>,
+  at: string,
+): { entries: ResolvedEntry[]; bindings: ClaimsFile['bindings'] } {
+  const listed: Omit<ResolvedEntry, 'target'>[] = [
+    ...Object.entries(config.overrides).map(([name, provenance]) => ({
+      entry: `overrides.${name}`,
+      kind: 'override' as const,
+      name,
+      provenance,
+    })),
+    ...Object.keys(config.reconciliation.resources).map((name) => ({
+      entry: `reconciliation.resources.${name}`,
+      kind: 'observe' as const,
+      name,
+      provenance: null,
+    })),
+  ];
+  const bindings: ClaimsFile['bindings'] = {};
+  const entries = listed.map((e): ResolvedEntry => {
+    if (namesTarget(e.name)) return { ...e, target: e.name };
+    const spec = resources[e.name];
+    const target = claims.bindings[e.entry]?.target ?? claims.keys[e.name]?.target ?? (spec ? targetOf(e.name, spec) : null);
+    if (target !== null) bindings[e.entry] = claims.bindings[e.entry] ?? { target, bound_at: at };
+    return { ...e, target };
+  });
+  return { entries, bindings };
+}
+
+/** The entries that protect `key`, which claims `target` now: by its name, or through the target. */
+export function protecting(guard: Pick<Guard, 'entries'>, key: string, target: string | null): ResolvedEntry[] {
+  return guard.entries.filter((e) => e.name === key || (target !== null && e.target === target));
+}
+
+/**
+ * What an observation says about protections: the overrides and per-resource modes under the
+ * keys that claim protected targets now (as well as under their own names, as before), which
+ * entry protects each key through a target, and the decisions held for the current keys.
+ */
+export function observedProtections(
+  guard: Guard,
+  resources: Record<string, ResourceSpec>,
+): Pick<Observation, 'overrides' | 'resource_modes' | 'protections' | 'decisions'> {
+  const out: Pick<Observation, 'overrides' | 'resource_modes' | 'protections' | 'decisions'> = {
+    overrides: {},
+    resource_modes: {},
+    protections: {},
+    decisions: {},
+  };
+  for (const e of guard.entries) {
+    if (namesTarget(e.name)) continue;
+    if (e.kind === 'override') out.overrides[e.name] = e.provenance;
+    else out.resource_modes[e.name] = 'observe';
+  }
+  for (const key of Object.keys(resources).sort()) {
+    const spec = resources[key];
+    if (!spec) continue;
+    const target = targetOf(key, spec);
+    for (const e of protecting(guard, key, target)) {
+      if (e.kind === 'override' && !(key in out.overrides)) out.overrides[key] = e.provenance;
+      if (e.kind === 'observe') out.resource_modes[key] = 'observe';
+      if (e.name !== key) (out.protections[key] ??= []).push({ entry: e.entry, kind: e.kind, target: e.target });
+    }
+    const held = guard.decisions.targets[target];
+    if (held) out.decisions[key] = held;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operator decisions
+
+/**
+ * Keeps (yield, conflict) or ends (retake) the decision for a target. A conflict never replaces
+ * a yield for the same spec: the operator's decision outranks Datum's finding.
+ */
+export async function recordDecisionAt(root: string, request: RecordDecisionRequest): Promise<OperatorDecision | null> {
+  return await withLock(`records:${root}`, async () => {
+    const file = await readDecisions(root);
+    const prior = file.targets[request.target];
+    if (request.kind === 'retake') delete file.targets[request.target];
+    else if (!(request.kind === 'conflict' && prior?.kind === 'yield' && prior.spec_digest === request.spec_digest)) {
+      const { node: _node, ...rest } = request;
+      file.targets[request.target] = operatorDecision.parse({ ...rest, kind: request.kind });
+    }
+    await atomicWriteJson(await datumPath(root, 'decisions.json'), file);
+    return file.targets[request.target] ?? null;
+  });
+}
+
+/**
+ * After an apply to `target` with another spec than a standing decision's, that decision is over:
+ * the new intent has acted (a spec reverted later is judged afresh).
+ */
+export async function endDecisionsFor(root: string, target: string, specDigest: string | null | undefined): Promise<void> {
+  await withLock(`records:${root}`, async () => {
+    const file = await readDecisions(root);
+    const held = file.targets[target];
+    if (!held || !specDigest || held.spec_digest === specDigest) return;
+    delete file.targets[target];
+    await atomicWriteJson(await datumPath(root, 'decisions.json'), file);
+  });
+}
+
+/** After an accepted apply: the key claims the target, from the action's generation. */
+export async function claimOnApply(root: string, key: string, target: string, generation: number, at: Date): Promise<void> {
+  await withLock(`records:${root}`, async () => {
+    const before = await readClaims(root);
+    const prior = before.targets[target];
+    if (prior && prior.generation !== null && generation < prior.generation) return;
+    const claims: ClaimsFile = {
+      ...before,
+      targets: {
+        ...before.targets,
+        [target]: { resource_key: key, generation, since: prior?.resource_key === key ? prior.since : at.toISOString() },
+      },
+      keys: { ...before.keys, [key]: { target, generation } },
+    };
+    await atomicWriteJson(await datumPath(root, 'claims.json'), claims);
+  });
+}
+
+async function readClaims(root: string): Promise<ClaimsFile> {
+  if (!(await rootExists(root))) return emptyClaims();
+  const data = (await readJsonOrNull(await stateFile(root, 'claims.json'))) as Partial<ClaimsFile> | null;
+  if (!data || typeof data !== 'object') return emptyClaims();
+  return { targets: data.targets ?? {}, keys: data.keys ?? {}, bindings: data.bindings ?? {} };
+}
+
+export async function readDecisions(root: string): Promise<DecisionsFile> {
+  if (!(await rootExists(root))) return { targets: {} };
+  const data = (await readJsonOrNull(await stateFile(root, 'decisions.json'))) as Partial<DecisionsFile> | null;
+  const targets: DecisionsFile['targets'] = {};
+  for (const [target, d] of Object.entries(data?.targets ?? {})) {
+    const parsed = operatorDecision.safeParse(d);
+    // A record that does not parse is Datum's own state damaged: it still protects its target.
+    targets[target] = parsed.success
+      ? parsed.data
+      : operatorDecision.parse({
+          resource_key: 'unknown',
+          target,
+          kind: 'conflict',
+          spec_digest: UNKNOWN_SPEC,
+          by: 'datum',
+          at: new Date(0).toISOString(),
+        });
+  }
+  return { targets };
+}
+
+/** Where a record is read from, without creating anything (observe changes nothing it need not). */
+async function stateFile(root: string, name: string): Promise<string> {
+  return (await locateIn(root, `.datum/${name}`, 'agent state path', '.datum')).abs;
+}
+
+async function rootExists(root: string): Promise<boolean> {
+  return (await fs.stat(root).catch(() => null))?.isDirectory() ?? false;
+}
