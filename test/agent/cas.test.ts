@@ -1,0 +1,233 @@
+// Issue 10, hole 3, on the agent: what the plan saw is checked at the moment of the write, on
+// real files. Per-node fencing, a replay answered from the journal, a stale snapshot refused, a
+// moved marker refused as MARKER_MOVED (compare-and-swap) while the other writer's bytes stay,
+// a release re-checked right before `current` is switched, and a batch whose earlier action
+// changed something the later one depends on (but not its own target) going ahead.
+
+import { promises as fs } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createAgentActivities } from '../../src/agent/activities';
+import { desiredValue, type ResourceSpec } from '../../src/domain';
+import {
+  action,
+  buildArtifact,
+  cleanupNodes,
+  expectRefusal,
+  fileAction,
+  makeNode,
+  releaseAction,
+  type TestNode,
+} from './helpers';
+
+afterEach(cleanupNodes);
+
+const CONFIG_PATH = 'etc/app/config.json';
+const config: ResourceSpec = { type: 'file', path: CONFIG_PATH, content: { workers: 4 } };
+const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
+const read = (t: TestNode, rel: string) => fs.readFile(path.join(t.root, rel), 'utf8');
+
+describe('per-node fencing', () => {
+  it('refuses an older generation on every resource of the node once a newer one acted on any', async () => {
+    const t = await makeNode();
+    await t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 13 }));
+    const late = action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 });
+    const failure = await expectRefusal(t.apply(late), 'StaleGenerationRefusal');
+    expect(failure.message).toContain('already accepted generation 13 for node N-24 (first for "config")');
+    expect(failure.message).toContain('fix: only the workflow of generation 13 or newer may change node N-24');
+    await expect(fs.stat(path.join(t.root, 'flags/maintenance.json'))).rejects.toThrow(/ENOENT/);
+    // Durable: a restarted agent fences the same way, from <root>/.datum/fence.json.
+    await expectRefusal(t.apply(late, createAgentActivities(t.configPath)), 'StaleGenerationRefusal');
+    const fence = JSON.parse(await read(t, '.datum/fence.json')) as { node: { generation: number; resource_key: string } };
+    expect(fence.node).toMatchObject({ generation: 13, resource_key: 'config' });
+  });
+
+  it('reads a fence written before per-node fencing (per resource only) as the node generation of its newest entry', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, '.datum'), { recursive: true });
+    const entry = { generation: 13, accepted_at: ago(60_000), idempotency_key: 'k' };
+    await fs.writeFile(path.join(t.root, '.datum/fence.json'), JSON.stringify({ resources: { config: entry } }));
+    const late = action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 });
+    await expectRefusal(t.apply(late), 'StaleGenerationRefusal');
+  });
+
+  it('accepts a generation before writing, so a write that then fails still fences older ones out', async () => {
+    const t = await makeNode();
+    const missing = releaseAction(
+      t,
+      '7.4',
+      { artifact: path.join(t.base, 'no-such.tgz'), sha256: 'a'.repeat(64) },
+      {
+        desired_generation: 13,
+      },
+    );
+    await expectRefusal(t.apply(missing), 'ArtifactUnavailable');
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 1 }, { desired_generation: 12 })),
+      'StaleGenerationRefusal',
+    );
+  });
+});
+
+describe('a replay', () => {
+  it('is answered from the journal though its snapshot has expired and its own write moved the marker', async () => {
+    const t = await makeNode();
+    const a = fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }, { observed_marker: 'absent', observation_ttl: '1s' });
+    const first = await t.apply(a);
+    expect(first.outcome).toBe('applied');
+    await sleep(1_100);
+    expect(await t.apply(a)).toEqual({ ...first, outcome: 'replayed' });
+  });
+});
+
+describe('a stale snapshot', () => {
+  it('is refused when now - observed_at exceeds observation_ttl, and nothing is written', async () => {
+    const t = await makeNode();
+    const observedAt = ago(11 * 60_000);
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }, { observed_at: observedAt, observation_ttl: '10m' })),
+      'StaleSnapshotRefusal',
+    );
+    expect(failure.message).toMatch(
+      new RegExp(
+        `the snapshot it was planned from \\(observed_at ${observedAt}\\) is 66\\ds old at the moment of the write, past observation_ttl 10m`,
+      ),
+    );
+    expect(failure.message).toContain('fix: nothing to do by hand: the loop takes a fresh snapshot and plans again');
+    expect(failure.details?.[0]).toMatchObject({ observed_at: observedAt, observation_ttl: '10m' });
+    await expect(fs.stat(path.join(t.root, CONFIG_PATH))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('includes a snapshot of unknown age: an action without observed_at is refused, naming what is missing', async () => {
+    const t = await makeNode();
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }, { observed_at: undefined })),
+      'StaleSnapshotRefusal',
+    );
+    expect(failure.message).toContain('it carries no observed_at, so the age of the snapshot it was planned from is unknown');
+    expect(failure.message).toContain('fix: upgrade the controller so its actions carry observed_at and observation_ttl');
+  });
+
+  it('refuses an observed_at or observation_ttl that does not read, as InvalidAction with the fix', async () => {
+    const t = await makeNode();
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }, { observation_ttl: 'soon' })),
+      'InvalidAction',
+    );
+    expect(failure.message).toContain('observation_ttl "soon" does not read as a time and a duration');
+    expect(failure.message).toContain('fix: re-plan from the desired state');
+  });
+});
+
+describe('compare-and-swap on the marker', () => {
+  it("refuses MARKER_MOVED when another writer changed the file after the snapshot, and the other writer's bytes stay", async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), '{"workers": 2}\n');
+    const planned = (await t.observe({ config })).resources.config.marker;
+    // The other writer, between the plan and the write.
+    await sleep(20);
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), '{"workers": 3, "by": "tuning daemon"}\n');
+    const current = (await t.observe({ config })).resources.config.marker;
+    expect(current).not.toBe(planned);
+
+    const failure = await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 4 }, { observed_marker: planned })),
+      'MarkerMoved',
+    );
+    expect(failure.message).toContain(
+      `MARKER_MOVED: "config" changed after the snapshot the plan was made from (planned marker ${planned}, now ${current})`,
+    );
+    expect(failure.message).toContain(
+      'fix: Datum reports a conflicting writer; an operator decides with datum resolve N-24 --resource config',
+    );
+    expect(failure.details?.[0]).toMatchObject({ planned_marker: planned, current_marker: current });
+    expect(await read(t, CONFIG_PATH)).toBe('{"workers": 3, "by": "tuning daemon"}\n');
+    expect(await fs.readdir(path.join(t.root, '.datum/backup')).catch(() => [])).toEqual([]);
+  });
+
+  it('refuses MARKER_MOVED when something appeared where the plan saw nothing', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'flags'));
+    await fs.writeFile(path.join(t.root, 'flags/maintenance.json'), 'true\n');
+    await expectRefusal(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }, { observed_marker: 'absent' })),
+      'MarkerMoved',
+    );
+    expect(await read(t, 'flags/maintenance.json')).toBe('true\n');
+  });
+
+  it('re-checks a release right before switching current, after a slow fetch', async () => {
+    const t = await makeNode();
+    const out = path.join(t.base, 'artifacts');
+    const a73 = await buildArtifact({ version: '7.3', outDir: out });
+    const a74 = await buildArtifact({ version: '7.4', outDir: out });
+    await t.apply(releaseAction(t, '7.3', { artifact: a73.file, sha256: a73.sha256 }));
+    const planned = (await t.observe({ build: { type: 'release', version: '7.4', artifact: a74.file, sha256: a74.sha256 } }))
+      .resources.build.marker;
+
+    // The artifact is served slowly; meanwhile another writer points current somewhere else.
+    const bytes = await fs.readFile(a74.file);
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/gzip' });
+      res.write(bytes.subarray(0, 10));
+      setTimeout(() => res.end(bytes.subarray(10)), 1_500);
+    });
+    server.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/app-7.4.tgz`;
+      const applying = t.apply(releaseAction(t, '7.4', { artifact: url, sha256: a74.sha256 }, { observed_marker: planned }));
+      await sleep(500);
+      await fs.mkdir(path.join(t.root, 'hand'));
+      await fs.symlink('hand', path.join(t.root, 'current.new'));
+      await fs.rename(path.join(t.root, 'current.new'), path.join(t.root, 'current'));
+      await expectRefusal(applying, 'MarkerMoved');
+    } finally {
+      server.close();
+    }
+    expect(await fs.readlink(path.join(t.root, 'current'))).toBe('hand');
+  });
+
+  it("holds on the action's own target: a service restart after its release switched current goes ahead", async () => {
+    const t = await makeNode();
+    const out = path.join(t.base, 'artifacts');
+    const a73 = await buildArtifact({ version: '7.3', outDir: out });
+    const a74 = await buildArtifact({ version: '7.4', outDir: out });
+    const resources = (art: { file: string; sha256: string }, version: string): Record<string, ResourceSpec> => ({
+      build: { type: 'release', version, artifact: art.file, sha256: art.sha256 },
+      config,
+      app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] },
+    });
+    const serviceSpec = (res: Record<string, ResourceSpec>) => {
+      const expected = desiredValue('app', res) as { build: string; config_sha256: string };
+      return {
+        command: ['node', 'server.js'],
+        build: expected.build,
+        config_path: CONFIG_PATH,
+        config_sha256: expected.config_sha256,
+      };
+    };
+    // Running on 7.3.
+    const r73 = resources(a73, '7.3');
+    await t.apply(releaseAction(t, '7.3', { artifact: a73.file, sha256: a73.sha256 }));
+    await t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 4 }));
+    expect((await t.apply(action(t.node, 'app', 'service.start', serviceSpec(r73)))).outcome).toBe('applied');
+
+    // One plan for 7.4 from one snapshot: release, then the restart, each with its own marker.
+    const r74 = resources(a74, '7.4');
+    const snap = await t.observe(r74);
+    const install = await t.apply(
+      releaseAction(t, '7.4', { artifact: a74.file, sha256: a74.sha256 }, { observed_marker: snap.resources.build.marker }),
+    );
+    expect(install.marker_after).not.toBe(snap.resources.build.marker);
+    const restart = await t.apply(
+      action(t.node, 'app', 'service.restart', serviceSpec(r74), { observed_marker: snap.resources.app.marker }),
+    );
+    expect(restart.outcome).toBe('applied');
+    expect((await t.observe(r74)).resources.app.value).toEqual(desiredValue('app', r74));
+  }, 60_000);
+});
