@@ -61,8 +61,10 @@ export function fieldPath(path: ReadonlyArray<PropertyKey>, prefix: ReadonlyArra
 export function problemsFromZod(error: z.ZodError, prefix: ReadonlyArray<PropertyKey> = []): Problem[] {
   return error.issues.map((issue) => {
     const field = fieldPath(issue.path, prefix);
-    const cut = issue.message.indexOf(FIX);
-    if (cut >= 0) return { field, problem: issue.message.slice(0, cut), fix: issue.message.slice(cut + FIX.length) };
+    // A bad record key: what is wrong with the key says more than the record's own message.
+    const message = (issue.code === 'invalid_key' ? issue.issues[0]?.message : undefined) ?? issue.message;
+    const cut = message.indexOf(FIX);
+    if (cut >= 0) return { field, problem: message.slice(0, cut), fix: message.slice(cut + FIX.length) };
     if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined) {
       return { field, problem: 'is missing', fix: `add ${field.split('.').pop() ?? field} (expected ${issue.expected})` };
     }
