@@ -35,7 +35,12 @@ export function pathOf(frame: Frame, root = '(payload)'): string {
   for (let f: Frame | null = frame; f && f.key !== null; f = f.parent) keys.push(f.key);
   keys.reverse();
   let out = '';
-  for (const k of keys) out = typeof k === 'number' ? `${out}[${k}]` : out ? `${out}.${k}` : k;
+  for (const k of keys) {
+    if (typeof k === 'number') out = `${out}[${k}]`;
+    // A key that is not a plain name is quoted (and clipped): a person must see where it is.
+    else if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(k)) out = `${out}[${JSON.stringify(clip(k, 40))}]`;
+    else out = out ? `${out}.${k}` : k;
+  }
   return out || root;
 }
 
@@ -74,7 +79,8 @@ export function jsonBreach(value: unknown, caps: JsonCaps): JsonBreach | null {
   let values = 0;
   for (let frame = stack.pop(); frame; frame = stack.pop()) {
     const v = frame.value;
-    const what = nonJson(v);
+    // undefined is an absent property (as JSON.stringify and the wire treat it), never an element.
+    const what = v === undefined && typeof frame.key === 'number' ? 'undefined' : nonJson(v);
     if (what) return { cap: 'type', field: pathOf(frame), what };
     if (++values > caps.values) return { cap: 'values', field: pathOf(frame), limit: caps.values };
     if (v === null || typeof v !== 'object') {

@@ -1,4 +1,4 @@
-import { Parser, isAlias, isMap, isScalar, isSeq, parseDocument, visit, type CST, type Document } from 'yaml';
+import { Composer, LineCounter, Parser, isAlias, isMap, isScalar, isSeq, visit, type CST, type Document } from 'yaml';
 import { breachProblem, jsonBreach, pathOf, type Frame, type JsonBreach } from './bounds';
 import { InvalidAgentConfig, InvalidDesiredState, problemsFromZod, type InvalidInputError, type Problem } from './errors';
 import { bindIntent, validateDesiredState, type BoundIntent } from './desired';
@@ -84,22 +84,20 @@ function textProblems(text: string, kind: Kind): Problem[] | null {
 }
 
 /**
- * 2. While parsing: the nesting of the text. yaml's Parser builds its syntax tree with its own
- * stack, and this walk uses one too; only a text within the cap reaches the composer and toJS,
- * which recurse.
+ * 2. While parsing: the nesting of the text, on yaml's syntax tree (its Parser keeps its own
+ * stack, and this walk uses one too); only a text within the cap reaches the composer and
+ * toJS, which recurse.
  */
-function depthInText(text: string): Problem[] | null {
-  const stack: Array<{ token: CST.Token; depth: number }> = [];
-  for (const token of new Parser().parse(text)) stack.push({ token, depth: 0 });
+function depthInText(tokens: CST.Token[], lines: LineCounter): Problem[] | null {
+  const stack = tokens.map((token) => ({ token, depth: 0 }));
   for (let next = stack.pop(); next; next = stack.pop()) {
     const { token, depth } = next;
     if (token.type === 'document' && token.value) stack.push({ token: token.value, depth });
     if (token.type !== 'block-map' && token.type !== 'block-seq' && token.type !== 'flow-collection') continue;
     if (depth + 1 > MAX_DOCUMENT_DEPTH) {
-      const line = text.slice(0, token.offset).split('\n').length;
       return [
         {
-          field: `(line ${line})`,
+          field: `(line ${lines.linePos(token.offset).line})`,
           problem: `is nested deeper than ${MAX_DOCUMENT_DEPTH} levels (MAX_DOCUMENT_DEPTH)`,
           fix: BREACH_FIX.depth,
         },
@@ -111,6 +109,26 @@ function depthInText(text: string): Problem[] | null {
     }
   }
   return null;
+}
+
+/** The text's one document, composed from the syntax tree already parsed; errors and warnings as problems. */
+function compose(tokens: CST.Token[], text: string, lines: LineCounter): Document.Parsed | Problem[] {
+  const docs = [...new Composer({ uniqueKeys: true, strict: true }).compose(tokens, true, text.length)];
+  if (docs.length > 1)
+    return whole('holds more than one YAML document ("---")', 'keep one document per file: remove the "---" and what follows');
+  const [doc] = docs;
+  if (!doc) return whole('is empty', 'write the document as key: value pairs, as README.md shows');
+  // Warnings too: an unresolved tag or a YAML 1.1 feature would otherwise pass as something else.
+  const syntax = [...doc.errors, ...doc.warnings];
+  if (syntax.length === 0) return doc;
+  return syntax.map((e) => {
+    const at = lines.linePos(e.pos[0]);
+    return {
+      field: `(line ${at.line}, column ${at.col})`,
+      problem: `is not valid YAML: ${e.message.split('\n')[0]}`,
+      fix: 'correct the YAML syntax (indentation, quotes, colons, tags) at that position',
+    };
+  });
 }
 
 /** The top-level field a frame is under: where an expansion that passed a cap started. */
@@ -207,20 +225,15 @@ function toData(doc: Document.Parsed, kind: Kind): unknown {
 }
 
 function parseYaml(text: string, kind: Kind): unknown {
-  const before = textProblems(text, kind) ?? depthInText(text);
+  const before = textProblems(text, kind);
   if (before) throw kind.fail(before);
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, strict: true });
-  // Warnings too: an unresolved tag or a YAML 1.1 feature would otherwise pass as something else.
-  const syntax = [...doc.errors, ...doc.warnings];
-  if (syntax.length > 0) {
-    throw kind.fail(
-      syntax.map((e) => ({
-        field: e.linePos ? `(line ${e.linePos[0].line}, column ${e.linePos[0].col})` : '(file)',
-        problem: `is not valid YAML: ${e.message.split('\n')[0]}`,
-        fix: 'correct the YAML syntax (indentation, quotes, colons, tags) at that position',
-      })),
-    );
-  }
+  // One parse: the syntax tree is checked for depth, then composed into the document.
+  const lines = new LineCounter();
+  const tokens = [...new Parser(lines.addNewLine).parse(text)];
+  const deep = depthInText(tokens, lines);
+  if (deep) throw kind.fail(deep);
+  const doc = compose(tokens, text, lines);
+  if (Array.isArray(doc)) throw kind.fail(doc);
   const expanded = expandedProblems(doc);
   if (expanded) throw kind.fail(expanded);
   const data = toData(doc, kind);
