@@ -18,12 +18,17 @@ const NEXT: Record<string, string> = {
   SUPERSEDED: 'A newer generation owns this node now.',
 };
 
+/** The parse layer: options and the node, checked before anything connects (fuzzed in test/fuzz/cli.test.ts). */
+export function describeArgs(argv: string[]) {
+  const { values, positionals } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
+  return { values, node: checkNode(positionals[0]) };
+}
+
 export const describeCommand: Command = {
   summary: 'explain one node: its decision, its conditions, its last ledger entries',
   usage: `usage: datum describe NODE [--json] [--address HOST:PORT] [--namespace NS]`,
   async run(argv) {
-    const { values, positionals } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
-    const node = checkNode(positionals[0]);
+    const { values, node } = describeArgs(argv);
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loop = await loopFor(client, node);
       const [state, ledger] = await Promise.all([stateOf(loop), loop.handle.query(ledgerQuery)]);

@@ -76,15 +76,19 @@ interface Stack {
   agents: FleetAgentFile[];
 }
 
-async function stackOptions(argv: string[]): Promise<Stack> {
+/** The parse layer: options and ports, checked before anything starts (fuzzed in test/fuzz/cli.test.ts). */
+export function devArgs(argv: string[]) {
   const { values } = parse(argv, {
     fleet: { type: 'string' },
     port: { type: 'string' },
     'ui-port': { type: 'string' },
     data: { type: 'string' },
   });
-  const port = portOf(values.port ?? '7233', '--port');
-  const uiPort = portOf(values['ui-port'] ?? '8233', '--ui-port');
+  return { values, port: portOf(values.port ?? '7233', '--port'), uiPort: portOf(values['ui-port'] ?? '8233', '--ui-port') };
+}
+
+async function stackOptions(argv: string[]): Promise<Stack> {
+  const { values, port, uiPort } = devArgs(argv);
   const dataDir = dataDirFrom(values.data);
   await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
   await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);

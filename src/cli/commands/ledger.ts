@@ -5,6 +5,16 @@ import { checkNode } from '../nodes';
 import { print, printJson, table } from '../output';
 import { dataDirFrom } from './worker';
 
+/** The parse layer: options and the node, checked before the store is opened (fuzzed in test/fuzz/cli.test.ts). */
+export function ledgerArgs(argv: string[]) {
+  const { values, positionals } = parse(
+    argv,
+    { json: { type: 'boolean' }, since: { type: 'string' }, data: { type: 'string' } },
+    true,
+  );
+  return { values, node: checkNode(positionals[0]) };
+}
+
 export const ledgerCommand: Command = {
   summary: "a node's ledger from the store (every decision, across generations and continue-as-new)",
   usage: `usage: datum ledger NODE [--json] [--since TIME] [--data DIR]
@@ -12,12 +22,7 @@ export const ledgerCommand: Command = {
 Reads the ledger store: $DATUM_LEDGER_URL (postgres://…) or DIR/ledger.sqlite (--data,
 $DATUM_DATA, ./.datum). TIME is ISO 8601, such as 2026-11-29T10:00:00Z or 2026-11-29.`,
   async run(argv) {
-    const { values, positionals } = parse(
-      argv,
-      { json: { type: 'boolean' }, since: { type: 'string' }, data: { type: 'string' } },
-      true,
-    );
-    const node = checkNode(positionals[0]);
+    const { values, node } = ledgerArgs(argv);
     const store = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
     try {
       const entries = await store.list(node, values.since ? { since: values.since } : {});

@@ -7,6 +7,16 @@ import { checkNode, loopFor } from '../nodes';
 import { print, printJson } from '../output';
 import { fleetDirFrom } from './worker';
 
+/** The parse layer: options and the node, checked before the authority is read (fuzzed in test/fuzz/cli.test.ts). */
+export function refreshArgs(argv: string[]) {
+  const { values, positionals } = parse(
+    argv,
+    { fleet: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS },
+    true,
+  );
+  return { values, node: checkNode(positionals[0]) };
+}
+
 export const refreshCommand: Command = {
   summary: "re-read a node's desired state and signal the refreshed intent to its loop",
   usage: `usage: datum refresh NODE [--fleet DIR] [--json]
@@ -15,12 +25,7 @@ Reads DIR/desired/nodes/NODE.yaml (--fleet or $DATUM_FLEET) and sends refreshDes
 generation and digest: the same generation re-binds, a newer one hands over to
 datum/NODE/gen-<new>, an older one is refused (and recorded).`,
   async run(argv) {
-    const { values, positionals } = parse(
-      argv,
-      { fleet: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS },
-      true,
-    );
-    const node = checkNode(positionals[0]);
+    const { values, node } = refreshArgs(argv);
     const read = await new DesiredStateAuthority(fleetDirFrom(values.fleet)).read(node);
     if (!read.ok) throw new Error(read.error);
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {

@@ -6,6 +6,33 @@ import type { Command } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
 import { print, printJson } from '../output';
 
+/** The parse layer: options, the node and the signal's payload as the workflow will judge it (fuzzed in test/fuzz/cli.test.ts). */
+export function resolveArgs(argv: string[]) {
+  const { values, positionals } = parse(
+    argv,
+    {
+      resource: { type: 'string' },
+      resolution: { type: 'string' },
+      by: { type: 'string' },
+      note: { type: 'string' },
+      json: { type: 'boolean' },
+      ...CONNECTION_OPTIONS,
+    },
+    true,
+  );
+  const node = checkNode(positionals[0]);
+  // Options named after the payload's fields; the contract's schema judges them, as the workflow will.
+  const payload: Partial<Record<keyof ResolveConflictPayload, string>> = {
+    resource_key: values.resource,
+    resolution: values.resolution,
+    by: values.by,
+    ...(values.note ? { note: values.note } : {}),
+  };
+  const parsed = parseSignal(resolveConflictSignal.name, payload);
+  if (!parsed.ok) throw new UsageError(parsed.problems.join('; '));
+  return { values, node, parsed };
+}
+
 export const resolveCommand: Command = {
   summary: 'resolve a CONFLICT: retake (Datum owns it) or yield (leave it to the other writer)',
   usage: `usage: datum resolve NODE --resource KEY --resolution retake|yield --by WHO [--note TEXT] [--json]
@@ -14,28 +41,7 @@ retake: the other writer is gone (or must lose); Datum repairs again with a fres
 yield:  the other writer owns the resource; Datum records it as an operator exception.
 The CONFLICTING_WRITER condition closes only when a later observation confirms the resolution.`,
   async run(argv) {
-    const { values, positionals } = parse(
-      argv,
-      {
-        resource: { type: 'string' },
-        resolution: { type: 'string' },
-        by: { type: 'string' },
-        note: { type: 'string' },
-        json: { type: 'boolean' },
-        ...CONNECTION_OPTIONS,
-      },
-      true,
-    );
-    const node = checkNode(positionals[0]);
-    // Options named after the payload's fields; the contract's schema judges them, as the workflow will.
-    const payload: Partial<Record<keyof ResolveConflictPayload, string>> = {
-      resource_key: values.resource,
-      resolution: values.resolution,
-      by: values.by,
-      ...(values.note ? { note: values.note } : {}),
-    };
-    const parsed = parseSignal(resolveConflictSignal.name, payload);
-    if (!parsed.ok) throw new UsageError(parsed.problems.join('; '));
+    const { values, node, parsed } = resolveArgs(argv);
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loop = await loopFor(client, node);
       const state = await stateOf(loop);

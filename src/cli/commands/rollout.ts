@@ -54,7 +54,8 @@ async function fleetNodes(fleetDir: string): Promise<string[]> {
   return nodes;
 }
 
-async function rolloutArgs(argv: string[]) {
+/** The parse layer: subcommand, generation and nodes (fuzzed in test/fuzz/cli.test.ts). */
+export async function rolloutArgs(argv: string[]) {
   const [sub, ...rest] = argv;
   if (sub !== 'start')
     throw new UsageError(
@@ -73,12 +74,19 @@ async function rolloutArgs(argv: string[]) {
   });
   const generation = Number(values.generation);
   if (!values.generation || !Number.isInteger(generation) || generation < 1)
-    throw new UsageError(`--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`);
-  if (!!values.nodes === !!values.all) throw new UsageError('name the nodes: --nodes N-1,N-2 or --all (one of them)');
+    throw new UsageError(
+      withFix(
+        `--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`,
+        'pass the generation the desired-state files declare, such as --generation 12',
+      ),
+    );
+  if (!!values.nodes === !!values.all)
+    throw new UsageError(withFix('which nodes?', 'name them with --nodes N-1,N-2 or take every node with --all (one of them)'));
   const nodes = values.all
     ? await fleetNodes(fleetDirFrom(values.fleet))
     : values.nodes!.split(',').map((n) => checkNode(n.trim()));
-  if (new Set(nodes).size !== nodes.length) throw new UsageError('a node is listed twice in --nodes');
+  if (new Set(nodes).size !== nodes.length)
+    throw new UsageError(withFix('a node is listed twice in --nodes', 'name each node once'));
   return { values, generation, nodes };
 }
 

@@ -17,6 +17,9 @@ export interface OpenCondition {
   needs_judgement: boolean;
 }
 
+/** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
+export const statusArgs = (argv: string[]) => parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS });
+
 export const statusCommand: Command = {
   summary: 'open conditions across the fleet (empty means the fleet is right)',
   usage: `usage: datum status [--json] [--address HOST:PORT] [--namespace NS]
@@ -25,7 +28,7 @@ Lists every open condition of every running reconcile loop: what is wrong, on wh
 resource, since when, the evidence, what was tried and who can resolve it. Exit code 0 when
 there is none, 1 when there is at least one.`,
   async run(argv) {
-    const { values } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS });
+    const { values } = statusArgs(argv);
     return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
       const loops = [...(await runningLoops(client)).entries()].sort(([a], [b]) => a.localeCompare(b));
       const conditions: OpenCondition[] = [];

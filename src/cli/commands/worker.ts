@@ -29,6 +29,16 @@ export function dataDirFrom(flag: string | undefined): string {
   return path.resolve(flag ?? process.env.DATUM_DATA ?? '.datum');
 }
 
+/** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
+export const workerArgs = (argv: string[]) =>
+  parse(argv, {
+    fleet: { type: 'string' },
+    data: { type: 'string' },
+    'task-queue': { type: 'string' },
+    ...CONNECTION_OPTIONS,
+    ...METRICS_OPTIONS,
+  });
+
 export const workerCommand: Command = {
   summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
   usage: `usage: datum worker [--fleet DIR] [--data DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--metrics-address IP:PORT]
@@ -40,13 +50,7 @@ use it, and the agents fence whatever generation it holds. Decisions are appende
 at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).
 --metrics-address (or $DATUM_METRICS_ADDRESS) serves Prometheus metrics, e.g. 127.0.0.1:9464.`,
   async run(argv) {
-    const { values } = parse(argv, {
-      fleet: { type: 'string' },
-      data: { type: 'string' },
-      'task-queue': { type: 'string' },
-      ...CONNECTION_OPTIONS,
-      ...METRICS_OPTIONS,
-    });
+    const { values } = workerArgs(argv);
     const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
     const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
     const fleetDir = fleetDirFrom(values.fleet);
