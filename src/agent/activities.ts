@@ -385,6 +385,9 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
       { desired_generation: action.desired_generation, accepted_generation: accepted.generation },
     );
   }
+  // G is accepted once its action passes the fence, whatever the checks below decide: the agent
+  // has seen newer intent, so an older generation's action queued behind this one never acts.
+  await journal.accept(action, now());
   // 7. Idempotency: a recorded result is answered, not re-done. Before the checks below: our own
   // write moved the marker, and a retry of it is not a new write.
   const recorded = await journal.lookup(journalKey(action));
@@ -393,11 +396,10 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   // 8–9. What the plan saw must still hold at the moment of the write: checked now, and again by a
   // provider right before its write when it first spends minutes fetching (a release).
   const planHolds = async () => {
-    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action));
+    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action, journal));
     if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
   };
   await planHolds();
-  await journal.accept(action, now());
 
   const result = await carryOut(ctx, action, planHolds);
   const executedAt = now();
@@ -451,9 +453,20 @@ function staleSnapshot(action: AuthorizedAction, at: Date): Refusal | null {
  * restart after its release switched `current` still goes ahead (the service's marker is its
  * process), while a file another writer changed after the snapshot is refused, not overwritten.
  */
-async function markerMoved(ctx: NodeContext, action: AuthorizedAction): Promise<Refusal | null> {
+async function markerMoved(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal): Promise<Refusal | null> {
   const current = await targetMarker(ctx, action);
   if (current === action.observed_marker) return null;
+  // Moved by Datum's own write since the snapshot (another action or generation, say during a
+  // hand-over): the plan is out of date, not contested. Re-observe and plan again; no conflict.
+  const own = await journal.lastWritten(action.resource_key);
+  if (own !== null && own.marker === current) {
+    return {
+      type: 'StaleSnapshotRefusal',
+      problem: `"${action.resource_key}" changed after the snapshot the plan was made from, by Datum's own write for generation ${own.generation} at ${own.at} (marker ${current}, planned ${action.observed_marker ?? 'none'}), so the plan is out of date`,
+      fix: 'nothing to do by hand: the loop takes a fresh snapshot and plans again',
+      facts: { planned_marker: action.observed_marker, current_marker: current, written_by_generation: own.generation },
+    };
+  }
   return {
     type: 'MarkerMoved',
     problem: `MARKER_MOVED: "${action.resource_key}" changed after the snapshot the plan was made from (planned marker ${action.observed_marker ?? 'none'}, now ${current ?? 'none'}); another writer is at work, and writing now would lose its change`,

@@ -6,7 +6,8 @@ import { datumPath } from './paths';
 /*
  * What the agent remembers across restarts, under <root>/.datum/:
  *   fence.json            newest desired_generation accepted for the node, and per resource_key
- *                         (fencing: once generation G acted on the node, nothing below G acts on it)
+ *                         (fencing: once generation G acted on the node, nothing below G acts on it),
+ *                         and the marker Datum's own last write left per resource_key
  *   journal/<key>.json    the evidence of every applied action, by journal key (idempotency)
  * Both are written atomically and fsynced before apply returns, so a result the workflow
  * never received (the agent died first) is replayed on retry instead of acted on twice.
@@ -27,6 +28,15 @@ interface FenceFile {
   /** The newest generation accepted for any resource of the node (absent in files written before per-node fencing). */
   node?: Acceptance & { resource_key: string };
   resources: Record<string, Acceptance>;
+  /** The marker Datum's own last write left, per resource_key: a marker moved by Datum is not another writer. */
+  written?: Record<string, OwnWrite>;
+}
+
+/** What Datum's own last write to a resource left behind. */
+export interface OwnWrite {
+  marker: string;
+  generation: number;
+  at: string;
 }
 
 export interface JournalEntry {
@@ -87,6 +97,19 @@ export class AgentJournal {
     const entry: JournalEntry = { journal_key: key, recorded_at: at.toISOString(), action: summary, evidence };
     await atomicWriteJson(await this.entryPath(key), entry);
     await this.accept(action, at);
+    if (evidence.marker_after !== null) {
+      const fence = await this.readFence();
+      fence.written = {
+        ...fence.written,
+        [action.resource_key]: { marker: evidence.marker_after, generation: action.desired_generation, at: at.toISOString() },
+      };
+      await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
+    }
+  }
+
+  /** The marker Datum's own last write to `resourceKey` left (any generation), or null. */
+  async lastWritten(resourceKey: string): Promise<OwnWrite | null> {
+    return (await this.readFence()).written?.[resourceKey] ?? null;
   }
 
   private async readFence(): Promise<FenceFile> {

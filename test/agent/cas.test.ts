@@ -72,6 +72,35 @@ describe('per-node fencing', () => {
   });
 });
 
+describe('a marker moved by Datum itself', () => {
+  it('is a plan out of date, not another writer: refused as a stale snapshot, and the loop re-plans', async () => {
+    const t = await makeNode();
+    // Generation 14 planned from the same snapshot as 13 (the file absent), and 13 wrote first.
+    const g13 = fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 13, observed_marker: 'absent' });
+    const g14 = fileAction(t.node, 'config', CONFIG_PATH, { workers: 10 }, { desired_generation: 14, observed_marker: 'absent' });
+    const wrote = await t.apply(g13);
+    const failure = await expectRefusal(t.apply(g14), 'StaleSnapshotRefusal');
+    expect(failure.message).toContain(`by Datum's own write for generation 13`);
+    expect(failure.message).toContain(`(marker ${wrote.marker_after}, planned absent)`);
+    expect(failure.details?.[0]).toMatchObject({ written_by_generation: 13, current_marker: wrote.marker_after });
+    expect(await read(t, CONFIG_PATH)).toContain('"workers": 9');
+  });
+
+  it('still fences: an action of a newer generation refused at the marker keeps older generations out', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), '{"workers": 2}\n');
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 13, observed_marker: 'absent' })),
+      'MarkerMoved',
+    );
+    await expectRefusal(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 })),
+      'StaleGenerationRefusal',
+    );
+  });
+});
+
 describe('a replay', () => {
   it('is answered from the journal though its snapshot has expired and its own write moved the marker', async () => {
     const t = await makeNode();
