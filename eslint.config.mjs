@@ -95,7 +95,16 @@ export default tseslint.config(
         projectService: {
           // Plain JS/ESM entry points outside tsconfig.json still get type information, so
           // type-aware rules (no-floating-promises) apply to them too.
-          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/*.mjs', 'bench/*.js', 'bin/*.js', 'examples/*/*.js'],
+          allowDefaultProject: [
+            '*.mjs',
+            'scripts/*.mjs',
+            'bench/*.mjs',
+            'bench/*.js',
+            'bin/*.js',
+            'examples/*/*.js',
+            'faults/*.mjs',
+            'faults/app/*.js',
+          ],
           // There are a dozen such files (the bench has four); the default cap is 8.
           maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 24,
         },
