@@ -168,8 +168,11 @@ export function observedProtections(
     protections: {},
     decisions: {},
   };
+  const claimed = new Set(Object.entries(resources).map(([key, spec]) => targetOf(key, spec)));
   for (const e of guard.entries) {
-    if (namesTarget(e.name)) continue;
+    // Under its own name unless another key claims its target now: then that key is reported.
+    const movedOn = !(e.name in resources) && e.target !== null && claimed.has(e.target);
+    if (namesTarget(e.name) || movedOn) continue;
     if (e.kind === 'override') out.overrides[e.name] = e.provenance;
     else out.resource_modes[e.name] = 'observe';
   }

@@ -64,7 +64,7 @@ export interface DecideResult {
 export function decide(given: DecideInput): DecideResult {
   // 0. The operator's durable decisions (yields, open conflicts) the agent reports for specs that
   //    have not changed are carried into the history: a new generation starts where they left it.
-  const seeded = seedDecisions(given.intent, snapshotOf(given), given.history);
+  const seeded = seedDecisions(given.intent, given.acted?.pre ?? given.observation, given.history);
   const input: DecideInput = { ...given, history: seeded.history };
 
   // 1. Frame the pass: classify each snapshot once, count the attempt, fill what every entry shares.
@@ -81,7 +81,11 @@ export function decide(given: DecideInput): DecideResult {
   return withOperatorDecisions(buildDecision(pass, ladderOutcome(pass, judgement)), input, seeded);
 }
 
-/** The snapshot the agent's decisions are read from: the judged one, else the one the pass acted on. */
+/**
+ * The newest snapshot of the agent's decisions: the judged one, else the one the pass acted on.
+ * Seeding reads the pre-action one instead: the pass was planned from it, and an apply of a new
+ * spec ends the decision on the agent before the probe.
+ */
 function snapshotOf(input: DecideInput): Observation | null {
   return input.observation ?? input.acted?.pre ?? null;
 }
