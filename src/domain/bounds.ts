@@ -41,8 +41,12 @@ export function pathOf(frame: Frame, root = '(payload)'): string {
     else if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(k)) out = `${out}[${JSON.stringify(clip(k, 40))}]`;
     else out = out ? `${out}.${k}` : k;
   }
-  return out || root;
+  // A path as deep as the value it names would be an unbounded echo of it: clipped.
+  return clip(out, MAX_PATH_CHARS) || root;
 }
+
+/** The characters of a field path in a message. */
+const MAX_PATH_CHARS = 120;
 
 /** What a non-JSON value is, for the message ("a Date", "the number Infinity"). */
 function nonJson(value: unknown): string | null {

@@ -85,6 +85,9 @@ describe('fuzzing signal payloads', () => {
       const parsed = parseSignal(name, deep(4000, 'object'));
       expect(parsed.ok).toBe(false);
       if (!parsed.ok) expect(parsed.error).toMatch(new RegExp(`is nested deeper than ${MAX_SIGNAL_DEPTH} levels \\(fix: `));
+      // A key as long as the payload allows: the path that names it is clipped too.
+      const wide = parseSignal(name, { ['k'.repeat(8000)]: deep(10, 'object') });
+      expect(!wide.ok && wide.error.length < 1000).toBe(true);
     }
   });
 });
