@@ -63,7 +63,12 @@ describe('runAgents on a dev server', () => {
         const one = await env!.client.workflow.execute(callAgent, {
           taskQueue,
           workflowId: `agent-test/${randomUUID()}`,
-          args: ['N-1', flag, action('N-1', 'maintenance', 'flag.write', { name: 'maintenance', value: true })],
+          // Planned from a snapshot where the flag is absent: the agent compares that marker before writing.
+          args: [
+            'N-1',
+            flag,
+            action('N-1', 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { observed_marker: 'absent' }),
+          ],
         });
         expect(one.before.resources.maintenance).toMatchObject({ value: null, marker: 'absent' });
         expect(one.evidence).toMatchObject({ outcome: 'applied', resource_key: 'maintenance' });
