@@ -214,9 +214,26 @@ export function mutations(
     mustReject: true,
     field: '(file)',
   }));
+  // A scalar YAML reads as something JSON has no form for, placed where any value is allowed
+  // (inside the document's first free-form value when it has one, else a field of its own).
   const nonJson = fc
-    .tuple(valid, fc.constantFrom('.inf', '-.inf', '.nan', '1e400', '!!binary aGVsbG8=', '!custom x', '2001-01-01T00:00:00Z'))
-    .map(([d, v]): Case => ({ what: `non-JSON scalar ${v}`, text: `${yamlText(d)}zz_x: ${v}\n`, mustReject: true, field: null }));
+    .tuple(
+      valid,
+      fc.constantFrom('.inf', '-.inf', '.nan', '1e400', '!!binary aGVsbG8=', '!custom x', '2001-01-01T00:00:00Z'),
+      fc.boolean(),
+    )
+    .map(([d, v, yaml11]): Case => {
+      const text = yamlText(d).replace(/^(\s*)(content|value): .*$/m, `$1$2: {v: ${v}}`);
+      const placed = text.includes(`{v: ${v}}`) ? text : `${text}zz_x: ${v}\n`;
+      // YAML 1.1 reads timestamps as Dates and !!binary as bytes: a Date became {} in content.
+      return {
+        what: `non-JSON scalar ${v}${yaml11 ? ' (YAML 1.1)' : ''}`,
+        text: yaml11 ? `%YAML 1.1\n---\n${placed}` : placed,
+        // In YAML 1.2 a timestamp is a plain string, which is fine.
+        mustReject: yaml11 || !v.startsWith('2001'),
+        field: null,
+      };
+    });
   const garbage = fc
     .string({
       unit: fc.constantFrom(
