@@ -15,3 +15,4 @@ export * from './loop';
 export * from './pass';
 export * from './targets';
 export * from './decisions';
+export * from './redact';

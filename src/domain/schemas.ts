@@ -112,6 +112,11 @@ export const releaseSpec = z.strictObject({
 export const fileSpec = z.strictObject({
   type: z.literal('file'),
   path: nodePath,
+  /**
+   * The content is a secret: the ledger and the CLI show only its digest and size (as for every
+   * file) and say so. Optional and never defaulted, so existing digests do not change.
+   */
+  sensitive: z.boolean().optional(),
   content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
     error: withFix(
       'content must be text or a JSON/YAML object',

@@ -22,6 +22,7 @@ import {
   durationMs,
   emptyHistory,
   judgeRefresh,
+  ledgerView,
   mayWatch,
   nextWakeMs,
   noteDecision,
@@ -420,7 +421,8 @@ function record(loop: Loop, decision: Decision, kind: RecordKind): void {
   if (!write) return;
   loop.lastFingerprint = fingerprint;
   const entry: LedgerEntry = {
-    ...decision,
+    // File contents stay out of the ledger: it keeps their digest and size (src/domain/redact.ts).
+    ...ledgerView(decision, loop.intent),
     ledger_version: LEDGER_VERSION,
     seq: loop.nextSeq++,
     decided_at: now,
