@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { withFix } from '../contract';
 import { LedgerConfigError, type LedgerStore } from './ledger-store/common';
+import type { OperatorDecision } from '../domain';
 import { openPostgresLedger, redactUrl } from './ledger-store/postgres';
 import { openSqliteLedger } from './ledger-store/sqlite';
 
@@ -57,6 +58,29 @@ export function resolveLedgerLocation(options: LedgerStoreOptions = {}, env: Nod
       'use postgres://user:password@host:5432/database, or sqlite:<path>, or unset DATUM_LEDGER_URL for <dataDir>/ledger.sqlite',
     ),
   );
+}
+
+/** Notes record a signal, not a pass: they carry no operator_decisions (src/domain/signals.ts noteDecision). */
+const NOTE_REASONS = new Set([
+  'NEWER_GENERATION',
+  'REFRESH_REFUSED',
+  'REBOUND',
+  'OPERATOR_RESOLUTION_RECORDED',
+  'SIGNAL_REJECTED',
+]);
+
+/**
+ * The operator decisions (yields, open conflicts) the store holds for a node: those of its newest
+ * entry recorded by a pass, across generations (docs/architecture.md §4 "Targets and operator
+ * decisions"). A query over the entries, so both back ends answer it alike; empty when none.
+ */
+export async function operatorDecisionsOf(store: LedgerStore, node: string): Promise<OperatorDecision[]> {
+  const entries = await store.list(node);
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i];
+    if (entry && !NOTE_REASONS.has(entry.reason)) return entry.operator_decisions ?? [];
+  }
+  return [];
 }
 
 /** Opens (creating the schema if needed) the ledger the options name. Close it when done. */

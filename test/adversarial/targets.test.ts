@@ -6,6 +6,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
+import { operatorDecisionsOf } from '../../src/activities/ledger-store';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
@@ -205,8 +206,10 @@ describe('hole 2: operator decisions outlive a generation', () => {
     expect(last.operator_decisions?.map((d) => [d.resource_key, d.kind, d.by])).toEqual([['config', 'yield', 'oncall']]);
     expect(wrote(ledger, 'config')).toEqual([]);
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(theirs);
-    const stored = await stack.ledgerStore.list(node);
-    expect(stored[stored.length - 1].operator_decisions?.map((d) => d.kind)).toEqual(['yield']);
+    // The ledger store holds the yield too, so it survives the agent's disk.
+    expect((await operatorDecisionsOf(stack.ledgerStore, node)).map((d) => [d.resource_key, d.kind, d.target])).toEqual([
+      ['config', 'yield', `file:${CONFIG}`],
+    ]);
     await gen2.terminate('test done');
   });
 
