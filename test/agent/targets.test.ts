@@ -1,0 +1,88 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { decisionRequest, specDigest, type ResourceSpec } from '../../src/domain';
+import { cleanupNodes, expectRefusal, fileAction, makeNode, type TestNode } from './helpers';
+import { n24 } from '../unit/fixtures';
+
+/*
+ * The agent's own judgement of targets (src/agent/claims.ts), with no workflow in front of it:
+ * agent.yaml entries named after a target, entries bound to the target their key claimed, and
+ * operator decisions kept per target, each refused at the moment of the write.
+ */
+
+afterEach(cleanupNodes);
+
+const CONFIG = 'etc/app/config.json';
+const OPS = { approved_by: 'oncall', reason: 'CHG-9', since: '2026-11-28T10:00:00Z' };
+const fileSpec = (content: Record<string, number>): ResourceSpec => ({ type: 'file', path: CONFIG, content });
+const onDisk = (t: TestNode) => fs.readFile(path.join(t.root, CONFIG), 'utf8').catch(() => null);
+
+describe('agent.yaml protections by target', () => {
+  it('an override named after a target protects it under any key', async () => {
+    const t = await makeNode();
+    await t.writeConfig({ overrides: { [`file:${CONFIG}`]: OPS } });
+    const seen = await t.observe({ whatever: fileSpec({ workers: 8 }) });
+    expect(seen.overrides.whatever).toEqual(OPS);
+    expect(seen.protections.whatever).toEqual([
+      { entry: `overrides.file:${CONFIG}`, kind: 'override', target: `file:${CONFIG}` },
+    ]);
+    const failure = await expectRefusal(t.apply(fileAction(t.node, 'whatever', CONFIG, { workers: 8 })), 'OperatorOwnedRefusal');
+    expect(failure.message).toMatch(
+      /"whatever" writes file:etc\/app\/config\.json, which is operator-owned \(overrides\.file:etc\/app\/config\.json/,
+    );
+    expect(await onDisk(t)).toBeNull();
+  });
+
+  it('an observe entry keyed by a resource follows its target to the key that claims it later', async () => {
+    const t = await makeNode();
+    await t.writeConfig({ resources: { config: 'observe' } });
+    await t.observe({ config: fileSpec({ workers: 8 }) }); // binds the entry to file:etc/app/config.json
+    const seen = await t.observe({ settings: fileSpec({ workers: 8 }) });
+    expect(seen.resource_modes).toEqual({ settings: 'observe' });
+    const failure = await expectRefusal(t.apply(fileAction(t.node, 'settings', CONFIG, { workers: 8 })), 'ObserveModeRefusal');
+    expect(failure.message).toMatch(/reconciliation\.resources\.config, which protects file:etc\/app\/config\.json: observe/);
+    const claims = JSON.parse(await fs.readFile(path.join(t.root, '.datum/claims.json'), 'utf8')) as {
+      bindings: Record<string, { target: string }>;
+    };
+    expect(claims.bindings['reconciliation.resources.config']?.target).toBe(`file:${CONFIG}`);
+  });
+});
+
+describe('operator decisions kept per target', () => {
+  const intent = n24(12);
+  const request = (kind: 'yield' | 'conflict' | 'retake') =>
+    decisionRequest(intent, 'config', { kind, by: 'oncall', at: new Date().toISOString(), note: null })!;
+
+  it('a yield refuses the same spec under any key, and a new spec ends it', async () => {
+    const t = await makeNode();
+    await t.acts.recordDecision(request('yield'));
+    const same = fileAction(t.node, 'settings', CONFIG, { workers: 8 }, { spec_digest: specDigest(intent.resources.config) });
+    const failure = await expectRefusal(t.apply(same), 'OperatorOwnedRefusal');
+    expect(failure.message).toMatch(/file:etc\/app\/config\.json was yielded to another writer by oncall/);
+    expect(await onDisk(t)).toBeNull();
+    // Another spec is new intent: written, and the yield is over.
+    const other = fileAction(t.node, 'settings', CONFIG, { workers: 16 }, { spec_digest: specDigest(fileSpec({ workers: 16 })) });
+    expect((await t.apply(other)).outcome).toBe('applied');
+    const seen = await t.observe({ settings: fileSpec({ workers: 16 }) });
+    expect(seen.decisions).toEqual({});
+  });
+
+  it('an open conflict is refused until a retake', async () => {
+    const t = await makeNode();
+    expect((await t.acts.recordDecision(request('conflict'))).holds?.kind).toBe('conflict');
+    const action = fileAction(t.node, 'config', CONFIG, { workers: 8 }, { spec_digest: specDigest(intent.resources.config) });
+    await expectRefusal(t.apply(action), 'ConflictOpenRefusal');
+    expect((await t.observe({ config: fileSpec({ workers: 8 }) })).decisions.config?.kind).toBe('conflict');
+    expect((await t.acts.recordDecision(request('retake'))).holds).toBeNull();
+    expect((await t.apply(action)).outcome).toBe('applied');
+  });
+
+  it('a malformed recordDecision changes nothing and says what is wrong', async () => {
+    const t = await makeNode();
+    const bad = { ...request('yield'), target: '../../etc/passwd', by: '' };
+    const failure = await expectRefusal(t.acts.recordDecision(bad), 'InvalidAction');
+    expect(failure.message).toMatch(/target: is not a target \(file:<path>.*by: .*fix: send what decisionRequest\(\) builds/);
+    expect(await fs.readdir(t.root)).toEqual([]);
+  });
+});
