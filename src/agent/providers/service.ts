@@ -113,12 +113,16 @@ export async function applyServiceRun(
   // instance rather than start a second one.
   const adopted = await adoptInterrupted(ctx.root, resourceKey);
   if (adopted !== null && adopted.tag === tag)
-    return await reportStarted(ctx, spec, adopted.state, `adopted pid ${adopted.state.pid}, which an interrupted attempt had `);
+    return await reportStarted(ctx, spec, adopted.state, {
+      before: '',
+      verb: 'adopted',
+      after: ', started by an attempt the agent did not live to record',
+    });
 
   // A restart is the ordinary path; stopping is only ever its first half.
   const stopped = await stopRecorded(ctx, resourceKey);
   const state = await launch({ root: ctx.root, key: resourceKey, command: spec.command, cwd, configPath: config.abs, tag, now });
-  return await reportStarted(ctx, spec, state, `${stopped}`);
+  return await reportStarted(ctx, spec, state, { before: stopped, verb: 'started', after: '' });
 }
 
 /** Stops the recorded instance, if it is running and provably ours; refuses a state file it cannot trust. */
@@ -132,9 +136,14 @@ async function stopRecorded(ctx: NodeContext, key: string): Promise<string> {
   return `${await stopInstance(ctx.root, record.state)}, then `;
 }
 
-async function reportStarted(ctx: NodeContext, spec: ServiceRunSpec, state: ServiceState, before: string): Promise<ApplyResult> {
+async function reportStarted(
+  ctx: NodeContext,
+  spec: ServiceRunSpec,
+  state: ServiceState,
+  how: { before: string; verb: 'started' | 'adopted'; after: string },
+): Promise<ApplyResult> {
   const release = path.relative(ctx.root, state.cwd);
-  const started = `${before}started pid ${state.pid} on port ${state.port} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
+  const started = `${how.before}${how.verb} pid ${state.pid} on port ${state.port}${how.after} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
   if (state.start_ticks === null) {
     return { marker_after: null, detail: `${started}, but it exited at once (see ${state.log}).` };
   }
