@@ -125,3 +125,17 @@ export function breachProblem(b: JsonBreach): string {
 export function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`;
 }
+
+/**
+ * A value from outside as it may appear in a message: its JSON, clipped to `max` characters,
+ * when it is small and shallow enough to serialise safely; otherwise what is wrong with it.
+ * Never recurses on the value itself, so a workflow may echo any input it was given (a JSON
+ * .stringify of an array nested 20,000 deep overflows the stack).
+ */
+export function echo(value: unknown, max = 200): string {
+  if (value === undefined) return 'nothing';
+  // Depth is what overflows; size only costs time, so it may be large before it is clipped.
+  const breach = jsonBreach(value, { depth: 8, chars: 1_000_000, values: 100_000 });
+  if (breach) return `(a value whose ${breach.field} ${breachProblem(breach)})`;
+  return clip(JSON.stringify(value), max);
+}

@@ -7,6 +7,7 @@ import { DesiredStateAuthority } from '../../src/activities/authority';
 import { loadAgentConfig } from '../../src/agent/config';
 import { FIX, MAX_SIGNAL_DEPTH } from '../../src/contract';
 import { InvalidAgentConfig, InvalidDesiredState, parseSignal, type InvalidInputError } from '../../src/domain';
+import { echo } from '../../src/domain/bounds';
 import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
 import { aliasBomb, deep } from './generators';
 
@@ -220,4 +221,16 @@ describe('input caps: signal payloads', () => {
       expect(parsed.error).not.toContain(FIX.repeat(2));
     });
   }
+});
+
+describe('echo: any outside value in a message, safely', () => {
+  it('a value nested 20,000 deep (where JSON.stringify overflows) is described, not serialised', () => {
+    expect(() => JSON.stringify(deep(20_000, 'array'))).toThrow(RangeError);
+    expect(echo(deep(20_000, 'array'))).toBe('(a value whose [0][0][0][0][0][0][0][0] is nested deeper than 8 levels)');
+  });
+  it('a small value is its JSON, clipped', () => {
+    expect(echo({ node: 'N-1' })).toBe('{"node":"N-1"}');
+    expect(echo('x'.repeat(500), 20)).toBe(`"${'x'.repeat(19)}… (502 characters)`);
+    expect(echo(undefined)).toBe('nothing');
+  });
 });
