@@ -1,9 +1,9 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AuthorityRead, ControlActivities } from '../contract';
-import type { LedgerEntry } from '../domain';
+import type { LedgerEntry, OperatorDecision } from '../domain';
 import { DesiredStateAuthority } from './authority';
-import type { LedgerStore } from './ledger-store';
+import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRolloutActivities } from './rollout';
 
 export interface ControlDeps {
@@ -29,6 +29,10 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
       if (!deps.ledger)
         throw ApplicationFailure.nonRetryable('this worker was started without a ledger store', 'MisconfiguredWorker');
       return deps.ledger.append(input.entry, input.chain_id);
+    },
+    /** A worker without a ledger store has none to read: the agent's own record is all there is. */
+    async storedDecisions(node: string): Promise<OperatorDecision[]> {
+      return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
     ...createRolloutActivities(authority, () => {
       if (!deps.client)

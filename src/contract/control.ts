@@ -4,7 +4,7 @@
  * activity module at all, not even for its types, and the sandbox code compiles without Node's
  * types (tsconfig.sandbox.json).
  */
-import type { BoundIntent, LedgerEntry } from '../domain';
+import type { BoundIntent, LedgerEntry, OperatorDecision } from '../domain';
 import type { NodeState } from './signals';
 import type { PreparedNode } from './workflows';
 
@@ -23,6 +23,11 @@ export interface ControlActivities {
   readAuthority(node: string): Promise<AuthorityRead>;
   /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
   appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'>;
+  /**
+   * Runs as a local activity: the operator decisions (yields, open conflicts) the ledger store
+   * holds for a node, so they survive the loss of the agent's own record (operatorDecisionsOf).
+   */
+  storedDecisions(node: string): Promise<OperatorDecision[]>;
   /** Starts or attaches to each node's reconcileNode at the generation, handing over from older ones. */
   prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]>;
   /** Each workflow's `state`, or null while visibility says it has not settled. */

@@ -44,7 +44,7 @@ export function seedDecisions(intent: BoundIntent, observation: Observation | nu
   const out: SeededHistory = { history, carried: [], new_intent: [] };
   if (!observation) return out;
   let { conflicts, yielded } = history;
-  const reported = reportedDecisions(observation);
+  const reported = { ...storedByKey(intent, history.stored_decisions ?? []), ...reportedDecisions(observation) };
   for (const key of Object.keys(reported).sort()) {
     const held = reported[key];
     const spec = intent.resources[key];
@@ -61,6 +61,17 @@ export function seedDecisions(intent: BoundIntent, observation: Observation | nu
     out.carried.push(held);
   }
   out.history = { ...history, conflicts, yielded };
+  delete out.history.stored_decisions;
+  return out;
+}
+
+/** The ledger store's decisions under the keys that claim their targets now (a renamed key included). */
+function storedByKey(intent: BoundIntent, stored: OperatorDecision[]): Record<string, OperatorDecision> {
+  const out: Record<string, OperatorDecision> = {};
+  for (const [key, spec] of Object.entries(intent.resources)) {
+    const d = stored.find((s) => s.target === targetOf(key, spec));
+    if (d) out[key] = d;
+  }
   return out;
 }
 

@@ -1,5 +1,5 @@
 import type { Json } from './canonical';
-import type { Condition, ConvergenceStatus, Mode, Reason, WriterEvidence } from './schemas';
+import type { Condition, ConvergenceStatus, Mode, OperatorDecision, Reason, WriterEvidence } from './schemas';
 
 /**
  * What the loop carries from one decision to the next, as plain JSON (it crosses
@@ -23,6 +23,13 @@ export interface History {
    * again (seedDecisions), and the retake is re-sent until the agent shows it. Absent in older carries.
    */
   retaken?: Record<string, { by: string; note: string | null; at: string }>;
+  /**
+   * Operator decisions read back from the ledger store when a run chain opens
+   * (ControlActivities.storedDecisions): carried like the agent's own record where the agent
+   * reports none for the target (its .datum/ was lost), then sent to it. Cleared by the first
+   * snapshot that seeds. Absent in older carries.
+   */
+  stored_decisions?: OperatorDecision[];
   /** Refused applies: not tried again until what was observed about them changes. */
   refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */

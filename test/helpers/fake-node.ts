@@ -4,7 +4,7 @@
 // the tests at compile time. The real agent is exercised by test/agent and test/integration.
 import { Context } from '@temporalio/activity';
 import type { AuthorityRead, ControlActivities } from '../../src/activities';
-import type { BoundIntent, ExecutionEvidence, LedgerEntry, Mode } from '../../src/domain';
+import type { BoundIntent, ExecutionEvidence, LedgerEntry, Mode, OperatorDecision } from '../../src/domain';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import { D7, n24, snapshot, type NodeState } from '../unit/fixtures';
 
@@ -117,6 +117,11 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
         if (stored.has(key)) return Promise.resolve('duplicate');
         stored.set(key, input.entry);
         return Promise.resolve('appended');
+      },
+      /** The decisions of the newest stored entry, as operatorDecisionsOf reads them. */
+      async storedDecisions(): Promise<OperatorDecision[]> {
+        const entries = [...stored.values()];
+        return Promise.resolve(entries[entries.length - 1]?.operator_decisions ?? []);
       },
       async prepareRolloutNodes(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));

@@ -270,4 +270,14 @@ describe('operator decisions carried into a later generation', () => {
     expect(actionsOf(r)).toEqual(['config:file.write']);
     expect(r.decisions_to_record?.map((d) => `${d.resource_key}:${d.kind}:${d.by}`)).toEqual(['config:retake:alice']);
   });
+
+  it('a yield kept only by the ledger store (the agent lost .datum/) is carried, and the agent is told again', () => {
+    const i = n24(13, { extra: { maintenance: { type: 'flag', value: true } } });
+    const history: History = { ...emptyHistory(), stored_decisions: [held(i, 'yield')] };
+    const r = run(i, {}, history);
+    expect(r.decision.resources.find((e) => e.resource_key === 'config')?.ownership).toBe('OPERATOR_OWNED');
+    expect(actionsOf(r)).not.toContain('config:file.write');
+    expect(r.decisions_to_record?.map((d) => `${d.resource_key}:${d.kind}:${d.by}`)).toEqual(['config:yield:oncall']);
+    expect(r.history.stored_decisions).toBeUndefined();
+  });
 });
