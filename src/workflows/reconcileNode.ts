@@ -48,6 +48,7 @@ import {
   type WatchState,
   nodeId,
 } from '../domain';
+import { echo } from '../domain/bounds';
 import {
   CONTROL_PERMANENT_ERRORS,
   CONTROL_TASK_QUEUE,
@@ -599,9 +600,9 @@ function checkInput(input: ReconcileNodeInput): void {
   const problems: string[] = [];
   if (!input || typeof input !== 'object') problems.push('input must be {"node": "<node>", "generation": <G>}');
   else {
-    if (!nodeId.safeParse(input.node).success) problems.push(`node ${JSON.stringify(input.node)} is not a node name`);
+    if (!nodeId.safeParse(input.node).success) problems.push(`node ${echo(input.node)} is not a node name`);
     if (!Number.isInteger(input.generation) || input.generation < 1)
-      problems.push(`generation ${JSON.stringify(input.generation)} must be a whole number of 1 or more`);
+      problems.push(`generation ${echo(input.generation)} must be a whole number of 1 or more`);
   }
   if (problems.length > 0) {
     throw ApplicationFailure.nonRetryable(

@@ -9,6 +9,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { nodeId } from '../domain';
+import { echo } from '../domain/bounds';
 import {
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
@@ -117,11 +118,11 @@ function unprepared(node: string): RolloutNodeOutcome {
 function checkInput(input: RolloutInput): void {
   const problems: string[] = [];
   if (!Number.isInteger(input?.generation) || input.generation < 1)
-    problems.push(`generation ${JSON.stringify(input?.generation)} must be a whole number of 1 or more`);
+    problems.push(`generation ${echo(input?.generation)} must be a whole number of 1 or more`);
   if (!Array.isArray(input?.nodes) || input.nodes.length === 0) problems.push('nodes must be a non-empty list of node names');
   else {
     const bad = input.nodes.filter((n) => !nodeId.safeParse(n).success);
-    if (bad.length) problems.push(`not node names: ${bad.map((n) => JSON.stringify(n)).join(', ')}`);
+    if (bad.length) problems.push(`not node names: ${bad.map((n) => echo(n)).join(', ')}`);
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
   }
   if (problems.length > 0) {
