@@ -6,6 +6,7 @@ import {
   DESTRUCTIVE_ACTIONS,
   InvalidAgentConfig,
   authorizedAction,
+  canonicalJson,
   executionEvidence,
   formatDuration,
   observation,
@@ -399,9 +400,17 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
     const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action, journal));
     if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
   };
+  // An earlier attempt that wrote and died before journalling it moved the marker itself: when
+  // its write is what is there now, it is recorded, not refused as another writer, nor redone.
+  const landed = await landedEarlier(ctx, action, journal);
+  if (landed) return await recordApplied(journal, action, landed);
   await planHolds();
 
-  const result = await carryOut(ctx, action, planHolds);
+  await journal.intend(action, now());
+  return await recordApplied(journal, action, await carryOut(ctx, action, planHolds));
+}
+
+async function recordApplied(journal: AgentJournal, action: AuthorizedAction, result: ApplyResult): Promise<ExecutionEvidence> {
   const executedAt = now();
   const evidence = executionEvidence.parse({
     resource_key: action.resource_key,
@@ -415,6 +424,40 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   });
   await journal.record(action, evidence, executedAt);
   return evidence;
+}
+
+/**
+ * The write of an earlier attempt of this very action (same journal key) that started and was
+ * never journalled (the agent died in between), when the target now holds exactly what the
+ * action writes under a marker other than the planned one; null otherwise.
+ */
+async function landedEarlier(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal): Promise<ApplyResult | null> {
+  if (!(await journal.intended(action))) return null;
+  const seen = await targetNow(ctx, action);
+  if (seen.marker === action.observed_marker || !holdsWhatActionWrites(action, seen.value)) return null;
+  return {
+    marker_after: seen.marker,
+    detail: `an earlier attempt of this action wrote it and ended before recording it: the target already holds what it writes (marker ${seen.marker ?? 'none'}), so it is recorded now and not done again.`,
+  };
+}
+
+/** The observed value the action's write leaves (the provider's observe spelling). */
+function holdsWhatActionWrites(action: AuthorizedAction, value: Json): boolean {
+  const spec = action.spec as Record<string, Json> | null;
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return false;
+  switch (action.action) {
+    case 'file.write':
+      return value === spec.sha256;
+    case 'flag.write':
+      return canonicalJson(value) === canonicalJson(spec.value ?? null);
+    case 'release.install':
+      return canonicalJson(value) === canonicalJson({ version: spec.version ?? null, sha256: spec.sha256 ?? null });
+    case 'service.start':
+    case 'service.restart':
+      return canonicalJson(value) === canonicalJson({ build: spec.build ?? null, config_sha256: spec.config_sha256 ?? null });
+    default:
+      return false;
+  }
 }
 
 /** 8. A snapshot older than its observation_ttl never drives a write, however long the batch ran. */
@@ -477,16 +520,21 @@ async function markerMoved(ctx: NodeContext, action: AuthorizedAction, journal: 
 
 /** The target's marker as observe reports it: one spelling for the snapshot and the check. */
 export async function targetMarker(ctx: NodeContext, action: AuthorizedAction): Promise<string | null> {
+  return (await targetNow(ctx, action)).marker;
+}
+
+/** The action's target as observe reads it now. */
+async function targetNow(ctx: NodeContext, action: AuthorizedAction): Promise<ObservedResource> {
   switch (action.action) {
     case 'file.write':
-      return (await observeFile(ctx, { path: specOf(action, fileWriteSpec).path })).marker;
+      return await observeFile(ctx, { path: specOf(action, fileWriteSpec).path });
     case 'flag.write':
-      return (await observeFlag(ctx, action.resource_key)).marker;
+      return await observeFlag(ctx, action.resource_key);
     case 'release.install':
-      return (await observeRelease(ctx, specOf(action, releaseInstallSpec))).marker;
+      return await observeRelease(ctx, specOf(action, releaseInstallSpec));
     case 'service.start':
     case 'service.restart':
-      return (await observeService(ctx, action.resource_key)).marker;
+      return await observeService(ctx, action.resource_key);
     default:
       throw new AgentRefusal('InvalidAction', `${action.action} has no provider`);
   }

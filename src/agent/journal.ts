@@ -1,3 +1,4 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { canonicalJson, executionEvidence, type AuthorizedAction, type ExecutionEvidence } from '../domain';
 import { atomicWriteJson, readJsonOrNull, sha256 } from './fsx';
@@ -105,6 +106,27 @@ export class AgentJournal {
       };
       await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
     }
+    await fs.rm(await this.pendingPath(key), { force: true });
+  }
+
+  /**
+   * Written right before a provider writes and removed once the result is journalled
+   * (<root>/.datum/pending/<journal key>.json, outside the journal its pruning counts): after a
+   * crash in between, a retry of the same action can tell its own landed write from another
+   * writer's.
+   */
+  async intend(action: AuthorizedAction, at: Date): Promise<void> {
+    const { spec: _spec, ...summary } = action;
+    await atomicWriteJson(await this.pendingPath(journalKey(action)), { at: at.toISOString(), action: summary });
+  }
+
+  /** An earlier attempt of this very action started writing and was never journalled. */
+  async intended(action: AuthorizedAction): Promise<boolean> {
+    return (await readJsonOrNull(await this.pendingPath(journalKey(action)))) !== null;
+  }
+
+  private async pendingPath(key: string): Promise<string> {
+    return await datumPath(this.root, path.join('pending', `${key}.json`));
   }
 
   /** The marker Datum's own last write to `resourceKey` left (any generation), or null. */

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
-import { desiredValue, type ResourceSpec } from '../../src/domain';
+import { AgentJournal } from '../../src/agent/journal';
+import { desiredValue, fileBytes, type ResourceSpec } from '../../src/domain';
 import {
   action,
   buildArtifact,
@@ -98,6 +99,42 @@ describe('a marker moved by Datum itself', () => {
       t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 })),
       'StaleGenerationRefusal',
     );
+  });
+});
+
+describe('an earlier attempt that wrote and died before journalling it (kill -9 between write and record)', () => {
+  async function crashedAttempt(t: TestNode, landedContent: string) {
+    await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), '{"workers": 2}\n');
+    const planned = (await t.observe({ config })).resources.config.marker;
+    const a = fileAction(t.node, 'config', CONFIG_PATH, { workers: 8 }, { observed_marker: planned });
+    // What the first attempt left: its intent, and (maybe) its bytes; no journal entry.
+    await new AgentJournal(await fs.realpath(t.root)).intend(a, new Date());
+    await sleep(20);
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), landedContent);
+    return a;
+  }
+
+  it('is recorded on retry when its write is what is there: applied, not MARKER_MOVED, not done twice', async () => {
+    const t = await makeNode();
+    const ours = fileBytes({ workers: 8 });
+    const a = await crashedAttempt(t, ours);
+    const before = await fs.stat(path.join(t.root, CONFIG_PATH));
+    const retry = await t.apply(a);
+    expect(retry.outcome).toBe('applied');
+    expect(retry.detail).toContain('an earlier attempt of this action wrote it and ended before recording it');
+    expect(retry.marker_after).toBe((await t.observe({ config })).resources.config.marker);
+    expect((await fs.stat(path.join(t.root, CONFIG_PATH))).mtimeMs).toBe(before.mtimeMs);
+    expect(await fs.readdir(path.join(t.root, '.datum/backup')).catch(() => [])).toEqual([]);
+    expect(await fs.readdir(path.join(t.root, '.datum/pending'))).toEqual([]);
+    expect((await t.apply(a)).outcome).toBe('replayed');
+  });
+
+  it("is still MARKER_MOVED when what is there is someone else's", async () => {
+    const t = await makeNode();
+    const a = await crashedAttempt(t, '{"workers": 3}\n');
+    await expectRefusal(t.apply(a), 'MarkerMoved');
+    expect(await read(t, CONFIG_PATH)).toBe('{"workers": 3}\n');
   });
 });
 
