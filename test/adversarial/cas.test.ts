@@ -143,3 +143,39 @@ describe('attack: a superseded generation acts late, after a newer one reached t
     }
   }, 180_000);
 });
+
+describe('attack: a batch that outlives its snapshot (a release fetched for longer than observation_ttl)', () => {
+  it('the write after the fetch is refused as a stale snapshot, which is no standing refusal: the loop re-observes soon and converges', async () => {
+    const node = 'CAS-3';
+    const server = await slowArtifact(5_000, () => Promise.resolve());
+    try {
+      await stack.fleet.writeDesired(node, 1, {
+        policy: { observation_ttl: '3s' },
+        extra: { build: { type: 'release', version: '7.4', artifact: server.url, sha256: server.sha256 } },
+      });
+      await stack.fleet.writeAgent(node);
+      await stack.startAgent(node);
+      const handle = await stack.startNode(node, 1);
+
+      await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED', 90_000);
+      const ledger = await stack.ledger(handle);
+      const [stale] = evidenceOf(ledger, 'build').filter(({ ev }) => ev.outcome === 'refused');
+      expect(stale?.ev).toMatchObject({ refusal_type: 'StaleSnapshotRefusal' });
+      expect(stale?.ev.detail).toMatch(/old at the moment of the write, past observation_ttl 3s/);
+      // Rung 3: BLOCKED / STALE_OBSERVATION, a fresh snapshot soon (not a standing ACTION_REFUSED).
+      expect([stale!.entry.convergence_status, stale!.entry.reason, stale!.entry.recheck_trigger.trigger]).toEqual([
+        'BLOCKED',
+        'STALE_OBSERVATION',
+        'FRESH_OBSERVATION',
+      ]);
+      expect(stale!.entry.conditions.map((c) => c.type)).not.toContain('ACTION_REFUSED');
+      // Nothing stale was switched, and the next pass re-planned and repaired from a fresh snapshot.
+      const after = ledger.slice(ledger.indexOf(stale!.entry) + 1);
+      expect(evidenceOf(after, 'build').map(({ ev }) => ev.outcome)).toContain('applied');
+      expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.4');
+      await handle.terminate('test done');
+    } finally {
+      server.close();
+    }
+  }, 150_000);
+});
