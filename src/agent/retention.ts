@@ -13,7 +13,7 @@ import { AgentRefusal } from './refusal';
  *   - A journal entry is needed only while the same apply can still arrive again (same
  *     idempotency_key, observed_marker and action_seq): Temporal's retries of one apply, at most
  *     3 attempts of 10 min each. A later pass plans a new action_seq and never looks it up.
- * So entries older than JOURNAL_RETAIN_MS go, and past MAX_JOURNAL_ENTRIES the oldest go as long
+ * So entries older than JOURNAL_RETAIN_MS go, and at MAX_JOURNAL_ENTRIES the oldest go as long
  * as they are older than JOURNAL_MIN_AGE_MS. A journal still full after that (more applies in
  * an hour than the cap) refuses new actions rather than forget what replay needs.
  * Entries are aged by their file's mtime: each is written once and never rewritten.
@@ -36,7 +36,7 @@ export async function pruneJournal(root: string, now: Date): Promise<number> {
   let left = aged.length;
   for (const { name, age } of aged) {
     const expired = age > limits.journalRetainMs;
-    const excess = left > limits.journalEntries && age > limits.journalMinAgeMs;
+    const excess = left >= limits.journalEntries && age > limits.journalMinAgeMs; // leave room for one more
     if (!expired && !excess) break; // everything after this one is younger still
     await fs.rm(path.join(dir, name), { force: true });
     left--;
