@@ -407,7 +407,16 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   await planHolds();
 
   await journal.intend(action, now());
-  return await recordApplied(journal, action, await carryOut(ctx, action, planHolds));
+  let result: ApplyResult;
+  try {
+    result = await carryOut(ctx, action, planHolds);
+  } catch (err) {
+    // A refusal wrote nothing: no earlier attempt for a retry to find. Any other failure may have
+    // written part way (a service spawned), so its record stays for the retry to judge.
+    if (err instanceof AgentRefusal || err instanceof ApplicationFailure) await journal.unintend(action);
+    throw err;
+  }
+  return await recordApplied(journal, action, result);
 }
 
 async function recordApplied(journal: AgentJournal, action: AuthorizedAction, result: ApplyResult): Promise<ExecutionEvidence> {

@@ -120,6 +120,11 @@ export class AgentJournal {
     await atomicWriteJson(await this.pendingPath(journalKey(action)), { at: at.toISOString(), action: summary });
   }
 
+  /** Nothing was written after all (the provider refused): no earlier attempt to find. */
+  async unintend(action: AuthorizedAction): Promise<void> {
+    await fs.rm(await this.pendingPath(journalKey(action)), { force: true });
+  }
+
   /** An earlier attempt of this very action started writing and was never journalled. */
   async intended(action: AuthorizedAction): Promise<boolean> {
     return (await readJsonOrNull(await this.pendingPath(journalKey(action)))) !== null;
