@@ -77,6 +77,26 @@ export function publishDecision(w: AttributeWriter, decision: Decision): void {
 }
 
 function summarize(d: Decision): string {
-  const line = `${d.convergence_status} ${d.reason} (gen ${d.desired_generation}): ${d.reason_detail}`;
+  return summaryLine(d.convergence_status, d.reason, d.desired_generation, d.reason_detail);
+}
+
+/** The memo's one line: status, reason, generation and the reason's sentence, at most 240 characters. */
+function summaryLine(status: string, reason: string, generation: number, detail: string): string {
+  const line = `${status} ${reason} (gen ${generation}): ${detail}`;
   return line.length > 240 ? `${line.slice(0, 237)}...` : line;
+}
+
+/**
+ * A loop waiting at its start for desired state that validates: listed under its node as
+ * BLOCKED with INVALID_DESIRED_STATE, with the error as its summary, before any decision exists.
+ */
+export function showInvalidAtStart(input: { node: string; generation: number }, error: string): void {
+  upsertSearchAttributes([
+    { key: DatumNode, value: input.node },
+    { key: DatumGeneration, value: input.generation },
+    { key: DatumStatus, value: 'BLOCKED' },
+    { key: DatumConditions, value: ['INVALID_DESIRED_STATE'] },
+  ]);
+  upsertMemo({ [MEMO_SUMMARY]: summaryLine('BLOCKED', 'INVALID_DESIRED_STATE', input.generation, error) });
+  setCurrentDetails(`**BLOCKED** INVALID_DESIRED_STATE (generation ${input.generation})\n\n${error}`);
 }

@@ -11,6 +11,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  sleep,
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -80,6 +81,7 @@ import {
   openAttributes,
   publishDecision,
   rebindAttributes,
+  showInvalidAtStart,
   type AttributeWriter,
 } from './attributes';
 import { decisionRecorded, observationJudged } from './metrics';
@@ -161,7 +163,7 @@ const LEDGER_TAIL = 50;
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   checkInput(input);
   const carry = trustedCarry(input);
-  const intent = carry ? carry.intent : bindAtStart(await control.readAuthority(input.node), input);
+  const intent = carry ? carry.intent : bindAtStart(await readValidAuthority(input), input);
   const ledger = carry?.ledger_tail ?? [];
   const loop: Loop = {
     node: input.node,
@@ -643,6 +645,26 @@ function trustedCarry(input: ReconcileNodeInput): ReconcileCarry | null {
     );
   }
   return carry;
+}
+
+/** How often a loop started on desired state that does not validate reads it again. */
+const INVALID_AT_START_RETRY = '30s';
+
+/**
+ * A loop started while its desired-state file does not validate (a hand-over whose successor
+ * finds the file broken meanwhile, or a direct start) does not fail: outside input never ends a
+ * loop. It shows as BLOCKED with INVALID_DESIRED_STATE in visibility and reads the file again
+ * until it validates. An unknown node or a wrong generation is a wrong start, not bad input: those
+ * still fail. Patched: a run recorded before failed at once, and replays as it did.
+ */
+async function readValidAuthority(input: ReconcileNodeInput): Promise<AuthorityRead> {
+  for (let shown = false; ; shown = true) {
+    const read = await control.readAuthority(input.node);
+    if (read.ok || read.kind === 'unknown_node' || !patched('wait-for-valid-desired-state')) return read;
+    if (!shown) showInvalidAtStart(input, read.error);
+    log.warn('desired state does not validate; reading it again', { node: input.node, error: read.error });
+    await sleep(INVALID_AT_START_RETRY);
+  }
 }
 
 /** A workflow is bound to the generation it was started for; the authority must hold exactly that. */

@@ -2,13 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
-import { ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/contract';
+import { DatumConditions, DatumStatus, MEMO_SUMMARY, ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/contract';
 import { sha256 as sha256Of, tarGz } from '../agent/helpers';
 import { Stack, statusesOf } from '../helpers/stack';
 
@@ -40,6 +40,26 @@ async function failureOf(node: string, generation: number): Promise<string> {
   return `${cause?.name}: ${cause?.message}`;
 }
 
+/** A loop waiting at its start for valid desired state: running, BLOCKED in visibility, the error in its memo and details. */
+async function waitForInvalidAtStart(handle: WorkflowHandle): Promise<{ summary: string; details: string }> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const d = await handle.describe();
+    const status = d.typedSearchAttributes.get(DatumStatus);
+    const conditions = d.typedSearchAttributes.get(DatumConditions) ?? [];
+    if (status === 'BLOCKED' && conditions.includes('INVALID_DESIRED_STATE')) {
+      expect(d.status.name).toBe('RUNNING');
+      const summary = String((await d.memo)?.[MEMO_SUMMARY] ?? '');
+      // The workflow's current details, as the Web UI shows them (the SDK's built-in metadata query).
+      const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+      return { summary, details: metadata.currentDetails ?? '' };
+    }
+    if (Date.now() > deadline)
+      throw new Error(`the loop never showed INVALID_DESIRED_STATE; status ${d.status.name}, DatumStatus ${status}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 async function listTree(dir: string): Promise<string[]> {
   const out: string[] = [];
   const walk = async (d: string) => {
@@ -54,17 +74,25 @@ async function listTree(dir: string): Promise<string[]> {
 }
 
 describe('bad input reaches no node', () => {
-  it('a desired-state file that fails validation fails the workflow with the file, field and fix', async () => {
+  it('a loop started on a desired-state file that fails validation waits BLOCKED with the file, field and fix, and reconciles once it is fixed', async () => {
     const node = 'B-1';
     await stack.fleet.writeDesired(node, 1, { extra: { cache: { type: 'pkg', name: 'redis' } } });
     await stack.fleet.writeAgent(node);
     await stack.startAgent(node);
-    const message = await failureOf(node, 1);
-    expect(message).toMatch(
-      /^ApplicationFailure: desired\/nodes\/B-1\.yaml: invalid desired state; nothing from this file was applied/,
+    const handle = await stack.startNode(node, 1);
+    const blocked = await waitForInvalidAtStart(handle);
+    expect(blocked.summary).toMatch(
+      /^BLOCKED INVALID_DESIRED_STATE \(gen 1\): desired\/nodes\/B-1\.yaml: invalid desired state; nothing from this file was applied/,
     );
-    expect(message).toMatch(/resources\.cache\.type: unknown resource type "pkg" — fix: use one of release, file, service, flag/);
+    expect(blocked.details).toMatch(
+      /resources\.cache\.type: unknown resource type "pkg" — fix: use one of release, file, service, flag/,
+    );
     expect(await listTree(stack.fleet.root(node))).toEqual([]);
+    // Fixed: the loop reads it again (every 30 s) and reconciles as if started now.
+    await stack.fleet.writeDesired(node, 1);
+    const state = await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED', 90_000);
+    expect(state.reason).toBe('CONVERGED_AFTER_REPAIR');
+    await handle.terminate('test done');
   });
 
   it('a workflow started for an unknown node fails and names the missing file', async () => {
@@ -80,14 +108,18 @@ describe('bad input reaches no node', () => {
     expect(message).toMatch(/the authority for B-2 is at generation 3, not 2 — fix:/);
   });
 
-  it('a missing artifact fails the workflow before any node is touched', async () => {
+  it('a missing artifact blocks the loop before any node is touched', async () => {
     const node = 'B-3';
     await stack.fleet.writeDesired(node, 1, { artifact: 'app-9.9.tgz', version: '9.9' });
     await stack.fleet.writeAgent(node);
     await stack.startAgent(node);
-    const message = await failureOf(node, 1);
-    expect(message).toMatch(/resources\.build\.artifact: artifacts\/app-9\.9\.tgz does not exist .* — fix: build the archive/);
+    const handle = await stack.startNode(node, 1);
+    const blocked = await waitForInvalidAtStart(handle);
+    expect(blocked.details).toMatch(
+      /resources\.build\.artifact: artifacts\/app-9\.9\.tgz does not exist .* — fix: build the archive/,
+    );
     expect(await listTree(stack.fleet.root(node))).toEqual([]);
+    await handle.terminate('test done');
   });
 
   it('a signal with a malformed payload is recorded, raises INVALID_SIGNAL, and changes nothing else', async () => {
