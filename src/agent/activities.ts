@@ -34,6 +34,7 @@ import {
   observedProtections,
   protecting,
   recordDecisionAt,
+  requestGuard,
   type ResolvedEntry,
 } from './claims';
 import { whileBeating } from './heartbeat';
@@ -97,7 +98,12 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
   keys.forEach((key, i) => (resources[key] = seen[i]));
   const undeclared = await undeclaredFlags(ctx, new Set(keys));
   // Protections by target: agent.yaml's entries reach the keys that claim their targets now.
-  const guard = await guardFor(ctx.root, config, request.resources, request.generation ?? null, observedAt);
+  const guard = await guardFor(ctx.root, config, request.resources, request.generation ?? null, observedAt).catch(
+    (err: unknown) => {
+      if (!(err instanceof AgentRefusal)) throw err;
+      return requestGuard(config, request.resources, observedAt);
+    },
+  );
 
   return observation.parse({
     node_id: config.node,

@@ -89,6 +89,16 @@ export async function guardFor(
   });
 }
 
+/**
+ * The guard from agent.yaml and the request alone, for an observe whose records cannot be read
+ * safely (.datum/ leads out of the root): every apply is refused for the same reason, so the
+ * snapshot still reports the node instead of failing.
+ */
+export function requestGuard(config: AgentConfig, resources: Record<string, ResourceSpec>, at: Date): Guard {
+  const claims = emptyClaims();
+  return { entries: resolveEntries(config, claims, resources, at.toISOString()).entries, claims, decisions: { targets: {} } };
+}
+
 /** The claims after `resources` claimed their targets (pure). */
 export function claimResources(
   file: ClaimsFile,

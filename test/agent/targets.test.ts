@@ -49,6 +49,19 @@ describe('agent.yaml protections by target', () => {
   });
 });
 
+describe('records that cannot be read safely', () => {
+  it('an observe still reports the node when .datum/ leads out of the root, protecting by agent.yaml alone', async () => {
+    const t = await makeNode();
+    await fs.symlink(t.outside, path.join(t.root, '.datum'));
+    await t.writeConfig({ overrides: { [`file:${CONFIG}`]: OPS } });
+    const seen = await t.observe({ config: fileSpec({ workers: 8 }) });
+    expect(seen.overrides.config).toEqual(OPS);
+    expect(seen.decisions).toEqual({});
+    expect(await fs.readdir(t.outside)).toEqual(['precious.txt']);
+    await fs.unlink(path.join(t.root, '.datum')); // so the cleanup can stop services
+  });
+});
+
 describe('operator decisions kept per target', () => {
   const intent = n24(12);
   const request = (kind: 'yield' | 'conflict' | 'retake') =>
