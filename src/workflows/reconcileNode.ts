@@ -164,6 +164,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   checkInput(input);
   const carry = trustedCarry(input);
   const intent = carry ? carry.intent : bindAtStart(await readValidAuthority(input), input);
+  const history = carry?.history ?? (await freshHistory(input.node));
   const ledger = carry?.ledger_tail ?? [];
   const loop: Loop = {
     node: input.node,
@@ -171,7 +172,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     chainId: workflowInfo().firstExecutionRunId,
     runs: (carry?.runs ?? 0) + 1,
     intent,
-    history: carry?.history ?? emptyHistory(),
+    history,
     ledger,
     nextSeq: carry?.next_seq ?? 1,
     lastVerifiedAt: carry?.last_verified_at ?? null,
@@ -190,6 +191,25 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   installHandlers(loop);
   bindAttributes(loop.attributes, loop.node, intent);
   return loop;
+}
+
+/**
+ * A new run chain starts from the operator decisions (yields, open conflicts) the ledger store
+ * kept for the node, so they hold even when the node lost its own record under .datum/. A store
+ * that cannot answer leaves the agent's record as the only one. Patched: runs recorded before
+ * started from an empty history.
+ */
+async function freshHistory(node: string): Promise<History> {
+  if (!patched('stored-operator-decisions')) return emptyHistory();
+  try {
+    return { ...emptyHistory(), stored_decisions: await control.storedDecisions(node) };
+  } catch (error) {
+    log.warn('the ledger store did not answer for stored operator decisions; the agent keeps its own', {
+      node,
+      error: String(error),
+    });
+    return emptyHistory();
+  }
 }
 
 function carryOf(loop: Loop): ReconcileCarry {

@@ -213,6 +213,38 @@ describe('hole 2: operator decisions outlive a generation', () => {
     await gen2.terminate('test done');
   });
 
+  it('a yield outlives the next generation even when the node lost its own record of it', async () => {
+    const node = 'T-7';
+    await agentFor(node);
+    await writeDoc(node, 1, { config: file({ workers: 8 }), maintenance: flag(false) });
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    const { theirs } = await conflictOnConfig(node, gen1);
+    await gen1.signal(resolveConflictSignal, {
+      resource_key: 'config',
+      resolution: 'yield',
+      by: 'oncall',
+      note: 'tuner owns it',
+    });
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    for (const c of children.splice(0)) c.kill('SIGKILL');
+    // The node loses .datum/decisions.json (a rebuilt disk, an operator's clean-up): only the
+    // ledger store still knows about the yield.
+    await fs.rm(path.join(stack.fleet.root(node), '.datum', 'decisions.json'), { force: true });
+
+    await writeDoc(node, 2, { config: file({ workers: 8 }), maintenance: flag(true) });
+    const gen2 = await handOver(gen1, node, 2);
+    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    await stack.waitForPass(gen2, Date.now(), 2);
+    const ledger = await stack.ledger(gen2);
+    expect(entryOf(ledger[ledger.length - 1], 'config')).toMatchObject({ ownership: 'OPERATOR_OWNED' });
+    expect(wrote(ledger, 'config')).toEqual([]);
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(theirs);
+    // And the agent holds it again, so it refuses on its own too.
+    expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toMatchObject({ kind: 'yield', by: 'oncall' });
+    await gen2.terminate('test done');
+  });
+
   it('an open CONFLICT outlives the next generation and only retake resumes the repair', async () => {
     const node = 'T-5';
     await agentFor(node);
