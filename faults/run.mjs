@@ -40,9 +40,12 @@ const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 
 const KINDS = ['worker', 'agent', 'server'];
 const STEPS = ['before_apply', 'after_first_action', 'between_apply_and_probe', 'during_ledger_append'];
+// Not in the default matrix, only when named: the last action has taken effect and its journal
+// entry is being written (its temp file exists, the rename into place has not happened).
+const EXTRA_STEPS = ['before_last_journal_record'];
 const NODE = 'F-0001';
 const SETTLE_LIMIT_MS = 240_000;
-const USAGE = 'usage: npm run faults -- [--runs 20] [--only worker|agent|server|STEP|KIND:STEP] [--keep]';
+const USAGE = 'usage: npm run faults -- [--runs 20] [--only worker|agent|server|STEP|KIND:STEP] [--name RESULTS_NAME] [--keep]';
 
 function fail(message) {
   console.error(`faults: ${message}\n${USAGE}`);
@@ -55,6 +58,7 @@ try {
       runs: { type: 'string', default: '20' },
       only: { type: 'string', multiple: true, default: [] },
       keep: { type: 'boolean', default: false },
+      name: { type: 'string' },
     },
   }));
 } catch (e) {
@@ -62,12 +66,18 @@ try {
 }
 const runsPerCell = Number(values.runs);
 if (!Number.isInteger(runsPerCell) || runsPerCell < 1) fail(`--runs ${values.runs} must be a whole number of 1 or more`);
-const cells = KINDS.flatMap((kind) => STEPS.map((step) => ({ kind, step }))).filter(
-  ({ kind, step }) => values.only.length === 0 || values.only.some((o) => o === kind || o === step || o === `${kind}:${step}`),
-);
+const named = (kind, step) => values.only.some((o) => o === step || o === `${kind}:${step}`);
+const cells = [
+  ...KINDS.flatMap((kind) => STEPS.map((step) => ({ kind, step }))).filter(
+    ({ kind, step }) => values.only.length === 0 || values.only.includes(kind) || named(kind, step),
+  ),
+  ...KINDS.flatMap((kind) => EXTRA_STEPS.map((step) => ({ kind, step }))).filter(({ kind, step }) => named(kind, step)),
+];
+if (values.name !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(values.name))
+  fail(`--name ${values.name} must be a plain file name such as 2026-12-01-journal (letters, digits, ".", "_", "-")`);
 if (cells.length === 0)
   fail(
-    `--only ${values.only.join(',')} picks nothing: name a kind (${KINDS.join(', ')}), a step (${STEPS.join(', ')}) or KIND:STEP`,
+    `--only ${values.only.join(',')} picks nothing: name a kind (${KINDS.join(', ')}), a step (${[...STEPS, ...EXTRA_STEPS].join(', ')}) or KIND:STEP`,
   );
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -275,6 +285,13 @@ class FileWrites {
 const startsIn = (f) => fs.readFileSync(f.startLog, 'utf8').split('\n').filter(Boolean).length;
 // Finished journal entries only: atomicWriteJson's temp file (.<key>.json.datum-tmp-…) is not one.
 const JOURNAL_ENTRY = /^[0-9a-f]{64}\.json$/;
+const journalTemps = (f) => {
+  try {
+    return fs.readdirSync(path.join(f.nodeRoot, '.datum', 'journal')).filter((n) => n.includes('.datum-tmp-')).length;
+  } catch {
+    return 0;
+  }
+};
 const journalCount = (f) => {
   try {
     return fs.readdirSync(path.join(f.nodeRoot, '.datum', 'journal')).filter((n) => JOURNAL_ENTRY.test(n)).length;
@@ -389,6 +406,8 @@ async function triggerFor(step, kind, ctx) {
   }
   if (step === 'after_first_action') return when(() => journalCount(f) >= journal0 + 1, 2, 120_000, step);
   if (step === 'between_apply_and_probe') return when(() => journalCount(f) >= journal0 + actions, 2, 120_000, step);
+  if (step === 'before_last_journal_record')
+    return when(() => journalCount(f) === journal0 + actions - 1 && journalTemps(f) > ctx.temps0, 1, 120_000, step);
   // during_ledger_append: armed once every action is journalled, fired by the next write to the
   // store's WAL (the append of the repair's post-probe decision).
   await when(() => journalCount(f) >= journal0 + actions, 2, 120_000, 'the batch');
@@ -418,6 +437,7 @@ function landedAt(step, kind, atKill, evs, actions) {
   const noEffects = atKill.journal === 0 && atKill.starts === 0 && atKill.writes === 0;
   if (step === 'before_apply') return noEffects && (kind === 'agent' || applies.length === 0);
   if (step === 'after_first_action') return atKill.journal === 1 && atKill.starts === 0;
+  if (step === 'before_last_journal_record') return atKill.journal === actions - 1 && atKill.starts === 1;
   const lastApply = applies.at(-1);
   const probe = lastApply && evs.find((e) => e.kind === 'completed' && e.activity === 'observe' && e.id > lastApply.id);
   if (step === 'between_apply_and_probe') {
@@ -492,7 +512,13 @@ async function oneRun(ctx, fault) {
   writes.watch();
   const previous = stack.client.workflow.getHandle(contract.reconcileWorkflowId(NODE, ctx.generation));
   const handle = stack.client.workflow.getHandle(contract.reconcileWorkflowId(NODE, g));
-  const run = { ...ctx, handle, journal0: journalCount(f), workflowIds: [previous.workflowId, handle.workflowId] };
+  const run = {
+    ...ctx,
+    handle,
+    journal0: journalCount(f),
+    temps0: journalTemps(f),
+    workflowIds: [previous.workflowId, handle.workflowId],
+  };
   const t0 = Date.now();
   await patiently(() => previous.signal(contract.refreshDesiredSignal, { generation: g, digest }));
   let atKill = null;
@@ -640,7 +666,7 @@ function summarize(results) {
 
 async function writeResults(started, results, ctx) {
   const date = started.toISOString().slice(0, 10);
-  const out = (ext) => path.join(root, 'faults', 'results', `${date}.${ext}`);
+  const out = (ext) => path.join(root, 'faults', 'results', `${values.name ?? date}.${ext}`);
   const command = `npm run faults -- ${process.argv.slice(2).join(' ')}`.trim();
   const machine = { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, node: process.version };
   const summary = summarize(results);
