@@ -248,17 +248,51 @@ export async function locateIn(root: string, rel: string, what: string, area: Pr
  * written through it lands in the directory that was checked, whatever is swapped meanwhile.
  */
 export async function openLocatedDir(root: string, loc: Located, rel: string, what: string): Promise<HeldDir> {
+  return await openChecked(root, loc, rel, what, true);
+}
+
+/**
+ * Calls `read` with the entry's path inside its held directory (/proc/self/fd/<fd>/<name>), so
+ * observing follows no symlink swapped in after the check either; null when a parent is absent.
+ * Nothing is created.
+ */
+export async function readLocated<T>(
+  root: string,
+  loc: Located,
+  rel: string,
+  what: string,
+  read: (entry: string) => Promise<T>,
+): Promise<T | null> {
+  if (loc.missing.length > 0) return null;
+  let dir: HeldDir;
+  try {
+    dir = await openChecked(root, loc, rel, what, false);
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null; // removed since it was located
+    throw err;
+  }
+  try {
+    return await read(dir.at(path.basename(loc.abs)));
+  } finally {
+    await dir.close();
+  }
+}
+
+async function openChecked(root: string, loc: Located, rel: string, what: string, create: boolean): Promise<HeldDir> {
   const inside = path.relative(root, loc.dir);
   const segments = inside === '' ? [] : inside.split(path.sep);
   try {
-    return await openDirChain(root, segments, true);
+    return await openDirChain(root, segments, create);
   } catch (err) {
     if (!(err instanceof DirectorySwapped)) throw err;
+    const nothing = create
+      ? 'the write could land outside the directory Datum checked; nothing was written'
+      : 'what is read there could come from outside the directory Datum checked; nothing was read';
     throw new AgentRefusal(
       'PathOutsideRoot',
       withFix(
-        `${what} "${rel}": ${err.message}, so the write could land outside the directory Datum checked; nothing was written`,
-        `find out who replaces "${err.shown}" and stop them; the next pass writes once it is a directory again`,
+        `${what} "${rel}": ${err.message}, so ${nothing}`,
+        `find out who replaces "${err.shown}" and stop them; the next pass ${create ? 'writes' : 'reads'} once it is a directory again`,
       ),
       { path: rel, swapped: err.shown },
     );

@@ -17,6 +17,7 @@ import {
   fileAction,
   makeNode,
   releaseAction,
+  sha256,
   snapshot,
   tarGz,
   writeArtifact,
@@ -173,11 +174,15 @@ describe('attack: a parent directory swapped for a symlink while the agent write
 
   const WRITES = 150;
 
-  it('never lands a write outside the directory it checked', async () => {
+  it('never lands a write outside the directory it checked, nor reads from outside it', async () => {
     const t = await makeNode();
     await fs.mkdir(path.join(t.root, 'etc'));
     await fs.mkdir(path.join(t.root, '.datum'));
     await fs.mkdir(path.join(t.root, 'flags'));
+    // What a redirected read would find: observe must never report it as the file's value.
+    const secret = 'outside secret\n';
+    await fs.writeFile(path.join(t.outside, 'app.conf'), secret);
+    let leaked = 0;
     const before = await snapshot(t.outside);
     const child = swapper(t.root, ['.datum', 'flags', t.outside]);
     const outcomes: Record<string, number> = {};
@@ -193,6 +198,8 @@ describe('attack: a parent directory swapped for a symlink while the agent write
           const kind = err instanceof ApplicationFailure ? (err.type ?? 'untyped') : `${(err as NodeJS.ErrnoException).code}`;
           outcomes[kind] = (outcomes[kind] ?? 0) + 1;
         }
+        const seen = await t.observe({ config: { type: 'file', path: 'etc/app.conf', content: 'x' } }).catch(() => null);
+        if (seen?.resources.config.value === sha256(secret)) leaked++;
       }
     } finally {
       // Its loop never yields to a signal handler: SIGKILL, then put etc back as it was.
@@ -208,6 +215,7 @@ describe('attack: a parent directory swapped for a symlink while the agent write
     // Not one byte outside the root, and no trace of app.conf in .datum (but its backups) or flags.
     // etc.real is the checked directory itself, renamed by the swapper while the agent held it.
     expect(await snapshot(t.outside)).toEqual(before);
+    expect(leaked).toBe(0);
     const strays = Object.keys(await snapshot(t.root)).filter(
       (rel) => /(^|\/)\.?app\.conf/.test(rel) && !/^(etc|etc\.real|\.datum\/backup\/etc)\//.test(rel),
     );

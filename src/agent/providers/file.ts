@@ -6,7 +6,7 @@ import { type FileSpec, type ObservedResource } from '../../domain';
 import { atomicWriteAt, fileStamp, lstatAt, readRegular, readRegularAt, sha256, type HeldDir } from '../fsx';
 import { bytes as sized, limits } from '../limits';
 import { ABSENT_MARKER, fileMarker } from '../markers';
-import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, type ProtectedArea } from '../paths';
+import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, readLocated, type ProtectedArea } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
@@ -27,10 +27,13 @@ export type FileWriteSpec = z.infer<typeof fileWriteSpec>;
 
 export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
   const detail = { path: spec.path };
-  let abs: string;
   try {
     checkFileResourcePath(spec.path);
-    abs = (await locateIn(ctx.root, spec.path, 'file path', null)).abs;
+    const loc = await locateIn(ctx.root, spec.path, 'file path', null);
+    const seen = await readLocated(ctx.root, loc, spec.path, 'file path', (entry) =>
+      observeRegularFile('file', entry, detail, (bytes) => ({ ok: true, value: sha256(bytes) })),
+    );
+    return seen ?? observed('file', null, ABSENT_MARKER, { ...detail, kind: 'absent' });
   } catch (err) {
     if (err instanceof AgentRefusal) {
       // A path leaving the root, or leading into Datum's own areas, is not an obstruction
@@ -42,7 +45,6 @@ export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>
     }
     throw err;
   }
-  return await observeRegularFile('file', abs, detail, (bytes) => ({ ok: true, value: sha256(bytes) }));
 }
 
 /**

@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
-import { fileMarker } from '../markers';
+import { ABSENT_MARKER, fileMarker } from '../markers';
 import { readdirOrEmpty } from '../fsx';
 import { bytes as sized, limits } from '../limits';
-import { locateIn, lstatOrNull } from '../paths';
+import { locateIn, lstatOrNull, readLocated } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';
@@ -32,7 +32,10 @@ export async function observeFlag(ctx: NodeContext, name: string): Promise<Obser
   const rel = flagRel(name);
   try {
     const loc = await locateIn(ctx.root, rel, 'flag path', 'flags');
-    return await observeRegularFile('flag', loc.abs, { path: rel }, parseFlag);
+    const seen = await readLocated(ctx.root, loc, rel, 'flag path', (entry) =>
+      observeRegularFile('flag', entry, { path: rel }, parseFlag),
+    );
+    return seen ?? { type: 'flag', value: null, marker: ABSENT_MARKER, obstruction: null, detail: { path: rel, kind: 'absent' } };
   } catch (err) {
     if (err instanceof AgentRefusal)
       return { type: 'flag', value: null, marker: null, obstruction: err.message, detail: { path: rel, refusal: err.type } };
