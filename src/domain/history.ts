@@ -99,6 +99,10 @@ export function recordResolution(
     next.retaken = { ...history.retaken, [signal.resource_key]: { by: signal.by, note: signal.note ?? null, at: now } };
     const { [signal.resource_key]: _repair, ...repaired } = history.repaired;
     next.repaired = repaired;
+    // A retake is the operator's word that Datum may write again: a refusal the agent gave while
+    // it still held the conflict (or the yield) is not a standing "no" any more.
+    const { [signal.resource_key]: _refusal, ...refused } = history.refused;
+    next.refused = refused;
     next.attempt_count = 0;
   }
   return { history: next, error: null };

@@ -122,4 +122,28 @@ describe('signal payloads', () => {
     expect(ok.history.conflicts.build.resolution).toMatchObject({ resolution: 'yield', by: 'a' });
     expect(ok.history.yielded.build).toMatchObject({ by: 'a', note: 'theirs' });
   });
+
+  it('a retake ends a refusal the agent gave while it held the conflict, so the repair is tried again', () => {
+    const history = {
+      ...emptyHistory(),
+      conflicts: { config: { since: NOW, sequence: [], resolution: null } },
+      refused: {
+        config: {
+          idempotency_key: 'k',
+          marker: 'm',
+          mode: 'enforce' as const,
+          refusal: 'ConflictOpenRefusal: open conflict',
+          at: NOW,
+        },
+      },
+      attempt_count: 2,
+    };
+    const retaken = recordResolution(history, { resource_key: 'config', resolution: 'retake', by: 'alice' }, NOW);
+    expect(retaken.error).toBeNull();
+    expect(retaken.history.refused).toEqual({});
+    expect(retaken.history.attempt_count).toBe(0);
+    // A yield keeps it: Datum stays away either way.
+    const yielded = recordResolution(history, { resource_key: 'config', resolution: 'yield', by: 'alice' }, NOW);
+    expect(yielded.history.refused.config).toBeDefined();
+  });
 });
