@@ -406,8 +406,7 @@ async function triggerFor(step, kind, ctx) {
   }
   if (step === 'after_first_action') return when(() => journalCount(f) >= journal0 + 1, 2, 120_000, step);
   if (step === 'between_apply_and_probe') return when(() => journalCount(f) >= journal0 + actions, 2, 120_000, step);
-  if (step === 'before_last_journal_record')
-    return when(() => journalCount(f) === journal0 + actions - 1 && journalTemps(f) > ctx.temps0, 1, 120_000, step);
+  if (step === 'before_last_journal_record') return lastJournalTemp(f, journal0 + actions - 1, ctx.temps0);
   // during_ledger_append: armed once every action is journalled, fired by the next write to the
   // store's WAL (the append of the repair's post-probe decision).
   await when(() => journalCount(f) >= journal0 + actions, 2, 120_000, 'the batch');
@@ -427,6 +426,32 @@ async function triggerFor(step, kind, ctx) {
     };
     const watcher = fs.watch(f.data, fire);
     const timer = setInterval(fire, 2);
+  });
+}
+
+/**
+ * The last action's journal temp file, seen by inotify on the journal directory (a 1 ms poll
+ * alone misses it: it lives only for the write, the fsync and the rename). Resolves with false
+ * when the batch finished without it being seen.
+ */
+function lastJournalTemp(f, entriesBefore, temps0) {
+  const dir = path.join(f.nodeRoot, '.datum', 'journal');
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (seen) => {
+      if (done) return;
+      done = true;
+      watcher.close();
+      clearInterval(timer);
+      resolve(seen);
+    };
+    const check = (name) => {
+      const entries = journalCount(f);
+      if (entries > entriesBefore) return finish(false);
+      if (entries === entriesBefore && (name?.includes('.datum-tmp-') || journalTemps(f) > temps0)) finish(true);
+    };
+    const watcher = fs.watch(dir, (_event, name) => check(name));
+    const timer = setInterval(check, 1);
   });
 }
 
@@ -523,7 +548,8 @@ async function oneRun(ctx, fault) {
   await patiently(() => previous.signal(contract.refreshDesiredSignal, { generation: g, digest }));
   let atKill = null;
   if (fault) {
-    await triggerFor(fault.step, fault.kind, run);
+    // A trigger that did not fire still kills, at once: the run counts as not landed.
+    await triggerFor(fault.step, fault.kind, run).catch((e) => say(`${fault.kind} × ${fault.step}: ${e.message}`));
     writes.sample();
     atKill = {
       at: Date.now(),
