@@ -159,7 +159,7 @@ export async function verifyIdentity(root: string, state: ServiceState): Promise
   const cmdline = await procText(state.pid, 'cmdline');
   if (typeof cmdline !== 'string') return foreign(`cannot be inspected (/proc/${state.pid}/cmdline: ${cmdline.unreadable})`);
   const argv = cmdline.split('\0').slice(0, -1);
-  if (JSON.stringify(argv) !== JSON.stringify(state.command))
+  if (!runsCommand(argv, state.command))
     return foreign(`runs ${JSON.stringify(argv)}, not the recorded ${JSON.stringify(state.command)}`);
   const cwd = await fs.readlink(`/proc/${state.pid}/cwd`).catch((err: NodeJS.ErrnoException) => `(unreadable: ${err.code})`);
   if (!isInside(path.join(root, 'releases'), cwd)) return foreign(`works in ${cwd}, not in a release of this node`);
@@ -169,6 +169,17 @@ export async function verifyIdentity(root: string, state: ServiceState): Promise
   if (!environ.split('\0').includes(`${NONCE_ENV}=${state.nonce}`))
     return foreign(`does not carry the nonce the agent gave the instance it started (${NONCE_ENV})`);
   return { kind: 'ours' };
+}
+
+/**
+ * Whether a process's argv is the recorded command: the same words, or the same words after
+ * the interpreter the kernel put in front of a script with a "#!" line (["/bin/sh", "./run.sh"]
+ * for the command ["./run.sh"]). A service that rewrites its own argv cannot be verified, and is
+ * reported as such rather than guessed at.
+ */
+function runsCommand(argv: string[], command: string[]): boolean {
+  if (argv.length < command.length || argv.length > command.length + 2) return false;
+  return JSON.stringify(argv.slice(argv.length - command.length)) === JSON.stringify(command);
 }
 
 /** The refusal for a state file naming a process Datum cannot prove it started. */

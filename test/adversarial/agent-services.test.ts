@@ -21,6 +21,8 @@ import {
   fileAction,
   makeNode,
   releaseAction,
+  tarGz,
+  writeArtifact,
   type TestNode,
 } from '../agent/helpers';
 
@@ -199,4 +201,28 @@ describe('service logs', () => {
     expect(rotated).toHaveLength(1000);
     expect(rotated.endsWith('THE END\n')).toBe(true);
   });
+});
+
+describe('identity of a service started through a "#!" script', () => {
+  it('is still proved (the interpreter in front of the command), so a restart stops it', async () => {
+    const t = await makeNode();
+    const server = `require('node:http').createServer((q, s) => s.end(JSON.stringify({ build: 'sh', config_sha256: null }))).listen(Number(process.env.PORT), '127.0.0.1');`;
+    const art = await writeArtifact(
+      t,
+      'sh.tgz',
+      tarGz([
+        { name: 's.js', content: server },
+        { name: 'run.sh', content: '#!/bin/sh\nnode s.js\n', mode: 0o755 },
+      ]),
+    );
+    await t.apply(releaseAction(t, 'sh', art));
+    await t.apply(fileAction(t.node, 'config', CONFIG_PATH, 'x'));
+    const spec = { command: ['./run.sh'], build: 'sh', config_path: CONFIG_PATH, config_sha256: null };
+    const first = await t.apply(action(t.node, 'app', 'service.start', spec, { observed_marker: null }));
+    const pid = Number(/^pid:(\d+):/.exec(first.marker_after ?? '')?.[1]);
+    expect((await fs.readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0')[0]).toBe('/bin/sh');
+    const second = await t.apply(action(t.node, 'app', 'service.restart', spec));
+    expect(second.detail).toMatch(new RegExp(`^stopped pid ${pid} with SIGTERM, then started pid \\d+`));
+    expect(await startTicks(pid)).toBeNull();
+  }, 30_000);
 });
