@@ -448,7 +448,10 @@ function lastJournalTemp(f, entriesBefore, temps0) {
     const check = (name) => {
       const entries = journalCount(f);
       if (entries > entriesBefore) return finish(false);
-      if (entries === entriesBefore && (name?.includes('.datum-tmp-') || journalTemps(f) > temps0)) finish(true);
+      // An event arrives after the fact: the temp file of an entry already renamed into place
+      // (the action before) is not the one being written.
+      const pending = name?.includes('.datum-tmp-') && !fs.existsSync(path.join(dir, name.slice(1).split('.datum-tmp-')[0]));
+      if (entries === entriesBefore && (pending || journalTemps(f) > temps0)) finish(true);
     };
     const watcher = fs.watch(dir, (_event, name) => check(name));
     const timer = setInterval(check, 1);
