@@ -1,3 +1,5 @@
+import * as tar from 'tar';
+import os from 'node:os';
 // Release provider: fetch (path or URL), verify the sha256 before unpacking, unpack atomically
 // into releases/<version>, switch current atomically; never replace or delete a release.
 
@@ -199,5 +201,20 @@ describe('release provider', () => {
     expect(await fs.readFile(path.join(dir, 'hard.js'), 'utf8')).toBe('module.exports = 1;\n');
     // No setuid bit from an artifact.
     expect((await fs.stat(path.join(dir, 'bin/run.sh'))).mode & 0o7000).toBe(0);
+  });
+
+  it('quotes at most 200 characters of a hostile entry in its refusal, however long the name', async () => {
+    const t = await makeNode();
+    const staging = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-long-'));
+    const target = `/${'a'.repeat(3000)}`;
+    await fs.symlink(target, path.join(staging, 'evil'));
+    const archive = path.join(staging, '..', `${path.basename(staging)}.tgz`);
+    await tar.c({ gzip: true, file: archive, cwd: staging, portable: true }, ['evil']);
+    const art = await writeArtifact(t, 'long.tgz', await fs.readFile(archive));
+    const failure = await expectRefusal(t.apply(releaseAction(t, '1.0', art)), 'PathOutsideRoot');
+    expect(failure.message).toMatch(/archive entry "evil" is a symlink to "\/a{10,}… \(\d+ characters\)/);
+    expect(failure.message.length).toBeLessThan(1000);
+    await fs.rm(staging, { recursive: true, force: true });
+    await fs.rm(archive, { force: true });
   });
 });

@@ -12,6 +12,7 @@ import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
 import { bytes as sized, limits } from '../limits';
 import { createParents, datumPath, isErrno, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
+import { clip } from '../../domain/bounds';
 import { AgentRefusal } from '../refusal';
 import { observed, short, type ApplyResult, type NodeContext } from './types';
 
@@ -396,24 +397,27 @@ const archiveTooLarge = (why: string) =>
     { cap_entries: limits.archiveEntries, cap_bytes: limits.unpackedBytes },
   );
 
+/** An archive's names are outside input: a refusal quotes at most this much of each (the ledger keeps it). */
+const ENTRY_ECHO = 200;
+
 const outsideRelease = (entry: string, why: string) =>
   new AgentRefusal(
     'PathOutsideRoot',
     withFix(
-      `archive entry "${entry}" ${why} and would leave the release directory; nothing was unpacked`,
+      `archive entry "${clip(entry, ENTRY_ECHO)}" ${clip(why, ENTRY_ECHO)} and would leave the release directory; nothing was unpacked`,
       'rebuild the artifact with relative paths inside its root and symlinks that stay inside it',
     ),
-    { entry },
+    { entry: clip(entry, ENTRY_ECHO) },
   );
 
 const invalidEntry = (entry: string, why: string) =>
   new AgentRefusal(
     'InvalidAction',
     withFix(
-      `archive entry "${entry}" ${why}; nothing was unpacked`,
+      `archive entry "${clip(entry, ENTRY_ECHO)}" ${clip(why, ENTRY_ECHO)}; nothing was unpacked`,
       'rebuild the artifact with regular files, directories and symlinks only',
     ),
-    { entry },
+    { entry: clip(entry, ENTRY_ECHO) },
   );
 
 /** Each entry by its own name and type: relative, of a kind a release may hold, named once. */
