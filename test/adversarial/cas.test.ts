@@ -74,10 +74,10 @@ describe('attack: a second writer changes a managed file between the plan and th
       expect(moved?.ev).toMatchObject({ refusal_type: 'MarkerMoved', marker_after: null });
       expect(moved?.ev.detail).toContain('MARKER_MOVED: "config" changed after the snapshot the plan was made from');
       // The batch went on until then: the release was switched before, the service not started after.
-      expect(evidenceOf([moved!.entry], 'build').map(({ ev }) => ev.outcome)).toEqual(['applied']);
-      expect(evidenceOf([moved!.entry], 'app').map(({ ev }) => ev.outcome)).toEqual(['skipped']);
+      expect(evidenceOf([moved.entry], 'build').map(({ ev }) => ev.outcome)).toEqual(['applied']);
+      expect(evidenceOf([moved.entry], 'app').map(({ ev }) => ev.outcome)).toEqual(['skipped']);
 
-      const entry = moved!.entry;
+      const entry = moved.entry;
       expect([entry.convergence_status, entry.reason]).toEqual(['CONFLICT', 'CONFLICTING_WRITER']);
       const planned = entry.authorized_actions.find((a) => a.resource_key === 'config');
       const st = await fs.stat(path.join(root, CONFIG));
@@ -163,14 +163,14 @@ describe('attack: a batch that outlives its snapshot (a release fetched for long
       expect(stale?.ev).toMatchObject({ refusal_type: 'StaleSnapshotRefusal' });
       expect(stale?.ev.detail).toMatch(/old at the moment of the write, past observation_ttl 3s/);
       // Rung 3: BLOCKED / STALE_OBSERVATION, a fresh snapshot soon (not a standing ACTION_REFUSED).
-      expect([stale!.entry.convergence_status, stale!.entry.reason, stale!.entry.recheck_trigger.trigger]).toEqual([
+      expect([stale.entry.convergence_status, stale.entry.reason, stale.entry.recheck_trigger.trigger]).toEqual([
         'BLOCKED',
         'STALE_OBSERVATION',
         'FRESH_OBSERVATION',
       ]);
-      expect(stale!.entry.conditions.map((c) => c.type)).not.toContain('ACTION_REFUSED');
+      expect(stale.entry.conditions.map((c) => c.type)).not.toContain('ACTION_REFUSED');
       // Nothing stale was switched, and the next pass re-planned and repaired from a fresh snapshot.
-      const after = ledger.slice(ledger.indexOf(stale!.entry) + 1);
+      const after = ledger.slice(ledger.indexOf(stale.entry) + 1);
       expect(evidenceOf(after, 'build').map(({ ev }) => ev.outcome)).toContain('applied');
       expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.4');
       await handle.terminate('test done');

@@ -49,7 +49,8 @@ async function waitForInvalidAtStart(handle: WorkflowHandle): Promise<{ summary:
     const conditions = d.typedSearchAttributes.get(DatumConditions) ?? [];
     if (status === 'BLOCKED' && conditions.includes('INVALID_DESIRED_STATE')) {
       expect(d.status.name).toBe('RUNNING');
-      const summary = String((await d.memo)?.[MEMO_SUMMARY] ?? '');
+      const memo = d.memo?.[MEMO_SUMMARY];
+      const summary = typeof memo === 'string' ? memo : '';
       // The workflow's current details, as the Web UI shows them (the SDK's built-in metadata query).
       const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
       return { summary, details: metadata.currentDetails ?? '' };

@@ -6,7 +6,7 @@ import {
   type AuthorizedAction,
   type ExecutionEvidence,
 } from '../../src/domain';
-import { SHA_74, NOW, applied, later, n24, n24After, n24Before, pass, snapshot } from './fixtures';
+import { SHA_74, NOW, applied, later, n24After, n24Before, pass, snapshot } from './fixtures';
 
 /*
  * Hole 3 of issue 10 on the controller's side: every action carries what its plan saw, and the
