@@ -469,10 +469,25 @@ async function flushLedger(loop: Loop): Promise<void> {
       await store.appendLedger({ entry, chain_id: loop.chainId });
       loop.unstored.shift();
     } catch (error) {
+      if (isSeqConflict(error) && patched('ledger-seq-conflict-moves-on')) {
+        // The store holds another decision under this seq for good (retrying cannot change it):
+        // its record stands, and this one must not hold back every later entry of the chain.
+        log.error('ledger store holds a different entry under this seq; the later entries go on', {
+          seq: entry.seq,
+          error: String(error),
+        });
+        loop.unstored.shift();
+        continue;
+      }
       log.warn('ledger store did not take an entry; it stays queued', { seq: entry.seq, error: String(error) });
       return;
     }
   }
+}
+
+function isSeqConflict(error: unknown): boolean {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type === 'LedgerSeqConflict';
 }
 
 // ---------------------------------------------------------------------------------------------

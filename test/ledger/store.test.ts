@@ -194,6 +194,23 @@ describe.each(['sqlite', 'postgres'] as const)('ledger store on %s', (backend) =
     expect(await store.list('N-24')).toEqual([first]);
   });
 
+  it('takes the same decision decided again on a later clock (a retried workflow task) as a duplicate, keeping the first', async () => {
+    const store = await open();
+    const first = entry(1, NOW, { decision: repaired() });
+    await store.append(first, CHAIN);
+    // What a workflow task run again after its worker died mid-append records: the same decision,
+    // ten seconds later by the workflow clock, so its times and its trigger's not_before differ.
+    const again = structuredClone(first);
+    again.decided_at = at(10);
+    again.recheck_trigger = { ...again.recheck_trigger, not_before: at(40) };
+    expect(await store.append(again, CHAIN)).toBe('duplicate');
+    expect(await store.list('N-24')).toEqual([first]);
+    // A decision that says something else is still a conflict.
+    const other = structuredClone(first);
+    other.convergence_status = 'BLOCKED';
+    await expect(store.append(other, CHAIN)).rejects.toThrow(LedgerSeqConflict);
+  });
+
   it('lands concurrent appends of the same entries once, from several connections and processes', async () => {
     const module = path.resolve('dist/src/activities/ledger-store.js');
     expect(existsSync(module), `${module} is built by the test global set-up`).toBe(true);

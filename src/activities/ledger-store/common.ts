@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { withFix } from '../../contract';
-import { canonicalJson, ledgerEntry, problemLine, problemsFromZod, type LedgerEntry, type Problem } from '../../domain';
+import {
+  canonicalJson,
+  decisionFingerprint,
+  ledgerEntry,
+  problemLine,
+  problemsFromZod,
+  type LedgerEntry,
+  type Problem,
+} from '../../domain';
 
 /*
  * What both ledger back ends share: the public types, the typed errors (their names are the
@@ -263,9 +271,16 @@ export function checkSchemaVersion(version: number, location: string): number {
   return version;
 }
 
-/** Throws LedgerSeqConflict unless `stored` is the same entry as `entry` (by canonical JSON). */
+/**
+ * Throws LedgerSeqConflict unless `stored` is the same entry as `entry`: the same bytes, or the
+ * same decision decided again. A workflow task whose worker died after the append but before the
+ * task completed runs again on a later workflow clock, and decides the same thing from the same
+ * history with other times (decided_at, not_before, ages in the detail). The first record stands;
+ * the retry is a duplicate. A decision that differs in what it says is still a conflict.
+ */
 export function assertSameEntry(stored: unknown, prepared: PreparedEntry): void {
   if (canonicalJson(stored) === canonicalJson(prepared.entry)) return;
+  if (sameDecision(stored, prepared.entry)) return;
   const s = (stored ?? {}) as Partial<LedgerEntry>;
   throw new LedgerSeqConflict(
     withFix(
@@ -279,4 +294,22 @@ export function assertSameEntry(stored: unknown, prepared: PreparedEntry): void 
 
 export function closedError(location: string): LedgerUnavailable {
   return new LedgerUnavailable(withFix(`the ledger store at ${location} is closed`, 'open a new store with openLedgerStore()'));
+}
+
+/** The same decision, whatever the clock said: its fingerprint, its actions and its evidence. */
+function sameDecision(stored: unknown, entry: LedgerEntry): boolean {
+  const parsed = ledgerEntry.safeParse(stored);
+  if (!parsed.success) return false;
+  const s = parsed.data;
+  const acts = (e: LedgerEntry) =>
+    canonicalJson(e.authorized_actions.map((a) => [a.resource_key, a.action, a.idempotency_key, a.action_seq]));
+  const evidence = (e: LedgerEntry) =>
+    canonicalJson(e.execution_evidence.map((x) => [x.resource_key, x.action, x.idempotency_key, x.outcome]));
+  return (
+    s.workflow_id === entry.workflow_id &&
+    s.seq === entry.seq &&
+    decisionFingerprint(s) === decisionFingerprint(entry) &&
+    acts(s) === acts(entry) &&
+    evidence(s) === evidence(entry)
+  );
 }
