@@ -501,7 +501,10 @@ async function settle(ctx, g, t0) {
   }
 }
 
-const SAME = ['decided_at', 'convergence_status', 'reason', 'desired_generation'];
+// What makes two entries under one key the same decision. Not decided_at: a workflow task run
+// again after its worker died mid-append decides the same thing on a later clock, and the store
+// keeps the first record of it (src/activities/ledger-store/common.ts assertSameEntry).
+const SAME = ['convergence_status', 'reason', 'desired_generation', 'execution_evidence'];
 /** Entries the workflows' `ledger` queries show (and seq gaps) that the store does not hold. */
 async function lostEntries(stack, f, workflowIds) {
   const db = new Database(path.join(f.data, 'ledger.sqlite'), { readonly: true, fileMustExist: true });
