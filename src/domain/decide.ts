@@ -1,4 +1,6 @@
 import type { Json } from './canonical';
+import type { DecisionRule } from './writers';
+export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
@@ -45,6 +47,8 @@ export interface DecideInput {
   history: History;
   now: string;
   acted?: ActedPass | null;
+  /** Whether a rule added after a loop started is in force for it; default: every rule is. */
+  rules?: ((rule: DecisionRule) => boolean) | undefined;
 }
 
 export interface DecideResult {
@@ -166,7 +170,7 @@ function framePass(input: DecideInput): Pass {
     retry_budget: policy.retry_budget,
     post_action_observation: acted ? summarizePost(judged) : null,
   };
-  return { input, stage: { intent, now, history, carried }, basis, judged, frame };
+  return { input, stage: { intent, now, history, carried, rules: input.rules ?? (() => true) }, basis, judged, frame };
 }
 
 /** Everything a Decision says beyond its frame, from a closed gate or a rung of the ladder. */

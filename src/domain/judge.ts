@@ -41,7 +41,7 @@ export function wasExecuted(ev: ExecutionEvidence): boolean {
 export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput): Judgement {
   const { intent, history, carried } = input;
   const probe = judgeActions(post, acted);
-  const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe);
+  const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe, input.rules);
   const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   // Drift the next pass could repair that this pass did not touch (it appeared meanwhile).

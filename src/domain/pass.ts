@@ -1,4 +1,4 @@
-import type { AuthorityView, DecideResult } from './decide';
+import type { AuthorityView, DecideResult, DecisionRule } from './decide';
 import { decide } from './decide';
 import type { BoundIntent } from './desired';
 import type { History } from './history';
@@ -20,6 +20,8 @@ export interface PassPorts {
   readAuthority(): Promise<AuthorityView>;
   apply(action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure>;
   now(): string;
+  /** Whether a decision rule added after a loop started is in force for it (the workflow asks patched()); default: yes. */
+  ruleInForce?(rule: DecisionRule): boolean;
 }
 
 /** What a pass decided before acting (first) and, when it acted, on the fresh probe (final). */
@@ -62,6 +64,7 @@ export async function runPass(ports: PassPorts, intent: BoundIntent, history: Hi
     unreachable: post.unreachable,
     history,
     now: ports.now(),
+    rules: ports.ruleInForce?.bind(ports),
     acted: { planned: first.decision.planned_actions, actions, evidence, pre: pre.observation },
   });
   return { first, final };

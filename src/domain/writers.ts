@@ -10,6 +10,13 @@ import type { Classified } from './verdict';
  */
 
 /** What both judgement stages start from. */
+/**
+ * Decision rules added after loops were already running. A running loop replays its history on
+ * new code, so the workflow answers each from patched(): a rule is in force only where no earlier
+ * decision was made without it.
+ */
+export type DecisionRule = 'own-ineffective-write-ends-proof';
+
 export interface StageInput {
   intent: BoundIntent;
   now: string;
@@ -17,6 +24,8 @@ export interface StageInput {
   history: History;
   /** The same, with this pass's attempt and action_seq counted. */
   carried: History;
+  /** Whether a rule added after a loop started is in force for it. */
+  rules: (rule: DecisionRule) => boolean;
 }
 
 export type RefusalRecord = History['refused'][string];
@@ -68,8 +77,12 @@ export function trackConflicts(
   now: string,
   conflictWindow: string,
   probe: ProbeFindings,
+  rules: (rule: DecisionRule) => boolean = () => true,
 ): Writers {
   const repaired = { ...repairsInWindow(history.repaired, now, conflictWindow), ...probe.repaired };
+  // Our own write that did not take has moved the marker since the repair: that proof is gone.
+  const ended = probe.ineffective.filter((key) => key in repaired);
+  if (ended.length > 0 && rules('own-ineffective-write-ends-proof')) for (const key of ended) delete repaired[key];
   const fresh: Record<string, WriterEvidence[]> = {
     ...probe.overwritten,
     ...flipsAfterRepair(repaired, snapshot, probe.acted_keys),

@@ -572,6 +572,7 @@ function passPorts(loop: Loop): PassPorts {
       }
     },
     now: nowIso,
+    ruleInForce: (rule) => patched(rule),
   };
 }
 

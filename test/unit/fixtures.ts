@@ -110,6 +110,11 @@ export interface PassOptions {
   authority?: AuthorityView;
   history?: History;
   now?: string;
+  /**
+   * The pass's clock, read at each decision and each piece of evidence; default: `now` throughout.
+   * A node model whose applies take time backs it with its own clock.
+   */
+  clock?: () => string;
   /** What the agent answers for each action; default: applied, leaving marker `ours:<key>`. */
   answer?: (action: AuthorizedAction) => ExecutionEvidence | ApplyFailure;
 }
@@ -128,8 +133,8 @@ export function pass(pre: Observation, post: (() => Observation | null) | null, 
       return Promise.resolve({ observation, unreachable: observation ? null : 'agent stopped' });
     },
     readAuthority: () => Promise.resolve(o.authority ?? authorityOf(intent)),
-    apply: (a) => Promise.resolve(o.answer?.(a) ?? applied(a, now)),
-    now: () => now,
+    apply: (a) => Promise.resolve(o.answer?.(a) ?? applied(a, o.clock?.() ?? now)),
+    now: () => o.clock?.() ?? now,
   };
   return runPass(ports, intent, o.history ?? emptyHistory());
 }

@@ -15,11 +15,20 @@ import {
   type Observation,
 } from '../../src/domain';
 import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, applied, authorityOf, later, n24, pass } from './fixtures';
+import { coverage, propertyRuns, timeoutFor } from './generators';
 
 /*
  * Invariants over generated snapshots of N-24. The oracle below is written independently of
- * classify/decide: it reads the snapshot the way an auditor would.
+ * classify/decide: it reads the snapshot the way an auditor would. The same invariants, and the
+ * ones about targets, operator decisions and generations, are checked over sequences of
+ * generations in ./properties-sequences.test.ts.
+ *
+ * Cases per property: 10^5 on CI, 10^4 elsewhere, DATUM_PROPERTY_RUNS to override (generators.ts).
  */
+
+const RUNS = propertyRuns();
+/** Each case here is one or two decisions: well under a millisecond; the limit allows 5 ms. */
+const TIMEOUT = timeoutFor(RUNS, 5);
 
 const intent = n24();
 const KEYS = ['build', 'config', 'app', 'maintenance'] as const;
@@ -192,146 +201,159 @@ const withObservation = (o: Observation, change: Partial<Observation>): Observat
 const actsOn = (o: Observation, history: ReturnType<typeof emptyHistory>) =>
   decide({ intent, authority: authorityOf(intent), observation: o, history, now: NOW }).decision.authorized_actions.length > 0;
 
-/**
- * Counts the generated cases that reach what a property is about. A property whose generator
- * never reaches its case passes vacuously, so each case has a minimum share of the runs (set
- * well below what the generator gives, so that no seed fails it by chance).
- */
-function coverage<K extends string>(minShare: Record<K, number>) {
-  const counts = Object.fromEntries(Object.keys(minShare).map((l) => [l, 0])) as Record<K, number>;
-  return {
-    hit: (label: K) => void counts[label]++,
-    expectReached(runs: number) {
-      for (const label of Object.keys(minShare) as K[]) {
-        expect(counts[label], `"${label}" in ${counts[label]} of ${runs} runs`).toBeGreaterThanOrEqual(
-          Math.ceil(minShare[label] * runs),
-        );
-      }
-    },
-  };
-}
+const expectReached = (cov: { missed(runs: number): string[] }, runs: number) =>
+  expect(cov.missed(runs), 'every case the property is about was generated').toEqual([]);
+
+/** A planned action without what only authorization sets: the plan as observe and enforce share it. */
+const planOnly = (d: DecideResult) => d.decision.planned_actions.map(({ authorized: _a, withheld_because: _w, ...rest }) => rest);
 
 describe('invariants over generated snapshots', () => {
-  it('no action for an OPERATOR_OWNED or UNKNOWN resource', () => {
-    const runs = 1000;
-    // The case: a resource not Datum's differs from desired (a naive planner would repair it)
-    // while Datum does act on others in the same pass.
-    const cov = coverage({ 'not-managed resource differs': 0.1, 'and other resources are acted on': 0.02 });
-    fc.assert(
-      fc.property(snapshotArb, historyArb, (obs, history) => {
-        const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
-        for (const a of decision.authorized_actions) expect(ownedByOperatorOrUnknown(obs, a.resource_key)).toBe(false);
-        const notManaged = decision.resources.filter((r) => r.ownership !== 'MANAGED').map((r) => r.resource_key);
-        expect(decision.planned_actions.filter((p) => notManaged.includes(p.resource_key))).toEqual([]);
-        if (
-          KEYS.some(
-            (k) => ownedByOperatorOrUnknown(obs, k) && !jsonEqual(obs.resources[k].value, desiredValue(k, intent.resources)),
-          )
-        ) {
-          cov.hit('not-managed resource differs');
-          if (decision.authorized_actions.length > 0) cov.hit('and other resources are acted on');
-        }
-      }),
-      { numRuns: runs },
-    );
-    cov.expectReached(runs);
-  });
-
-  it('no action in observe mode, for the host or the resource', () => {
-    const runs = 1000;
-    // The case: the same snapshot on an enforcing host, or without the resource's observe, is acted on.
-    const cov = coverage({
-      'observe host an enforce host would repair': 0.05,
-      'observe resource drifted while the rest is repaired': 0.01,
-    });
-    fc.assert(
-      fc.property(snapshotArb, historyArb, (obs, history) => {
-        const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
-        for (const a of decision.authorized_actions) expect(enforced(obs, a.resource_key)).toBe(true);
-        if (obs.mode === 'observe') expect(decision.authorized_actions).toEqual([]);
-        if (obs.mode === 'observe' && actsOn(withObservation(obs, { mode: 'enforce', resource_modes: {} }), history))
-          cov.hit('observe host an enforce host would repair');
-        if (
-          obs.mode === 'enforce' &&
-          decision.authorized_actions.length > 0 &&
-          KEYS.some((k) => obs.resource_modes[k] === 'observe' && drifted(obs, k))
-        ) {
-          cov.hit('observe resource drifted while the rest is repaired');
-        }
-      }),
-      { numRuns: runs },
-    );
-    cov.expectReached(runs);
-  });
-
-  it('no action from a stale snapshot', () => {
-    const runs = 1000;
-    // The case: a stale snapshot that, taken now, would be acted on.
-    const cov = coverage({ 'stale snapshot a fresh one would repair': 0.015 });
-    fc.assert(
-      fc.property(snapshotArb, historyArb, (obs, history) => {
-        const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
-        if (!fresh(obs)) {
-          expect(decision.authorized_actions).toEqual([]);
-          expect(decision.convergence_status).toBe('BLOCKED');
-          expect(decision.reason).toBe('STALE_OBSERVATION');
-          if (actsOn(withObservation(obs, { observed_at: NOW }), history)) cov.hit('stale snapshot a fresh one would repair');
-        }
-      }),
-      { numRuns: runs },
-    );
-    cov.expectReached(runs);
-  });
-
-  it('CONVERGED only when a fresh snapshot matches every enforced managed resource', async () => {
-    // Extra runs: the interesting cases (an overridden dependency of the service) are rare.
-    const runs = 5000;
-    const cov = coverage({
-      CONVERGED: 0.1,
-      'CONVERGED after acting': 0.01,
-      'CONVERGED with an operator-owned release or config': 0.01,
-    });
-    await fc.assert(
-      fc.asyncProperty(passArb, async (g) => {
-        const decisions = await run(g);
-        decisions.forEach((d, i) => {
-          if (d.decision.convergence_status !== 'CONVERGED') return;
-          const judged = i === 0 ? g.pre : g.post;
-          cov.hit('CONVERGED');
-          if (i === 1) cov.hit('CONVERGED after acting');
-          if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config'))
-            cov.hit('CONVERGED with an operator-owned release or config');
-          expect(fresh(judged)).toBe(true);
-          expect(judged.undeclared).toEqual([]);
-          for (const key of KEYS) {
-            if (ownedByOperatorOrUnknown(judged, key)) {
-              expect(judged.overrides[key]).not.toBeNull();
-              continue;
-            }
-            expect(jsonEqual(judged.resources[key].value, expected(judged, key)), `${key} must be at desired`).toBe(true);
+  it(
+    'no action for an OPERATOR_OWNED or UNKNOWN resource',
+    () => {
+      const runs = RUNS;
+      // The case: a resource not Datum's differs from desired (a naive planner would repair it)
+      // while Datum does act on others in the same pass.
+      const cov = coverage({ 'not-managed resource differs': 0.1, 'and other resources are acted on': 0.02 });
+      fc.assert(
+        fc.property(snapshotArb, historyArb, (obs, history) => {
+          const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
+          for (const a of decision.authorized_actions) expect(ownedByOperatorOrUnknown(obs, a.resource_key)).toBe(false);
+          const notManaged = decision.resources.filter((r) => r.ownership !== 'MANAGED').map((r) => r.resource_key);
+          expect(decision.planned_actions.filter((p) => notManaged.includes(p.resource_key))).toEqual([]);
+          if (
+            KEYS.some(
+              (k) => ownedByOperatorOrUnknown(obs, k) && !jsonEqual(obs.resources[k].value, desiredValue(k, intent.resources)),
+            )
+          ) {
+            cov.hit('not-managed resource differs');
+            if (decision.authorized_actions.length > 0) cov.hit('and other resources are acted on');
           }
-        });
-      }),
-      { numRuns: runs },
-    );
-    cov.expectReached(runs);
-  });
+        }),
+        { numRuns: runs },
+      );
+      expectReached(cov, runs);
+    },
+    TIMEOUT,
+  );
 
-  it('a refused or failed apply is never reported as CONVERGED_AFTER_REPAIR without a matching probe', async () => {
-    const runs = 2000;
-    const cov = coverage({ 'refused apply': 0.02, 'failed apply': 0.02 });
-    await fc.assert(
-      fc.asyncProperty(passArb, async (g) => {
-        const decisions = await run(g);
-        if (decisions.length !== 2 || (g.outcome !== 'refused' && g.outcome !== 'failed')) return;
-        cov.hit(g.outcome === 'refused' ? 'refused apply' : 'failed apply');
-        const last = decisions[1].decision;
-        if (g.outcome === 'refused') expect(last.convergence_status).not.toBe('CONVERGED');
-        if (last.reason === 'CONVERGED_AFTER_REPAIR')
-          expect(matchesDesired(g.post), 'the post-action probe matches desired').toBe(true);
-      }),
-      { numRuns: runs },
-    );
-    cov.expectReached(runs);
-  });
+  it(
+    'observe mode plans exactly what enforce would and authorizes nothing, for the host or the resource',
+    () => {
+      const runs = RUNS;
+      // The case: the same snapshot on an enforcing host, or without the resource's observe, is acted on.
+      const cov = coverage({
+        'observe host an enforce host would repair': 0.05,
+        'observe resource drifted while the rest is repaired': 0.01,
+      });
+      fc.assert(
+        fc.property(snapshotArb, historyArb, (obs, history) => {
+          const judged = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
+          const { decision } = judged;
+          for (const a of decision.authorized_actions) expect(enforced(obs, a.resource_key)).toBe(true);
+          if (obs.mode === 'observe') expect(decision.authorized_actions).toEqual([]);
+          const observing = obs.mode === 'observe' || Object.keys(obs.resource_modes).length > 0;
+          if (!observing) return;
+          // The same snapshot on a host and resources that enforce: the same plan, action for action.
+          const asEnforced = withObservation(obs, { mode: 'enforce', resource_modes: {} });
+          const enforcing = decide({ intent, authority: authorityOf(intent), observation: asEnforced, history, now: NOW });
+          expect(planOnly(judged), 'observe plans what enforce would').toEqual(planOnly(enforcing));
+          if (obs.mode === 'observe' && enforcing.decision.authorized_actions.length > 0)
+            cov.hit('observe host an enforce host would repair');
+          if (
+            obs.mode === 'enforce' &&
+            decision.authorized_actions.length > 0 &&
+            KEYS.some((k) => obs.resource_modes[k] === 'observe' && drifted(obs, k))
+          ) {
+            cov.hit('observe resource drifted while the rest is repaired');
+          }
+        }),
+        { numRuns: runs },
+      );
+      expectReached(cov, runs);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'no action from a stale snapshot',
+    () => {
+      const runs = RUNS;
+      // The case: a stale snapshot that, taken now, would be acted on.
+      const cov = coverage({ 'stale snapshot a fresh one would repair': 0.015 });
+      fc.assert(
+        fc.property(snapshotArb, historyArb, (obs, history) => {
+          const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
+          if (!fresh(obs)) {
+            expect(decision.authorized_actions).toEqual([]);
+            expect(decision.convergence_status).toBe('BLOCKED');
+            expect(decision.reason).toBe('STALE_OBSERVATION');
+            if (actsOn(withObservation(obs, { observed_at: NOW }), history)) cov.hit('stale snapshot a fresh one would repair');
+          }
+        }),
+        { numRuns: runs },
+      );
+      expectReached(cov, runs);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'CONVERGED only when a fresh snapshot matches every enforced managed resource',
+    async () => {
+      const runs = RUNS;
+      const cov = coverage({
+        CONVERGED: 0.1,
+        'CONVERGED after acting': 0.01,
+        'CONVERGED with an operator-owned release or config': 0.01,
+      });
+      await fc.assert(
+        fc.asyncProperty(passArb, async (g) => {
+          const decisions = await run(g);
+          decisions.forEach((d, i) => {
+            if (d.decision.convergence_status !== 'CONVERGED') return;
+            const judged = i === 0 ? g.pre : g.post;
+            cov.hit('CONVERGED');
+            if (i === 1) cov.hit('CONVERGED after acting');
+            if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config'))
+              cov.hit('CONVERGED with an operator-owned release or config');
+            expect(fresh(judged)).toBe(true);
+            expect(judged.undeclared).toEqual([]);
+            for (const key of KEYS) {
+              if (ownedByOperatorOrUnknown(judged, key)) {
+                expect(judged.overrides[key]).not.toBeNull();
+                continue;
+              }
+              expect(jsonEqual(judged.resources[key].value, expected(judged, key)), `${key} must be at desired`).toBe(true);
+            }
+          });
+        }),
+        { numRuns: runs },
+      );
+      expectReached(cov, runs);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'a refused or failed apply is never reported as CONVERGED_AFTER_REPAIR without a matching probe',
+    async () => {
+      const runs = RUNS;
+      const cov = coverage({ 'refused apply': 0.02, 'failed apply': 0.02 });
+      await fc.assert(
+        fc.asyncProperty(passArb, async (g) => {
+          const decisions = await run(g);
+          if (decisions.length !== 2 || (g.outcome !== 'refused' && g.outcome !== 'failed')) return;
+          cov.hit(g.outcome === 'refused' ? 'refused apply' : 'failed apply');
+          const last = decisions[1].decision;
+          if (g.outcome === 'refused') expect(last.convergence_status).not.toBe('CONVERGED');
+          if (last.reason === 'CONVERGED_AFTER_REPAIR')
+            expect(matchesDesired(g.post), 'the post-action probe matches desired').toBe(true);
+        }),
+        { numRuns: runs },
+      );
+      expectReached(cov, runs);
+    },
+    TIMEOUT,
+  );
 });

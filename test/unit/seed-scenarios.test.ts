@@ -7,6 +7,7 @@ import {
   SHA_73,
   SHA_74,
   actionsOf,
+  applied,
   authorityOf,
   later,
   n24,
@@ -486,6 +487,33 @@ describe('seed scenarios: what else each must show', () => {
     expect(next.decision.convergence_status).toBe('CONFLICT');
     expect(next.decision.authorized_actions).toEqual([]);
     expect(next.decision.conditions.find((c) => c.type === 'CONFLICTING_WRITER')?.since).toBe(NOW);
+  });
+
+  it("Datum's own retry that did not take is not another writer: it ends the proof the repair left", async () => {
+    // The app was repaired (its process marked ours:app). Then an approved override makes the
+    // release the operator's, so the app must run what is on disk (7.3), and Datum restarts it:
+    // the restart leaves its own marker and does not take.
+    const history = await afterConfigRepair();
+    const owned = { overrides: { maintenance: MAINTENANCE_OVERRIDE, build: MAINTENANCE_OVERRIDE } };
+    const node = (app: string, at: string) =>
+      snapshot({ ...n24After(), build: '7.3', markers: { ...oursFor(['config']), build: 'theirs', app } }, { ...owned, at });
+    const { final } = await pass(node('ours:app', later(MIN)), () => node('ours:app-2', later(MIN)), {
+      history,
+      now: later(MIN),
+      answer: (a) => ({ ...applied(a, later(MIN)), marker_after: 'ours:app-2' }),
+    });
+    expect([final.decision.convergence_status, final.decision.reason]).toEqual(['RETRY', 'ACTION_INEFFECTIVE']);
+    // Within conflict_window, the next pass sees the app drifted under Datum's own marker: a retry, not a CONFLICT.
+    const next = decide({
+      intent: n24(),
+      authority: authorityOf(n24()),
+      observation: node('ours:app-2', later(2 * MIN)),
+      history: final.history,
+      now: later(2 * MIN),
+    });
+    expect(next.decision.convergence_status).not.toBe('CONFLICT');
+    expect(next.decision.conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
+    expect(actionsOf(next)).toEqual(['app:service.restart']);
   });
 
   it('observe mode: the plan is exactly the plan an enforce pass would run', () => {
