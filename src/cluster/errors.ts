@@ -1,0 +1,12 @@
+import { withFix } from '../contract/identifiers';
+
+/** A cluster that cannot start or stop as asked: says what is wrong and what to do about it. */
+export class ClusterError extends Error {
+  constructor(
+    readonly problem: string,
+    readonly fix: string,
+  ) {
+    super(withFix(problem, fix));
+    this.name = 'ClusterError';
+  }
+}

@@ -1,0 +1,111 @@
+// The long-running processes of a local cluster: each in its own process group, its output in
+// a log file, recorded in the cluster's state file so `down` (another process, later) finds and
+// stops every one of them.
+
+import { spawn } from 'node:child_process';
+import { existsSync, openSync, closeSync, promises as fs, readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { ClusterError } from './errors';
+import { tail } from './postgres';
+
+export interface ProcessRecord {
+  name: string;
+  pid: number;
+  log: string;
+  command: string[];
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Starts `command` detached (its own process group), output appended to `log`. */
+export function startProcess(name: string, command: string[], log: string, env: NodeJS.ProcessEnv, cwd: string): ProcessRecord {
+  const fd = openSync(log, 'a');
+  try {
+    const child = spawn(command[0], command.slice(1), { detached: true, stdio: ['ignore', fd, fd], env, cwd });
+    if (child.pid === undefined)
+      throw new ClusterError(`could not start ${name} (${command[0]})`, `check that ${command[0]} exists and is executable`);
+    child.unref();
+    return { name, pid: child.pid, log, command };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** SIGTERM to the process group, SIGKILL after `graceMs`; resolves once the leader is gone. */
+export async function stopProcess(p: ProcessRecord, graceMs = 20_000): Promise<'stopped' | 'killed' | 'gone'> {
+  if (!alive(p.pid)) return 'gone';
+  signalGroup(p.pid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!alive(p.pid)) return 'stopped';
+    await sleep(100);
+  }
+  signalGroup(p.pid, 'SIGKILL');
+  while (alive(p.pid)) await sleep(50);
+  return 'killed';
+}
+
+/** kill -9, to the whole group (a crash, for the fault tests). */
+export async function killProcess(p: ProcessRecord): Promise<void> {
+  signalGroup(p.pid, 'SIGKILL');
+  const deadline = Date.now() + 10_000;
+  while (alive(p.pid) && Date.now() < deadline) await sleep(25);
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, signal);
+      return;
+    } catch {
+      // the group is gone, or the leader was never a group leader: try the pid itself
+    }
+  }
+}
+
+/** Waits for `text` in the process's log, failing early (with the log's tail) when it exits. */
+export async function waitForLog(p: ProcessRecord, text: string | RegExp, timeoutMs: number, from = 0): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const log = existsSync(p.log) ? readFileSync(p.log, 'utf8').slice(from) : '';
+    if (typeof text === 'string' ? log.includes(text) : text.test(log)) return;
+    if (!alive(p.pid)) throw new ClusterError(`${p.name} exited during start-up:\n${tail(log)}`, `read ${p.log}`);
+    if (Date.now() > deadline)
+      throw new ClusterError(`${p.name} did not become ready within ${timeoutMs / 1000} s:\n${tail(log)}`, `read ${p.log}`);
+    await sleep(200);
+  }
+}
+
+export async function logSize(file: string): Promise<number> {
+  try {
+    return (await fs.stat(file)).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** Refuses a port that something already listens on, naming what it was meant for. */
+export async function ensurePortFree(port: number, what: string): Promise<void> {
+  const free = await new Promise<boolean>((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+  if (!free)
+    throw new ClusterError(
+      `port ${port} on 127.0.0.1 (${what}) is in use`,
+      `stop what holds it (\`ss -ltnp 'sport = :${port}'\` shows it), or give the cluster another --port-base`,
+    );
+}
+
+export const logPath = (dataDir: string, name: string) => path.join(dataDir, 'logs', `${name}.log`);
