@@ -214,9 +214,20 @@ export class Stack {
         maxBuffer: 64 * 1024 * 1024,
       },
     );
-    const file = path.join(projectRoot(), 'test', 'histories', `${name}.json`);
+    // A release's histories are what running workflows of that release replay on newer code: they
+    // are recorded once, under the release's version, and never re-recorded.
+    const version = (JSON.parse(await fs.readFile(path.join(projectRoot(), 'package.json'), 'utf8')) as { version: string })
+      .version;
+    const file = path.join(projectRoot(), 'test', 'histories', version, `${name}.json`);
     await fs.mkdir(path.dirname(file), { recursive: true });
-    await fs.writeFile(file, stdout);
+    try {
+      await fs.writeFile(file, stdout, { flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      throw new Error(
+        `${file} is already recorded: histories of release ${version} stay as they were recorded — fix: record after bumping package.json's version (a new release), or delete the file only if ${version} was never deployed`,
+      );
+    }
   }
 
   async ledger(handle: WorkflowHandle): Promise<LedgerEntry[]> {
