@@ -8,7 +8,7 @@ import type { BoundIntent } from './desired';
 import { durationMs, formatDuration, msBetween } from './duration';
 import { laterGateConditions, runGates, type ClosedGate, type GateInput } from './gates';
 import type { History } from './history';
-import { judgeProbe, wasExecuted } from './judge';
+import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
 import { idempotencyKey } from './plan';
 import {
@@ -185,11 +185,16 @@ interface Outcome {
 
 function gateOutcome(pass: Pass, closed: ClosedGate): Outcome {
   const { history, acted } = pass.input;
+  // After acting, a gate closed on the probe: the agent's own answers need no probe, and are judged.
+  const heard = acted ? judgeWithoutProbe(acted, pass.stage) : null;
   return {
     // A gate cannot re-judge resources, nor the gates after it: their conditions are carried as they were.
     verdict: {
       ...closed.verdict,
+      detail: `${closed.verdict.detail}${heard?.said ?? ''}`,
       drafts: [
+        // First, so that a conflict reopened by this pass's answers replaces the carried one.
+        ...(heard?.drafts ?? []),
         ...carriedResourceConditions(history.conditions),
         ...laterGateConditions(gateInput(pass.input, pass.judged), history.conditions, closed.gate),
         ...closed.verdict.drafts,
@@ -199,9 +204,9 @@ function gateOutcome(pass: Pass, closed: ClosedGate): Outcome {
     record: {
       planned_actions: (acted?.planned ?? []).map((p) => ({ ...p })),
       authorized_actions: acted?.actions ?? [],
-      conflicting_writer_evidence: null,
+      conflicting_writer_evidence: heard?.conflict_evidence ?? null,
     },
-    history: pass.stage.carried,
+    history: heard?.history ?? pass.stage.carried,
   };
 }
 

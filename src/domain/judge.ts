@@ -1,14 +1,16 @@
 import { authorizePlan } from './authorize';
 import { effectiveMode } from './classify';
+import type { ConditionDraft } from './conditions';
 import type { ActedPass } from './decide';
-import { resourceConcerns, type Judgement } from './ladder';
+import { conflictDrafts, refusalDrafts, resourceConcerns, type Judgement } from './ladder';
 import { planItems } from './plan';
 import type { History } from './history';
-import type { AuthorizedAction, ExecutionEvidence, WriterEvidence } from './schemas';
-import type { Classified } from './verdict';
+import type { AuthorizedAction, Decision, ExecutionEvidence, WriterEvidence } from './schemas';
+import { list, type Classified } from './verdict';
 import {
   standingRefusals,
   trackConflicts,
+  trackWithoutProbe,
   type ProbeFindings,
   type RefusalRecord,
   type RepairRecord,
@@ -27,7 +29,9 @@ type ActionVerdict =
   /** The marker moved after our own write, or between plan and write (MARKER_MOVED): another writer. */
   | { kind: 'overwritten'; sequence: WriterEvidence[] }
   /** Still differs, and nothing shows another writer: the marker is our own write's, or unknown (seed probe 4). */
-  | { kind: 'ineffective' };
+  | { kind: 'ineffective' }
+  /** Carried out, and no probe came to say what it did. */
+  | { kind: 'unprobed' };
 
 /** An action was carried out: it counts toward attempt_count and can have taken. */
 export function wasExecuted(ev: ExecutionEvidence): boolean {
@@ -86,7 +90,43 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
   };
 }
 
-function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
+/**
+ * After acting, when a gate closed on the probe (decide.ts gateOutcome): what the agent's own
+ * answers say without it. The status stays the gate's; the history, conditions and sentence
+ * take in what was heard.
+ */
+export interface Unprobed {
+  history: History;
+  conflict_evidence: Decision['conflicting_writer_evidence'];
+  drafts: ConditionDraft[];
+  /** Appended to the gate's reason_detail; empty when the answers changed nothing. */
+  said: string;
+}
+
+export function judgeWithoutProbe(acted: ActedPass, input: StageInput): Unprobed {
+  const { intent, history, carried } = input;
+  const answers = judgeActions(null, acted);
+  const writers = trackWithoutProbe(history, input.now, intent.policy.conflict_window, answers, input.rules);
+  const { standing } = writers;
+  const opened = Object.fromEntries(Object.entries(writers.conflicts).filter(([key]) => writers.opened.includes(key)));
+  const said = [
+    writers.opened.length > 0
+      ? ` The agent refused ${list(writers.opened)} as MARKER_MOVED: another writer changed it between plan and write, which needs no probe to tell; repair stops on the node until an operator resolves it (retake or yield).`
+      : '',
+    standing.length > 0
+      ? ` The agent refused ${list(standing)}: ${standing.map((k) => answers.refused[k]?.refusal).join('; ')}; not tried again until what the refusal was about changes.`
+      : '',
+  ].join('');
+  return {
+    history: { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused: writers.refused },
+    conflict_evidence: writers.evidence,
+    drafts: [...conflictDrafts(opened, carried.attempt_count), ...refusalDrafts(standing, writers.refused)],
+    said,
+  };
+}
+
+/** What each action of this pass did, read off the fresh probe; without one (null), only the agent's answers. */
+function judgeActions(post: Classified | null, acted: ActedPass): ProbeFindings {
   const probe: ProbeFindings = {
     acted_keys: new Set(acted.actions.map((a) => a.resource_key)),
     repaired: {},
@@ -96,6 +136,7 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
     stale: [],
     ineffective: [],
     failed: [],
+    executed: acted.evidence.filter(wasExecuted).map((ev) => ev.resource_key),
   };
   for (const ev of acted.evidence) {
     const key = ev.resource_key;
@@ -108,12 +149,12 @@ function judgeActions(post: Classified, acted: ActedPass): ProbeFindings {
     else if (verdict.kind === 'took') {
       if (verdict.proof) probe.repaired[key] = verdict.proof;
     } else if (verdict.kind === 'overwritten') probe.overwritten[key] = verdict.sequence;
-    else probe.ineffective.push(key);
+    else if (verdict.kind === 'ineffective') probe.ineffective.push(key);
   }
   return probe;
 }
 
-function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass): ActionVerdict {
+function judgeAction(ev: ExecutionEvidence, post: Classified | null, acted: ActedPass): ActionVerdict {
   if (ev.outcome === 'refused') {
     const action = acted.actions.find((x) => x.resource_key === ev.resource_key);
     // Two refusals are evidence about the world, not a standing "no": another writer came
@@ -131,6 +172,7 @@ function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass):
   }
   // A skipped action was never attempted: for the status it is a failed one (not an attempt).
   if (ev.outcome === 'failed' || ev.outcome === 'skipped') return { kind: 'not_carried_out' };
+  if (!post) return { kind: 'unprobed' };
   const a = post.byKey.get(ev.resource_key);
   if (!a || !a.drift)
     return {
@@ -151,15 +193,18 @@ function judgeAction(ev: ExecutionEvidence, post: Classified, acted: ActedPass):
 /**
  * The agent's MARKER_MOVED as conflict evidence: the (time, value, marker) the plan saw, and the
  * moved one the fresh probe shows. Nothing of ours was written, so every point is another writer's.
+ * Without a probe the second point is the refusal itself: the agent saw the marker move, and
+ * what it moved to is unknown until the node is observed again.
  */
 function markerMoved(
   ev: ExecutionEvidence,
   action: AuthorizedAction | undefined,
-  post: Classified,
+  post: Classified | null,
   acted: ActedPass,
 ): WriterEvidence[] {
   const planned = acted.pre.resources[ev.resource_key];
-  const now = post.byKey.get(ev.resource_key)?.observed;
+  const now = post?.byKey.get(ev.resource_key)?.observed;
+  const refused = `the agent refused ${ev.action} as MARKER_MOVED at ${ev.executed_at}`;
   return [
     {
       at: action?.observed_at ?? acted.pre.observed_at,
@@ -167,11 +212,18 @@ function markerMoved(
       marker: action?.observed_marker ?? planned?.marker ?? null,
       source: 'snapshot the plan was made from',
     },
-    {
-      at: post.observation.observed_at,
-      value: now?.value ?? null,
-      marker: now?.marker ?? null,
-      source: `fresh observation after the agent refused ${ev.action} as MARKER_MOVED at ${ev.executed_at}`,
-    },
+    post
+      ? {
+          at: post.observation.observed_at,
+          value: now?.value ?? null,
+          marker: now?.marker ?? null,
+          source: `fresh observation after ${refused}`,
+        }
+      : {
+          at: ev.executed_at,
+          value: null,
+          marker: null,
+          source: `${refused}; no probe this pass could judge, so the new value and marker are unknown`,
+        },
   ];
 }

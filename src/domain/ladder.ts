@@ -338,7 +338,12 @@ function standingConditions(e: Evidence): ConditionDraft[] {
 }
 
 function conflictConditions(e: Evidence): ConditionDraft[] {
-  return Object.entries(e.conflicts).map(([key, c]) => {
+  return conflictDrafts(e.conflicts, e.attempts);
+}
+
+/** One CONFLICTING_WRITER condition per conflict, open or resolved and waiting for its observation. */
+export function conflictDrafts(conflicts: Record<string, ConflictRecord>, attempts: number): ConditionDraft[] {
+  return Object.entries(conflicts).map(([key, c]) => {
     const state = c.resolution
       ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it`
       : 'repair is stopped until an operator resolves it';
@@ -347,7 +352,7 @@ function conflictConditions(e: Evidence): ConditionDraft[] {
       key,
       `Another writer keeps changing "${key}"; ${state}.`,
       { sequence: c.sequence, resolution: c.resolution },
-      [`${e.attempts} repair(s) this episode`],
+      [`${attempts} repair(s) this episode`],
     );
   });
 }
@@ -386,8 +391,13 @@ function resourceConditions(e: Evidence): ConditionDraft[] {
 }
 
 function refusalConditions(e: Evidence): ConditionDraft[] {
-  return e.refused_standing.map((key) => {
-    const r = e.refused[key];
+  return refusalDrafts(e.refused_standing, e.refused);
+}
+
+/** One ACTION_REFUSED condition per standing refusal. */
+export function refusalDrafts(keys: string[], refused: Record<string, RefusalRecord>): ConditionDraft[] {
+  return keys.map((key) => {
+    const r = refused[key];
     return draft(
       'ACTION_REFUSED',
       key,

@@ -6,17 +6,25 @@ import type { Classified } from './verdict';
 
 /*
  * What the loop carries about other writers and refusals from one pass to the next. Both stages
- * (authorize before acting, judgeProbe after) run these on the snapshot they judge.
+ * (authorize before acting, judgeProbe after) run these on the snapshot they judge; a pass whose
+ * probe a gate closed on runs trackWithoutProbe on the agent's answers alone.
  */
 
-/** What both judgement stages start from. */
 /**
  * Decision rules added after loops were already running. A running loop replays its history on
  * new code, so the workflow answers each from patched(): a rule is in force only where no earlier
- * decision was made without it.
+ * decision was made without it. Each is asked only where it changes the outcome, so its marker
+ * is written only there.
  */
-export type DecisionRule = 'own-ineffective-write-ends-proof';
+export type DecisionRule =
+  /** Datum's own write that did not take ends the repair record (the probe shows our marker). */
+  | 'own-ineffective-write-ends-proof'
+  /** The agent's answers (MARKER_MOVED, refusals) are judged even when a gate closed on the probe. */
+  | 'answers-outlive-lost-probe'
+  /** Any write of this pass ends the repair record of its resource, whatever the probe says. */
+  | 'own-executed-write-ends-proof';
 
+/** What both judgement stages start from. */
 export interface StageInput {
   intent: BoundIntent;
   now: string;
@@ -44,6 +52,8 @@ export interface ProbeFindings {
   stale: string[];
   ineffective: string[];
   failed: string[];
+  /** Actions carried out (applied, replayed, or failed on the way): each may have moved its marker. */
+  executed: string[];
 }
 
 export const NO_FINDINGS: ProbeFindings = {
@@ -55,6 +65,7 @@ export const NO_FINDINGS: ProbeFindings = {
   stale: [],
   ineffective: [],
   failed: [],
+  executed: [],
 };
 
 export interface Writers {
@@ -83,11 +94,82 @@ export function trackConflicts(
   // Our own write that did not take has moved the marker since the repair: that proof is gone.
   const ended = probe.ineffective.filter((key) => key in repaired);
   if (ended.length > 0 && rules('own-ineffective-write-ends-proof')) for (const key of ended) delete repaired[key];
+  // So has any other write of this pass the probe does not settle as taken or overwritten: one
+  // that failed on the way (a restart that crashed, an apply that timed out after writing).
+  const settled = new Set([...Object.keys(probe.repaired), ...probe.ineffective, ...Object.keys(probe.overwritten)]);
+  const unsettled = probe.executed.filter((key) => !settled.has(key));
+  endOwnWrites(repaired, unsettled, rules);
   const fresh: Record<string, WriterEvidence[]> = {
     ...probe.overwritten,
     ...flipsAfterRepair(repaired, snapshot, probe.acted_keys),
   };
-  const conflicts: Record<string, ConflictRecord> = { ...history.conflicts };
+  const conflicts = openConflicts(history.conflicts, fresh, now);
+  for (const key of Object.keys(fresh)) delete repaired[key];
+  // A resolved conflict closes only on observation: a yield on the first fresh snapshot after
+  // it, a retake once the resource is seen at desired.
+  for (const [key, c] of Object.entries(conflicts)) {
+    if (!c.resolution || fresh[key]) continue;
+    if (c.resolution.resolution === 'yield' || !snapshot.byKey.get(key)?.drift) delete conflicts[key];
+  }
+  return { repaired, conflicts, ...blockingOf(conflicts, fresh) };
+}
+
+/**
+ * After acting, when a gate closed on the probe (the agent went away, the probe was stale, or
+ * agent.yaml became invalid): what the agent's own answers say needs no probe. A MARKER_MOVED
+ * opens its conflict, a refusal stands, and every write of this pass ends its resource's repair
+ * record. Nothing closes here: closing needs an observation.
+ */
+export function trackWithoutProbe(
+  history: History,
+  now: string,
+  conflictWindow: string,
+  answers: ProbeFindings,
+  rules: (rule: DecisionRule) => boolean,
+): Omit<Writers, 'blocking'> & {
+  refused: History['refused'];
+  /** Conflicts this pass's MARKER_MOVED answers opened. */
+  opened: string[];
+  /** Refusals of this pass recorded as standing. */
+  standing: string[];
+} {
+  const repaired = { ...history.repaired };
+  // A record past conflict_window is dropped by the next pass anyway: the rule changes nothing there.
+  const inWindow = repairsInWindow(history.repaired, now, conflictWindow);
+  const written = answers.executed.filter((key) => key in inWindow);
+  endOwnWrites(repaired, written, rules);
+  const heard = Object.keys(answers.overwritten).length > 0 || answers.refused_now.length > 0;
+  if (!heard || !rules('answers-outlive-lost-probe'))
+    return { repaired, conflicts: history.conflicts, evidence: null, refused: history.refused, opened: [], standing: [] };
+  const opened = Object.keys(answers.overwritten);
+  const conflicts = openConflicts(history.conflicts, answers.overwritten, now);
+  for (const key of opened) delete repaired[key];
+  return {
+    repaired,
+    conflicts,
+    evidence: opened.length > 0 ? blockingOf(conflicts, answers.overwritten).evidence : null,
+    refused: { ...history.refused, ...answers.refused },
+    opened,
+    standing: answers.refused_now,
+  };
+}
+
+/**
+ * Datum's own write moved the marker a repair record holds, so the record no longer tells its
+ * marker from another writer's: the next pass judges the resource afresh (a retry, not a CONFLICT).
+ */
+function endOwnWrites(repaired: History['repaired'], written: string[], rules: (rule: DecisionRule) => boolean): void {
+  const ended = written.filter((key) => key in repaired);
+  if (ended.length > 0 && rules('own-executed-write-ends-proof')) for (const key of ended) delete repaired[key];
+}
+
+/** Each fresh sequence opens (or reopens) its resource's conflict, unresolved. */
+function openConflicts(
+  before: Record<string, ConflictRecord>,
+  fresh: Record<string, WriterEvidence[]>,
+  now: string,
+): Record<string, ConflictRecord> {
+  const conflicts: Record<string, ConflictRecord> = { ...before };
   for (const [key, sequence] of Object.entries(fresh)) {
     const prior = conflicts[key];
     conflicts[key] = {
@@ -95,20 +177,21 @@ export function trackConflicts(
       sequence: [...(prior && prior.resolution === null ? prior.sequence : []), ...sequence].slice(-10),
       resolution: null,
     };
-    delete repaired[key];
   }
-  // A resolved conflict closes only on observation: a yield on the first fresh snapshot after
-  // it, a retake once the resource is seen at desired.
-  for (const [key, c] of Object.entries(conflicts)) {
-    if (!c.resolution || fresh[key]) continue;
-    if (c.resolution.resolution === 'yield' || !snapshot.byKey.get(key)?.drift) delete conflicts[key];
-  }
+  return conflicts;
+}
+
+/** Any unresolved conflict blocks; the ledger's evidence is set when one is new or still blocks. */
+function blockingOf(
+  conflicts: Record<string, ConflictRecord>,
+  fresh: Record<string, WriterEvidence[]>,
+): Pick<Writers, 'blocking' | 'evidence'> {
   const blocking = Object.entries(conflicts).flatMap(([key, c]) => (c.resolution === null ? [key] : []));
   const evidence =
     Object.keys(fresh).length > 0 || blocking.length > 0
       ? Object.entries(conflicts).map(([resource_key, c]) => ({ resource_key, sequence: c.sequence }))
       : null;
-  return { repaired, conflicts, blocking, evidence };
+  return { blocking, evidence };
 }
 
 /** Repairs older than conflict_window no longer make a flip a conflict: that is ordinary drift. */

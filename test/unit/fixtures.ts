@@ -11,6 +11,7 @@ import {
   type AuthorizedAction,
   type BoundIntent,
   type DecideResult,
+  type DecisionRule,
   type PassOutcome,
   type PassPorts,
   type ExecutionEvidence,
@@ -117,6 +118,8 @@ export interface PassOptions {
   clock?: () => string;
   /** What the agent answers for each action; default: applied, leaving marker `ours:<key>`. */
   answer?: (action: AuthorizedAction) => ExecutionEvidence | ApplyFailure;
+  /** Whether each decision rule is in force, as the workflow answers it from patched(); default: every rule is. */
+  rules?: (rule: DecisionRule) => boolean;
 }
 
 /**
@@ -135,6 +138,7 @@ export function pass(pre: Observation, post: (() => Observation | null) | null, 
     readAuthority: () => Promise.resolve(o.authority ?? authorityOf(intent)),
     apply: (a) => Promise.resolve(o.answer?.(a) ?? applied(a, o.clock?.() ?? now)),
     now: () => o.clock?.() ?? now,
+    ...(o.rules ? { ruleInForce: o.rules } : {}),
   };
   return runPass(ports, intent, o.history ?? emptyHistory());
 }
