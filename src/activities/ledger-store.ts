@@ -60,27 +60,14 @@ export function resolveLedgerLocation(options: LedgerStoreOptions = {}, env: Nod
   );
 }
 
-/** Notes record a signal, not a pass: they carry no operator_decisions (src/domain/signals.ts noteDecision). */
-const NOTE_REASONS = new Set([
-  'NEWER_GENERATION',
-  'REFRESH_REFUSED',
-  'REBOUND',
-  'OPERATOR_RESOLUTION_RECORDED',
-  'SIGNAL_REJECTED',
-]);
-
 /**
- * The operator decisions (yields, open conflicts) the store holds for a node: those of its newest
- * entry recorded by a pass, across generations (docs/architecture.md §4 "Targets and operator
- * decisions"). A query over the entries, so both back ends answer it alike; empty when none.
+ * The operator decisions (yields, open conflicts) the store holds for a node: its copy of the
+ * agent's record, kept by the agent's rules in each append's transaction
+ * (ledger-store/decisions.ts; docs/architecture.md §4 "Targets and operator decisions"). Both back
+ * ends keep it alike; empty when none.
  */
 export async function operatorDecisionsOf(store: LedgerStore, node: string): Promise<OperatorDecision[]> {
-  const entries = await store.list(node);
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const entry = entries[i];
-    if (entry && !NOTE_REASONS.has(entry.reason)) return entry.operator_decisions ?? [];
-  }
-  return [];
+  return await store.operatorDecisions(node);
 }
 
 /** Opens (creating the schema if needed) the ledger the options name. Close it when done. */

@@ -364,6 +364,14 @@ export const operatorDecision = z.object({
 });
 export type OperatorDecision = z.infer<typeof operatorDecision>;
 
+/**
+ * An operator's resolveConflict as the ledger records it on the note that acknowledges it: the
+ * yield the agent is told to keep, or the retake that ends the target's decision, for the key's
+ * spec at the time. The ledger store's copy of the decisions follows it (src/activities/ledger-store/decisions.ts).
+ */
+export const operatorResolution = operatorDecision.extend({ kind: z.enum(['yield', 'retake']) });
+export type OperatorResolution = z.infer<typeof operatorResolution>;
+
 /** Which agent.yaml entry protects a key now, and through which target (null: by the key itself). */
 export const protection = z.object({
   entry: z.string(),
@@ -598,6 +606,8 @@ export const decision = z.object({
   operator_decisions: z.array(operatorDecision).optional(),
   /** Decisions not carried because the key's spec changed since: new intent, a new episode. */
   new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
+  /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
+  operator_resolution: operatorResolution.optional(),
 });
 export type Decision = z.infer<typeof decision>;
 

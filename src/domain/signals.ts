@@ -5,7 +5,8 @@ import type { AuthorityView } from './decide';
 import type { BoundIntent } from './desired';
 import { problemsFromZod } from './errors';
 import type { History } from './history';
-import type { ConvergenceStatus, Decision, Reason, RecheckTrigger } from './schemas';
+import type { RecordDecisionRequest } from './decisions';
+import type { ConvergenceStatus, Decision, OperatorResolution, Reason, RecheckTrigger } from './schemas';
 import {
   MAX_SIGNAL_CHARS,
   MAX_SIGNAL_DEPTH,
@@ -127,7 +128,14 @@ export function noteDecision(
   intent: BoundIntent,
   last: Decision | null,
   history: History,
-  note: { status?: ConvergenceStatus; reason: Reason; detail: string; trigger?: RecheckTrigger },
+  note: {
+    status?: ConvergenceStatus;
+    reason: Reason;
+    detail: string;
+    trigger?: RecheckTrigger;
+    /** A resolveConflict's request to the agent, recorded so the ledger store's copy follows it at once. */
+    resolution?: ResolutionRequest | null;
+  },
   now: string,
 ): { decision: Decision; history: History } {
   const status = note.status ?? last?.convergence_status ?? 'BLOCKED';
@@ -159,7 +167,15 @@ export function noteDecision(
       last?.recheck_trigger ?? { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the next pass' },
     conditions,
   };
+  if (note.resolution) decision.operator_resolution = resolutionRecord(note.resolution);
   return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
+}
+
+type ResolutionRequest = RecordDecisionRequest & { kind: OperatorResolution['kind'] };
+
+/** The request as the ledger keeps it: the entry already names the node. */
+function resolutionRecord({ node: _node, ...request }: ResolutionRequest): OperatorResolution {
+  return request;
 }
 
 /**

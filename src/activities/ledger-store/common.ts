@@ -7,6 +7,7 @@ import {
   problemLine,
   problemsFromZod,
   type LedgerEntry,
+  type OperatorDecision,
   type Problem,
 } from '../../domain';
 
@@ -43,6 +44,12 @@ export interface LedgerStore {
   list(node: string, options?: ListOptions): Promise<LedgerEntry[]>;
   /** Every node with entries, by node name. */
   nodes(): Promise<NodeSummary[]>;
+  /**
+   * The store's copy of the node's operator decisions (yields, open conflicts), by target: kept
+   * beside the entries, in each append's transaction, by the agent's own rules
+   * (ledger-store/decisions.ts). Empty for a node the store knows nothing about.
+   */
+  operatorDecisions(node: string): Promise<OperatorDecision[]>;
   close(): Promise<void>;
   readonly backend: 'sqlite' | 'postgres';
   /** Where the ledger lives, safe to print: a file path, or the URL without its password. */
@@ -50,7 +57,7 @@ export interface LedgerStore {
 }
 
 /** The schema this code writes. Stored in `ledger_schema_versions`, one row per applied migration. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** An entry the ledger will not record; names every bad field. Retrying cannot help. */
 export class InvalidLedgerEntry extends Error {

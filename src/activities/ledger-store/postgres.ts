@@ -15,6 +15,7 @@ import {
   type LedgerStore,
   type NodeSummary,
 } from './common';
+import { EMPTY_RECORD, LEGACY_SQL, decisionsOf, foldInto, legacyRecord, readRecord, type DecisionRecord } from './decisions';
 
 /*
  * The fleet-wide ledger on PostgreSQL (DATUM_LEDGER_URL=postgres://…). Every controller worker
@@ -26,7 +27,12 @@ import {
 const POOL_MAX = 5;
 const CONNECT_TIMEOUT_MS = 10_000;
 
-const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
+/**
+ * Migrations by version, run under the schema lock in one transaction. `then` fills what a
+ * statement cannot (version 2 starts each node's record from the older release's answer,
+ * ledger-store/decisions.ts legacyRecord).
+ */
+const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; then?: (client: PoolClient) => Promise<void> }> = [
   {
     version: 1,
     statements: [
@@ -56,7 +62,50 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
        FOR EACH STATEMENT EXECUTE FUNCTION ledger_entries_append_only()`,
     ],
   },
+  {
+    version: 2,
+    statements: [
+      // The store's copy of each node's operator decisions: state derived from the entries, so
+      // it is rewritten (not appended to), always in the same transaction as the entry it follows.
+      `CREATE TABLE IF NOT EXISTS node_operator_decisions (
+         node_id text PRIMARY KEY,
+         generation bigint,
+         decisions jsonb NOT NULL,
+         updated_at timestamptz NOT NULL DEFAULT now()
+       )`,
+    ],
+    then: async (client) => {
+      const rows = await client.query<{ node_id: string; generation: string; entry: unknown }>(LEGACY_SQL);
+      for (const r of rows.rows) {
+        const record = legacyRecord(r.entry, Number(r.generation));
+        await client.query(SAVE_RECORD_SQL, [r.node_id, record.generation, JSON.stringify(record.targets)]);
+      }
+    },
+  },
 ];
+
+const SAVE_RECORD_SQL = `INSERT INTO node_operator_decisions (node_id, generation, decisions) VALUES ($1, $2, $3::jsonb)
+   ON CONFLICT (node_id) DO UPDATE SET generation = excluded.generation, decisions = excluded.decisions, updated_at = now()`;
+
+/**
+ * The node's record, locked until the append's transaction ends: appends for one node from
+ * several workers fold one after the other, each on the record the one before left. The first
+ * append for a node creates the row to lock.
+ */
+async function lockedRecord(client: PoolClient, node: string): Promise<() => DecisionRecord> {
+  await client.query(
+    `INSERT INTO node_operator_decisions (node_id, generation, decisions) VALUES ($1, NULL, '{}'::jsonb)
+     ON CONFLICT (node_id) DO NOTHING`,
+    [node],
+  );
+  const row = await client.query<{ generation: string | null; decisions: unknown }>(
+    'SELECT generation, decisions FROM node_operator_decisions WHERE node_id = $1 FOR UPDATE',
+    [node],
+  );
+  const r = row.rows[0];
+  // Read when folded, so a row that does not read is reported there (foldInto) and not here.
+  return () => (r ? readRecord(node, r.decisions, r.generation) : EMPTY_RECORD);
+}
 
 /** The URL without its password (in the authority or as a `password=` parameter): safe to print. */
 export function redactUrl(url: string): string {
@@ -115,36 +164,77 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
     }
   };
 
+  /** `work` in one transaction on one pooled connection; errors roll it back. */
+  const transaction = async <T>(work: (client: PoolClient) => Promise<T>): Promise<T> => {
+    if (closed) throw closedError(location);
+    let client: PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (error) {
+      throw translate(error, location);
+    }
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      client.release();
+      return result;
+    } catch (error) {
+      const rolledBack = await client.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      // A connection that cannot even roll back is closed, not handed to the next query.
+      client.release(!rolledBack);
+      throw translate(error, location);
+    }
+  };
+
   return {
     backend: 'postgres',
     location,
     async append(entry, chainId) {
       const p = prepareEntry(entry, chainId);
-      const inserted = await query(
-        `INSERT INTO ledger_entries
+      return await transaction(async (client) => {
+        const inserted = await client.query(
+          `INSERT INTO ledger_entries
            (node_id, workflow_id, chain_id, seq, decided_at, desired_generation, convergence_status, reason, ledger_version, entry)
-         VALUES ($1, $2, $3, $4, $5::timestamptz, $6, $7, $8, $9, $10::jsonb)
-         ON CONFLICT ON CONSTRAINT ledger_entries_once DO NOTHING`,
-        [
-          p.node_id,
-          p.workflow_id,
-          p.chain_id,
-          p.seq,
-          p.decided_at,
-          p.desired_generation,
-          p.convergence_status,
-          p.reason,
-          p.ledger_version,
-          p.json,
-        ],
+           VALUES ($1, $2, $3, $4, $5::timestamptz, $6, $7, $8, $9, $10::jsonb)
+           ON CONFLICT ON CONSTRAINT ledger_entries_once DO NOTHING`,
+          [
+            p.node_id,
+            p.workflow_id,
+            p.chain_id,
+            p.seq,
+            p.decided_at,
+            p.desired_generation,
+            p.convergence_status,
+            p.reason,
+            p.ledger_version,
+            p.json,
+          ],
+        );
+        if (inserted.rowCount === 1) {
+          const next = foldInto(p, await lockedRecord(client, p.node_id), location);
+          if (next) await client.query(SAVE_RECORD_SQL, [p.node_id, next.generation, JSON.stringify(next.targets)]);
+          return 'appended' as const;
+        }
+        const existing = await client.query<{ entry: unknown }>(
+          'SELECT entry FROM ledger_entries WHERE workflow_id = $1 AND chain_id = $2 AND seq = $3',
+          [p.workflow_id, p.chain_id, p.seq],
+        );
+        assertSameEntry(existing.rows[0]?.entry ?? null, p);
+        return 'duplicate' as const;
+      });
+    },
+    async operatorDecisions(node) {
+      const { node: name } = prepareList(node, undefined);
+      const result = await query<{ generation: string | null; decisions: unknown }>(
+        'SELECT generation, decisions FROM node_operator_decisions WHERE node_id = $1',
+        [name],
       );
-      if (inserted.rowCount === 1) return 'appended';
-      const existing = await query<{ entry: unknown }>(
-        'SELECT entry FROM ledger_entries WHERE workflow_id = $1 AND chain_id = $2 AND seq = $3',
-        [p.workflow_id, p.chain_id, p.seq],
-      );
-      assertSameEntry(existing.rows[0]?.entry ?? null, p);
-      return 'duplicate';
+      const r = result.rows[0];
+      return decisionsOf(r ? readRecord(name, r.decisions, r.generation) : EMPTY_RECORD);
     },
     async list(node, options) {
       const { sql, params } = listSql(prepareList(node, options), (n, cast) => (cast ? `$${n}::${cast}` : `$${n}`));
@@ -199,6 +289,7 @@ async function migrate(pool: Pool, location: string): Promise<void> {
       for (const m of MIGRATIONS) {
         if (m.version <= from) continue;
         for (const statement of m.statements) await client.query(statement);
+        await m.then?.(client);
         await client.query('INSERT INTO ledger_schema_versions (version) VALUES ($1)', [m.version]);
       }
       await client.query('COMMIT');

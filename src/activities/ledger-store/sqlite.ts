@@ -17,7 +17,9 @@ import {
   type LedgerStore,
   type ListOptions,
   type NodeSummary,
+  type PreparedEntry,
 } from './common';
+import { EMPTY_RECORD, LEGACY_SQL, decisionsOf, foldInto, legacyRecord, readRecord, type DecisionRecord } from './decisions';
 
 /*
  * The default ledger: one SQLite file that several processes (controller workers, the CLI) open
@@ -28,8 +30,12 @@ import {
 
 const BUSY_TIMEOUT_MS = 15_000;
 
-/** Migrations by version; each runs once, in one transaction, and records its version. */
-const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
+/**
+ * Migrations by version; each runs once, in one transaction, and records its version. `then`
+ * fills what a statement cannot (version 2 starts each node's record from the older release's
+ * answer, ledger-store/decisions.ts legacyRecord).
+ */
+const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; then?: (db: Database.Database) => void }> = [
   {
     version: 1,
     statements: [
@@ -56,7 +62,32 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
        BEGIN SELECT RAISE(ABORT, 'the Datum ledger is append-only: DELETE on ledger_entries is not allowed'); END`,
     ],
   },
+  {
+    version: 2,
+    statements: [
+      // The store's copy of each node's operator decisions: state derived from the entries, so
+      // it is rewritten (not appended to), always in the same transaction as the entry it follows.
+      `CREATE TABLE IF NOT EXISTS node_operator_decisions (
+         node_id TEXT PRIMARY KEY,
+         generation INTEGER,
+         decisions TEXT NOT NULL CHECK (json_valid(decisions)),
+         updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+       )`,
+    ],
+    then: (db) => {
+      const rows = db.prepare<[], { node_id: string; generation: number; entry: string | null }>(LEGACY_SQL).all();
+      const put = db.prepare(SAVE_RECORD_SQL);
+      for (const r of rows) {
+        const record = legacyRecord(r.entry === null ? null : JSON.parse(r.entry), Number(r.generation));
+        put.run(r.node_id, record.generation, JSON.stringify(record.targets));
+      }
+    },
+  },
 ];
+
+const SAVE_RECORD_SQL = `INSERT INTO node_operator_decisions (node_id, generation, decisions) VALUES (?, ?, ?)
+   ON CONFLICT (node_id) DO UPDATE SET generation = excluded.generation, decisions = excluded.decisions,
+     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 
 // The store's methods are written inline in the object this factory returns (they share its
 // connection and statements); each is short, and ESLint counts them all as the factory's lines.
@@ -92,6 +123,39 @@ export function openSqliteLedger(file: string): LedgerStore {
   const summary = db.prepare<[], { node: string; entries: number; last_decided_at: string; last_status: string }>(
     NODE_SUMMARY_SQL,
   );
+  const loadRecord = db.prepare<[string], { generation: number | null; decisions: string }>(
+    'SELECT generation, decisions FROM node_operator_decisions WHERE node_id = ?',
+  );
+  const saveRecord = db.prepare<[string, number | null, string]>(SAVE_RECORD_SQL);
+  const recordOf = (node: string): DecisionRecord => {
+    const row = loadRecord.get(node);
+    return row ? readRecord(node, JSON.parse(row.decisions), row.generation) : EMPTY_RECORD;
+  };
+  const appendTransaction = db.transaction((p: PreparedEntry): 'appended' | 'duplicate' => {
+    const { changes } = insert.run(
+      p.node_id,
+      p.workflow_id,
+      p.chain_id,
+      p.seq,
+      p.decided_at,
+      p.desired_generation,
+      p.convergence_status,
+      p.reason,
+      p.ledger_version,
+      p.json,
+    );
+    if (changes === 1) {
+      const next = foldInto(p, () => recordOf(p.node_id), location);
+      if (next) saveRecord.run(p.node_id, next.generation, JSON.stringify(next.targets));
+      return 'appended';
+    }
+    const row = existing.get(p.workflow_id, p.chain_id, p.seq);
+    assertSameEntry(row ? JSON.parse(row.entry) : null, p);
+    return 'duplicate';
+  });
+  // IMMEDIATE: the write lock from the start, so two processes appending for one node fold
+  // their entries one after the other, each on the record the other left.
+  const appendOnce = (p: PreparedEntry) => appendTransaction.immediate(p);
   let closed = false;
   const open = () => {
     if (closed) throw closedError(location);
@@ -105,22 +169,7 @@ export function openSqliteLedger(file: string): LedgerStore {
       settle(() => {
         const p = prepareEntry(entry, chainId);
         open();
-        const { changes } = insert.run(
-          p.node_id,
-          p.workflow_id,
-          p.chain_id,
-          p.seq,
-          p.decided_at,
-          p.desired_generation,
-          p.convergence_status,
-          p.reason,
-          p.ledger_version,
-          p.json,
-        );
-        if (changes === 1) return 'appended' as const;
-        const row = existing.get(p.workflow_id, p.chain_id, p.seq);
-        assertSameEntry(row ? JSON.parse(row.entry) : null, p);
-        return 'duplicate' as const;
+        return appendOnce(p);
       }),
     list: (node, options?: ListOptions) =>
       settle(() => {
@@ -129,6 +178,12 @@ export function openSqliteLedger(file: string): LedgerStore {
           .prepare<Array<string | number>, { entry: string }>(sql)
           .all(...params);
         return rows.map((r) => readEntry(JSON.parse(r.entry)));
+      }),
+    operatorDecisions: (node) =>
+      settle(() => {
+        const { node: name } = prepareList(node, undefined);
+        open();
+        return decisionsOf(recordOf(name));
       }),
     nodes: () =>
       settle((): NodeSummary[] => {
@@ -178,6 +233,7 @@ function migrate(db: Database.Database, location: string): void {
     for (const m of MIGRATIONS) {
       if (m.version <= from) continue;
       for (const statement of m.statements) db.exec(statement);
+      m.then?.(db);
       db.prepare('INSERT INTO ledger_schema_versions (version) VALUES (?)').run(m.version);
     }
   }).immediate();
