@@ -94,10 +94,47 @@ export async function ensureServerBinaries(
 ): Promise<ServerBinaries> {
   const dir = binariesDir();
   const bins = layout(dir);
-  if (options.rebuild) await fs.rm(dir, { recursive: true, force: true });
-  if (!existsSync(path.join(dir, MANIFEST))) await build(dir, options.log ?? (() => undefined));
+  if (options.rebuild || !existsSync(path.join(dir, MANIFEST))) {
+    await withBuildLock(dir, async () => {
+      if (options.rebuild) await fs.rm(dir, { recursive: true, force: true });
+      // Another process may have built it while this one waited for the lock.
+      if (!existsSync(path.join(dir, MANIFEST))) await build(dir, options.log ?? (() => undefined));
+    });
+  }
   await verify(bins);
   return bins;
+}
+
+/** One build at a time per machine: a lock directory holding the builder's pid; a dead builder's lock is taken over. */
+async function withBuildLock(dir: string, work: () => Promise<void>): Promise<void> {
+  const lock = `${dir}.lock`;
+  await fs.mkdir(path.dirname(dir), { recursive: true });
+  for (;;) {
+    try {
+      await fs.mkdir(lock);
+      await fs.writeFile(path.join(lock, 'pid'), String(process.pid));
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(await fs.readFile(path.join(lock, 'pid'), 'utf8').catch(() => '0'));
+      if (holder > 0 && !running(holder)) await fs.rm(lock, { recursive: true, force: true });
+      else await new Promise((r) => setTimeout(r, 2_000));
+    }
+  }
+  try {
+    await work();
+  } finally {
+    await fs.rm(lock, { recursive: true, force: true });
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Checks both binaries against the pins (or the build's own record) and the schema files' presence. */

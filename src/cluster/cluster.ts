@@ -67,6 +67,7 @@ interface State {
 }
 
 const NAMESPACE = 'default';
+const DATUM_BIN = () => path.join(projectRoot(), 'bin', 'datum.js');
 const STATE_FILE = 'cluster.json';
 
 export class Cluster {
@@ -186,27 +187,27 @@ export class Cluster {
     await waitForFrontend(this.address, p, 120_000);
   }
 
-  async startWorker(): Promise<ProcessRecord> {
+  /** A `datum worker` process; `datum` names another release's bin/datum.js (the upgrade test runs the previous one). */
+  async startWorker(datum = DATUM_BIN()): Promise<ProcessRecord> {
     const n = this.state.processes.filter((p) => p.name.startsWith('worker-')).length + 1;
     const name = `worker-${n}`;
-    const command = [
-      process.execPath,
-      path.join(projectRoot(), 'bin', 'datum.js'),
-      'worker',
-      '--fleet',
-      this.fleetDir,
-      '--data',
-      path.join(this.dataDir, name),
-    ];
+    const command = [process.execPath, datum, 'worker', '--fleet', this.fleetDir, '--data', path.join(this.dataDir, name)];
     this.log(`starting ${name} (datum worker, ledger in PostgreSQL)`);
     return await this.launch(name, command, 'datum worker: task queue');
   }
 
   async startAgent(agent: FleetAgentFile): Promise<ProcessRecord> {
-    const command = [process.execPath, path.join(projectRoot(), 'bin', 'datum.js'), 'agent', '--config', agent.file];
-    const root = (parseYaml(await fs.readFile(agent.file, 'utf8')) as { root?: string }).root;
-    if (root && !this.state.agent_roots.includes(root)) this.state.agent_roots.push(root);
-    return await this.launch(`agent-${agent.node}`, command, 'datum agent: serving');
+    return await this.startAgents(`agent-${agent.node}`, [agent.file]);
+  }
+
+  /** One `datum agent` process serving several agent.yaml files (as one host with several nodes would). */
+  async startAgents(name: string, files: string[], datum = DATUM_BIN()): Promise<ProcessRecord> {
+    const command = [process.execPath, datum, 'agent', ...files.flatMap((f) => ['--config', f])];
+    for (const file of files) {
+      const root = (parseYaml(await fs.readFile(file, 'utf8')) as { root?: string }).root;
+      if (root && !this.state.agent_roots.includes(root)) this.state.agent_roots.push(root);
+    }
+    return await this.launch(name, command, 'datum agent: serving');
   }
 
   private async launch(name: string, command: string[], ready: string): Promise<ProcessRecord> {
@@ -249,6 +250,13 @@ export class Cluster {
     const p = this.process(name);
     await stopProcess(p);
     await this.launch(name, p.command, 'datum worker: task queue');
+  }
+
+  /** Stops one process gracefully (SIGTERM, then SIGKILL after the grace) and forgets it. */
+  async stop(name: string): Promise<void> {
+    await stopProcess(this.process(name));
+    this.state.processes = this.state.processes.filter((p) => p.name !== name);
+    await this.save();
   }
 
   /** Stops every process it started (agents and workers first, then the server), their node services, and PostgreSQL. */
@@ -398,11 +406,25 @@ async function waitForFrontend(address: string, p: ProcessRecord, timeoutMs: num
       await new Promise((r) => setTimeout(r, 500));
     }
   }
-  const log = existsSync(p.log) ? (await fs.readFile(p.log, 'utf8')).trim().split('\n').slice(-15).join('\n') : '';
+  const log = existsSync(p.log) ? serverFailure(await fs.readFile(p.log, 'utf8')) : '';
   throw new ClusterError(
     alive(p.pid)
       ? `the Temporal server did not serve on ${address} within ${timeoutMs / 1000} s (${last}):\n${log}`
       : `the Temporal server exited during start-up:\n${log}`,
     `read ${p.log}`,
   );
+}
+
+/** The server's fatal lines (its JSON log), else its last lines: why it did not come up. */
+export function serverFailure(log: string): string {
+  const lines = log.trim().split('\n');
+  const fatal = lines.flatMap((line) => {
+    try {
+      const entry = JSON.parse(line) as { level?: string; msg?: string; error?: string };
+      return entry.level === 'fatal' ? [`${entry.msg ?? ''}${entry.error ? `: ${entry.error}` : ''}`] : [];
+    } catch {
+      return [];
+    }
+  });
+  return (fatal.length > 0 ? fatal : lines.slice(-15)).join('\n');
 }

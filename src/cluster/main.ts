@@ -22,7 +22,7 @@ const USAGE = `usage: npm run cluster -- <up|down|status|build> [options]
 options:
   --data DIR        state: databases, logs, fleet copy, node roots (default ./.datum/cluster)
   --port-base N     the frontend's gRPC port; the server's other ports are N+1…N+9, PostgreSQL
-                    N+10 (default 7233)
+                    N+10 (default 7233; at most 32757: Temporal keeps ports in a smallint)
   --workers N       controller worker processes (default 1)
   --fleet DIR       a fleet directory instead of the bundled demo fleet
   --shards N        history shards, fixed at the first up (default 16; compose uses 128)
@@ -60,7 +60,8 @@ function options(argv: string[]) {
     command: positionals[0],
     help: values.help === true,
     dataDir: path.resolve(values.data ?? process.env.DATUM_CLUSTER_DATA ?? path.join('.datum', 'cluster')),
-    portBase: whole('port-base', values['port-base'], 7233, 1024, 65_525),
+    // Temporal stores membership ports as a PostgreSQL smallint: every port must stay below 32768.
+    portBase: whole('port-base', values['port-base'], 7233, 1024, 32_757),
     workers: whole('workers', values.workers, 1, 1, 16),
     shards: whole('shards', values.shards, 16, 1, 16_384),
     fleetDir: values.fleet,

@@ -118,6 +118,11 @@ export class OwnedPostgres {
       await fs.chown(options.dir, owner.uid, owner.gid);
       await fs.chown(pwFile, owner.uid, owner.gid);
     }
+    if (owner && spawnSync('runuser', ['-u', RUN_AS, '--', 'test', '-r', pwFile]).status !== 0)
+      throw new ClusterError(
+        `the "${RUN_AS}" user cannot reach ${options.dir} (PostgreSQL refuses to run as root, so it runs as ${RUN_AS})`,
+        `let it through every parent directory (chmod o+x on each), or choose a --data directory under a world-traversable path`,
+      );
     const pg = new OwnedPostgres(bin, options.dir, options.port, password, owner);
     await pg.initOnce(pwFile);
     return pg;

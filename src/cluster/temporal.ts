@@ -12,8 +12,16 @@ import type { ServerBinaries } from './binaries';
 import { ClusterError } from './errors';
 import { exec, tail } from './postgres';
 
-/** Every port the server binds, from one base (the frontend's gRPC port). */
+/**
+ * Every port the server binds, from one base (the frontend's gRPC port). The SQL persistence
+ * keeps membership ports in a smallint column, so base + 8 must stay below 32768.
+ */
 export function serverPorts(base: number) {
+  if (base + 8 > 32_767)
+    throw new ClusterError(
+      `port base ${base} puts the server's membership ports above 32767, which Temporal's SQL schema cannot store`,
+      'choose a port base of at most 32757',
+    );
   return {
     frontend: base,
     http: base + 1,
