@@ -345,6 +345,10 @@ async function resolveConflict(loop: Loop, payload: unknown): Promise<void> {
     reason: 'OPERATOR_RESOLUTION_RECORDED',
     detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
     trigger: PASS_FOLLOWS_NOW,
+    // On the note, so the ledger store's copy of the decision changes with the agent's, not at
+    // the next pass entry (which may never come before a hand-over). Only a new field of the
+    // entry the local activity already receives: no new command, so no patch.
+    resolution: kept && { ...kept, kind: v.resolution },
   });
   loop.recheckRequested = true;
 }
