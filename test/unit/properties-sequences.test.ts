@@ -178,20 +178,20 @@ describe('known holes', () => {
   const sentTo = (p: PassRecord | undefined, key: string) => (p?.sent ?? []).filter((s) => s.action.resource_key === key);
   const ownership = (p: PassRecord | undefined, key: string) => p?.first.resources.find((r) => r.resource_key === key)?.ownership;
 
-  it('MARKER_MOVED, then no probe (the agent went away): the conflict is lost and the next pass writes the target again', async () => {
+  it('MARKER_MOVED, then no probe (the agent went away): the conflict opens all the same and the next pass leaves the target alone (closed: 071d6aa)', async () => {
     // src/domain/decide.ts gateOutcome: a gate closed on the probe (NODE_UNREACHABLE here; a stale
-    // probe or an invalid agent.yaml alike) carries the history without judgeProbe, so the agent's
-    // MarkerMoved answer never opens a conflict.
+    // probe or an invalid agent.yaml alike) used to carry the history without judgeProbe, so the
+    // agent's MarkerMoved answer never opened a conflict, and the next pass wrote over the other
+    // writer's change. The agent's own answers are judged now, probe or not.
     const [lost, next] = await run([moved({ probe: 'unreachable' }), pass()]);
     expect(sentTo(lost, 'build').map((s) => s.answer)).toEqual(['MarkerMoved']);
     expect(lost?.final.reason).toBe('NODE_UNREACHABLE');
-    expect(lost?.final.conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
-    // The hole: release:current written over the other writer's change, with no operator's word.
-    expect(sentTo(next, 'build').map((s) => [s.contested, s.answer])).toEqual([[true, 'applied']]);
-    expect(next?.final.convergence_status).toBe('CONVERGED');
+    expect(lost?.final.conditions.map((c) => c.type)).toContain('CONFLICTING_WRITER');
+    expect(sentTo(next, 'build')).toEqual([]);
+    expect(next?.final.convergence_status).toBe('CONFLICT');
   });
 
-  it("an ineffective repair, then no probe: the loop keeps the repair's old marker and takes its own write for another writer's", async () => {
+  it("an ineffective repair, then no probe: Datum's own later write ends the repair's proof, so the next pass retries instead of seeing another writer (closed: 071d6aa)", async () => {
     // The release is operator-owned and missing, so the app is repaired onto no release; then the
     // override goes, and a pass installs the release and restarts the app, neither taking, and its
     // probe never comes. The next pass sees the app drifted under the marker of Datum's own restart.
@@ -206,9 +206,9 @@ describe('known holes', () => {
     expect(sentTo(lost, 'app').map((s) => s.answer)).toEqual(['applied']);
     expect(lost?.final.reason).toBe('NODE_UNREACHABLE');
     expect(model.trace.some((e) => e.kind === 'writer')).toBe(false);
-    // The hole: CONFLICT on app, and nobody but Datum ever wrote it.
-    expect(next?.final.convergence_status).toBe('CONFLICT');
-    expect(next?.final.conditions.filter((c) => c.type === 'CONFLICTING_WRITER').map((c) => c.resource_key)).toEqual(['app']);
+    // Nobody but Datum ever wrote the app: no CONFLICT.
+    expect(next?.final.convergence_status).not.toBe('CONFLICT');
+    expect(next?.final.conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
   });
 
   it('a retake, then a hand-over before a pass records an entry: the next generation takes the conflict back from the store', async () => {
