@@ -24,8 +24,12 @@ import { readServiceState, startTicks } from './services';
 
 /** Poll for what inotify cannot see: a service's process dying, a directory that is not there. */
 const POLL_MS = 500;
-/** With every watched directory under inotify and no service, the poll is only a safety net. */
-const SAFETY_POLL_MS = 15_000;
+/**
+ * With every watched directory under inotify and no service, the poll is only a safety net. The
+ * watch beats on a poll's turn, so this plus WATCH_BEAT_MS must stay well inside the 30 s
+ * heartbeat timeout.
+ */
+const SAFETY_POLL_MS = 10_000;
 
 async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
   const stamp = async (p: string) => {
