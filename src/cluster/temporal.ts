@@ -77,12 +77,14 @@ export async function setupDatabases(root: string, admin: NodeJS.ProcessEnv, pgB
       DATUM_DBNAME: d.datum.db,
     },
     'creating the roles and databases',
-    'check that PostgreSQL runs and that the superuser password is right (PGPASSWORD)',
+    `check that PostgreSQL runs on ${String(admin.PGHOST)}:${String(admin.PGPORT)} and that the superuser password is right (a local cluster keeps it in DATA/postgres/superuser.password; the server's own is set at initdb)`,
   );
 }
 
 /** Temporal's schemas, as compose's temporal-schema service applies them (with this build's sql tool and schema files). */
 export async function setupSchema(root: string, bins: ServerBinaries, d: Databases): Promise<void> {
+  // A schema newer than this build is refused before the script could touch it.
+  await checkSchemaVersions(bins, d, { allowOlder: true });
   await sh(
     deployScript(root, 'temporal', 'setup-schema.sh'),
     {
@@ -135,7 +137,7 @@ export function compareVersions(a: string, b: string): number {
  * newer server wrote it: starting an older one on it is refused here, with the version named,
  * rather than by a server failing later.
  */
-export async function checkSchemaVersions(bins: ServerBinaries, d: Databases): Promise<void> {
+export async function checkSchemaVersions(bins: ServerBinaries, d: Databases, o: { allowOlder?: boolean } = {}): Promise<void> {
   for (const [db, part] of [
     [d.temporal.db, 'temporal'],
     [d.temporal.visibility, 'visibility'],
@@ -144,6 +146,7 @@ export async function checkSchemaVersions(bins: ServerBinaries, d: Databases): P
     const actual = await schemaVersionOf(d, db);
     if (actual === expected) continue;
     const newer = actual !== null && compareVersions(actual, expected) > 0;
+    if (o.allowOlder && !newer) continue;
     throw new ClusterError(
       `database ${db} is at schema version ${actual ?? 'none'}, and Temporal ${bins.version} needs ${expected}`,
       newer
@@ -155,7 +158,14 @@ export async function checkSchemaVersions(bins: ServerBinaries, d: Databases): P
 
 async function schemaVersionOf(d: Databases, db: string): Promise<string | null> {
   const client = new PgClient({ host: d.host, port: d.port, user: d.temporal.user, password: d.temporal.password, database: db });
-  await client.connect();
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new ClusterError(
+      `cannot connect to database ${db} as ${d.temporal.user} on ${d.host}:${d.port}: ${(error as Error).message}`,
+      'check that PostgreSQL runs and that the temporal role and its password are set (deploy/postgres/setup.sh sets both)',
+    );
+  }
   try {
     const result = await client.query<{ curr_version: string }>(
       'SELECT curr_version FROM schema_version WHERE version_partition = 0 AND db_name = $1',
