@@ -38,7 +38,7 @@ import {
   type ResolvedEntry,
 } from './claims';
 import { whileBeating } from './heartbeat';
-import { AgentJournal, journalKey, withLock } from './journal';
+import { AgentJournal, journalKey, withLock, type AcceptedGeneration } from './journal';
 import { countedApply } from './metrics';
 import { realRoot } from './paths';
 import { assertJournalRoom } from './retention';
@@ -90,7 +90,9 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
     });
   }
   assertNode(config, request.node, configPath, `observe of node "${request.node}"`);
-  const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, false) };
+  // Before anything is read: a write of an older generation that lands after this snapshot is
+  // refused by the fence, so this generation never plans from a node an older loop still changes.
+  const ctx: NodeContext = { node: config.node, root: await fenceOnObserve(config, request.generation, observedAt) };
 
   const keys = Object.keys(request.resources).sort();
   const seen = await Promise.all(keys.map((key) => observeResource(ctx, key, request.resources[key])));
@@ -115,6 +117,27 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
     undeclared,
     config_error: null,
   });
+}
+
+/**
+ * An observe of generation G moves the node's fence to G (never back): its loop has seen the
+ * node, so an older loop's pass still in flight (planned before G was bound) writes nothing
+ * after it, even when G has nothing to write. The root is created as an apply would create it,
+ * or an older generation's first write could still create it afterwards. Observing stays
+ * harmless: an observe of an older generation, or of none (a workflow from before this), moves
+ * nothing and is still answered; and when .datum/ cannot be written safely (it leads out of the
+ * root), the fence stays as it is, since every apply is refused for that same reason.
+ */
+async function fenceOnObserve(config: AgentConfig, generation: number | undefined, at: Date): Promise<string> {
+  if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)
+    return await realRoot(config.root, false);
+  const root = await realRoot(config.root, true);
+  try {
+    await new AgentJournal(root).advance(generation, 'observe', at);
+  } catch (err) {
+    if (!(err instanceof AgentRefusal)) throw err;
+  }
+  return root;
 }
 
 async function observeResource(ctx: NodeContext, key: string, spec: ResourceSpec): Promise<ObservedResource> {
@@ -177,7 +200,24 @@ export async function recordDecision(configPath: string, request: RecordDecision
     );
   }
   const root = await realRoot(config.root, true);
-  return { target: parsed.data.target, holds: await recordDecisionAt(root, { ...parsed.data, node: request.node }) };
+  const decision = { ...parsed.data, node: request.node };
+  try {
+    // Fenced like an apply, inside the records' lock: a decision of a generation below the
+    // node's fence would give back what a newer generation's write had ended.
+    const holds = await recordDecisionAt(root, decision, () => admitDecision(root, config.node, decision));
+    return { target: parsed.data.target, holds };
+  } catch (err) {
+    if (err instanceof AgentRefusal) throw toFailure(err, subject, { generation: decision.generation });
+    throw err;
+  }
+}
+
+/** Per-node fencing of a decision, as of an apply: refused below the fence, else its generation is accepted. */
+async function admitDecision(root: string, node: string, request: RecordDecisionRequest): Promise<void> {
+  const journal = new AgentJournal(root);
+  const refusal = staleGeneration(request.generation, await journal.acceptedGeneration(), node);
+  if (refusal) throw new AgentRefusal(refusal.type, withFix(refusal.problem, refusal.fix), refusal.facts);
+  await journal.advance(request.generation, 'decision', now(), request.resource_key);
 }
 
 const recordDecisionRequest = z.object({
@@ -382,16 +422,9 @@ const ACTION_CHECKS: readonly ((
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
   const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true) };
   const journal = new AgentJournal(ctx.root);
-  // 6. Per-node fencing: once generation G acted on this node (any resource), nothing older does.
-  const accepted = await journal.acceptedGeneration();
-  if (accepted !== null && action.desired_generation < accepted.generation) {
-    throw refuse(
-      'StaleGenerationRefusal',
-      `it is for generation ${action.desired_generation}, but this agent already accepted generation ${accepted.generation} for node ${config.node} (first for "${accepted.resource_key}")`,
-      `only the workflow of generation ${accepted.generation} or newer may change node ${config.node}; refresh the stale workflow's intent`,
-      { desired_generation: action.desired_generation, accepted_generation: accepted.generation },
-    );
-  }
+  // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing older writes.
+  const stale = staleGeneration(action.desired_generation, await journal.acceptedGeneration(), config.node);
+  if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
   // G is accepted once its action passes the fence, whatever the checks below decide: the agent
   // has seen newer intent, so an older generation's action queued behind this one never acts.
   await journal.accept(action, now());
@@ -423,6 +456,22 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
     throw err;
   }
   return await recordApplied(journal, action, result);
+}
+
+/** 6. The fence's refusal of a request (an apply, a decision) of `generation`, or null when it is not below it. */
+function staleGeneration(generation: number, accepted: AcceptedGeneration | null, node: string): Refusal | null {
+  if (accepted === null || generation >= accepted.generation) return null;
+  const how = {
+    apply: `first for "${accepted.resource_key}"`,
+    observe: 'when its workflow observed the node',
+    decision: `when its workflow recorded a decision on "${accepted.resource_key}"`,
+  }[accepted.by];
+  return {
+    type: 'StaleGenerationRefusal',
+    problem: `it is for generation ${generation}, but this agent already accepted generation ${accepted.generation} for node ${node} (${how})`,
+    fix: `only the workflow of generation ${accepted.generation} or newer may change node ${node}; refresh the stale workflow's intent`,
+    facts: { desired_generation: generation, accepted_generation: accepted.generation, accepted_by: accepted.by },
+  };
 }
 
 async function recordApplied(journal: AgentJournal, action: AuthorizedAction, result: ApplyResult): Promise<ExecutionEvidence> {
@@ -515,14 +564,22 @@ async function markerMoved(ctx: NodeContext, action: AuthorizedAction, journal: 
   const current = await targetMarker(ctx, action);
   if (current === action.observed_marker) return null;
   // Moved by Datum's own write since the snapshot (another action or generation, say during a
-  // hand-over): the plan is out of date, not contested. Re-observe and plan again; no conflict.
-  const own = await journal.lastWritten(action.resource_key);
-  if (own !== null && own.marker === current) {
+  // hand-over, under this key or another that wrote the same target): the plan is out of date,
+  // not contested. Re-observe and plan again; no conflict.
+  const target = targetOfAction(action.action, action.resource_key, action.spec);
+  const own = await journal.ownWrite(target, action.resource_key, current);
+  if (own !== null) {
+    const under = own.resource_key === action.resource_key ? '' : ` under the key "${own.resource_key}"`;
     return {
       type: 'StaleSnapshotRefusal',
-      problem: `"${action.resource_key}" changed after the snapshot the plan was made from, by Datum's own write for generation ${own.generation} at ${own.at} (marker ${current}, planned ${action.observed_marker ?? 'none'}), so the plan is out of date`,
+      problem: `"${action.resource_key}" changed after the snapshot the plan was made from, by Datum's own write for generation ${own.generation}${under} at ${own.at} (marker ${current}, planned ${action.observed_marker ?? 'none'}), so the plan is out of date`,
       fix: 'nothing to do by hand: the loop takes a fresh snapshot and plans again',
-      facts: { planned_marker: action.observed_marker, current_marker: current, written_by_generation: own.generation },
+      facts: {
+        planned_marker: action.observed_marker,
+        current_marker: current,
+        written_by_generation: own.generation,
+        written_by_key: own.resource_key,
+      },
     };
   }
   return {

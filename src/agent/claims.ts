@@ -12,7 +12,7 @@ import {
   type ResourceSpec,
 } from '../domain';
 import { atomicWriteJson, readJsonOrNull } from './fsx';
-import { withLock } from './journal';
+import { withLock } from './lock';
 import { datumPath, locateIn } from './paths';
 
 /*
@@ -206,10 +206,17 @@ export function observedProtections(
 
 /**
  * Keeps (yield, conflict) or ends (retake) the decision for a target. A conflict never replaces
- * a yield for the same spec: the operator's decision outranks Datum's finding.
+ * a yield for the same spec: the operator's decision outranks Datum's finding. `admit` runs first
+ * under the same lock as every write that ends a decision (it throws to refuse: the fence), so no
+ * such write can come between its check and the record.
  */
-export async function recordDecisionAt(root: string, request: RecordDecisionRequest): Promise<OperatorDecision | null> {
+export async function recordDecisionAt(
+  root: string,
+  request: RecordDecisionRequest,
+  admit: () => Promise<void> = () => Promise.resolve(),
+): Promise<OperatorDecision | null> {
   return await withLock(`records:${root}`, async () => {
+    await admit();
     const file = await readDecisions(root);
     const prior = file.targets[request.target];
     if (request.kind === 'retake') delete file.targets[request.target];
@@ -254,7 +261,7 @@ export async function claimOnApply(root: string, key: string, target: string, ge
   });
 }
 
-async function readClaims(root: string): Promise<ClaimsFile> {
+export async function readClaims(root: string): Promise<ClaimsFile> {
   if (!(await rootExists(root))) return emptyClaims();
   const data = (await readJsonOrNull(await stateFile(root, 'claims.json'))) as Partial<ClaimsFile> | null;
   if (!data || typeof data !== 'object') return emptyClaims();

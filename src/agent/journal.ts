@@ -1,17 +1,25 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { canonicalJson, executionEvidence, type AuthorizedAction, type ExecutionEvidence } from '../domain';
+import { canonicalJson, executionEvidence, targetOfAction, type AuthorizedAction, type ExecutionEvidence } from '../domain';
+import { readClaims } from './claims';
 import { atomicWriteJson, readJsonOrNull, sha256 } from './fsx';
+import { withLock } from './lock';
 import { datumPath } from './paths';
+
+export { withLock } from './lock';
 
 /*
  * What the agent remembers across restarts, under <root>/.datum/:
- *   fence.json            newest desired_generation accepted for the node, and per resource_key
- *                         (fencing: once generation G acted on the node, nothing below G acts on it),
- *                         and the marker Datum's own last write left per resource_key
+ *   fence.json            the newest desired_generation accepted for the node (fencing: once
+ *                         generation G observed the node, acted on it or recorded a decision on
+ *                         it, nothing below G writes to it or records a decision on it), per
+ *                         resource_key the newest that acted on it, and per target the marker
+ *                         Datum's own last write left
  *   journal/<key>.json    the evidence of every applied action, by journal key (idempotency)
  * Both are written atomically and fsynced before apply returns, so a result the workflow
  * never received (the agent died first) is replayed on retry instead of acted on twice.
+ * fence.json is read, changed and written under one lock per root: observe, apply and
+ * recordDecision all move it, and they run concurrently.
  */
 
 /** journal key = sha256 of (idempotency_key, observed_marker, action_seq). */
@@ -25,19 +33,51 @@ interface Acceptance {
   idempotency_key: string;
 }
 
-interface FenceFile {
-  /** The newest generation accepted for any resource of the node (absent in files written before per-node fencing). */
-  node?: Acceptance & { resource_key: string };
-  resources: Record<string, Acceptance>;
-  /** The marker Datum's own last write left, per resource_key: a marker moved by Datum is not another writer. */
-  written?: Record<string, OwnWrite>;
+/** What moved the node's fence to its generation. */
+export type FenceMove = 'apply' | 'observe' | 'decision';
+
+interface NodeFence {
+  generation: number;
+  accepted_at: string;
+  /** Absent in entries an apply wrote (the only kind before observes and decisions moved the fence). */
+  by?: Exclude<FenceMove, 'apply'>;
+  /** The resource of the apply or decision that moved it; none for an observe. */
+  resource_key?: string;
+  idempotency_key?: string;
 }
 
-/** What Datum's own last write to a resource left behind. */
+/** What Datum's own last write to a target left behind, and the resource key it wrote under. */
 export interface OwnWrite {
   marker: string;
   generation: number;
   at: string;
+  resource_key: string;
+}
+
+/** The same, per resource key, as the release before per-target records kept it. */
+type KeyedWrite = Omit<OwnWrite, 'resource_key'>;
+
+interface FenceFile {
+  /** The newest generation accepted for the node (absent in files written before per-node fencing). */
+  node?: NodeFence;
+  resources: Record<string, Acceptance>;
+  /**
+   * The marker Datum's own last write left, per target (file:<path>, flag:<name>, release:current,
+   * service:<key>): a marker moved by Datum is not another writer, whatever key wrote it (a
+   * hand-over that renames a resource writes one target under two keys).
+   */
+  written_targets?: Record<string, OwnWrite>;
+  /** Entries of `written` whose key the claims record could not map to a target when migrated. */
+  written_keys?: Record<string, KeyedWrite>;
+  /** Per resource key, as the release before written_targets wrote it: migrated on load. */
+  written?: Record<string, KeyedWrite>;
+}
+
+/** The newest generation accepted for the node, what accepted it, and for which resource. */
+export interface AcceptedGeneration {
+  generation: number;
+  by: FenceMove;
+  resource_key: string | null;
 }
 
 export interface JournalEntry {
@@ -51,19 +91,11 @@ export class AgentJournal {
   constructor(private readonly root: string) {}
 
   /**
-   * The newest generation accepted for the node, for any resource, and the resource it was
-   * accepted for; null if none was. A fence written before per-node fencing has only per-resource
-   * entries: the newest of those is the node's.
+   * The newest generation accepted for the node, and what accepted it; null if none was. A fence
+   * written before per-node fencing has only per-resource entries: the newest of those is the node's.
    */
-  async acceptedGeneration(): Promise<{ generation: number; resource_key: string } | null> {
-    const fence = await this.readFence();
-    let best: { generation: number; resource_key: string } | null = fence.node
-      ? { generation: fence.node.generation, resource_key: fence.node.resource_key }
-      : null;
-    for (const [resource_key, a] of Object.entries(fence.resources)) {
-      if (best === null || a.generation > best.generation) best = { generation: a.generation, resource_key };
-    }
-    return best;
+  async acceptedGeneration(): Promise<AcceptedGeneration | null> {
+    return newestAccepted(await this.readFence());
   }
 
   /**
@@ -71,19 +103,20 @@ export class AgentJournal {
    * that is interrupted still fences every generation below G out of the node.
    */
   async accept(action: AuthorizedAction, at: Date): Promise<void> {
-    const fence = await this.readFence();
-    const acceptance = {
-      generation: action.desired_generation,
-      accepted_at: at.toISOString(),
-      idempotency_key: action.idempotency_key,
-    };
-    const nodeNewer = !fence.node || fence.node.generation < action.desired_generation;
-    const prior = fence.resources[action.resource_key];
-    const resourceNewer = !prior || prior.generation < action.desired_generation;
-    if (!nodeNewer && !resourceNewer) return;
-    if (nodeNewer) fence.node = { ...acceptance, resource_key: action.resource_key };
-    if (resourceNewer) fence.resources[action.resource_key] = acceptance;
-    await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
+    await this.update((fence) => acceptInto(fence, action, at));
+  }
+
+  /**
+   * Moves the node's fence up to `generation`, never down, for an observe or a recorded decision
+   * of that generation: once its loop has seen the node, an older loop's pass still in flight
+   * writes nothing there, even when the newer loop had nothing to write.
+   */
+  async advance(generation: number, by: Exclude<FenceMove, 'apply'>, at: Date, resourceKey?: string): Promise<void> {
+    await this.update((fence) => {
+      const accepted = newestAccepted(fence);
+      if (accepted !== null && accepted.generation >= generation) return;
+      fence.node = { generation, accepted_at: at.toISOString(), by, ...(resourceKey ? { resource_key: resourceKey } : {}) };
+    });
   }
 
   async lookup(key: string): Promise<JournalEntry | null> {
@@ -97,15 +130,14 @@ export class AgentJournal {
     const { spec: _spec, ...summary } = action;
     const entry: JournalEntry = { journal_key: key, recorded_at: at.toISOString(), action: summary, evidence };
     await atomicWriteJson(await this.entryPath(key), entry);
-    await this.accept(action, at);
-    if (evidence.marker_after !== null) {
-      const fence = await this.readFence();
-      fence.written = {
-        ...fence.written,
-        [action.resource_key]: { marker: evidence.marker_after, generation: action.desired_generation, at: at.toISOString() },
-      };
-      await atomicWriteJson(await datumPath(this.root, 'fence.json'), fence);
-    }
+    await this.update((fence) => {
+      acceptInto(fence, action, at);
+      if (evidence.marker_after === null) return;
+      const own = { marker: evidence.marker_after, generation: action.desired_generation, at: at.toISOString() };
+      const target = targetOfAction(action.action, action.resource_key, action.spec);
+      if (target === null) fence.written_keys = { ...fence.written_keys, [action.resource_key]: own };
+      else fence.written_targets = { ...fence.written_targets, [target]: { ...own, resource_key: action.resource_key } };
+    });
     await fs.rm(await this.pendingPath(key), { force: true });
   }
 
@@ -134,15 +166,60 @@ export class AgentJournal {
     return await datumPath(this.root, path.join('pending', `${key}.json`));
   }
 
-  /** The marker Datum's own last write to `resourceKey` left (any generation), or null. */
-  async lastWritten(resourceKey: string): Promise<OwnWrite | null> {
-    return (await this.readFence()).written?.[resourceKey] ?? null;
+  /**
+   * Datum's own last write to `target`, when it left `marker`; null otherwise. By target, so a
+   * write under another key (a resource renamed by a hand-over) is still Datum's own; by key only
+   * for what the earlier release recorded under a key the claims record could not map.
+   */
+  async ownWrite(target: string | null, resourceKey: string, marker: string | null): Promise<OwnWrite | null> {
+    if (marker === null) return null;
+    const fence = await this.readFence();
+    const byTarget = target === null ? undefined : fence.written_targets?.[target];
+    if (byTarget?.marker === marker) return byTarget;
+    const byKey = fence.written_keys?.[resourceKey];
+    return byKey?.marker === marker ? { ...byKey, resource_key: resourceKey } : null;
   }
 
+  /** The fence as this release reads it: the earlier release's records migrated (stored at the next write). */
   private async readFence(): Promise<FenceFile> {
-    const file = await datumPath(this.root, 'fence.json');
-    const data = (await readJsonOrNull(file)) as FenceFile | null;
-    return data && typeof data === 'object' && data.resources ? data : { resources: {} };
+    return await this.migrated(asFence(await readJsonOrNull(await datumPath(this.root, 'fence.json'))));
+  }
+
+  /**
+   * Reads, changes and writes the fence under its lock, so observes, applies and decisions that
+   * run at once each keep the others' moves. Written only when something changed (a migration of
+   * the earlier release's records counts).
+   */
+  private async update(change: (fence: FenceFile) => void): Promise<void> {
+    await withLock(`fence:${this.root}`, async () => {
+      const file = await datumPath(this.root, 'fence.json');
+      const raw = await readJsonOrNull(file);
+      const fence = await this.migrated(asFence(raw));
+      change(fence);
+      if (JSON.stringify(fence) !== JSON.stringify(raw)) await atomicWriteJson(file, fence);
+    });
+  }
+
+  /**
+   * The release before this one kept Datum's own writes per resource key (`written`). Each moves
+   * to the target its key claimed last (claims.json), where the later of two writes to a target
+   * wins (only the last one's marker can still be there); a key the claims record does not know
+   * stays a by-key record (`written_keys`). Nothing it knew is lost, so an upgrade causes no
+   * false MARKER_MOVED.
+   */
+  private async migrated(fence: FenceFile): Promise<FenceFile> {
+    const { written, ...rest } = fence;
+    if (!written || typeof written !== 'object') return fence;
+    const claims = await readClaims(this.root);
+    const targets = { ...rest.written_targets };
+    const keys = { ...rest.written_keys };
+    for (const [key, w] of Object.entries(written)) {
+      const target = claims.keys[key]?.target;
+      const prior = target === undefined ? undefined : targets[target];
+      if (target === undefined) keys[key] = w;
+      else if (!prior || Date.parse(w.at) > Date.parse(prior.at)) targets[target] = { ...w, resource_key: key };
+    }
+    return { ...rest, written_targets: targets, ...(Object.keys(keys).length > 0 ? { written_keys: keys } : {}) };
   }
 
   private async entryPath(key: string): Promise<string> {
@@ -150,25 +227,30 @@ export class AgentJournal {
   }
 }
 
-const locks = new Map<string, Promise<unknown>>();
+/** A fence file as read (a copy, so a change compares against what is on disk); empty when absent or damaged. */
+function asFence(data: unknown): FenceFile {
+  const fence = data as FenceFile | null;
+  return fence && typeof fence === 'object' && fence.resources ? structuredClone(fence) : { resources: {} };
+}
 
-/**
- * Runs `fn` after every earlier call for the same key has finished. Applies on one node are
- * serialised so that fence check, action and fence update are one step (handover between two
- * generations' workflows may send actions concurrently). Shared by every activities instance of
- * this process; one node has one agent process.
- */
-export async function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-  const before = locks.get(key) ?? Promise.resolve();
-  const run = before.then(fn, fn);
-  const settled = run.then(
-    () => undefined,
-    () => undefined,
-  );
-  locks.set(key, settled);
-  try {
-    return await run;
-  } finally {
-    if (locks.get(key) === settled) locks.delete(key);
+function newestAccepted(fence: FenceFile): AcceptedGeneration | null {
+  let best: AcceptedGeneration | null = fence.node
+    ? { generation: fence.node.generation, by: fence.node.by ?? 'apply', resource_key: fence.node.resource_key ?? null }
+    : null;
+  for (const [resource_key, a] of Object.entries(fence.resources)) {
+    if (best === null || a.generation > best.generation) best = { generation: a.generation, by: 'apply', resource_key };
   }
+  return best;
+}
+
+function acceptInto(fence: FenceFile, action: AuthorizedAction, at: Date): void {
+  const acceptance = {
+    generation: action.desired_generation,
+    accepted_at: at.toISOString(),
+    idempotency_key: action.idempotency_key,
+  };
+  if (!fence.node || fence.node.generation < action.desired_generation)
+    fence.node = { ...acceptance, resource_key: action.resource_key };
+  const prior = fence.resources[action.resource_key];
+  if (!prior || prior.generation < action.desired_generation) fence.resources[action.resource_key] = acceptance;
 }

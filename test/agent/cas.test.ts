@@ -12,6 +12,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
 import { AgentJournal } from '../../src/agent/journal';
+import { fileMarker } from '../../src/agent/markers';
+import type { ObserveRequest } from '../../src/contract';
 import { desiredValue, fileBytes, type ResourceSpec } from '../../src/domain';
 import {
   action,
@@ -21,6 +23,7 @@ import {
   fileAction,
   makeNode,
   releaseAction,
+  runActivity,
   type TestNode,
 } from './helpers';
 
@@ -98,6 +101,125 @@ describe('a marker moved by Datum itself', () => {
     await expectRefusal(
       t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 })),
       'StaleGenerationRefusal',
+    );
+  });
+});
+
+describe('the fence moves on an observe too', () => {
+  const observeAt = (t: TestNode, generation?: number) =>
+    runActivity((r: ObserveRequest) => t.acts.observe(r), { node: t.node, resources: { config }, generation });
+  const fenceOf = async (t: TestNode) => JSON.parse(await read(t, '.datum/fence.json')) as { node: Record<string, unknown> };
+
+  it('an observe of generation 13 fences generation 12 out, though 13 had nothing to write', async () => {
+    const t = await makeNode();
+    await observeAt(t, 13);
+    const late = fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 12 });
+    const failure = await expectRefusal(t.apply(late), 'StaleGenerationRefusal');
+    expect(failure.message).toContain(
+      'it is for generation 12, but this agent already accepted generation 13 for node N-24 (when its workflow observed the node)',
+    );
+    await expect(fs.stat(path.join(t.root, CONFIG_PATH))).rejects.toThrow(/ENOENT/);
+    // Durable, like an apply's: a restarted agent reads it from fence.json.
+    expect((await fenceOf(t)).node).toMatchObject({ generation: 13, by: 'observe' });
+    await expectRefusal(t.apply(late, createAgentActivities(t.configPath)), 'StaleGenerationRefusal');
+    // Generation 13 itself still writes.
+    const own = fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 13 });
+    expect((await t.apply(own)).outcome).toBe('applied');
+  });
+
+  it('an observe of an older generation, or of none, is still answered and moves nothing back', async () => {
+    const t = await makeNode();
+    await observeAt(t, 13);
+    const before = await read(t, '.datum/fence.json');
+    const older = await observeAt(t, 12);
+    const none = await observeAt(t);
+    expect([older.resources.config.value, none.resources.config.value]).toEqual([null, null]);
+    expect(await read(t, '.datum/fence.json')).toBe(before);
+  });
+
+  it('a node whose root does not exist yet is fenced too (an older first write would create it)', async () => {
+    const t = await makeNode();
+    await fs.rm(t.root, { recursive: true });
+    await observeAt(t, 13);
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }, { desired_generation: 12 })),
+      'StaleGenerationRefusal',
+    );
+  });
+});
+
+describe("Datum's own last write, by target", () => {
+  const TARGET = `file:${CONFIG_PATH}`;
+  /** The bytes an earlier write left, and the marker observe reads off them. */
+  async function landed(t: TestNode, content: Record<string, number>): Promise<string> {
+    await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), fileBytes(content));
+    return fileMarker(await fs.stat(path.join(t.root, CONFIG_PATH)));
+  }
+  /** fence.json as the release before this one wrote it: Datum's own writes by resource key. */
+  async function previousRelease(t: TestNode, written: Record<string, string>, claims?: Record<string, string>) {
+    await fs.mkdir(path.join(t.root, '.datum'), { recursive: true });
+    const acceptance = { generation: 13, accepted_at: ago(60_000), idempotency_key: 'k' };
+    const byKey = Object.fromEntries(
+      Object.entries(written).map(([k, marker]) => [k, { marker, generation: 13, at: ago(60_000) }]),
+    );
+    await fs.writeFile(
+      path.join(t.root, '.datum/fence.json'),
+      JSON.stringify({ node: { ...acceptance, resource_key: 'settings' }, resources: {}, written: byKey }),
+    );
+    if (!claims) return;
+    const keys = Object.fromEntries(Object.entries(claims).map(([k, target]) => [k, { target, generation: 13 }]));
+    await fs.writeFile(path.join(t.root, '.datum/claims.json'), JSON.stringify({ targets: {}, keys, bindings: {} }));
+  }
+
+  it("a write under the old key of a renamed resource is Datum's own: the plan is out of date, not MARKER_MOVED", async () => {
+    const t = await makeNode();
+    // Generation 13 still calls the file "settings"; 14 calls it "config" (same path), and both
+    // planned from the same snapshot (the file absent). 13's write lands first.
+    const g13 = fileAction(
+      t.node,
+      'settings',
+      CONFIG_PATH,
+      { workers: 9 },
+      { desired_generation: 13, observed_marker: 'absent' },
+    );
+    const g14 = fileAction(t.node, 'config', CONFIG_PATH, { workers: 10 }, { desired_generation: 14, observed_marker: 'absent' });
+    const wrote = await t.apply(g13);
+    const failure = await expectRefusal(t.apply(g14), 'StaleSnapshotRefusal');
+    expect(failure.message).toContain(`by Datum's own write for generation 13 under the key "settings"`);
+    expect(failure.details?.[0]).toMatchObject({ written_by_key: 'settings', current_marker: wrote.marker_after });
+    expect(await read(t, CONFIG_PATH)).toContain('"workers": 9');
+  });
+
+  it('a fence.json of the previous release (by key) is migrated through the claims record: no false MARKER_MOVED after an upgrade', async () => {
+    const t = await makeNode();
+    const marker = await landed(t, { workers: 9 });
+    await previousRelease(t, { settings: marker }, { settings: TARGET });
+    const g14 = fileAction(t.node, 'config', CONFIG_PATH, { workers: 10 }, { desired_generation: 14, observed_marker: 'absent' });
+    const failure = await expectRefusal(t.apply(g14), 'StaleSnapshotRefusal');
+    expect(failure.message).toContain(`by Datum's own write for generation 13 under the key "settings"`);
+    // Stored in the new form at the first write of the fence (the apply accepted 14).
+    const fence = JSON.parse(await read(t, '.datum/fence.json')) as Record<string, unknown>;
+    expect(fence.written).toBeUndefined();
+    expect(fence.written_targets).toEqual({
+      [TARGET]: { marker, generation: 13, at: expect.any(String) as unknown, resource_key: 'settings' },
+    });
+  });
+
+  it('keeps a by-key record for a key the claims record does not know, and still tells its own write from another writer’s', async () => {
+    const t = await makeNode();
+    const marker = await landed(t, { workers: 9 });
+    await previousRelease(t, { config: marker });
+    const g14 = fileAction(t.node, 'config', CONFIG_PATH, { workers: 10 }, { desired_generation: 14, observed_marker: 'absent' });
+    await expectRefusal(t.apply(g14), 'StaleSnapshotRefusal');
+    const fence = JSON.parse(await read(t, '.datum/fence.json')) as Record<string, unknown>;
+    expect(fence.written_keys).toEqual({ config: { marker, generation: 13, at: expect.any(String) as unknown } });
+    // Another writer moves it again: that is not Datum's, under any record.
+    await sleep(20);
+    await landed(t, { workers: 3 });
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 10 }, { desired_generation: 14, observed_marker: marker })),
+      'MarkerMoved',
     );
   });
 });

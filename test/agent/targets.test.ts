@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decisionRequest, specDigest, type ResourceSpec } from '../../src/domain';
-import { cleanupNodes, expectRefusal, fileAction, makeNode, type TestNode } from './helpers';
+import { action, cleanupNodes, expectRefusal, fileAction, makeNode, type TestNode } from './helpers';
 import { n24 } from '../unit/fixtures';
 
 /*
@@ -89,6 +89,35 @@ describe('operator decisions kept per target', () => {
     expect((await t.observe({ config: fileSpec({ workers: 8 }) })).decisions.config?.kind).toBe('conflict');
     expect((await t.acts.recordDecision(request('retake'))).holds).toBeNull();
     expect((await t.apply(action)).outcome).toBe('applied');
+  });
+
+  it('is fenced per node like an apply: a decision of a generation below the fence is refused, and nothing is recorded', async () => {
+    const t = await makeNode();
+    // Generation 13 wrote the file with another spec: a yield of generation 12 about it would be
+    // one a newer generation had ended.
+    const other = fileSpec({ workers: 16 });
+    await t.apply(
+      fileAction(t.node, 'config', CONFIG, { workers: 16 }, { desired_generation: 13, spec_digest: specDigest(other) }),
+    );
+    const failure = await expectRefusal(t.acts.recordDecision(request('yield')), 'StaleGenerationRefusal');
+    expect(failure.message).toMatch(
+      /^recordDecision of "yield" for "config" on node N-24 refused: it is for generation 12, but this agent already accepted generation 13 for node N-24 \(first for "config"\)/,
+    );
+    expect(failure.details?.[0]).toMatchObject({ desired_generation: 12, accepted_generation: 13 });
+    expect((await t.observe({ config: fileSpec({ workers: 8 }) })).decisions).toEqual({});
+    // A retake of the old generation is refused the same way (nothing it could end is its own).
+    await expectRefusal(t.acts.recordDecision(request('retake')), 'StaleGenerationRefusal');
+  });
+
+  it('a decision of a newer generation is kept and moves the fence, so the older one’s writes stop there too', async () => {
+    const t = await makeNode();
+    const newer = decisionRequest(n24(13), 'config', { kind: 'yield', by: 'oncall', at: new Date().toISOString(), note: null })!;
+    expect((await t.acts.recordDecision(newer)).holds).toMatchObject({ kind: 'yield', generation: 13 });
+    const failure = await expectRefusal(
+      t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 })),
+      'StaleGenerationRefusal',
+    );
+    expect(failure.message).toContain('(when its workflow recorded a decision on "config")');
   });
 
   it('a malformed recordDecision changes nothing and says what is wrong', async () => {
