@@ -1,0 +1,229 @@
+// Three holes in the agent's side of a hand-over between generations (issue 10, the safety model;
+// test/unit/node-model.ts `Holes` describes each), attacked on the real stack: a dev server, the
+// controller worker, the agent, files on disk. In each, the old generation's loop is still
+// running a pass when the new generation's loop reaches the node: a release artifact served
+// slowly holds the old pass open, or the old loop is simply not handed over yet.
+
+import { promises as fs } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import type { WorkflowHandle } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { DesiredStateAuthority } from '../../src/activities/authority';
+import { recheckSignal, reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
+import { fileBytes, type LedgerEntry } from '../../src/domain';
+import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
+import { Stack } from '../helpers/stack';
+
+let stack: Stack;
+const children: ChildProcess[] = [];
+beforeAll(async () => {
+  stack = await Stack.start();
+  await stack.startController();
+});
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const CONFIG = 'etc/app/config.json';
+const configFile = (node: string) => path.join(stack.fleet.root(node), CONFIG);
+const file = (workers: number) => ({ type: 'file', path: CONFIG, content: { workers } });
+const flag = (value: boolean) => ({ type: 'flag', value });
+
+async function writeDoc(node: string, generation: number, resources: Record<string, unknown>): Promise<void> {
+  await fs.writeFile(stack.fleet.desiredFile(node), stringify({ node, generation, resources, policy: FAST_POLICY }));
+}
+
+async function agentFor(node: string): Promise<void> {
+  await stack.fleet.writeAgent(node, { mode: 'enforce' });
+  await stack.startAgent(node);
+}
+
+/** Hands the node's loop over to `generation`, as a rollout or `datum refresh` would. */
+async function handOver(from: WorkflowHandle, node: string, generation: number): Promise<WorkflowHandle> {
+  const read = await new DesiredStateAuthority(stack.fleet.dir).read(node);
+  if (!read.ok) throw new Error(read.error);
+  await from.signal(refreshDesiredSignal, { generation, digest: read.intent.digest });
+  return stack.client.workflow.getHandle(reconcileWorkflowId(node, generation));
+}
+
+/**
+ * Serves the 7.4 artifact slowly: the first bytes at once, then `during` runs while the agent is
+ * fetching (the old generation's pass is open, its later actions not yet sent), the rest after.
+ */
+async function slowArtifact(during: () => Promise<void>): Promise<{ url: string; sha256: string; close: () => void }> {
+  const art = await stack.fleet.artifact('7.4');
+  const bytes = await fs.readFile(path.join(stack.fleet.dir, 'artifacts', art.name));
+  let fired = false;
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/gzip' });
+    res.write(bytes.subarray(0, 16));
+    const first = !fired;
+    fired = true;
+    void (first ? during() : Promise.resolve()).then(() => setTimeout(() => res.end(bytes.subarray(16)), 300));
+  });
+  server.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/${art.name}`;
+  return { url, sha256: art.sha256, close: () => server.close() };
+}
+
+const release = (artifact: { url: string; sha256: string }) => ({
+  type: 'release',
+  version: '7.4',
+  artifact: artifact.url,
+  sha256: artifact.sha256,
+});
+const evidenceOf = (ledger: LedgerEntry[], key: string) =>
+  ledger.flatMap((e) => e.execution_evidence.filter((ev) => ev.resource_key === key));
+const decisionsOnDisk = async (node: string) =>
+  JSON.parse(
+    await fs.readFile(path.join(stack.fleet.root(node), '.datum/decisions.json'), 'utf8').catch(() => '{"targets":{}}'),
+  ) as { targets: Record<string, { kind: string; generation: number; by: string }> };
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe("attack: the old loop's pass in flight writes after the new generation observed the node and had nothing to write", () => {
+  it('is fenced by the new generation’s observe: the older write is refused, and the newer loop never has to repair it', async () => {
+    const node = 'HF-1';
+    // The file holds what generation 2 will ask for; generation 1 asks for workers 8.
+    await fs.mkdir(path.dirname(configFile(node)), { recursive: true });
+    await fs.writeFile(configFile(node), fileBytes({ workers: 2 }));
+    let gen2: WorkflowHandle | undefined;
+    // While generation 1 fetches its release (the first action of its batch, planned and sent
+    // before generation 2 existed), generation 2 is bound, observes the node, and converges
+    // without an action. Only then may generation 1's pass go on to its file write.
+    const server = await slowArtifact(async () => {
+      await writeDoc(node, 2, { config: file(2) });
+      gen2 = await stack.startNode(node, 2);
+      await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    });
+    try {
+      await agentFor(node);
+      await writeDoc(node, 1, { build: release(server), config: file(8) });
+      const gen1 = await stack.startNode(node, 1);
+
+      await stack.waitFor(gen1, (_s, ledger) => evidenceOf(ledger, 'config').length > 0, 90_000);
+      const [late] = evidenceOf(await stack.ledger(gen1), 'config');
+      expect(late).toMatchObject({ outcome: 'refused', refusal_type: 'StaleGenerationRefusal' });
+      expect(late?.detail).toContain(
+        'it is for generation 1, but this agent already accepted generation 2 for node HF-1 (when its workflow observed the node)',
+      );
+      // Generation 1's content never reached the file, so generation 2 never had anything to repair.
+      expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 2 }));
+      await stack.waitForPass(gen2!, Date.now(), 2);
+      expect((await stack.ledger(gen2!)).flatMap((e) => e.authorized_actions)).toEqual([]);
+      expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 2 }));
+      const fence = JSON.parse(await fs.readFile(path.join(stack.fleet.root(node), '.datum/fence.json'), 'utf8')) as {
+        node: { generation: number; by?: string };
+      };
+      expect(fence.node).toMatchObject({ generation: 2, by: 'observe' });
+      await Promise.all([gen1.terminate('test done'), gen2!.terminate('test done')]);
+    } finally {
+      server.close();
+    }
+  }, 180_000);
+});
+
+describe("attack: a hand-over renames the release resource, and the old loop's switch lands between the new loop's plan and its apply", () => {
+  it('is Datum’s own write (the same target under the old key): the plan is out of date, not a CONFLICT, and the new generation converges', async () => {
+    const node = 'HF-2';
+    let gen2: WorkflowHandle | undefined;
+    // While generation 1 fetches its release, generation 2 (the same release, renamed from "build"
+    // to "app_release") observes `current` still absent and sends its own install, which waits
+    // for generation 1's apply on the agent; then generation 1 switches `current`.
+    const server = await slowArtifact(async () => {
+      await writeDoc(node, 2, { app_release: release(server) });
+      gen2 = await stack.startNode(node, 2);
+      await until('generation 2 to send its install', async () => ((await stack.historyCounts(gen2!)).scheduled.apply ?? 0) > 0);
+    });
+    try {
+      await agentFor(node);
+      await writeDoc(node, 1, { build: release(server) });
+      const gen1 = await stack.startNode(node, 1);
+
+      await until('generation 2', () => Promise.resolve(gen2 !== undefined), 90_000);
+      await stack.waitFor(gen2!, (_s, ledger) => evidenceOf(ledger, 'app_release').length > 0, 90_000);
+      const [first] = evidenceOf(await stack.ledger(gen2!), 'app_release');
+      expect(first).toMatchObject({ outcome: 'refused', refusal_type: 'StaleSnapshotRefusal' });
+      expect(first?.detail).toContain(`by Datum's own write for generation 1 under the key "build"`);
+      // The loop observes again and finds the release it wants in place: converged, never CONFLICT.
+      await stack.waitFor(gen2!, (s) => s.convergence_status === 'CONVERGED', 90_000);
+      const ledger = await stack.ledger(gen2!);
+      expect(ledger.map((e) => e.convergence_status)).not.toContain('CONFLICT');
+      expect((await stack.state(gen2!)).conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
+      expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.4');
+      await Promise.all([gen1.terminate('test done'), gen2!.terminate('test done')]);
+    } finally {
+      server.close();
+    }
+  }, 180_000);
+});
+
+describe("attack: the old loop's pass after a hand-over gives the agent back a yield the new generation's write had ended", () => {
+  it('is refused by the fence and nothing is recorded: a later generation that reverts to the yielded spec repairs it', async () => {
+    const node = 'HF-3';
+    await agentFor(node);
+    await writeDoc(node, 1, { config: file(8), maintenance: flag(false) });
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    // A conflict, which the operator yields to the other writer.
+    const writer = startConflictingWriter(configFile(node), fileBytes({ workers: 2 }));
+    children.push(writer);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONFLICT');
+    await gen1.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall' });
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toMatchObject({ kind: 'yield', generation: 1 });
+    writer.kill('SIGKILL');
+
+    // Generation 2 changes the file's spec (new intent) and writes it, which ends the yield; the
+    // rollout started its loop before generation 1's loop handed over.
+    await writeDoc(node, 2, { config: file(16), maintenance: flag(false) });
+    const gen2 = await stack.startNode(node, 2);
+    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 16 }));
+    expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
+
+    // Generation 1's loop runs one more pass: the agent no longer holds its yield, so it sends it.
+    const before = (await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0;
+    await gen1.signal(recheckSignal, {});
+    await until(
+      'generation 1 to send its yield again',
+      async () => ((await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0) > before,
+    );
+    await stack.waitForObservePasses(gen1, 1);
+    expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
+    // The refusal ends nothing in the old loop: it is still running, and did not spin on it.
+    expect((await gen1.describe()).status.name).toBe('RUNNING');
+    const counts = await stack.historyCounts(gen1);
+    expect((counts.scheduled.recordDecision ?? 0) - before).toBeLessThan(10);
+    await gen1.terminate('test done');
+
+    // Generation 2 records a pass after generation 1's last (a repaired flag), so the ledger
+    // store's newest entry is not the old loop's; then generation 3 goes back to workers 8, the
+    // spec that was yielded. The yield was over: generation 3 repairs the file.
+    await fs.writeFile(path.join(stack.fleet.root(node), 'flags/maintenance.json'), 'true\n');
+    await stack.waitFor(gen2, (_s, ledger) => evidenceOf(ledger, 'maintenance').some((ev) => ev.outcome === 'applied'));
+    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    await writeDoc(node, 3, { config: file(8), maintenance: flag(false) });
+    const gen3 = await handOver(gen2, node, 3);
+    await stack.waitFor(gen3, (s) => s.convergence_status === 'CONVERGED' && s.desired_generation === 3);
+    const ledger = await stack.ledger(gen3);
+    expect(evidenceOf(ledger, 'config').map((ev) => ev.outcome)).toContain('applied');
+    expect(ledger[ledger.length - 1]?.resources.find((r) => r.resource_key === 'config')?.ownership).toBe('MANAGED');
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    await gen3.terminate('test done');
+  }, 240_000);
+});
