@@ -83,8 +83,9 @@ export interface Focus {
   change: number;
   maxSteps: number;
   /**
-   * Whether a pass may lose its probe after a marker moved between its plan and its apply. Off:
-   * that is a known hole (MARKER_MOVED_WITHOUT_PROBE below), shown by its own test until fixed.
+   * Whether a pass may lose its probe after a marker moved between its plan and its apply. On
+   * since the domain judges the agent's answers with the probe lost (071d6aa); it was off while
+   * that was a hole, pinned by its own test in properties-sequences.test.ts.
    */
   probeLostAfterMove: boolean;
   /** Share of operator resolutions that yield (the rest retake). */
@@ -98,7 +99,7 @@ const BASE: Focus = {
   linger: 0.15,
   change: 0.3,
   maxSteps: 24,
-  probeLostAfterMove: false,
+  probeLostAfterMove: true,
   yieldShare: 0.5,
 };
 

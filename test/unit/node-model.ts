@@ -871,10 +871,15 @@ export class NodeModel {
 }
 
 /**
- * Known holes in the code around the domain, each switchable: closed (false), the model behaves as
- * the design means, so the properties judge the loop; open (true), it behaves as the code does
- * today, which the "known holes" tests in properties-sequences.test.ts pin. Closing one in the
- * code means switching it off here for good.
+ * Holes the properties found in the code around the domain, each switchable: closed (false), the
+ * model behaves as the design means and as the code now does, so the properties judge the loop;
+ * open (true), it behaves as the code did before the fix, which the "holes found" tests in
+ * properties-sequences.test.ts pin next to the closed behaviour. All four are closed in the code:
+ * storeCopiesLoop by the ledger store's own copy of the decisions (169a1c4,
+ * src/activities/ledger-store/decisions.ts, tested on both back ends in test/ledger/decisions.test.ts
+ * and end to end in test/adversarial/store-copy.test.ts); decisionsUnfenced, ownWritesByKey and
+ * fenceOnApplyOnly in the agent (3f6da66; test/adversarial/handover-fence.test.ts and
+ * test/agent/cas.test.ts, each failing when its fix is reverted).
  */
 export interface Holes {
   /**
