@@ -19,6 +19,7 @@ import {
   type ReconcileNodeWorkflow,
 } from '../contract';
 import type { DesiredStateAuthority } from './authority';
+import { reconcileDetails, reconcileSummary } from './summaries';
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping the input order. */
 export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
@@ -63,6 +64,8 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
           workflowId,
           args: [{ node, generation: input.generation }],
           workflowIdConflictPolicy: 'USE_EXISTING',
+          staticSummary: reconcileSummary(node, read.intent),
+          staticDetails: reconcileDetails(node, read.intent),
           typedSearchAttributes: new TypedSearchAttributes([
             { key: DatumNode, value: node },
             { key: DatumGeneration, value: input.generation },

@@ -58,6 +58,16 @@ describe('rollout', () => {
 
     expect(await old.result()).toMatchObject({ convergence_status: 'SUPERSEDED', superseded_by: reconcileWorkflowId('W-1', 2) });
     expect((await old.query(stateQuery)).convergence_status).toBe('SUPERSEDED');
+    // The Web UI's list and page read the loop's static summary and details (set by the rollout).
+    const described = await stack.client.workflow.getHandle(reconcileWorkflowId('W-2', 2)).describe();
+    const digest = (await stack.client.workflow.getHandle(reconcileWorkflowId('W-2', 2)).query(stateQuery)).desired_digest;
+    expect(await described.staticSummary()).toBe(
+      `W-2 → generation 2 (${digest.slice(7, 19)}): build 7.4, config, app, maintenance`,
+    );
+    const details = (await described.staticDetails()) ?? '';
+    expect(details).toContain(`digest: \`${digest}\``);
+    expect(details).toContain('| config | file | `file:etc/app/config.json` |');
+    expect(details).not.toContain('workers'); // a file's content never: its target only
     for (const node of ['W-1', 'W-2']) await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).terminate('test done');
   });
 
