@@ -8,6 +8,8 @@ export const DECISIONS_METRIC = 'datum_decisions_total';
 export const OPEN_CONDITIONS_METRIC = 'datum_open_conditions';
 export const OBSERVATION_AGE_METRIC = 'datum_observation_age_seconds';
 export const ACTIONS_METRIC = 'datum_actions_total';
+/** Always 1, labelled with the version `datum --version` prints (src/cli/build-info.ts). */
+export const BUILD_INFO_METRIC = 'datum_build_info';
 
 /** Around the default observation_ttl (60s): a fresh snapshot is well under a second old. */
 export const OBSERVATION_AGE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];

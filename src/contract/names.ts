@@ -40,3 +40,14 @@ export const DATUM_SEARCH_ATTRIBUTES = [
 
 /** Memo key holding the last decision's one-line summary, shown in the Web UI's workflow list. */
 export const MEMO_SUMMARY = 'summary';
+/**
+ * The rest of a reconcile loop's memo, what `datum nodes` shows from visibility alone: the last
+ * decision's reason, when the loop last verified the node (moved at most every
+ * MEMO_VERIFIED_EVERY_MS in steady state: each write is a history event) and when it started.
+ */
+export const MEMO_REASON = 'reason';
+export const MEMO_LAST_VERIFIED = 'last_verified_at';
+export const MEMO_SINCE = 'since';
+export const MEMO_VERIFIED_EVERY_MS = 5 * 60_000;
+/** A cancelled rollout's memo key: which nodes it started and which it never did (RolloutCancelled). */
+export const MEMO_ROLLOUT_CANCELLED = 'cancelled';

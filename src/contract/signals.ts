@@ -7,9 +7,9 @@
  * built here without @temporalio/workflow so that importing the contract never loads the
  * workflow sandbox's code; client `handle.signal/query` and workflow `setHandler` take them.
  */
-import type { QueryDefinition, SignalDefinition } from '@temporalio/common';
+import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
-import type { Condition, ConvergenceStatus, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
+import type { Condition, ConvergenceStatus, Decision, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
 import { DESIRED_DIGEST, resourceKey, withFix } from './identifiers';
 import type { RolloutProgress } from './workflows';
 
@@ -84,6 +84,29 @@ export const refreshDesiredSignal = signal('refreshDesired');
 export const resolveConflictSignal = signal('resolveConflict');
 /** `recheck` takes `{}` or nothing at all (`temporal workflow signal --name recheck`). */
 export const recheckSignal = { type: 'signal', name: 'recheck' } as SignalDefinition<[RecheckPayload?], 'recheck'>;
+
+// ---------------------------------------------------------------------------------------------
+// Updates: resolveConflict and refreshDesired also as Temporal Updates, with the signals' names
+// and payloads. An Update's validator rejects a bad payload before anything is recorded (the
+// caller gets the reason); an accepted one returns once the loop has recorded its decision in
+// the ledger (and handed it to the store), so `datum resolve`/`datum refresh` can print it.
+
+/** What the loop made of an operator's Update. */
+export interface OperatorUpdateResult {
+  /** The ledger entry recorded for it; null when the decision repeated the last recorded one. */
+  entry: LedgerEntry | null;
+  /** The decision itself (what `entry` records, or the repeat that was not written). */
+  decision: Decision;
+  /** The loop that owns the node now, when this refreshDesired handed over to a newer generation. */
+  handed_over_to: string | null;
+}
+
+type UpdateName = Extract<SignalName, 'resolveConflict' | 'refreshDesired'>;
+const update = <N extends UpdateName>(name: N) =>
+  ({ type: 'update', name }) as UpdateDefinition<OperatorUpdateResult, [SignalPayload<N>], N>;
+
+export const resolveConflictUpdate = update('resolveConflict');
+export const refreshDesiredUpdate = update('refreshDesired');
 
 // ---------------------------------------------------------------------------------------------
 // Queries

@@ -81,6 +81,14 @@ export interface RolloutResult {
   nodes: RolloutNodeOutcome[];
 }
 
+/** What a cancelled rollout records in its memo (MEMO_ROLLOUT_CANCELLED): the loops it started go on. */
+export interface RolloutCancelled {
+  at: string;
+  started: string[];
+  refused: string[];
+  not_started: string[];
+}
+
 export interface RolloutProgress {
   generation: number;
   nodes: RolloutNodeProgress[];

@@ -3,7 +3,7 @@
  * its memo and its current details. Written only when a value changed: status churn is a defect
  * (STYLE.md), and every upsert is a history event.
  */
-import { setCurrentDetails, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { patched, setCurrentDetails, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { SearchAttributePair, SearchAttributeUpdatePair, TypedSearchAttributes } from '@temporalio/common';
 import type { BoundIntent, Decision } from '../domain';
 import {
@@ -14,22 +14,62 @@ import {
   DatumMode,
   DatumNode,
   DatumStatus,
+  MEMO_LAST_VERIFIED,
+  MEMO_REASON,
+  MEMO_SINCE,
   MEMO_SUMMARY,
+  MEMO_VERIFIED_EVERY_MS,
 } from '../contract';
 
 /** The values last written, by attribute name (JSON), seeded from what the run started with. */
 export interface AttributeWriter {
   written: Map<string, string>;
+  /** The memo's last_verified_at and since as last written (or as the run started with). */
+  verifiedAt: string | null;
+  since: string | null;
 }
 
 export function openAttributes(): AttributeWriter {
-  const current: TypedSearchAttributes = workflowInfo().typedSearchAttributes;
+  const info = workflowInfo();
+  const current: TypedSearchAttributes = info.typedSearchAttributes;
   const written = new Map<string, string>();
   for (const key of DATUM_SEARCH_ATTRIBUTES) {
     const value = current.get(key);
     if (value !== undefined) written.set(key.name, JSON.stringify(value));
   }
-  return { written };
+  const memo = info.memo ?? {};
+  const text = (v: unknown) => (typeof v === 'string' ? v : null);
+  return { written, verifiedAt: text(memo[MEMO_LAST_VERIFIED]), since: text(memo[MEMO_SINCE]) };
+}
+
+/**
+ * The memo `datum nodes` reads (reason, last_verified_at, since), next to the summary. Patched:
+ * runs recorded before wrote the summary alone, and steady passes wrote nothing.
+ */
+const NODE_VIEW_PATCH = 'memo-node-view';
+
+function nodeView(w: AttributeWriter, decision: Decision, verifiedAt: string | null): Record<string, string> {
+  if (!patched(NODE_VIEW_PATCH)) return {};
+  w.since ??= workflowInfo().runStartTime.toISOString();
+  w.verifiedAt = verifiedAt;
+  return {
+    [MEMO_REASON]: decision.reason,
+    [MEMO_SINCE]: w.since,
+    ...(verifiedAt ? { [MEMO_LAST_VERIFIED]: verifiedAt } : {}),
+  };
+}
+
+/**
+ * A steady pass records nothing, but it did verify the node: the memo's last_verified_at moves
+ * too, at most every MEMO_VERIFIED_EVERY_MS, so `datum nodes` is never further behind than that
+ * and a long-lived loop adds one event per interval, not one per pass.
+ */
+export function publishVerified(w: AttributeWriter, verifiedAt: string | null): void {
+  if (!verifiedAt) return;
+  const behind = w.verifiedAt ? Date.parse(verifiedAt) - Date.parse(w.verifiedAt) : Infinity;
+  if (behind < MEMO_VERIFIED_EVERY_MS || !patched(NODE_VIEW_PATCH)) return;
+  w.verifiedAt = verifiedAt;
+  upsertMemo({ [MEMO_LAST_VERIFIED]: verifiedAt });
 }
 
 function upsertChanged(w: AttributeWriter, pairs: SearchAttributeUpdatePair[]): void {
@@ -63,13 +103,13 @@ export function handOverAttributes(node: string, target: { generation: number; d
 }
 
 /** A recorded decision: status, open condition types and mode, the memo's summary, the details. */
-export function publishDecision(w: AttributeWriter, decision: Decision): void {
+export function publishDecision(w: AttributeWriter, decision: Decision, verifiedAt: string | null = null): void {
   upsertChanged(w, [
     { key: DatumStatus, value: decision.convergence_status },
     { key: DatumConditions, value: [...new Set(decision.conditions.map((c) => c.type))].sort() },
     ...(decision.mode ? [{ key: DatumMode, value: decision.mode } as SearchAttributeUpdatePair] : []),
   ]);
-  upsertMemo({ [MEMO_SUMMARY]: summarize(decision) });
+  upsertMemo({ [MEMO_SUMMARY]: summarize(decision), ...nodeView(w, decision, verifiedAt) });
   // Shown at the top of the workflow's page in the Web UI ("current details"); not history.
   setCurrentDetails(
     `**${decision.convergence_status}** ${decision.reason} (generation ${decision.desired_generation})\n\n${decision.reason_detail}`,

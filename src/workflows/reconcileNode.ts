@@ -63,7 +63,9 @@ import {
   recheckSignal,
   reconcileWorkflowId,
   refreshDesiredSignal,
+  refreshDesiredUpdate,
   resolveConflictSignal,
+  resolveConflictUpdate,
   stateQuery,
   withFix,
   type AgentActivities,
@@ -80,11 +82,13 @@ import {
   handOverAttributes,
   openAttributes,
   publishDecision,
+  publishVerified,
   rebindAttributes,
   showInvalidAtStart,
   type AttributeWriter,
 } from './attributes';
 import { decisionRecorded, observationJudged } from './metrics';
+import { awaitReply, checkNotHandedOver, checkPayload, refuseQueued, replyOf, type Reply } from './updates';
 
 /**
  * One node at one desired generation, until superseded or cancelled. Every judgement is a call
@@ -123,11 +127,14 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
 // ---------------------------------------------------------------------------------------------
 // The loop's state: one object, carried across continue-as-new as ReconcileCarry.
 
-/** A signal waiting for the loop; a recheck with a bad payload waits as its rejection. */
+/**
+ * A signal waiting for the loop; a recheck with a bad payload waits as its rejection. An Update
+ * of the same name waits here too, with the reply its handler is waiting for.
+ */
 type Pending =
-  | { signal: typeof refreshDesiredSignal; payload: unknown }
-  | { signal: typeof resolveConflictSignal; payload: unknown }
-  | { signal: typeof recheckSignal; rejected: string };
+  | { signal: typeof refreshDesiredSignal; payload: unknown; reply?: Reply }
+  | { signal: typeof resolveConflictSignal; payload: unknown; reply?: Reply }
+  | { signal: typeof recheckSignal; rejected: string; reply?: undefined };
 
 interface Loop {
   readonly node: string;
@@ -234,6 +241,10 @@ async function continueAsNewIfDue(loop: Loop): Promise<void> {
 }
 
 async function handedOver(loop: Loop): Promise<ReconcileResult> {
+  refuseQueued(
+    loop.pending.map((p) => p.reply),
+    loop.supersededBy,
+  );
   await condition(allHandlersFinished);
   return {
     node: loop.node,
@@ -259,6 +270,26 @@ function installHandlers(loop: Loop): void {
   });
   setHandler(ledgerQuery, () => loop.ledger);
   setHandler(stateQuery, () => stateOf(loop));
+  // The Updates queue like their signals; the handler returns once the loop recorded the decision.
+  const queue = (pending: Pending & { reply: Reply }) => (loop.pending.push(pending), awaitReply(pending.reply));
+  setHandler(refreshDesiredUpdate, (payload) => queue({ signal: refreshDesiredSignal, payload, reply: {} }), {
+    validator: (payload) => {
+      checkNotHandedOver(loop.supersededBy);
+      checkPayload(refreshDesiredSignal.name, payload);
+    },
+  });
+  setHandler(resolveConflictUpdate, (payload) => queue({ signal: resolveConflictSignal, payload, reply: {} }), {
+    validator: (payload) => validateResolution(loop, payload),
+  });
+}
+
+/** An Update's validator: the payload, and a resolution the history can take now (an open conflict on that key). */
+function validateResolution(loop: Loop, payload: unknown): void {
+  checkNotHandedOver(loop.supersededBy);
+  const parsed = parseSignal(resolveConflictSignal.name, payload);
+  if (!parsed.ok) throw new Error(parsed.error);
+  const resolved = recordResolution(loop.history, parsed.value, nowIso());
+  if (resolved.error) throw new Error(`resolveConflict rejected: ${resolved.error}`);
 }
 
 function stateOf(loop: Loop): NodeState {
@@ -285,8 +316,10 @@ function stateOf(loop: Loop): NodeState {
 /** Handles the queued signals in order; true when this loop has handed over and must end. */
 async function handleSignals(loop: Loop): Promise<boolean> {
   for (let next = loop.pending.shift(); next; next = loop.pending.shift()) {
+    const fromSeq = loop.nextSeq;
     const done = await handleSignal(loop, next);
     await flushLedger(loop);
+    if (next.reply) next.reply.result = replyOf(loop.ledger, fromSeq, loop.lastDecision!, loop.supersededBy);
     if (done) return true;
   }
   return false;
@@ -445,7 +478,7 @@ function record(loop: Loop, decision: Decision, kind: RecordKind): void {
   loop.lastVerifiedAt = verifiedAt(decision, now, loop.lastVerifiedAt);
   loop.lastDecision = decision;
   const { write, fingerprint } = shouldWrite(decision, kind, loop.lastFingerprint);
-  if (!write) return;
+  if (!write) return publishVerified(loop.attributes, loop.lastVerifiedAt);
   loop.lastFingerprint = fingerprint;
   const entry: LedgerEntry = {
     // File contents stay out of the ledger: it keeps their digest and size (src/domain/redact.ts).
@@ -459,7 +492,7 @@ function record(loop: Loop, decision: Decision, kind: RecordKind): void {
   loop.unstored.push(entry);
   if (loop.ledger.length > LEDGER_TAIL * 2) loop.ledger = loop.ledger.slice(-LEDGER_TAIL);
   decisionRecorded(decision);
-  publishDecision(loop.attributes, decision);
+  publishDecision(loop.attributes, decision, loop.lastVerifiedAt);
 }
 
 /**

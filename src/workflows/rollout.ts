@@ -1,22 +1,30 @@
 import {
+  ActivityCancellationType,
   ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
+  isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
+  upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import { echo } from '../domain/bounds';
 import {
+  MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
   rolloutProgressQuery,
   withFix,
   type ControlActivities,
   type PreparedNode,
+  type RolloutCancelled,
   type RolloutInput,
   type RolloutNodeOutcome,
   type RolloutNodeProgress,
@@ -29,6 +37,21 @@ const acts = proxyActivities<ControlActivities>({
   retry: { initialInterval: '1s', maximumAttempts: 5 },
 });
 
+/**
+ * A cancelled rollout starts no node it has not started yet (`datum rollout cancel`), so nodes are
+ * prepared in small batches, a few at a time, and no batch starts once the rollout is cancelled;
+ * batches in flight finish (WAIT_CANCELLATION_COMPLETED), so the rollout knows what it started.
+ * Patched: runs recorded before prepared every node in batches of 100 at once.
+ */
+const CANCEL_PATCH = 'rollout-cancel-stops-starting';
+const PREPARE_BATCH = 25;
+const PREPARE_LANES = 8;
+const preparing = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '5m',
+  retry: { initialInterval: '1s', maximumAttempts: 5 },
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+});
+
 const BATCH = 100;
 const POLL_MS = 1000;
 
@@ -39,7 +62,20 @@ const POLL_MS = 1000;
  */
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   checkInput(input);
-  const prepared = input.prepared ?? (await prepare(input));
+  const cancellable = patched(CANCEL_PATCH);
+  const prepared = input.prepared ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
+  if (!cancellable) return await follow(input, prepared);
+  if (CancellationScope.current().consideredCancelled) return endCancelled(input, prepared, null);
+  try {
+    return await follow(input, prepared);
+  } catch (error) {
+    if (isCancellation(error)) return endCancelled(input, prepared, error);
+    throw error;
+  }
+}
+
+/** Waits for every started node to settle, reporting progress; then each node's outcome. */
+async function follow(input: RolloutInput, prepared: PreparedNode[]): Promise<RolloutResult> {
   const outcomes = new Map<string, RolloutNodeOutcome>();
   for (const p of prepared) {
     if (p.outcome === 'refused') outcomes.set(p.node, { node: p.node, outcome: ROLLOUT_OUTCOMES.refused, error: p.error });
@@ -91,6 +127,38 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   }
   // Every node has an outcome now: refused at preparation, or reported once settled.
   return { generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? unprepared(n)) };
+}
+
+/** Batches of PREPARE_BATCH nodes, PREPARE_LANES at a time, none started once the rollout is cancelled. */
+async function prepareUnlessCancelled(input: RolloutInput): Promise<PreparedNode[]> {
+  const batches = chunk(input.nodes, PREPARE_BATCH);
+  const done: PreparedNode[][] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < batches.length && !CancellationScope.current().consideredCancelled) {
+      const i = next++;
+      done[i] = await preparing.prepareRolloutNodes({ generation: input.generation, nodes: batches[i] });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PREPARE_LANES, batches.length) }, lane));
+  return done.flat();
+}
+
+/**
+ * The rollout was cancelled: it records which nodes it started (their loops go on) and which it
+ * never started, in its memo for `datum rollout status`, and ends as cancelled.
+ */
+function endCancelled(input: RolloutInput, prepared: PreparedNode[], error: unknown): never {
+  const started = new Set(prepared.filter((p) => p.outcome === 'started').map((p) => p.node));
+  const refused = new Set(prepared.filter((p) => p.outcome === 'refused').map((p) => p.node));
+  const cancelled: RolloutCancelled = {
+    at: new Date().toISOString(),
+    started: input.nodes.filter((n) => started.has(n)),
+    refused: input.nodes.filter((n) => refused.has(n)),
+    not_started: input.nodes.filter((n) => !started.has(n) && !refused.has(n)),
+  };
+  upsertMemo({ [MEMO_ROLLOUT_CANCELLED]: cancelled });
+  throw error instanceof CancelledFailure ? error : new CancelledFailure('rollout cancelled');
 }
 
 async function prepare(input: RolloutInput): Promise<PreparedNode[]> {
