@@ -1,18 +1,19 @@
 #!/usr/bin/env node
-// Fleet benchmark (issue 5). For each fleet size it runs a real dev server, a real controller
-// (`datum worker`) and one real `datum agent` process serving N virtual nodes, each with its own
-// task queue, root and agent.yaml, and measures in the same run:
+// Fleet benchmark (issues 5 and 11). For each fleet size, on each server (--server dev,cluster:
+// the dev server on SQLite, and the production-shaped cluster of `npm run cluster`, Temporal on
+// PostgreSQL), it runs real controllers (`datum worker`, --workers of them) and one real
+// `datum agent` process serving N virtual nodes, each with its own task queue, root and
+// agent.yaml, and measures in the same run:
 //   - the floor (a plain in-process loop over the providers) and the engine's ceiling (no-op
 //     workflows running the same activities), so Datum's rollout is reported as ratios;
 //   - a full rollout, per-node convergence p50/p99, a full verification pass, history events;
 //   - drift-detection latency for out-of-band edits to managed files and kills of services;
-//   - RSS, and CPU seconds per process and phase (plus the dev server's own metrics).
+//   - RSS, and CPU seconds per process and phase (plus the server's own metrics).
 // Then a 24 h simulated soak on the time-skipping server (bench/soak.mjs).
 // Writes bench/results/<date>.json, <date>.md and <date>.svg, and prints the table.
 //
-//   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--changes 20] [--services 10]
-//                    [--soak 24] [--profile] [--keep]
-import { spawn } from 'node:child_process';
+//   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--server dev,cluster] [--workers 1,2]
+//                    [--shards 16] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,14 +24,13 @@ import { writeChart } from './chart.mjs';
 import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
+import { SERVERS, start, startServer, treeCpuSeconds } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
-const { temporalCliPath } = require(dist('worker/paths.js'));
-const { devServerFlags } = require(dist('worker/dev-server.js'));
-const { freePort, readServiceState, stopServices } = require(dist('agent/services.js'));
+const { readServiceState, stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('contract/index.js'));
 const { observeNode, applyAction } = require(dist('agent/activities.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
@@ -39,13 +39,16 @@ const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
 let values;
 try {
   ({ values } = parseArgs({
     options: {
       nodes: { type: 'string', default: '100' },
       modes: { type: 'string', default: 'watch,poll' },
+      server: { type: 'string', default: 'dev' },
+      workers: { type: 'string', default: '1' },
+      shards: { type: 'string', default: '16' },
       changes: { type: 'string', default: '20' },
       services: { type: 'string', default: '10' },
       soak: { type: 'string', default: '24' },
@@ -59,6 +62,12 @@ try {
 const modes = values.modes.split(',');
 if (modes.some((m) => m !== 'watch' && m !== 'poll'))
   fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
+const servers = values.server.split(',');
+if (servers.length === 0 || servers.some((x) => !SERVERS.includes(x)))
+  fail(`--server ${values.server} must list dev and/or cluster, such as --server dev,cluster`);
+const workerCounts = values.workers.split(',').map(Number);
+if (workerCounts.some((w) => !Number.isInteger(w) || w < 1))
+  fail(`--workers ${values.workers} must list controller worker counts, such as --workers 1,2`);
 const sizes = values.nodes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1))
   fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
@@ -70,6 +79,7 @@ const wholeOption = (name, min) => {
 const fileChanges = wholeOption('changes', 0);
 const serviceNodes = wholeOption('services', 0);
 const soakHours = wholeOption('soak', 0);
+const shards = wholeOption('shards', 1);
 
 function fail(message) {
   console.error(`bench: ${message}`);
@@ -79,17 +89,6 @@ function fail(message) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (x, digits = 2) =>
   x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits;
-
-function start(name, command, args, logDir) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const chunks = [];
-  child.stdout.on('data', (d) => chunks.push(d));
-  child.stderr.on('data', (d) => chunks.push(d));
-  child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() =>
-    writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined),
-  );
-  return child;
-}
 
 async function rssMb(pid) {
   try {
@@ -108,15 +107,55 @@ async function cpuSeconds(pid) {
     return null;
   }
 }
-/** CPU seconds of each process, to take a phase's deltas from. */
-const cpuOf = async (procs) =>
-  Object.fromEntries(await Promise.all(Object.entries(procs).map(async ([k, p]) => [k, await cpuSeconds(p.pid)])));
+/**
+ * CPU seconds of each role, to take a phase's deltas from: `roles` maps a role to its pids
+ * (several controller workers add up); PostgreSQL counts its backends too.
+ */
+const cpuOf = async (roles) =>
+  Object.fromEntries(
+    await Promise.all(
+      Object.entries(roles).map(async ([k, pids]) => {
+        const each = await Promise.all(pids.map((pid) => (k === 'postgres' ? treeCpuSeconds(pid) : cpuSeconds(pid))));
+        return [k, each.reduce((a, b) => a + (b ?? 0), 0)];
+      }),
+    ),
+  );
 const cpuDelta = (a, b, wallMs) =>
   Object.fromEntries(
     Object.keys(a).map((k) => [k, { cpu_s: round(b[k] - a[k], 1), cores: round((b[k] - a[k]) / (wallMs / 1000), 2) }]),
   );
 
-/** The dev server's Prometheus counters that explain where its time goes. */
+/** The preload that reports a process's heap on SIGUSR2 (bench/memory-report.js), and where. */
+const reporting = (logs, name) => ({
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(root, 'bench', 'memory-report.js')}`.trim(),
+  DATUM_BENCH_REPORT: path.join(logs, `${name}-memory.json`),
+});
+/** What a process's RSS is made of: V8's heap (used, total), and what lives outside it (MB). */
+async function memoryInside(pid, logs, name) {
+  const file = path.join(logs, `${name}-memory.json`);
+  try {
+    process.kill(pid, 'SIGUSR2');
+  } catch {
+    return null;
+  }
+  for (let i = 0; i < 100; i++) {
+    const text = await readFile(file, 'utf8').catch(() => null);
+    if (text) {
+      const { memory } = JSON.parse(text);
+      const mb = (b) => Math.round(b / 2 ** 20);
+      return {
+        rss: mb(memory.rss),
+        heap_used: mb(memory.heapUsed),
+        heap_total: mb(memory.heapTotal),
+        external: mb(memory.external),
+      };
+    }
+    await sleep(100);
+  }
+  return null;
+}
+
+/** The server's Prometheus counters that explain where its time goes (dev and cluster name them alike). */
 async function serverMetrics(port) {
   try {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -151,7 +190,11 @@ function metricsDelta(a, b, top = 6) {
       rows.filter((r) => r.key.startsWith(prefix)).reduce((s, r) => s + r.seconds, 0),
       1,
     );
+  const count = (key) => rows.find((r) => r.key === key)?.count ?? 0;
   return {
+    // Each heartbeat the server takes is a write of the workflow's mutable state.
+    heartbeats: count('service_latency:RecordActivityTaskHeartbeat'),
+    state_writes: count('persistence_latency:UpdateWorkflowExecution'),
     persistence_s: total('persistence_latency'),
     persistence_top: pick('persistence_latency'),
     service_top: pick('service_latency'),
@@ -292,57 +335,33 @@ async function pollerOn(connection, taskQueue, type, what) {
   throw new Error(`${what} did not poll ${taskQueue} within 5 minutes; see its log under --keep`);
 }
 
-async function runSize(n, mode) {
-  const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${n}-${mode}-`));
+async function runSize(n, mode, serverKind, workerCount) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${serverKind}-${n}-${mode}-`));
   const logs = path.join(dir, 'logs');
   await mkdir(logs);
-  const [port, metricsPort] = [await freePort(), await freePort()];
-  const address = `127.0.0.1:${port}`;
   const procs = [];
+  const say = (m) => console.error(`bench: ${serverKind}, ${n} nodes, ${mode}, ${workerCount} worker(s): ${m}`);
+  let server = null;
+  // Other work on the machine competes with every process measured: the row says how much there was.
+  const load0 = os.loadavg()[0];
   try {
     const services = Math.min(serviceNodes, n);
     const nodes = await fleetOf(dir, n, mode === 'watch', services);
-    const server = start(
-      'temporal',
-      temporalCliPath(),
-      [
-        'server',
-        'start-dev',
-        '--headless',
-        '--ip',
-        '127.0.0.1',
-        '--port',
-        String(port),
-        '--metrics-port',
-        String(metricsPort),
-        '--db-filename',
-        path.join(dir, 'temporal.sqlite'),
-        '--log-level',
-        'error',
-        ...devServerFlags(),
-      ],
-      logs,
-    );
-    procs.push(server);
-    let connection;
-    for (let i = 0; ; i++) {
-      try {
-        connection = await Connection.connect({ address });
-        await connection.workflowService.getSystemInfo({});
-        break;
-      } catch (e) {
-        if (i > 100) throw e;
-        await sleep(300);
-      }
-    }
+    server = await startServer(serverKind, dir, logs, { shards, say });
+    const { address, connection, metricsPort } = server;
     const client = new Client({ connection });
     const datum = path.join(root, 'bin', 'datum.js');
     const prof = (name) => (values.profile ? ['--cpu-prof', '--cpu-prof-dir', path.join(logs, `${name}-prof`)] : []);
-    const worker = start(
-      'worker',
-      process.execPath,
-      [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
-      logs,
+    // Every controller shares the fleet and the ledger: on dev the SQLite file under dir, on the
+    // cluster its PostgreSQL (DATUM_LEDGER_URL).
+    const workers = Array.from({ length: workerCount }, (_, i) =>
+      start(
+        `worker-${i + 1}`,
+        process.execPath,
+        [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
+        logs,
+        { ...process.env, ...server.workerEnv, ...reporting(logs, `worker-${i + 1}`) },
+      ),
     );
     const agent = start(
       'agent',
@@ -356,18 +375,23 @@ async function runSize(n, mode) {
         ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]),
       ],
       logs,
+      { ...process.env, ...reporting(logs, 'agent') },
     );
-    procs.push(worker, agent);
+    procs.push(...workers, agent);
     const tAgent = Date.now();
     await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
     await pollerOn(connection, contract.agentTaskQueue(nodes[n - 1]), 2, 'the agent');
     const agentStartS = (Date.now() - tAgent) / 1000;
-    const say = (m) => console.error(`bench: ${n} nodes, ${mode}: ${m}`);
     say(`controller and agent (${n} node workers) polling after ${agentStartS} s; no-op ceiling …`);
 
     // The ceiling first, on the idle server, so Datum's loops do not compete with it.
     const ceilingMs = await ceilingRollout(address, n, 3);
-    const watched = { server, worker, agent };
+    const watched = {
+      server: [server.pids.server],
+      ...(server.pids.postgres ? { postgres: [server.pids.postgres] } : {}),
+      worker: workers.map((w) => w.pid),
+      agent: [agent.pid],
+    };
     say(`ceiling ${ceilingMs / 1000} s; rollout …`);
 
     // Full rollout of generation 1 to every node.
@@ -459,6 +483,10 @@ async function runSize(n, mode) {
     const ms = (kind) => detections.filter((d) => (kind === 'all' || d.kind === kind) && d.ms !== null).map((d) => d.ms / 1000);
     const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
     return {
+      server: serverKind,
+      server_detail: server.describe,
+      load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
+      workers: workerCount,
       nodes: n,
       mode,
       service_nodes: services,
@@ -482,13 +510,19 @@ async function runSize(n, mode) {
         50,
       ),
       events_per_repair_max: Math.max(...detections.map((d) => d.events ?? 0)),
-      worker_rss_mb: await rssMb(worker.pid),
+      worker_rss_mb: Math.max(...(await Promise.all(workers.map((w) => rssMb(w.pid))))),
       agent_rss_mb: await rssMb(agent.pid),
-      server_rss_mb: await rssMb(server.pid),
+      server_rss_mb: await rssMb(server.pids.server),
       server_cpu_rollout_cores: rolloutCpu.server.cores,
+      postgres_cpu_rollout_cores: rolloutCpu.postgres?.cores ?? null,
       worker_cpu_rollout_cores: rolloutCpu.worker.cores,
       agent_cpu_rollout_cores: rolloutCpu.agent.cores,
       agent_start_s: agentStartS,
+      // MB: the first worker's and the agent's V8 heap against their RSS, at the end of the row.
+      memory: {
+        worker: await memoryInside(workers[0].pid, logs, 'worker-1'),
+        agent: await memoryInside(agent.pid, logs, 'agent'),
+      },
       profile: {
         rollout_cpu: rolloutCpu,
         verification_cpu: cpuDelta(cpu2, cpu3, verifyPhaseMs),
@@ -503,6 +537,7 @@ async function runSize(n, mode) {
     await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(values.profile ? 60_000 : 5000)]);
     for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
     await stopAllServices(dir);
+    await server?.stop();
     if (!values.keep && !values.profile) await rm(dir, { recursive: true, force: true });
   }
 }
@@ -521,12 +556,20 @@ const command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
 const earlier = await readFile(out('json'), 'utf8').then(JSON.parse, () => null);
 const commands = [...new Set([...(earlier?.commands ?? []), command])];
 
-/** This run's rows over the earlier same-day rows: a row replaces the earlier one of its size and mode. */
+/**
+ * This run's rows over the earlier same-day rows: a row replaces the earlier one of its server,
+ * size, mode and worker count. Rows from before --server ran on dev with one worker.
+ */
+const serverOf = (r) => r.server ?? 'dev';
+const workersOf = (r) => r.workers ?? 1;
 function accumulated() {
-  const keyOf = (r) => `${r.nodes}/${r.mode}`;
+  const keyOf = (r) => `${serverOf(r)}/${r.nodes}/${r.mode}/${workersOf(r)}`;
   const fresh = new Set(results.map(keyOf));
   const kept = (earlier?.results ?? []).filter((r) => !fresh.has(keyOf(r)));
-  return [...kept, ...results].sort((a, b) => a.nodes - b.nodes || a.mode.localeCompare(b.mode));
+  return [...kept, ...results].sort(
+    (a, b) =>
+      a.nodes - b.nodes || a.mode.localeCompare(b.mode) || workersOf(a) - workersOf(b) || serverOf(a).localeCompare(serverOf(b)),
+  );
 }
 
 async function writeResults() {
@@ -548,21 +591,34 @@ async function writeResults() {
 for (const n of sizes) {
   console.error(`bench: ${n} nodes, floor (plain loop, no Temporal) …`);
   const floor = await floorRollout(n, Math.min(serviceNodes, n));
-  for (const mode of modes) {
-    console.error(`bench: ${n} nodes, ${mode} …`);
-    const r = await runSize(n, mode);
-    if (values.profile) {
-      r.profile.node = await summarizeProfiles(r.logs);
-      if (!values.keep) await rm(path.dirname(r.logs), { recursive: true, force: true });
-    }
-    delete r.logs;
-    results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
-    // Written after every row: a later size that fails does not lose the earlier ones.
-    await writeResults();
-    console.error(
-      `bench: ${n} nodes, ${mode}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`,
-    );
-  }
+  for (const mode of modes)
+    for (const workerCount of workerCounts)
+      for (const serverKind of servers) {
+        const row = `${serverKind}, ${n} nodes, ${mode}, ${workerCount} worker(s)`;
+        console.error(`bench: ${row} …`);
+        let r;
+        try {
+          r = await runSize(n, mode, serverKind, workerCount);
+        } catch (error) {
+          // One row that fails (a server that does not come up, a pass that never ends) is
+          // recorded with its error; the rest of the matrix still runs.
+          console.error(`bench: ${row} failed: ${error.stack ?? error}`);
+          results.push({ server: serverKind, workers: workerCount, nodes: n, mode, error: String(error.message ?? error) });
+          await writeResults();
+          continue;
+        }
+        if (values.profile) {
+          r.profile.node = await summarizeProfiles(r.logs);
+          if (!values.keep) await rm(path.dirname(r.logs), { recursive: true, force: true });
+        }
+        delete r.logs;
+        results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
+        // Written after every row: a later size that fails does not lose the earlier ones.
+        await writeResults();
+        console.error(
+          `bench: ${row}: rollout ${r.rollout_s} s, verification ${r.verification_pass_s} s, detection p99 ${r.detection_p99_s} s`,
+        );
+      }
 }
 if (soakHours > 0) {
   console.error(`bench: ${soakHours} h simulated soak on the time-skipping server …`);
@@ -577,8 +633,10 @@ process.exit(0);
 
 function markdown(rows, soaked) {
   const cols = [
+    ['server', 'server'],
     ['nodes', 'nodes'],
     ['mode', 'mode'],
+    ['workers', 'workers'],
     ['rollout_s', 'rollout s'],
     ['floor_s', 'floor s'],
     ['ceiling_s', 'ceiling s'],
@@ -597,25 +655,34 @@ function markdown(rows, soaked) {
     ['worker_rss_mb', 'worker MB'],
     ['agent_rss_mb', 'agent MB'],
     ['server_cpu_rollout_cores', 'server cores (rollout)'],
+    ['postgres_cpu_rollout_cores', 'PostgreSQL cores (rollout)'],
+    ['load_avg_1m', 'machine load (1 min)'],
   ];
   const lines = [`| ${cols.map((c) => c[1]).join(' | ')} |`, `| ${cols.map(() => '---').join(' | ')} |`];
-  for (const r of rows) lines.push(`| ${cols.map(([k]) => (r[k] === null || r[k] === undefined ? 'n/a' : r[k])).join(' | ')} |`);
+  const cell = (r, k) => {
+    if (k === 'server') return serverOf(r);
+    if (k === 'workers') return workersOf(r);
+    return r[k] === null || r[k] === undefined ? (r.error ? 'failed' : 'n/a') : r[k];
+  };
+  for (const r of rows) lines.push(`| ${cols.map(([k]) => cell(r, k)).join(' | ')} |`);
+  for (const r of rows.filter((x) => x.error))
+    lines.push('', `${serverOf(r)}, ${r.nodes} nodes, ${r.mode}, ${workersOf(r)} worker(s) failed: ${r.error}`);
   const withProfile = rows.filter((r) => r.profile);
   if (withProfile.length > 0) {
     lines.push(
       '',
-      "Where the rollout spent CPU (cores busy on average over the rollout) and the dev server's time in persistence (SQLite):",
+      "Where the rollout spent CPU (cores busy on average over the rollout), the heartbeats and mutable-state writes the server took, and the server's time in persistence (SQLite on dev, PostgreSQL on the cluster):",
       '',
     );
     lines.push(
-      '| nodes | mode | server cores | worker cores | agent cores | server persistence s | top persistence operations (s) |',
-      '| --- | --- | --- | --- | --- | --- | --- |',
+      '| server | nodes | mode | workers | server cores | PostgreSQL cores | worker cores | agent cores | heartbeats | state writes | server persistence s | top persistence operations (s) |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     );
     for (const r of withProfile) {
       const m = r.profile.rollout_server_metrics;
       const c = r.profile.rollout_cpu;
       lines.push(
-        `| ${r.nodes} | ${r.mode} | ${c.server.cores} | ${c.worker.cores} | ${c.agent.cores} | ${m.persistence_s} | ${m.persistence_top
+        `| ${serverOf(r)} | ${r.nodes} | ${r.mode} | ${workersOf(r)} | ${c.server.cores} | ${c.postgres?.cores ?? 'n/a'} | ${c.worker.cores} | ${c.agent.cores} | ${m.heartbeats ?? 'n/a'} | ${m.state_writes ?? 'n/a'} | ${m.persistence_s} | ${m.persistence_top
           .slice(0, 3)
           .map((o) => `${o.operation} ${o.seconds}`)
           .join(', ')} |`,

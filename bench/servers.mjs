@@ -1,0 +1,154 @@
+// The two Temporal servers the bench runs the same matrix on:
+//   - dev: `temporal server start-dev` (one process on SQLite), as `datum dev` runs it;
+//   - cluster: the production-shaped cluster of `npm run cluster` (src/cluster): PostgreSQL it
+//     owns, the pinned Temporal server on it set up by the deploy/ scripts docker-compose.yml
+//     runs, with no worker or agent of its own (the bench starts those, as on dev) and the
+//     controller's ledger in the cluster's PostgreSQL.
+// Each start returns the address, the Prometheus port, the processes whose CPU and RSS the bench
+// reads, the environment a `datum worker` on it needs, and a stop that leaves nothing running.
+import { spawn } from 'node:child_process';
+import { chmod, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const require = createRequire(import.meta.url);
+const dist = (p) => path.join(root, 'dist', 'src', p);
+const { Connection } = require('@temporalio/client');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export const SERVERS = ['dev', 'cluster'];
+
+/** A child process whose output goes to `<logDir>/<name>.log` when it exits. */
+export function start(name, command, args, logDir, env = process.env) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const chunks = [];
+  child.stdout.on('data', (d) => chunks.push(d));
+  child.stderr.on('data', (d) => chunks.push(d));
+  child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() =>
+    writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined),
+  );
+  return child;
+}
+
+async function connected(address) {
+  for (let i = 0; ; i++) {
+    try {
+      const connection = await Connection.connect({ address });
+      await connection.workflowService.getSystemInfo({});
+      return connection;
+    } catch (e) {
+      if (i > 100) throw e;
+      await sleep(300);
+    }
+  }
+}
+
+/** `temporal server start-dev` on a fresh SQLite file, with `datum dev`'s flags. */
+async function startDev(dir, logs) {
+  const { temporalCliPath } = require(dist('worker/paths.js'));
+  const { devServerFlags } = require(dist('worker/dev-server.js'));
+  const { freePort } = require(dist('agent/services.js'));
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const address = `127.0.0.1:${port}`;
+  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
+  args.push('--metrics-port', String(metricsPort), '--db-filename', path.join(dir, 'temporal.sqlite'));
+  const server = start('temporal', temporalCliPath(), [...args, '--log-level', 'error', ...devServerFlags()], logs);
+  const connection = await connected(address).catch((e) => {
+    server.kill('SIGKILL');
+    throw e;
+  });
+  return {
+    kind: 'dev',
+    address,
+    connection,
+    metricsPort,
+    pids: { server: server.pid },
+    workerEnv: {},
+    describe: 'temporal server start-dev (SQLite)',
+    async stop() {
+      await connection.close().catch(() => undefined);
+      if (server.exitCode === null) server.kill('SIGTERM');
+      await Promise.race([server.exited, sleep(5000)]);
+      if (server.exitCode === null) server.kill('SIGKILL');
+    },
+  };
+}
+
+/**
+ * `Cluster.up` with no worker and an empty fleet of its own, on a random port base below 32757
+ * (Temporal keeps membership ports in a smallint), retried when a port is taken.
+ */
+async function startCluster(dir, logs, { shards, say }) {
+  const { Cluster } = require(dist('cluster/cluster.js'));
+  const { ClusterError } = require(dist('cluster/errors.js'));
+  // PostgreSQL runs as the postgres user when the bench runs as root: it must reach its directory.
+  await chmod(dir, 0o755);
+  const fleetDir = path.join(dir, 'cluster-fleet');
+  await mkdir(path.join(fleetDir, 'agents'), { recursive: true });
+  let cluster;
+  for (let attempt = 1; !cluster; attempt++) {
+    const portBase = 20_000 + 20 * Math.floor(Math.random() * 600);
+    try {
+      cluster = await Cluster.up({ dataDir: path.join(dir, 'cluster'), fleetDir, workers: 0, portBase, shards, log: say });
+    } catch (error) {
+      if (!(attempt < 5 && error instanceof ClusterError && /is in use/.test(error.problem))) throw error;
+    }
+  }
+  const connection = await connected(cluster.address);
+  const serverPid = cluster.process('temporal-server').pid;
+  return {
+    kind: 'cluster',
+    address: cluster.address,
+    connection,
+    metricsPort: cluster.ports.metrics,
+    pids: { server: serverPid, postgres: cluster.pg.pid() },
+    workerEnv: { DATUM_LEDGER_URL: cluster.ledgerUrl },
+    describe: `Temporal ${cluster.bins.version} on PostgreSQL (${shards} shards)`,
+    async stop() {
+      await connection.close().catch(() => undefined);
+      // The cluster's own logs go with the rest under --keep.
+      await cluster.down();
+      await keepLogs(path.join(dir, 'cluster', 'logs'), logs);
+    },
+  };
+}
+
+async function keepLogs(from, to) {
+  for (const f of await readdir(from).catch(() => [])) {
+    const text = await readFile(path.join(from, f)).catch(() => null);
+    if (text) await writeFile(path.join(to, `cluster-${f}`), text);
+  }
+}
+
+/** Starts the named server for one row of the matrix. */
+export function startServer(kind, dir, logs, options) {
+  if (kind === 'dev') return startDev(dir, logs);
+  if (kind === 'cluster') return startCluster(dir, logs, options);
+  throw new Error(`unknown server ${kind}: one of ${SERVERS.join(', ')}`);
+}
+
+/** utime + stime of `pid`, and of its children (living, and reaped: PostgreSQL's backends are the postmaster's). */
+export async function treeCpuSeconds(pid) {
+  const stat = async (p) => {
+    const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1].split(' ');
+    return {
+      ppid: Number(fields[1]),
+      own: Number(fields[11]) + Number(fields[12]),
+      reaped: Number(fields[13]) + Number(fields[14]),
+    };
+  };
+  try {
+    const top = await stat(pid);
+    let ticks = top.own + top.reaped;
+    for (const p of await readdir('/proc')) {
+      if (!/^\d+$/.test(p) || Number(p) === pid) continue;
+      const s = await stat(p).catch(() => null);
+      if (s && s.ppid === pid) ticks += s.own;
+    }
+    return ticks / 100;
+  } catch {
+    return null;
+  }
+}
