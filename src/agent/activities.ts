@@ -46,7 +46,7 @@ import { applyFileWrite, fileWriteSpec, observeFile } from './providers/file';
 import { applyFlagWrite, flagWriteSpec, observeFlag, undeclaredFlags } from './providers/flag';
 import { applyReleaseInstall, observeRelease, releaseInstallSpec } from './providers/release';
 import { applyServiceRun, observeService, serviceRunSpec } from './providers/service';
-import type { ApplyResult, NodeContext } from './providers/types';
+import type { ApplyResult, AtWrite, NodeContext } from './providers/types';
 import { AgentRefusal, toFailure } from './refusal';
 import { watchNode } from './watch';
 
@@ -422,7 +422,8 @@ const ACTION_CHECKS: readonly ((
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
   const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true) };
   const journal = new AgentJournal(ctx.root);
-  // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing older writes.
+  // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing
+  // older writes. Checked now, and again at the write itself (writeChecks).
   const stale = staleGeneration(action.desired_generation, await journal.acceptedGeneration(), config.node);
   if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
   // G is accepted once its action passes the fence, whatever the checks below decide: the agent
@@ -433,12 +434,9 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   const recorded = await journal.lookup(journalKey(action));
   if (recorded) return executionEvidence.parse({ ...recorded.evidence, outcome: 'replayed' });
 
-  // 8–9. What the plan saw must still hold at the moment of the write: checked now, and again by a
-  // provider right before its write when it first spends minutes fetching (a release).
-  const planHolds = async () => {
-    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action, journal));
-    if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
-  };
+  // 8–9. What the plan saw must still hold at the moment of the write: checked now, before any
+  // work, and again with 6 at the write itself (atWrite).
+  const { planHolds, atWrite } = writeChecks(ctx, action, journal, refuse);
   // An earlier attempt that wrote and died before journalling it moved the marker itself: when
   // its write is what is there now, it is recorded, not refused as another writer, nor redone.
   const landed = await landedEarlier(ctx, action, journal);
@@ -448,7 +446,7 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
   await journal.intend(action, now());
   let result: ApplyResult;
   try {
-    result = await carryOut(ctx, action, planHolds);
+    result = await carryOut(ctx, action, atWrite);
   } catch (err) {
     // A refusal wrote nothing: no earlier attempt for a retry to find. Any other failure may have
     // written part way (a service spawned), so its record stays for the retry to judge.
@@ -456,6 +454,31 @@ async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction,
     throw err;
   }
   return await recordApplied(journal, action, result);
+}
+
+/**
+ * 8–9 (`planHolds`), and 6, 8 and 9 again at the provider's irreversible step (`atWrite`). A fetch
+ * or a stop may take minutes after the first checks, and meanwhile a newer generation may observe
+ * the node (moving the fence) or another writer may move the marker. The re-check and the step
+ * run under the fence's lock, so an observe of a newer generation either comes before the re-check
+ * (the write is refused) or after the write (its snapshot shows it): never between the two.
+ */
+function writeChecks(
+  ctx: NodeContext,
+  action: AuthorizedAction,
+  journal: AgentJournal,
+  refuse: Refuse,
+): { planHolds: () => Promise<void>; atWrite: AtWrite } {
+  const planHolds = async () => {
+    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action, journal));
+    if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
+  };
+  const mayWrite = async (accepted: AcceptedGeneration | null) => {
+    const stale = staleGeneration(action.desired_generation, accepted, ctx.node);
+    if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
+    await planHolds();
+  };
+  return { planHolds, atWrite: (step) => journal.whileFenced(mayWrite, step) };
 }
 
 /** 6. The fence's refusal of a request (an apply, a decision) of `generation`, or null when it is not below it. */
@@ -619,20 +642,20 @@ function specOf<T>(action: AuthorizedAction, schema: z.ZodType<T>): T {
   throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
 }
 
-async function carryOut(ctx: NodeContext, action: AuthorizedAction, planHolds: () => Promise<void>): Promise<ApplyResult> {
+async function carryOut(ctx: NodeContext, action: AuthorizedAction, atWrite: AtWrite): Promise<ApplyResult> {
   const spec = <T>(schema: z.ZodType<T>): T => specOf(action, schema);
   // Only new actions reach here (a replay is answered from the journal): room for its entry first.
   await assertJournalRoom(ctx.root, now());
   switch (action.action) {
     case 'file.write':
-      return await applyFileWrite(ctx, action.resource_key, spec(fileWriteSpec), now);
+      return await applyFileWrite(ctx, action.resource_key, spec(fileWriteSpec), now, atWrite);
     case 'flag.write':
-      return await applyFlagWrite(ctx, action.resource_key, spec(flagWriteSpec), now);
+      return await applyFlagWrite(ctx, action.resource_key, spec(flagWriteSpec), now, atWrite);
     case 'release.install':
-      return await applyReleaseInstall(ctx, action.resource_key, spec(releaseInstallSpec), planHolds);
+      return await applyReleaseInstall(ctx, action.resource_key, spec(releaseInstallSpec), atWrite);
     case 'service.start':
     case 'service.restart':
-      return await applyServiceRun(ctx, action.resource_key, action.action, spec(serviceRunSpec), now);
+      return await applyServiceRun(ctx, action.resource_key, action.action, spec(serviceRunSpec), now, atWrite);
     default:
       throw new AgentRefusal('InvalidAction', `${action.action} has no provider`);
   }

@@ -19,7 +19,8 @@ export { withLock } from './lock';
  * Both are written atomically and fsynced before apply returns, so a result the workflow
  * never received (the agent died first) is replayed on retry instead of acted on twice.
  * fence.json is read, changed and written under one lock per root: observe, apply and
- * recordDecision all move it, and they run concurrently.
+ * recordDecision all move it, and they run concurrently. An apply's irreversible step runs under
+ * that lock too, right after its fence check (whileFenced).
  */
 
 /** journal key = sha256 of (idempotency_key, observed_marker, action_seq). */
@@ -80,6 +81,9 @@ export interface AcceptedGeneration {
   resource_key: string | null;
 }
 
+/** The lock every change of `root`'s fence, and every write behind the fence, runs under. */
+export const fenceLockKey = (root: string) => `fence:${root}`;
+
 export interface JournalEntry {
   journal_key: string;
   recorded_at: string;
@@ -116,6 +120,21 @@ export class AgentJournal {
       const accepted = newestAccepted(fence);
       if (accepted !== null && accepted.generation >= generation) return;
       fence.node = { generation, accepted_at: at.toISOString(), by, ...(resourceKey ? { resource_key: resourceKey } : {}) };
+    });
+  }
+
+  /**
+   * Runs `write`, a provider's irreversible step (the rename of a file or flag, the switch of
+   * `current`, a service's stop and start), right after `admit` passed, both under the lock every
+   * change to the fence takes: no observe, apply or decision moves the fence between the check and
+   * the write, so an observe of a newer generation either sees the write or fences it out. `admit`
+   * gets the fence as it is now and throws to refuse, and then nothing is written. Neither may
+   * change the fence itself (the lock is not re-entrant).
+   */
+  async whileFenced<T>(admit: (accepted: AcceptedGeneration | null) => Promise<void>, write: () => Promise<T>): Promise<T> {
+    return await withLock(this.fenceLock, async () => {
+      await admit(await this.acceptedGeneration());
+      return await write();
     });
   }
 
@@ -191,7 +210,7 @@ export class AgentJournal {
    * the earlier release's records counts).
    */
   private async update(change: (fence: FenceFile) => void): Promise<void> {
-    await withLock(`fence:${this.root}`, async () => {
+    await withLock(this.fenceLock, async () => {
       const file = await datumPath(this.root, 'fence.json');
       const raw = await readJsonOrNull(file);
       const fence = await this.migrated(asFence(raw));
@@ -220,6 +239,10 @@ export class AgentJournal {
       else if (!prior || Date.parse(w.at) > Date.parse(prior.at)) targets[target] = { ...w, resource_key: key };
     }
     return { ...rest, written_targets: targets, ...(Object.keys(keys).length > 0 ? { written_keys: keys } : {}) };
+  }
+
+  private get fenceLock(): string {
+    return fenceLockKey(this.root);
   }
 
   private async entryPath(key: string): Promise<string> {

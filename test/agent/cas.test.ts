@@ -11,10 +11,11 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
-import { AgentJournal } from '../../src/agent/journal';
+import { AgentJournal, fenceLockKey } from '../../src/agent/journal';
+import { withLock } from '../../src/agent/lock';
 import { fileMarker } from '../../src/agent/markers';
 import type { ObserveRequest } from '../../src/contract';
-import { desiredValue, fileBytes, type ResourceSpec } from '../../src/domain';
+import { desiredValue, fileBytes, type AuthorizedAction, type ResourceSpec } from '../../src/domain';
 import {
   action,
   buildArtifact,
@@ -146,6 +147,148 @@ describe('the fence moves on an observe too', () => {
       'StaleGenerationRefusal',
     );
   });
+});
+
+describe('the fence is checked again at the write itself, under the lock an observe moves it with', () => {
+  const observeAt = (t: TestNode, generation: number, resources: ObserveRequest['resources']) =>
+    runActivity((r: ObserveRequest) => t.acts.observe(r), { node: t.node, resources, generation });
+  const pending = (t: TestNode) => fs.readdir(path.join(t.root, '.datum/pending')).catch(() => []);
+  const OBSERVED_13 =
+    'it is for generation 12, but this agent already accepted generation 13 for node N-24 (when its workflow observed the node)';
+
+  it("an old generation's slow release install finishes its fetch after a newer generation observed: current does not switch, the release stays unpacked", async () => {
+    const t = await makeNode();
+    const out = path.join(t.base, 'artifacts');
+    const a73 = await buildArtifact({ version: '7.3', outDir: out });
+    const a74 = await buildArtifact({ version: '7.4', outDir: out });
+    await t.apply(releaseAction(t, '7.3', { artifact: a73.file, sha256: a73.sha256 }));
+    const bytes = await fs.readFile(a74.file);
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/gzip' });
+      res.write(bytes.subarray(0, 10));
+      setTimeout(() => res.end(bytes.subarray(10)), 1_500);
+    });
+    server.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/app-7.4.tgz`;
+      // Generation 12 passed the fence and is fetching 7.4; generation 13 (back to 7.3) observes
+      // the node meanwhile and finds nothing to do.
+      const applying = t.apply(releaseAction(t, '7.4', { artifact: url, sha256: a74.sha256 }));
+      await sleep(500);
+      const seen = await observeAt(t, 13, { build: { type: 'release', version: '7.3', artifact: a73.file, sha256: a73.sha256 } });
+      expect(seen.resources.build.value).toEqual({ version: '7.3', sha256: a73.sha256 });
+      const failure = await expectRefusal(applying, 'StaleGenerationRefusal');
+      expect(failure.message).toContain(OBSERVED_13);
+      expect(await fs.readlink(path.join(t.root, 'current'))).toBe('releases/7.3');
+      expect(
+        (await t.observe({ build: { type: 'release', version: '7.3', artifact: a73.file, sha256: a73.sha256 } })).resources.build
+          .marker,
+      ).toBe(seen.resources.build.marker);
+      // Nothing half-done: the fetch stays unpacked (a later install reuses it), no intent is left.
+      expect(JSON.parse(await read(t, 'releases/7.4/.datum-release.json'))).toEqual({ version: '7.4', sha256: a74.sha256 });
+      expect(await pending(t)).toEqual([]);
+      const own = await t.apply(releaseAction(t, '7.4', { artifact: url, sha256: a74.sha256 }, { desired_generation: 13 }));
+      expect(own.detail).toContain('reused releases/7.4');
+    } finally {
+      server.close();
+    }
+  }, 60_000);
+
+  /**
+   * Holds the fence's lock while `write` (generation 12) passes its first fence check and waits
+   * to be accepted, then lets an observe of generation 13 queue up behind it to move the fence:
+   * the write gets to its irreversible step only after the observe moved the fence.
+   */
+  async function observedWhileQueued(t: TestNode, write: AuthorizedAction, resources: ObserveRequest['resources']) {
+    let release!: () => void;
+    const holding = withLock(fenceLockKey(t.root), () => new Promise<void>((resolve) => (release = resolve)));
+    const applying = t.apply(write);
+    // Judged by the caller; it may settle while the observe is still answered.
+    applying.catch(() => undefined);
+    await sleep(150);
+    const observing = observeAt(t, 13, resources);
+    await sleep(150);
+    release();
+    await holding;
+    return { applying, seen: await observing };
+  }
+
+  const serviceResources = (art: { file: string; sha256: string }): Record<string, ResourceSpec> => ({
+    build: { type: 'release', version: '7.3', artifact: art.file, sha256: art.sha256 },
+    config,
+    app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] },
+  });
+  const rows: {
+    name: string;
+    key: string;
+    setUp: (t: TestNode) => Promise<{ write: AuthorizedAction; resources: ObserveRequest['resources'] }>;
+    untouched: (t: TestNode) => Promise<void>;
+  }[] = [
+    {
+      name: 'a file write: no rename, no backup',
+      key: 'config',
+      setUp: async (t) => {
+        await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+        await fs.writeFile(path.join(t.root, CONFIG_PATH), fileBytes({ workers: 2 }));
+        return { write: fileAction(t.node, 'config', CONFIG_PATH, { workers: 9 }), resources: { config } };
+      },
+      untouched: async (t) => {
+        expect(await read(t, CONFIG_PATH)).toBe(fileBytes({ workers: 2 }));
+        expect(await fs.readdir(path.join(t.root, 'etc/app'))).toEqual(['config.json']);
+        expect(await fs.readdir(path.join(t.root, '.datum/backup')).catch(() => [])).toEqual([]);
+      },
+    },
+    {
+      name: 'a flag write',
+      key: 'maintenance',
+      setUp: (t) =>
+        Promise.resolve({
+          write: action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }),
+          resources: { maintenance: { type: 'flag', value: false } },
+        }),
+      untouched: async (t) => {
+        await expect(fs.stat(path.join(t.root, 'flags/maintenance.json'))).rejects.toThrow(/ENOENT/);
+      },
+    },
+    {
+      name: 'a service start: nothing spawned',
+      key: 'app',
+      setUp: async (t) => {
+        const a73 = await buildArtifact({ version: '7.3', outDir: path.join(t.base, 'artifacts') });
+        await t.apply(releaseAction(t, '7.3', { artifact: a73.file, sha256: a73.sha256 }));
+        await t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 4 }));
+        const resources = serviceResources(a73);
+        const expected = desiredValue('app', resources) as { build: string; config_sha256: string };
+        const spec = {
+          command: ['node', 'server.js'],
+          build: expected.build,
+          config_path: CONFIG_PATH,
+          config_sha256: expected.config_sha256,
+        };
+        return { write: action(t.node, 'app', 'service.start', spec), resources };
+      },
+      untouched: async (t) => {
+        await expect(fs.stat(path.join(t.root, '.datum/services/app.json'))).rejects.toThrow(/ENOENT/);
+      },
+    },
+  ];
+
+  it.each(rows)(
+    '$name of an older generation, held up until a newer one observed, is refused at the write',
+    async (row) => {
+      const t = await makeNode();
+      const { write, resources } = await row.setUp(t);
+      const { applying, seen } = await observedWhileQueued(t, write, resources);
+      const failure = await expectRefusal(applying, 'StaleGenerationRefusal');
+      expect(failure.message).toContain(OBSERVED_13);
+      await row.untouched(t);
+      expect(await pending(t)).toEqual([]);
+      // The snapshot generation 13 plans from is still what the node holds.
+      expect((await t.observe(resources)).resources[row.key].marker).toBe(seen.resources[row.key].marker);
+    },
+    60_000,
+  );
 });
 
 describe("Datum's own last write, by target", () => {

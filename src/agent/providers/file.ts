@@ -9,7 +9,7 @@ import { ABSENT_MARKER, fileMarker } from '../markers';
 import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, readLocated, type ProtectedArea } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
-import { observed, short, type ApplyResult, type NodeContext } from './types';
+import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * file: the sha256 of the bytes at <root>/<path> (null when absent). Written atomically; the
@@ -81,6 +81,7 @@ export async function applyFileWrite(
   resourceKey: string,
   spec: FileWriteSpec,
   now: () => Date,
+  atWrite: AtWrite,
 ): Promise<ApplyResult> {
   checkFileResourcePath(spec.path);
   const size = Buffer.byteLength(spec.content);
@@ -104,7 +105,7 @@ export async function applyFileWrite(
       ),
     );
   }
-  const { previous, st } = await writeReplacing(ctx, 'file', spec.path, spec.content, now);
+  const { previous, st } = await writeReplacing(ctx, 'file', spec.path, spec.content, now, atWrite);
   const before = previous ? `replacing ${previous.size} bytes (kept at .datum/backup/${previous.backup})` : 'where no file was';
   return {
     marker_after: fileMarker(st),
@@ -117,7 +118,9 @@ export async function applyFileWrite(
  * area (resolved, not spelled), hold the target's directory open (reached without following a
  * symlink, so a parent swapped afterwards cannot redirect the write), refuse anything that is
  * not a regular file, keep the previous bytes under .datum/backup/<resolved path>.<timestamp>,
- * then temp + fsync + rename + fsync dir, all inside the held directory.
+ * then temp + fsync + rename + fsync dir, all inside the held directory. From the look at what is
+ * there to the rename, it runs through `atWrite`: what it reads and replaces is what the agent's
+ * re-check saw, and a refused write leaves neither a backup nor a temp file behind.
  */
 export async function writeReplacing(
   ctx: NodeContext,
@@ -125,31 +128,47 @@ export async function writeReplacing(
   rel: string,
   content: string,
   now: () => Date,
-): Promise<{ previous: { size: number; backup: string } | null; st: Stats }> {
+  atWrite: AtWrite,
+): Promise<Replaced> {
   const what = `${type} path`;
   const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
   const loc = await locateIn(ctx.root, rel, what, area);
   const name = path.basename(loc.abs);
   const dir = await openLocatedDir(ctx.root, loc, rel, what);
   try {
-    const st = await lstatAt(dir, name);
-    if (st !== null && !st.isFile()) {
-      throw new AgentRefusal(
-        'DestructiveActionRefusal',
-        withFix(
-          `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
-          `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
-        ),
-        { path: rel, kind: kindOf(st) },
-      );
-    }
-    const previous = st === null ? null : await keepBackup(ctx, dir, name, path.relative(ctx.root, loc.abs), st, now);
-    // The marker is read back from the file our rename put in place: the inode is ours.
-    const written = await atomicWriteAt(dir, name, content, st ? st.mode & 0o777 : 0o644);
-    return { previous, st: written };
+    return await atWrite(() => replaceIn(ctx, dir, name, { type, rel, target: path.relative(ctx.root, loc.abs) }, content, now));
   } finally {
     await dir.close();
   }
+}
+
+type Replaced = { previous: { size: number; backup: string } | null; st: Stats };
+
+/** What is at `name` in the held directory, replaced by `content`: refused when not a regular file. */
+async function replaceIn(
+  ctx: NodeContext,
+  dir: HeldDir,
+  name: string,
+  at: { type: 'file' | 'flag'; rel: string; target: string },
+  content: string,
+  now: () => Date,
+): Promise<Replaced> {
+  const { type, rel } = at;
+  const st = await lstatAt(dir, name);
+  if (st !== null && !st.isFile()) {
+    throw new AgentRefusal(
+      'DestructiveActionRefusal',
+      withFix(
+        `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
+        `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
+      ),
+      { path: rel, kind: kindOf(st) },
+    );
+  }
+  const previous = st === null ? null : await keepBackup(ctx, dir, name, at.target, st, now);
+  // The marker is read back from the file our rename put in place: the inode is ours.
+  const written = await atomicWriteAt(dir, name, content, st ? st.mode & 0o777 : 0o644);
+  return { previous, st: written };
 }
 
 /**

@@ -8,7 +8,7 @@ import { locateIn, lstatOrNull, readLocated } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing } from './file';
-import { type ApplyResult, type NodeContext } from './types';
+import { type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * flag: the JSON document at <root>/flags/<name>.json (null when absent). Nothing about a flag is
@@ -71,6 +71,7 @@ export async function applyFlagWrite(
   resourceKey: string,
   spec: z.infer<typeof flagWriteSpec>,
   now: () => Date,
+  atWrite: AtWrite,
 ): Promise<ApplyResult> {
   if (spec.name.includes('/') || spec.name.includes('\\') || spec.name.includes('..')) {
     throw new AgentRefusal(
@@ -105,7 +106,7 @@ export async function applyFlagWrite(
       { size, cap: limits.flagBytes },
     );
   }
-  const { previous, st } = await writeReplacing(ctx, 'flag', rel, document, now);
+  const { previous, st } = await writeReplacing(ctx, 'flag', rel, document, now, atWrite);
   const before = previous ? `, replacing the previous document (kept at .datum/backup/${previous.backup})` : '';
   return { marker_after: fileMarker(st), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
 }

@@ -14,7 +14,7 @@ import { createParents, datumPath, isErrno, isInside, kindOf, locateIn, lstatOrN
 import { withFix } from '../../contract';
 import { clip } from '../../domain/bounds';
 import { AgentRefusal } from '../refusal';
-import { observed, short, type ApplyResult, type NodeContext } from './types';
+import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * release: <root>/releases/<version>/ holds an unpacked artifact and its record
@@ -125,14 +125,16 @@ export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, '
 }
 
 /**
- * `beforeSwitch` runs right before `current` is switched, after a fetch that may take minutes:
- * the agent re-checks there what the plan saw (freshness, the marker of `current`).
+ * The switch of `current` runs through `atWrite`, after a fetch that may take minutes: the agent
+ * re-checks there, at the switch itself, its fence and what the plan saw (freshness, the marker
+ * of `current`). A refused switch leaves the fetched release unpacked under releases/ (a retry
+ * or a newer generation that wants it reuses it) and `current` where it was.
  */
 export async function applyReleaseInstall(
   ctx: NodeContext,
   resourceKey: string,
   spec: ReleaseInstallSpec,
-  beforeSwitch: () => Promise<void> = () => Promise.resolve(),
+  atWrite: AtWrite,
 ): Promise<ApplyResult> {
   // Obstructions first: nothing is fetched for an install that could only destroy something.
   const current = await readCurrent(ctx);
@@ -172,8 +174,7 @@ export async function applyReleaseInstall(
     await installFromArtifact(ctx, spec);
     how = `unpacked ${spec.artifact} (sha256 ${short(spec.sha256)} verified) into releases/${spec.version}`;
   }
-  await beforeSwitch();
-  const marker = await switchCurrent(ctx, spec.version);
+  const marker = await atWrite(() => switchCurrent(ctx, spec.version));
   const from = current.kind === 'link' ? current.target : 'nothing';
   return { marker_after: marker, detail: `${how} and switched current from ${from} to releases/${spec.version}.` };
 }

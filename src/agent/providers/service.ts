@@ -20,7 +20,7 @@ import {
   type ServiceState,
 } from '../services';
 import { currentReleaseDir } from './release';
-import { observed, short, type ApplyResult, type NodeContext } from './types';
+import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * service: observed from the running process's own health endpoint — the build and config
@@ -94,6 +94,7 @@ export async function applyServiceRun(
   kind: 'service.start' | 'service.restart',
   spec: ServiceRunSpec,
   now: () => Date,
+  atWrite: AtWrite,
 ): Promise<ApplyResult> {
   if (spec.config_path === null) {
     throw new AgentRefusal(
@@ -119,9 +120,23 @@ export async function applyServiceRun(
       after: ', started by an attempt the agent did not live to record',
     });
 
-  // A restart is the ordinary path; stopping is only ever its first half.
-  const stopped = await stopRecorded(ctx, resourceKey);
-  const state = await launch({ root: ctx.root, key: resourceKey, command: spec.command, cwd, configPath: config.abs, tag, now });
+  // A restart is the ordinary path; stopping is only ever its first half, so both halves are one
+  // step behind the agent's re-check: a refused restart never leaves the service stopped. An
+  // observe of the node waits for that step (at most the stop's grace, then the spawn); the wait
+  // for health comes after, outside it.
+  const { stopped, state } = await atWrite(async () => {
+    const before = await stopRecorded(ctx, resourceKey);
+    const launched = await launch({
+      root: ctx.root,
+      key: resourceKey,
+      command: spec.command,
+      cwd,
+      configPath: config.abs,
+      tag,
+      now,
+    });
+    return { stopped: before, state: launched };
+  });
   return await reportStarted(ctx, spec, state, { before: stopped, verb: 'started', after: '' });
 }
 

@@ -14,6 +14,15 @@ export interface ApplyResult {
   detail: string;
 }
 
+/**
+ * Runs a provider's irreversible step (the rename of a file or flag, the switch of `current`, a
+ * service's stop and start) only once the agent has re-checked, under the lock an observe moves
+ * the node's fence with, that the action may still write: its generation is not below the fence,
+ * and what its plan saw still holds. It throws the refusal instead, and then nothing of the step
+ * has run. Everything before the step (a fetch, an unpack) stays as it is.
+ */
+export type AtWrite = <T>(step: () => Promise<T>) => Promise<T>;
+
 export function observed(
   type: ObservedResource['type'],
   value: Json,
