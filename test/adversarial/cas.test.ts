@@ -2,7 +2,7 @@
 // ran for minutes wrote from what it saw at its start. Each test is an attack on the real stack
 // (dev server, controller worker, agent, files on disk): a release artifact served slowly holds
 // the batch open, and meanwhile a second writer changes a managed file, or the authority moves
-// on to a newer generation whose loop acts on the node first.
+// on to a newer generation whose loop reaches the node first.
 
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
@@ -45,6 +45,14 @@ async function slowArtifact(
   await new Promise((resolve) => server.once('listening', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/${art.name}`;
   return { url, sha256: art.sha256, close: () => server.close() };
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 const evidenceOf = (ledger: LedgerEntry[], key: string) =>
@@ -104,13 +112,15 @@ describe('attack: a superseded generation acts late, after a newer one reached t
     const node = 'CAS-2';
     let newer: Awaited<ReturnType<Stack['startNode']>> | undefined;
     // While generation 1 fetches its release, the authority moves to generation 2 and its loop
-    // starts: its first action reaches the agent before generation 1's next one.
-    const server = await slowArtifact(6_000, async () => {
+    // starts: it observes the node (current still absent) and sends its own install, which waits
+    // behind generation 1's on the agent. Only then does generation 1's fetch finish.
+    const server = await slowArtifact(300, async () => {
       await stack.fleet.writeDesired(node, 2, {
         workers: 9,
         extra: { build: { type: 'release', version: '7.4', artifact: server.url, sha256: server.sha256 } },
       });
       newer = await stack.startNode(node, 2);
+      await until('generation 2 to send its install', async () => ((await stack.historyCounts(newer!)).scheduled.apply ?? 0) > 0);
     });
     try {
       await stack.fleet.writeDesired(node, 1, {
@@ -121,9 +131,14 @@ describe('attack: a superseded generation acts late, after a newer one reached t
       const older = await stack.startNode(node, 1);
 
       await stack.waitFor(older, (_s, ledger) => evidenceOf(ledger, 'config').length > 0, 90_000);
-      const [late] = evidenceOf(await stack.ledger(older), 'config');
+      // Generation 1's install passed the fence before generation 2 observed, and is refused at
+      // its switch of current; the rest of its batch is not sent.
+      const [late] = evidenceOf(await stack.ledger(older), 'build');
       expect(late?.ev).toMatchObject({ outcome: 'refused', refusal_type: 'StaleGenerationRefusal' });
-      expect(late?.ev.detail).toContain('it is for generation 1, but this agent already accepted generation 2 for node CAS-2');
+      expect(late?.ev.detail).toContain(
+        'it is for generation 1, but this agent already accepted generation 2 for node CAS-2 (when its workflow observed the node)',
+      );
+      expect(evidenceOf([late.entry], 'config').map(({ ev }) => ev.outcome)).toEqual(['skipped']);
 
       expect(newer).toBeDefined();
       await stack.waitFor(newer!, (s) => s.convergence_status === 'CONVERGED', 90_000);
@@ -133,9 +148,13 @@ describe('attack: a superseded generation acts late, after a newer one reached t
         node: { generation: number };
       };
       expect(fence.node.generation).toBe(2);
-      // Generation 2's own first action met the release generation 1 had just switched: a plan out
-      // of date (Datum's own write), re-planned, never a conflict.
+      // Generation 2's own install found current where its plan saw it, and switched it, reusing
+      // the release generation 1 had fetched and unpacked; never a conflict.
       const newerLedger = await stack.ledger(newer!);
+      const [install] = evidenceOf(newerLedger, 'build');
+      expect(install?.ev).toMatchObject({ outcome: 'applied' });
+      expect(install?.ev.detail).toContain('reused releases/7.4');
+      expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.4');
       expect(newerLedger.map((e) => e.convergence_status)).not.toContain('CONFLICT');
       await Promise.all([older.terminate('test done'), newer!.terminate('test done')]);
     } finally {

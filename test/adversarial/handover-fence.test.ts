@@ -1,8 +1,8 @@
-// Three holes in the agent's side of a hand-over between generations (issue 10, the safety model;
-// test/unit/node-model.ts `Holes` describes each), attacked on the real stack: a dev server, the
-// controller worker, the agent, files on disk. In each, the old generation's loop is still
-// running a pass when the new generation's loop reaches the node: a release artifact served
-// slowly holds the old pass open, or the old loop is simply not handed over yet.
+// Holes in the agent's side of a hand-over between generations (issue 10, the safety model;
+// test/unit/node-model.ts `Holes` describes the first three), attacked on the real stack: a dev
+// server, the controller worker, the agent, files on disk. In each, the old generation's loop is
+// still running a pass when the new generation's loop reaches the node: a release artifact
+// served slowly holds the old pass open, or the old loop is simply not handed over yet.
 
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
@@ -74,9 +74,9 @@ async function slowArtifact(during: () => Promise<void>): Promise<{ url: string;
   return { url, sha256: art.sha256, close: () => server.close() };
 }
 
-const release = (artifact: { url: string; sha256: string }) => ({
+const release = (artifact: { url: string; sha256: string }, version = '7.4') => ({
   type: 'release',
-  version: '7.4',
+  version,
   artifact: artifact.url,
   sha256: artifact.sha256,
 });
@@ -104,7 +104,8 @@ describe("attack: the old loop's pass in flight writes after the new generation 
     let gen2: WorkflowHandle | undefined;
     // While generation 1 fetches its release (the first action of its batch, planned and sent
     // before generation 2 existed), generation 2 is bound, observes the node, and converges
-    // without an action. Only then may generation 1's pass go on to its file write.
+    // without an action. Only then may generation 1's pass go on: its switch of `current`, then
+    // its file write.
     const server = await slowArtifact(async () => {
       await writeDoc(node, 2, { config: file(2) });
       gen2 = await stack.startNode(node, 2);
@@ -116,12 +117,16 @@ describe("attack: the old loop's pass in flight writes after the new generation 
       const gen1 = await stack.startNode(node, 1);
 
       await stack.waitFor(gen1, (_s, ledger) => evidenceOf(ledger, 'config').length > 0, 90_000);
-      const [late] = evidenceOf(await stack.ledger(gen1), 'config');
+      // The install had passed the fence before generation 2 observed; it is refused at the
+      // switch itself, and the batch stops there: the file write is never sent.
+      const [late] = evidenceOf(await stack.ledger(gen1), 'build');
       expect(late).toMatchObject({ outcome: 'refused', refusal_type: 'StaleGenerationRefusal' });
       expect(late?.detail).toContain(
         'it is for generation 1, but this agent already accepted generation 2 for node HF-1 (when its workflow observed the node)',
       );
-      // Generation 1's content never reached the file, so generation 2 never had anything to repair.
+      expect(evidenceOf(await stack.ledger(gen1), 'config')[0]).toMatchObject({ outcome: 'skipped' });
+      // Nothing of generation 1 reached the node, so generation 2 never had anything to repair.
+      await expect(fs.lstat(path.join(stack.fleet.root(node), 'current'))).rejects.toThrow(/ENOENT/);
       expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 2 }));
       await stack.waitForPass(gen2!, Date.now(), 2);
       expect((await stack.ledger(gen2!)).flatMap((e) => e.authorized_actions)).toEqual([]);
@@ -137,38 +142,35 @@ describe("attack: the old loop's pass in flight writes after the new generation 
   }, 180_000);
 });
 
-describe("attack: a hand-over renames the release resource, and the old loop's switch lands between the new loop's plan and its apply", () => {
-  it('is Datum’s own write (the same target under the old key): the plan is out of date, not a CONFLICT, and the new generation converges', async () => {
+describe("attack: a hand-over renames the release resource, and the old loop's switch lands just before the new loop first observes", () => {
+  it('is Datum’s own release under the old key: the new generation takes it as it is, converges without installing it again, never CONFLICT', async () => {
     const node = 'HF-2';
-    let gen2: WorkflowHandle | undefined;
-    // While generation 1 fetches its release, generation 2 (the same release, renamed from "build"
-    // to "app_release") observes `current` still absent and sends its own install, which waits
-    // for generation 1's apply on the agent; then generation 1 switches `current`.
-    const server = await slowArtifact(async () => {
-      await writeDoc(node, 2, { app_release: release(server) });
-      gen2 = await stack.startNode(node, 2);
-      await until('generation 2 to send its install', async () => ((await stack.historyCounts(gen2!)).scheduled.apply ?? 0) > 0);
-    });
-    try {
-      await agentFor(node);
-      await writeDoc(node, 1, { build: release(server) });
-      const gen1 = await stack.startNode(node, 1);
+    const root = stack.fleet.root(node);
+    const art = await stack.fleet.artifact('7.4');
+    const build = release({ url: `artifacts/${art.name}`, sha256: art.sha256 });
+    await agentFor(node);
+    await writeDoc(node, 1, { build, config: file(8) });
+    const gen1 = await stack.startNode(node, 1);
+    // The moment generation 1's switch of `current` lands (its file write still to come), the
+    // rollout binds generation 2, which calls the same release "app_release".
+    await until(
+      'generation 1 to switch current',
+      async () => (await fs.readlink(path.join(root, 'current')).catch(() => null)) !== null,
+    );
+    await writeDoc(node, 2, { app_release: build, config: file(8) });
+    const gen2 = await stack.startNode(node, 2);
 
-      await until('generation 2', () => Promise.resolve(gen2 !== undefined), 90_000);
-      await stack.waitFor(gen2!, (_s, ledger) => evidenceOf(ledger, 'app_release').length > 0, 90_000);
-      const [first] = evidenceOf(await stack.ledger(gen2!), 'app_release');
-      expect(first).toMatchObject({ outcome: 'refused', refusal_type: 'StaleSnapshotRefusal' });
-      expect(first?.detail).toContain(`by Datum's own write for generation 1 under the key "build"`);
-      // The loop observes again and finds the release it wants in place: converged, never CONFLICT.
-      await stack.waitFor(gen2!, (s) => s.convergence_status === 'CONVERGED', 90_000);
-      const ledger = await stack.ledger(gen2!);
-      expect(ledger.map((e) => e.convergence_status)).not.toContain('CONFLICT');
-      expect((await stack.state(gen2!)).conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
-      expect(await fs.readlink(path.join(stack.fleet.root(node), 'current'))).toBe('releases/7.4');
-      await Promise.all([gen1.terminate('test done'), gen2!.terminate('test done')]);
-    } finally {
-      server.close();
-    }
+    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED', 90_000);
+    await stack.waitForPass(gen2, Date.now(), 2);
+    const ledger = await stack.ledger(gen2);
+    expect(ledger.map((e) => e.convergence_status)).not.toContain('CONFLICT');
+    expect((await stack.state(gen2)).conditions.map((c) => c.type)).not.toContain('CONFLICTING_WRITER');
+    // The release generation 1 switched under "build" is the one generation 2 wants: never installed twice.
+    expect(ledger.flatMap((e) => e.authorized_actions).filter((a) => a.resource_key === 'app_release')).toEqual([]);
+    expect(ledger[ledger.length - 1]?.resources.find((r) => r.resource_key === 'app_release')?.ownership).toBe('MANAGED');
+    expect(await fs.readlink(path.join(root, 'current'))).toBe('releases/7.4');
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    await Promise.all([gen1.terminate('test done'), gen2.terminate('test done')]);
   }, 180_000);
 });
 
@@ -226,4 +228,51 @@ describe("attack: the old loop's pass after a hand-over gives the agent back a y
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
     await gen3.terminate('test done');
   }, 240_000);
+});
+
+describe("attack: an old generation's release install passed the fence, and a newer generation observes the node while its fetch is in flight", () => {
+  it("an old generation's slow release install finishes its fetch after the newer generation observed: current does not switch", async () => {
+    const node = 'HF-4';
+    const root = stack.fleet.root(node);
+    const a73 = await stack.fleet.artifact('7.3');
+    const v73 = release({ url: `artifacts/${a73.name}`, sha256: a73.sha256 }, '7.3');
+    await agentFor(node);
+    await writeDoc(node, 1, { build: v73 });
+    const gen1 = await stack.startNode(node, 1);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    expect(await fs.readlink(path.join(root, 'current'))).toBe('releases/7.3');
+
+    // Generation 2 rolls 7.4 out; while the agent fetches it, the operator rolls back to 7.3
+    // (generation 3), whose loop observes the node, finds 7.3 in place and converges.
+    let gen3: WorkflowHandle | undefined;
+    const server = await slowArtifact(async () => {
+      await writeDoc(node, 3, { build: v73 });
+      gen3 = await stack.startNode(node, 3);
+      await stack.waitFor(gen3, (s) => s.convergence_status === 'CONVERGED');
+    });
+    try {
+      await writeDoc(node, 2, { build: release(server) });
+      const gen2 = await handOver(gen1, node, 2);
+
+      await stack.waitFor(gen2, (_s, ledger) => evidenceOf(ledger, 'build').length > 0, 90_000);
+      const [late] = evidenceOf(await stack.ledger(gen2), 'build');
+      expect(late).toMatchObject({ outcome: 'refused', refusal_type: 'StaleGenerationRefusal', marker_after: null });
+      expect(late?.detail).toContain(
+        'it is for generation 2, but this agent already accepted generation 3 for node HF-4 (when its workflow observed the node)',
+      );
+      // The rolled-back release never went live; what was fetched stays unpacked, and nothing else.
+      expect(await fs.readlink(path.join(root, 'current'))).toBe('releases/7.3');
+      const record = JSON.parse(await fs.readFile(path.join(root, 'releases/7.4/.datum-release.json'), 'utf8')) as unknown;
+      expect(record).toEqual({ version: '7.4', sha256: server.sha256 });
+      expect(await fs.readdir(path.join(root, '.datum/pending')).catch(() => [])).toEqual([]);
+      await gen2.terminate('test done');
+      // Generation 3 never had to switch it back.
+      await stack.waitForPass(gen3!, Date.now(), 2);
+      expect((await stack.ledger(gen3!)).flatMap((e) => e.authorized_actions)).toEqual([]);
+      expect(await fs.readlink(path.join(root, 'current'))).toBe('releases/7.3');
+      await gen3!.terminate('test done');
+    } finally {
+      server.close();
+    }
+  }, 180_000);
 });
