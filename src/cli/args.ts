@@ -1,38 +1,60 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { withFix } from '../contract';
+/*
+ * The parse layer's checks, shared by the commands: commander has parsed the command line into
+ * options; these turn option values into what a command needs, or a UsageError (exit 2) that
+ * names the option and the fix. Loaded by a command's module, not by `datum --help`.
+ */
+import { DURATION_HINT, parseDuration } from '../domain/duration';
+import { UsageError, withFix } from './errors';
 
-/** A usage error: printed to stderr with the command's usage, exit code 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
+export { UsageError } from './errors';
+
+export const OUTPUT_FORMATS = ['text', 'json', 'jsonl'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+/** What every reading command takes: `-o FORMAT`, and `--json` as the alias scripts already use. */
+export interface OutputFlags {
+  output?: string;
+  json?: boolean;
 }
 
-export type Options = NonNullable<ParseArgsConfig['options']>;
-
-export function parse<O extends Options>(argv: string[], options: O, allowPositionals = false) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: { ...options, help: { type: 'boolean', short: 'h' } },
-      allowPositionals,
-      strict: true,
-    });
-  } catch (error) {
-    const message = (error as Error).message.replace(/^TypeError \[[A-Z_]+\]: /, '').split('\n')[0];
-    const code = (error as { code?: unknown }).code;
-    throw new UsageError(withFix(message, PARSE_FIXES[String(code)] ?? 'see --help for the options this command takes'));
-  }
+export function outputFormat(flags: OutputFlags): OutputFormat {
+  if (flags.json && flags.output !== undefined && flags.output !== 'json')
+    throw new UsageError(withFix(`--json and -o ${flags.output} disagree`, 'give one of them (--json is -o json)'));
+  if (flags.json) return 'json';
+  const format = flags.output ?? 'text';
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(format))
+    throw new UsageError(withFix(`-o ${JSON.stringify(format)} is not an output format`, `use ${OUTPUT_FORMATS.join(', ')}`));
+  return format as OutputFormat;
 }
 
-/** node:util parseArgs says what is wrong; these say what to do about it. */
-const PARSE_FIXES: Record<string, string> = {
-  ERR_PARSE_ARGS_UNKNOWN_OPTION: 'remove it or correct its spelling (--help lists the options)',
-  ERR_PARSE_ARGS_INVALID_OPTION_VALUE:
-    'give a value option its value (--name VALUE, or --name=-VALUE for one that starts with "-"), and a flag none',
-  ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL: 'remove it, or pass it as the value of an option (--help lists them)',
-};
+/** A duration option such as --timeout 10m or --since 1h, in milliseconds. */
+export function durationFlag(text: string, flag: string): number {
+  const ms = parseDuration(text);
+  if (ms === null) throw new UsageError(withFix(`${flag} ${JSON.stringify(text)} is not a duration`, DURATION_HINT));
+  return ms;
+}
 
-/** TEMPORAL_ADDRESS / profiles come from envconfig; these flags override them per command. */
-export const CONNECTION_OPTIONS = {
-  address: { type: 'string' },
-  namespace: { type: 'string' },
-} as const satisfies Options;
+/** A whole number of 1 or more, such as --generation 12 or --limit 50. */
+export function wholeFlag(text: string | undefined, flag: string, example: string): number {
+  const n = Number(text);
+  if (text === undefined || !/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(
+      withFix(`${flag} must be a whole number of 1 or more, got ${JSON.stringify(text ?? null)}`, `such as ${flag} ${example}`),
+    );
+  return n;
+}
+
+/** A comma-separated list option (--nodes N-1,N-2, --status BLOCKED,CONFLICT), each item trimmed. */
+export function listFlag(text: string | undefined): string[] {
+  return text === undefined ? [] : text.split(',').map((s) => s.trim());
+}
+
+/** One of a closed set of values, each item of a list option checked. */
+export function oneOf<T extends string>(values: string[], allowed: readonly T[], flag: string): T[] {
+  const bad = values.filter((v) => !(allowed as readonly string[]).includes(v));
+  if (bad.length > 0)
+    throw new UsageError(
+      withFix(`${flag} ${bad.map((b) => JSON.stringify(b)).join(', ')}: not known`, `use ${allowed.join(', ')}`),
+    );
+  return values as T[];
+}

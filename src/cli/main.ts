@@ -1,66 +1,115 @@
-import { UsageError } from './args';
-import { agentCommand } from './commands/agent';
-import { describeCommand } from './commands/describe';
-import { devCommand } from './commands/dev';
-import { ledgerCommand } from './commands/ledger';
-import { refreshCommand } from './commands/refresh';
-import { resolveCommand } from './commands/resolve';
-import { rolloutCommand } from './commands/rollout';
-import { statusCommand } from './commands/status';
-import { workerCommand } from './commands/worker';
+import { CommanderError } from '@commander-js/extra-typings';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import { EXIT, UsageError, withFix } from './errors';
+import { Invocation, buildProgram } from './program';
 
-export interface Command {
-  summary: string;
-  usage: string;
-  run(argv: string[]): Promise<number>;
+/** The command an error belongs to, as commander reports it (an error names no command itself). */
+interface ErrorSite {
+  command: CommandUnknownOpts | null;
 }
 
-const COMMANDS: Record<string, Command> = {
-  dev: devCommand,
-  worker: workerCommand,
-  agent: agentCommand,
-  rollout: rolloutCommand,
-  status: statusCommand,
-  describe: describeCommand,
-  ledger: ledgerCommand,
-  resolve: resolveCommand,
-  refresh: refreshCommand,
-};
-
-const USAGE = () =>
-  [
-    'usage: datum <command> [options]',
-    '',
-    'commands:',
-    ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
-    '',
-    'Temporal connection: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE',
-    '(envconfig), or --address/--namespace on each command. `datum <command> --help` for details.',
-  ].join('\n');
+/**
+ * Every command of the tree throws instead of exiting, and hands its error message here instead
+ * of printing it: main prints it once, in Datum's "<problem> — fix: <fix>" shape, with the usage.
+ */
+export function interceptErrors(program: CommandUnknownOpts, quiet = false): ErrorSite {
+  const site: ErrorSite = { command: null };
+  const visit = (command: CommandUnknownOpts) => {
+    command.exitOverride();
+    command.configureOutput({
+      outputError: () => {
+        site.command = command;
+      },
+      ...(quiet ? { writeOut: () => undefined, writeErr: () => undefined } : {}),
+    });
+    for (const sub of command.commands) visit(sub);
+  };
+  visit(program);
+  return site;
+}
 
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(`${USAGE()}\n`);
-    return name ? 0 : 2;
-  }
-  const command = COMMANDS[name];
-  if (!command) {
-    process.stderr.write(`datum: unknown command "${name}"\n\n${USAGE()}\n`);
-    return 2;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(`${command.usage}\n`);
-    return 0;
-  }
+  const inv = new Invocation();
+  const program = buildProgram(inv);
+  const site = interceptErrors(program);
   try {
-    return await command.run(rest);
+    await program.parseAsync(argv, { from: 'user' });
+    return inv.code;
   } catch (error) {
-    if (error instanceof UsageError) {
-      process.stderr.write(`datum ${name}: ${error.message}\n\n${command.usage}\n`);
-      return 2;
+    return report(error, site.command ?? inv.command ?? program);
+  }
+}
+
+function report(error: unknown, command: CommandUnknownOpts): number {
+  if (error instanceof CommanderError) {
+    // --help and --version end as "errors" once exits are overridden.
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return EXIT.ok;
+    // A command that needs a subcommand, given none: its help went to stderr.
+    if (error.code === 'commander.help') return EXIT.usage;
+    process.stderr.write(`${commandPath(command)}: ${commanderProblem(error, command)}\n\n${usageOf(command)}\n`);
+    return EXIT.usage;
+  }
+  if (error instanceof UsageError) {
+    process.stderr.write(`${commandPath(command)}: ${error.message}\n\n${usageOf(command)}\n`);
+    return EXIT.usage;
+  }
+  process.stderr.write(`${commandPath(command)}: ${error instanceof Error ? error.message : String(error)}\n`);
+  return EXIT.finding;
+}
+
+export function commandPath(command: CommandUnknownOpts): string {
+  const names: string[] = [];
+  for (let c: CommandUnknownOpts | null = command; c; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+export function usageOf(command: CommandUnknownOpts): string {
+  const path = commandPath(command);
+  return `Usage: ${path} ${command.usage()}\nRun \`${path} --help\` for every option.`;
+}
+
+/** What each kind of commander error asks the operator to do. */
+const COMMANDER_FIXES: Record<string, (path: string) => string> = {
+  'commander.unknownOption': (path) => `remove it or correct its spelling (\`${path} --help\` lists the options)`,
+  'commander.unknownCommand': (path) => `\`${path} --help\` lists the commands`,
+  'commander.missingArgument': () => 'give it, as the usage below shows',
+  'commander.optionMissingArgument': () =>
+    'give the option its value (--name VALUE, or --name=-VALUE for one that starts with "-")',
+  'commander.missingMandatoryOptionValue': () => 'give the option, as the usage below shows',
+  'commander.excessArguments': () => 'remove it, or pass it as the value of an option',
+  'commander.invalidArgument': () => 'use one of the values it names',
+  'commander.conflictingOption': () => 'give only one of them',
+};
+
+/**
+ * Commander's message ("error: unknown option '--jsn'\n(Did you mean --json?)") in Datum's shape:
+ * the problem, and a fix that carries commander's "did you mean" suggestion when it has one.
+ */
+export function commanderProblem(error: CommanderError, command: CommandUnknownOpts): string {
+  const [first, ...rest] = error.message.replace(/^error: /, '').split('\n');
+  const problem = first.replace(/'([^']*)'/g, '"$1"').replace(/\.$/, '');
+  const suggestion = /\(Did you mean (.+)\?\)/.exec(rest.join(' '))?.[1];
+  const fix = (COMMANDER_FIXES[error.code] ?? (() => `see \`${commandPath(command)} --help\``))(commandPath(command));
+  return withFix(problem, suggestion ? `did you mean ${suggestion}? Otherwise ${fix}` : fix);
+}
+
+/**
+ * The parse layer alone, in-process (test/fuzz/cli.test.ts): argv → the checked input a command
+ * would run with, or a UsageError naming the option and the fix. Nothing connects or starts.
+ * `--help` parses to `{ help: true }`.
+ */
+export async function parseOnly(argv: string[]): Promise<unknown> {
+  const inv = new Invocation(true);
+  const program = buildProgram(inv);
+  const site = interceptErrors(program, true);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return inv.parsed;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.help') return { help: true };
+      throw new UsageError(commanderProblem(error, site.command ?? program));
     }
-    process.stderr.write(`datum ${name}: ${error instanceof Error ? error.message : String(error)}\n`);
-    return 1;
+    throw error;
   }
 }

@@ -32,3 +32,13 @@ export function short(value: unknown, max = 60): string {
   if (text === undefined) return '-';
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
+
+/** One document: indented JSON for -o json, a single line for -o jsonl. */
+export function printDocument(format: 'json' | 'jsonl', value: unknown): void {
+  process.stdout.write(format === 'json' ? `${JSON.stringify(value, null, 2)}\n` : `${JSON.stringify(value)}\n`);
+}
+
+/** A line of a jsonl stream: one object, one line, written as soon as it is known (progress for scripts). */
+export function printLine(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}

@@ -1,10 +1,11 @@
-import { withClient } from '../../worker/connection';
 import { ledgerQuery, type NodeState } from '../../contract';
 import type { LedgerEntry } from '../../domain';
-import { CONNECTION_OPTIONS, parse } from '../args';
-import type { Command } from '../main';
+import { outputFormat, type OutputFlags, type OutputFormat } from '../args';
+import { withTemporal, type ConnectionFlags } from '../connection';
+import { parseOnly } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
-import { ago, print, printJson, short, table } from '../output';
+import { ago, print, printDocument, short, table } from '../output';
+import type { CommandModule } from '../program';
 
 /** What an operator does about each status, in one sentence. */
 const NEXT: Record<string, string> = {
@@ -18,23 +19,30 @@ const NEXT: Record<string, string> = {
   SUPERSEDED: 'A newer generation owns this node now.',
 };
 
-/** The parse layer: options and the node, checked before anything connects (fuzzed in test/fuzz/cli.test.ts). */
-export function describeArgs(argv: string[]) {
-  const { values, positionals } = parse(argv, { json: { type: 'boolean' }, ...CONNECTION_OPTIONS }, true);
-  return { values, node: checkNode(positionals[0]) };
+interface DescribeRaw extends ConnectionFlags, OutputFlags {
+  node: string;
 }
 
-export const describeCommand: Command = {
-  summary: 'explain one node: its decision, its conditions, its last ledger entries',
-  usage: `usage: datum describe NODE [--json] [--address HOST:PORT] [--namespace NS]`,
-  async run(argv) {
-    const { values, node } = describeArgs(argv);
-    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
+export interface DescribeInput {
+  node: string;
+  format: OutputFormat;
+  values: DescribeRaw;
+}
+
+/** The parse layer: options and the node, checked before anything connects (fuzzed in test/fuzz/cli.test.ts). */
+export const describeArgs = (argv: string[]) => parseOnly(['describe', ...argv]);
+
+export const describeCommand: CommandModule<DescribeRaw, DescribeInput> = {
+  input(values) {
+    return { values, node: checkNode(values.node), format: outputFormat(values) };
+  },
+  async run({ values, node, format }) {
+    return await withTemporal(values, async (client) => {
       const loop = await loopFor(client, node);
       const [state, ledger] = await Promise.all([stateOf(loop), loop.handle.query(ledgerQuery)]);
       const last = ledger[ledger.length - 1];
-      if (values.json) {
-        printJson({
+      if (format !== 'text') {
+        printDocument(format, {
           state,
           resources: last?.resources ?? [],
           operator_exceptions: last?.operator_exceptions ?? [],

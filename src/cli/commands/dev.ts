@@ -18,24 +18,35 @@ import {
   withFix,
   type RolloutWorkflow,
 } from '../../contract';
-import { UsageError, parse } from '../args';
-import type { Command } from '../main';
+import { UsageError } from '../args';
+import { parseOnly } from '../main';
+import type { CommandModule } from '../program';
 import { print, table } from '../output';
 import { untilSignal } from '../process';
-import { dataDirFrom } from './worker';
+import { dataDirFrom } from '../dirs';
 
-export const devCommand: Command = {
-  summary: 'the whole stack on this machine: dev server + Web UI, controller, one agent per node, a first rollout',
-  usage: `usage: datum dev [--fleet DIR] [--port 7233] [--ui-port 8233] [--data DIR]
+interface DevRaw {
+  fleet?: string;
+  port: string;
+  uiPort: string;
+  data?: string;
+}
 
-Starts \`temporal server start-dev\` (SQLite at DIR/temporal.sqlite, Web UI on --ui-port), a
-controller worker and one agent per FLEET/agents/*.yaml, then rolls out every node's desired
-generation once. Without --fleet it copies the bundled demo fleet (examples/fleet: five nodes,
-N-24 the seed's story, N-25 in observe mode) to DIR/fleet and roots the nodes in DIR/nodes.
-DIR defaults to ./.datum ($DATUM_DATA). Ctrl-C stops every process it started; starting again
-resumes from DIR: the workflows are still there and continue.`,
-  async run(argv) {
-    const stack = await stackOptions(argv);
+export interface DevInput {
+  values: DevRaw;
+  port: number;
+  uiPort: number;
+}
+
+/** The parse layer: options and ports, checked before anything starts (fuzzed in test/fuzz/cli.test.ts). */
+export const devArgs = (argv: string[]) => parseOnly(['dev', ...argv]);
+
+export const devCommand: CommandModule<DevRaw, DevInput> = {
+  input(values) {
+    return { values, port: portOf(values.port, '--port'), uiPort: portOf(values.uiPort, '--ui-port') };
+  },
+  async run(raw) {
+    const stack = await stackOptions(raw);
     const children = new Children(path.join(stack.dataDir, 'logs'));
     // Installed before anything starts, so Ctrl-C at any moment stops what was started.
     const signalled = untilSignal(
@@ -76,19 +87,7 @@ interface Stack {
   agents: FleetAgentFile[];
 }
 
-/** The parse layer: options and ports, checked before anything starts (fuzzed in test/fuzz/cli.test.ts). */
-export function devArgs(argv: string[]) {
-  const { values } = parse(argv, {
-    fleet: { type: 'string' },
-    port: { type: 'string' },
-    'ui-port': { type: 'string' },
-    data: { type: 'string' },
-  });
-  return { values, port: portOf(values.port ?? '7233', '--port'), uiPort: portOf(values['ui-port'] ?? '8233', '--ui-port') };
-}
-
-async function stackOptions(argv: string[]): Promise<Stack> {
-  const { values, port, uiPort } = devArgs(argv);
+async function stackOptions({ values, port, uiPort }: DevInput): Promise<Stack> {
   const dataDir = dataDirFrom(values.data);
   await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
   await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
@@ -146,7 +145,7 @@ async function runStack(stack: Stack, children: Children, client: Client, signal
 
 function portOf(text: string, flag: string): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > 65535)
+  if (!/^\d+$/.test(text) || !Number.isInteger(n) || n < 1 || n > 65535)
     throw new UsageError(withFix(`${flag} ${JSON.stringify(text)} is not a port`, 'a number from 1 to 65535'));
   return n;
 }

@@ -1,56 +1,89 @@
 import { openLedgerStore } from '../../activities/ledger-store';
-import { parse } from '../args';
-import type { Command } from '../main';
+import { parseDuration } from '../../domain/duration';
+import type { LedgerEntry } from '../../domain';
+import { UsageError, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
+import { withFix } from '../errors';
+import { parseOnly } from '../main';
 import { checkNode } from '../nodes';
-import { print, printJson, table } from '../output';
-import { dataDirFrom } from './worker';
+import { print, printDocument, printLine, table } from '../output';
+import type { CommandModule } from '../program';
+import { dataDirFrom } from '../dirs';
 
-/** The parse layer: options and the node, checked before the store is opened (fuzzed in test/fuzz/cli.test.ts). */
-export function ledgerArgs(argv: string[]) {
-  const { values, positionals } = parse(
-    argv,
-    { json: { type: 'boolean' }, since: { type: 'string' }, data: { type: 'string' } },
-    true,
-  );
-  return { values, node: checkNode(positionals[0]) };
+interface LedgerRaw extends OutputFlags {
+  node: string;
+  since?: string;
+  limit?: string;
+  data?: string;
 }
 
-export const ledgerCommand: Command = {
-  summary: "a node's ledger from the store (every decision, across generations and continue-as-new)",
-  usage: `usage: datum ledger NODE [--json] [--since TIME] [--data DIR]
+export interface LedgerInput {
+  node: string;
+  format: OutputFormat;
+  /** An ISO time as typed (the store checks it), or the instant a duration ago. */
+  since: string | undefined;
+  limit: number | null;
+  dataDir: string;
+}
 
-Reads the ledger store: $DATUM_LEDGER_URL (postgres://…) or DIR/ledger.sqlite (--data,
-$DATUM_DATA, ./.datum). TIME is ISO 8601, such as 2026-11-29T10:00:00Z or 2026-11-29.`,
-  async run(argv) {
-    const { values, node } = ledgerArgs(argv);
-    const store = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
+/** The parse layer: options and the node, checked before the store is opened (fuzzed in test/fuzz/cli.test.ts). */
+export const ledgerArgs = (argv: string[]) => parseOnly(['ledger', ...argv]);
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const ZONED_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** --since 1h is a duration back from now; 2026-11-29 or 2026-11-29T10:00:00Z a time (the store normalizes it). */
+export function sinceFrom(text: string | undefined, now = Date.now()): string | undefined {
+  if (text === undefined) return undefined;
+  const ago = parseDuration(text);
+  if (ago !== null) return new Date(now - ago).toISOString();
+  if ((DATE.test(text) || ZONED_TIME.test(text)) && Number.isFinite(Date.parse(text))) return text;
+  throw new UsageError(
+    withFix(
+      `--since ${JSON.stringify(text)} is neither a time nor a duration`,
+      'give an ISO 8601 time with a zone (2026-11-29T10:00:00Z), a date (2026-11-29) or how long ago (90m, 1h, 2d)',
+    ),
+  );
+}
+
+export const ledgerCommand: CommandModule<LedgerRaw, LedgerInput> = {
+  input(values) {
+    return {
+      node: checkNode(values.node),
+      format: outputFormat(values),
+      since: sinceFrom(values.since),
+      limit: values.limit === undefined ? null : wholeFlag(values.limit, '--limit', '50'),
+      dataDir: dataDirFrom(values.data),
+    };
+  },
+  async run({ node, format, since, limit, dataDir }) {
+    const store = await openLedgerStore({ dataDir });
     try {
-      const entries = await store.list(node, values.since ? { since: values.since } : {});
-      if (values.json) {
-        printJson(entries);
-        return 0;
-      }
-      if (entries.length === 0) {
-        print(`No ledger entries for ${node} in ${store.location}${values.since ? ` since ${values.since}` : ''}.`);
-        return 0;
-      }
-      print(
-        table(
-          ['DECIDED', 'GEN', 'SEQ', 'STATUS', 'REASON', 'ACTIONS', 'DETAIL'],
-          entries.map((e) => [
-            e.decided_at,
-            String(e.desired_generation),
-            String(e.seq),
-            e.convergence_status,
-            e.reason,
-            e.execution_evidence.map((x) => `${x.resource_key}:${x.action}=${x.outcome}`).join(', ') || '-',
-            e.reason_detail,
-          ]),
-        ),
-      );
+      const all = await store.list(node, since ? { since } : {});
+      // The newest N, still oldest first: what `tail` would show.
+      const entries = limit === null ? all : all.slice(-limit);
+      if (format === 'json') printDocument('json', entries);
+      else if (format === 'jsonl') for (const e of entries) printLine(e);
+      else if (entries.length === 0)
+        print(`No ledger entries for ${node} in ${store.location}${since ? ` since ${since}` : ''}.`);
+      else print(ledgerTable(entries));
       return 0;
     } finally {
       await store.close();
     }
   },
 };
+
+function ledgerTable(entries: LedgerEntry[]): string {
+  return table(
+    ['DECIDED', 'GEN', 'SEQ', 'STATUS', 'REASON', 'ACTIONS', 'DETAIL'],
+    entries.map((e) => [
+      e.decided_at,
+      String(e.desired_generation),
+      String(e.seq),
+      e.convergence_status,
+      e.reason,
+      e.execution_evidence.map((x) => `${x.resource_key}:${x.action}=${x.outcome}`).join(', ') || '-',
+      e.reason_detail,
+    ]),
+  );
+}

@@ -1,46 +1,67 @@
 import { DesiredStateAuthority } from '../../activities/authority';
-import { withClient } from '../../worker/connection';
-import { refreshDesiredSignal, reconcileWorkflowId } from '../../contract';
-import { CONNECTION_OPTIONS, parse } from '../args';
-import type { Command } from '../main';
+import { refreshDesiredUpdate } from '../../contract';
+import { durationFlag, outputFormat, type OutputFlags, type OutputFormat } from '../args';
+import { withTemporal, type ConnectionFlags } from '../connection';
+import { parseOnly } from '../main';
 import { checkNode, loopFor } from '../nodes';
-import { print, printJson } from '../output';
-import { fleetDirFrom } from './worker';
+import { print, printDocument } from '../output';
+import type { CommandModule } from '../program';
+import { sendUpdate } from '../updates';
+import { fleetDirFrom } from '../dirs';
 
-/** The parse layer: options and the node, checked before the authority is read (fuzzed in test/fuzz/cli.test.ts). */
-export function refreshArgs(argv: string[]) {
-  const { values, positionals } = parse(
-    argv,
-    { fleet: { type: 'string' }, json: { type: 'boolean' }, ...CONNECTION_OPTIONS },
-    true,
-  );
-  return { values, node: checkNode(positionals[0]) };
+interface RefreshRaw extends ConnectionFlags, OutputFlags {
+  node: string;
+  fleet?: string;
+  timeout?: string;
 }
 
-export const refreshCommand: Command = {
-  summary: "re-read a node's desired state and signal the refreshed intent to its loop",
-  usage: `usage: datum refresh NODE [--fleet DIR] [--json]
+export interface RefreshInput {
+  values: RefreshRaw;
+  node: string;
+  format: OutputFormat;
+  fleetDir: string;
+  timeoutMs: number;
+}
 
-Reads DIR/desired/nodes/NODE.yaml (--fleet or $DATUM_FLEET) and sends refreshDesired with its
-generation and digest: the same generation re-binds, a newer one hands over to
-datum/NODE/gen-<new>, an older one is refused (and recorded).`,
-  async run(argv) {
-    const { values, node } = refreshArgs(argv);
-    const read = await new DesiredStateAuthority(fleetDirFrom(values.fleet)).read(node);
+/** The parse layer: options and the node, checked before the authority is read (fuzzed in test/fuzz/cli.test.ts). */
+export const refreshArgs = (argv: string[]) => parseOnly(['refresh', ...argv]);
+
+/** The decisions a refresh can come to that mean it did not take. */
+const REFUSED = new Set(['REFRESH_REFUSED', 'SIGNAL_REJECTED']);
+
+export const refreshCommand: CommandModule<RefreshRaw, RefreshInput> = {
+  input(values) {
+    return {
+      values,
+      node: checkNode(values.node),
+      format: outputFormat(values),
+      fleetDir: fleetDirFrom(values.fleet),
+      timeoutMs: values.timeout === undefined ? 30_000 : durationFlag(values.timeout, '--timeout'),
+    };
+  },
+  async run({ values, node, format, fleetDir, timeoutMs }) {
+    const read = await new DesiredStateAuthority(fleetDir).read(node);
     if (!read.ok) throw new Error(read.error);
-    return await withClient({ address: values.address, namespace: values.namespace }, async (client) => {
+    return await withTemporal(values, async (client) => {
       const loop = await loopFor(client, node);
-      const signal = { generation: read.intent.generation, digest: read.intent.digest };
-      await loop.handle.signal(refreshDesiredSignal, signal);
-      const what =
-        signal.generation > loop.generation
-          ? `hands over from ${loop.workflowId} to ${reconcileWorkflowId(node, signal.generation)}`
-          : signal.generation === loop.generation
-            ? `re-binds ${loop.workflowId}`
-            : `is older than ${loop.workflowId} and will be refused`;
-      if (values.json) printJson({ node, workflow_id: loop.workflowId, signal });
-      else print(`${node}: sent refreshDesired generation ${signal.generation} (${signal.digest.slice(0, 19)}…): ${what}.`);
-      return 0;
+      const payload = { generation: read.intent.generation, digest: read.intent.digest };
+      const result = await sendUpdate(loop, refreshDesiredUpdate, payload, timeoutMs);
+      const entry = result.entry ?? result.decision;
+      if (format !== 'text')
+        printDocument(format, {
+          node,
+          workflow_id: loop.workflowId,
+          // `signal` kept from the signal-only days: what was sent.
+          signal: payload,
+          sent_as: 'update',
+          entry,
+          handed_over_to: result.handed_over_to,
+        });
+      else
+        print(
+          `${node}: refreshDesired generation ${payload.generation} (${payload.digest.slice(0, 19)}…) → ${entry.convergence_status} ${entry.reason}: ${entry.reason_detail}`,
+        );
+      return REFUSED.has(entry.reason) ? 1 : 0;
     });
   },
 };

@@ -1,51 +1,70 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowExecutionInfo,
+} from '@temporalio/client';
+import { CancelledFailure } from '@temporalio/common';
 import { DesiredStateAuthority } from '../../activities/authority';
-import { withClient } from '../../worker/connection';
 import {
   CONTROL_TASK_QUEUE,
+  MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
   WORKFLOW_TYPES,
   rolloutProgressQuery,
   rolloutWorkflowId,
   withFix,
+  type RolloutCancelled,
   type RolloutNodeProgress,
   type RolloutResult,
   type RolloutWorkflow,
 } from '../../contract';
 import type { ConvergenceStatus } from '../../domain';
-import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
-import type { Command } from '../main';
+import { UsageError, durationFlag, listFlag, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
+import { withTemporal, type ConnectionFlags } from '../connection';
+import { parseOnly } from '../main';
 import { checkNode } from '../nodes';
-import { print, printJson } from '../output';
-import { fleetDirFrom } from './worker';
+import { ago, print, printDocument, printLine, table } from '../output';
+import type { CommandModule } from '../program';
+import { fleetDirFrom } from '../dirs';
 
 const SETTLED_BAD = new Set<ConvergenceStatus>(['BLOCKED', 'CONFLICT']);
+const ROLLOUT_ID = /^datum-rollout\/gen-(\d+)\/(.+)$/;
 
-export const rolloutCommand: Command = {
-  summary: 'start (or attach to) a rollout of a generation to nodes',
-  usage: `usage: datum rollout start --generation G (--nodes N-1,N-2 | --all) [--fleet DIR] [--wait] [--json]
+/** The parse layer of `rollout SUBCOMMAND …` (fuzzed in test/fuzz/cli.test.ts). */
+export const rolloutArgs = (argv: string[]) => parseOnly(['rollout', ...argv]);
 
-Starts one reconcileNode per node at generation G (or attaches to the running one), hands over
-from older generations, and refuses nodes whose desired state is not at G (the others go on).
---all takes every node in DIR/desired/nodes (--fleet or $DATUM_FLEET). --wait shows per-node
-progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 1 if any node
-ends BLOCKED or CONFLICT or was refused.`,
-  async run(argv) {
-    const args = await rolloutArgs(argv);
-    return await withClient({ address: args.values.address, namespace: args.values.namespace }, async (client) => {
-      const { workflowId, attached } = await startOrAttach(client, args.generation, args.nodes);
-      if (args.values.wait) return await waitAndReport(client, workflowId, args.generation, args.values.json === true);
-      if (args.values.json) printJson({ workflow_id: workflowId, generation: args.generation, nodes: args.nodes, attached });
-      else {
-        const which = args.values.all ? '--all' : `--nodes ${args.nodes.join(',')}`;
-        print(
-          `${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${args.generation} to ${args.nodes.length} node(s). Watch it: datum rollout start --generation ${args.generation} ${which} --wait`,
-        );
-      }
-      return 0;
-    });
-  },
-};
+interface WaitFlags {
+  wait?: boolean;
+  timeout?: string;
+}
+
+/** --timeout only means something with --wait; a bad duration is a usage error either way. */
+function timeoutOf(values: WaitFlags): number | null {
+  if (values.timeout === undefined) return null;
+  const ms = durationFlag(values.timeout, '--timeout');
+  if (!values.wait) throw new UsageError(withFix('--timeout limits --wait', 'add --wait, or drop --timeout'));
+  return ms;
+}
+
+// ---------------------------------------------------------------------------------------------
+// rollout start
+
+interface StartRaw extends ConnectionFlags, OutputFlags, WaitFlags {
+  generation?: string;
+  nodes?: string;
+  all?: boolean;
+  fleet?: string;
+}
+
+export interface StartInput {
+  values: StartRaw;
+  generation: number;
+  nodes: string[];
+  format: OutputFormat;
+  timeoutMs: number | null;
+}
 
 async function fleetNodes(fleetDir: string): Promise<string[]> {
   const nodes = await new DesiredStateAuthority(fleetDir).nodes();
@@ -54,43 +73,33 @@ async function fleetNodes(fleetDir: string): Promise<string[]> {
   return nodes;
 }
 
-/** The parse layer: subcommand, generation and nodes (fuzzed in test/fuzz/cli.test.ts). */
-export async function rolloutArgs(argv: string[]) {
-  const [sub, ...rest] = argv;
-  if (sub !== 'start')
-    throw new UsageError(
-      sub
-        ? withFix(`unknown rollout subcommand "${sub}"`, 'datum rollout start …')
-        : withFix('missing subcommand', 'datum rollout start …'),
-    );
-  const { values } = parse(rest, {
-    generation: { type: 'string' },
-    nodes: { type: 'string' },
-    all: { type: 'boolean' },
-    fleet: { type: 'string' },
-    wait: { type: 'boolean' },
-    json: { type: 'boolean' },
-    ...CONNECTION_OPTIONS,
-  });
-  const generation = Number(values.generation);
-  if (!values.generation || !Number.isInteger(generation) || generation < 1)
-    throw new UsageError(
-      withFix(
-        `--generation must be a whole number of 1 or more, got ${JSON.stringify(values.generation ?? null)}`,
-        'pass the generation the desired-state files declare, such as --generation 12',
-      ),
-    );
-  if (!!values.nodes === !!values.all)
-    throw new UsageError(withFix('which nodes?', 'name them with --nodes N-1,N-2 or take every node with --all (one of them)'));
-  const nodes = values.all
-    ? await fleetNodes(fleetDirFrom(values.fleet))
-    : values.nodes!.split(',').map((n) => checkNode(n.trim()));
-  if (new Set(nodes).size !== nodes.length)
-    throw new UsageError(withFix('a node is listed twice in --nodes', 'name each node once'));
-  return { values, generation, nodes };
-}
+export const rolloutStartCommand: CommandModule<StartRaw, StartInput> = {
+  async input(values) {
+    const generation = wholeFlag(values.generation, '--generation', '12 (the generation the desired-state files declare)');
+    if (!!values.nodes === !!values.all)
+      throw new UsageError(withFix('which nodes?', 'name them with --nodes N-1,N-2 or take every node with --all (one of them)'));
+    const format = outputFormat(values);
+    const timeoutMs = timeoutOf(values);
+    const nodes = values.all ? await fleetNodes(fleetDirFrom(values.fleet)) : listFlag(values.nodes).map((n) => checkNode(n));
+    if (new Set(nodes).size !== nodes.length)
+      throw new UsageError(withFix('a node is listed twice in --nodes', 'name each node once'));
+    return { values, generation, nodes, format, timeoutMs };
+  },
+  async run({ values, generation, nodes, format, timeoutMs }) {
+    return await withTemporal(values, async (client) => {
+      const { workflowId, attached } = await startOrAttach(client, generation, nodes);
+      if (values.wait) return await follow(client, workflowId, format, timeoutMs);
+      if (format !== 'text') printDocument(format, { workflow_id: workflowId, generation, nodes, attached });
+      else
+        print(
+          `${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Follow it: datum rollout status ${workflowId} --wait`,
+        );
+      return 0;
+    });
+  },
+};
 
-/** One rollout per (generation, node set): starting it again attaches to the running one. */
+/** One rollout per (generation, node set): starting it again while it runs attaches to it. */
 async function startOrAttach(
   client: Client,
   generation: number,
@@ -110,40 +119,319 @@ async function startOrAttach(
   }
 }
 
-/** Per-node progress lines until the rollout ends; exit 1 when a node was refused or settled badly. */
-async function waitAndReport(client: Client, workflowId: string, generation: number, json: boolean): Promise<number> {
+// ---------------------------------------------------------------------------------------------
+// Following a rollout: per-node lines as they change, until it ends or --timeout.
+
+function progressLine(n: RolloutNodeProgress): string {
+  if (n.outcome === ROLLOUT_OUTCOMES.refused) return `${n.node.padEnd(12)} REFUSED    ${n.error}`;
+  if (n.outcome === ROLLOUT_OUTCOMES.pending) return `${n.node.padEnd(12)} ${'…'.padEnd(10)} reconciling`;
+  return `${n.node.padEnd(12)} ${n.status.padEnd(10)} ${n.reason}: ${n.reason_detail}`;
+}
+
+type Ending = { result: RolloutResult } | { cancelled: true } | { failed: string } | { timedOut: true };
+
+function ending(client: Client, workflowId: string, timeoutMs: number | null): Promise<Ending> {
+  const handle = client.workflow.getHandle<RolloutWorkflow>(workflowId);
+  const result = handle.result().then(
+    (r): Ending => ({ result: r }),
+    (error: unknown): Ending =>
+      error instanceof WorkflowFailedError && error.cause instanceof CancelledFailure
+        ? { cancelled: true }
+        : { failed: (error as Error).message },
+  );
+  if (timeoutMs === null) return result;
+  return Promise.race([result, new Promise<Ending>((r) => setTimeout(() => r({ timedOut: true }), timeoutMs).unref())]);
+}
+
+/** Per-node progress until the rollout ends; exit 1 when a node was refused or settled badly, or on --timeout. */
+async function follow(client: Client, workflowId: string, format: OutputFormat, timeoutMs: number | null): Promise<number> {
   const handle = client.workflow.getHandle<RolloutWorkflow>(workflowId);
   const shown = new Map<string, string>();
   const show = (n: RolloutNodeProgress) => {
-    const line =
-      n.outcome === ROLLOUT_OUTCOMES.refused
-        ? `${n.node.padEnd(12)} REFUSED    ${n.error}`
-        : n.outcome === ROLLOUT_OUTCOMES.pending
-          ? `${n.node.padEnd(12)} ${'…'.padEnd(10)} reconciling`
-          : `${n.node.padEnd(12)} ${n.status.padEnd(10)} ${n.reason}: ${n.reason_detail}`;
-    if (!json && shown.get(n.node) !== line) print(line);
+    const line = progressLine(n);
+    if (shown.get(n.node) === line) return;
     shown.set(n.node, line);
+    if (format === 'text') print(line);
+    else if (format === 'jsonl') printLine({ rollout: workflowId, ...n });
   };
-  let result: RolloutResult | undefined;
-  const finished = handle.result().then((r) => (result = r));
-  finished.catch(() => undefined);
-  while (!result) {
+  const ended = ending(client, workflowId, timeoutMs);
+  let end: Ending | undefined;
+  void ended.then((e) => (end = e));
+  while (!end) {
     try {
-      const progress = await handle.query(rolloutProgressQuery);
-      for (const n of progress.nodes) show(n);
+      for (const n of (await handle.query(rolloutProgressQuery)).nodes) show(n);
     } catch {
-      // The query needs a worker; the result below still arrives when one runs.
+      // The query needs a controller worker; the result below still arrives when one runs.
     }
-    await Promise.race([finished, new Promise((r) => setTimeout(r, 1000))]);
+    await Promise.race([ended, new Promise((r) => setTimeout(r, 1000))]);
   }
+  return reportEnd(workflowId, end, format, show, shown);
+}
+
+function reportEnd(
+  workflowId: string,
+  end: Ending,
+  format: OutputFormat,
+  show: (n: RolloutNodeProgress) => void,
+  shown: Map<string, string>,
+): number {
+  if ('timedOut' in end || 'cancelled' in end || 'failed' in end) {
+    const why =
+      'timedOut' in end
+        ? withFix(
+            `${workflowId} has not finished within --timeout; ${[...shown.values()].filter((l) => l.includes('reconciling')).length} node(s) still reconciling`,
+            `the rollout goes on: follow it with \`datum rollout status ${workflowId} --wait\``,
+          )
+        : 'cancelled' in end
+          ? withFix(`${workflowId} was cancelled`, `\`datum rollout status ${workflowId}\` shows which nodes it started`)
+          : withFix(
+              `${workflowId} failed: ${end.failed}`,
+              `see it in the Web UI or with \`temporal workflow show -w ${workflowId}\``,
+            );
+    if (format === 'jsonl') printLine({ rollout: workflowId, done: false, error: why });
+    process.stderr.write(`${why}\n`);
+    return 1;
+  }
+  const { result } = end;
   for (const n of result.nodes) show(n);
   const bad = result.nodes.filter((n) => n.outcome === ROLLOUT_OUTCOMES.refused || SETTLED_BAD.has(n.status));
-  if (json) printJson({ workflow_id: workflowId, ...result });
+  if (format === 'json') printDocument('json', { workflow_id: workflowId, ...result });
+  else if (format === 'jsonl')
+    printLine({ rollout: workflowId, done: true, generation: result.generation, need_attention: bad.map((n) => n.node) });
   else {
     const attention = bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : '';
     print(
-      `\nGeneration ${generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${attention}.`,
+      `\nGeneration ${result.generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${attention}.`,
     );
   }
   return bad.length > 0 ? 1 : 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rollouts as objects: list, status, cancel.
+
+export interface RolloutRow {
+  workflow_id: string;
+  generation: number | null;
+  /** How many nodes, from the id: one named node, or `<n>-nodes-<hash>`. */
+  nodes: number | null;
+  node: string | null;
+  status: string;
+  started_at: string;
+  closed_at: string | null;
+}
+
+function rolloutRow(w: Pick<WorkflowExecutionInfo, 'workflowId' | 'status' | 'startTime' | 'closeTime'>): RolloutRow {
+  const m = ROLLOUT_ID.exec(w.workflowId);
+  const many = m ? /^(\d+)-nodes-[0-9a-f]{12}$/.exec(m[2]) : null;
+  return {
+    workflow_id: w.workflowId,
+    generation: m ? Number(m[1]) : null,
+    nodes: many ? Number(many[1]) : m ? 1 : null,
+    node: m && !many ? m[2] : null,
+    status: w.status.name,
+    started_at: w.startTime.toISOString(),
+    closed_at: w.closeTime?.toISOString() ?? null,
+  };
+}
+
+/** Rollouts newest first, from visibility alone. */
+async function listRollouts(client: Client, filter: { generation?: number; running?: boolean }): Promise<RolloutRow[]> {
+  const query = `WorkflowType = "${WORKFLOW_TYPES.rollout}"${filter.running ? ' AND ExecutionStatus = "Running"' : ''}`;
+  const rows: RolloutRow[] = [];
+  for await (const w of client.workflow.list({ query, pageSize: 1000 })) {
+    const row = rolloutRow(w);
+    if (filter.generation === undefined || row.generation === filter.generation) rows.push(row);
+  }
+  return rows.sort((a, b) => b.started_at.localeCompare(a.started_at));
+}
+
+interface ListRaw extends ConnectionFlags, OutputFlags {
+  generation?: string;
+  running?: boolean;
+  limit?: string;
+}
+
+export interface ListInput {
+  values: ListRaw;
+  format: OutputFormat;
+  generation?: number;
+  limit: number;
+}
+
+export const rolloutListCommand: CommandModule<ListRaw, ListInput> = {
+  input(values) {
+    return {
+      values,
+      format: outputFormat(values),
+      ...(values.generation !== undefined ? { generation: wholeFlag(values.generation, '--generation', '12') } : {}),
+      limit: values.limit === undefined ? 50 : wholeFlag(values.limit, '--limit', '20'),
+    };
+  },
+  async run({ values, format, generation, limit }) {
+    return await withTemporal(values, async (client) => {
+      const rows = (await listRollouts(client, { generation, running: values.running })).slice(0, limit);
+      if (format === 'json') printDocument('json', { rollouts: rows });
+      else if (format === 'jsonl') for (const r of rows) printLine(r);
+      else if (rows.length === 0) print('No rollouts. Start one with `datum rollout start --generation G --all`.');
+      else
+        print(
+          table(
+            ['ROLLOUT', 'GEN', 'NODES', 'STATUS', 'STARTED', 'CLOSED'],
+            rows.map((r) => [
+              r.workflow_id,
+              String(r.generation ?? '-'),
+              r.node ?? String(r.nodes ?? '-'),
+              r.status,
+              ago(r.started_at),
+              ago(r.closed_at),
+            ]),
+          ),
+        );
+      return 0;
+    });
+  },
+};
+
+interface StatusRaw extends ConnectionFlags, OutputFlags, WaitFlags {
+  id?: string;
+  generation?: string;
+}
+
+export interface StatusInput {
+  values: StatusRaw;
+  id: string | null;
+  generation?: number;
+  format: OutputFormat;
+  timeoutMs: number | null;
+}
+
+function checkRolloutId(id: string): string {
+  if (!ROLLOUT_ID.test(id))
+    throw new UsageError(
+      withFix(`"${id}" is not a rollout id`, 'rollout ids look like datum-rollout/gen-12/N-24 (`datum rollout list` shows them)'),
+    );
+  return id;
+}
+
+/** The rollout named, or the newest one (of --generation G). */
+async function pickRollout(client: Client, id: string | null, generation?: number): Promise<string> {
+  if (id) return id;
+  const [newest] = await listRollouts(client, { generation });
+  if (!newest)
+    throw new Error(
+      withFix(`no rollout${generation ? ` of generation ${generation}` : ''} found`, 'start one with `datum rollout start`'),
+    );
+  return newest.workflow_id;
+}
+
+export const rolloutStatusCommand: CommandModule<StatusRaw, StatusInput> = {
+  input(values) {
+    return {
+      values,
+      id: values.id === undefined ? null : checkRolloutId(values.id),
+      ...(values.generation !== undefined ? { generation: wholeFlag(values.generation, '--generation', '12') } : {}),
+      format: outputFormat(values),
+      timeoutMs: timeoutOf(values),
+    };
+  },
+  async run({ values, id, generation, format, timeoutMs }) {
+    return await withTemporal(values, async (client) => {
+      const workflowId = await pickRollout(client, id, generation);
+      const view = await rolloutView(client, workflowId);
+      if (values.wait && view.status === 'RUNNING') return await follow(client, workflowId, format, timeoutMs);
+      if (format !== 'text') printDocument(format, view);
+      else printView(view);
+      return view.status === 'COMPLETED' || view.status === 'RUNNING' ? 0 : 1;
+    });
+  },
+};
+
+interface RolloutView {
+  workflow_id: string;
+  status: string;
+  started_at: string;
+  closed_at: string | null;
+  generation: number | null;
+  nodes: RolloutNodeProgress[] | null;
+  cancelled: RolloutCancelled | null;
+  /** Why per-node progress is missing (a running rollout's progress query needs a worker). */
+  note: string | null;
+}
+
+async function rolloutView(client: Client, workflowId: string): Promise<RolloutView> {
+  const handle = client.workflow.getHandle<RolloutWorkflow>(workflowId);
+  let description;
+  try {
+    description = await handle.describe();
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError)
+      throw new Error(withFix(`no rollout ${workflowId}`, '`datum rollout list` shows the rollouts there are'));
+    throw error;
+  }
+  const row = rolloutRow(description);
+  const cancelled = (description.memo?.[MEMO_ROLLOUT_CANCELLED] as RolloutCancelled | undefined) ?? null;
+  const view: RolloutView = { ...row, generation: row.generation, nodes: null, cancelled, note: null };
+  if (row.status === 'COMPLETED') {
+    const result = await handle.result();
+    return { ...view, nodes: result.nodes };
+  }
+  try {
+    return { ...view, nodes: (await handle.query(rolloutProgressQuery)).nodes };
+  } catch (error) {
+    return { ...view, note: `per-node progress needs a controller worker (${(error as Error).message})` };
+  }
+}
+
+function printView(v: RolloutView): void {
+  print(
+    `${v.workflow_id}  generation ${v.generation ?? '?'}  ${v.status}  started ${ago(v.started_at)}${v.closed_at ? `, closed ${ago(v.closed_at)}` : ''}`,
+  );
+  if (v.cancelled) {
+    print(
+      `\nCancelled at ${v.cancelled.at}: it started ${v.cancelled.started.length} node(s), whose loops go on; it never started ${v.cancelled.not_started.length}.`,
+    );
+    if (v.cancelled.not_started.length) print(`  not started: ${v.cancelled.not_started.join(', ')}`);
+    if (v.cancelled.refused.length) print(`  refused:     ${v.cancelled.refused.join(', ')}`);
+  }
+  if (v.nodes) {
+    print('');
+    for (const n of v.nodes) print(progressLine(n));
+  }
+  if (v.note) print(`\n${v.note}`);
+}
+
+interface CancelRaw extends ConnectionFlags, OutputFlags {
+  id: string;
+}
+
+export interface CancelInput {
+  values: CancelRaw;
+  id: string;
+  format: OutputFormat;
+}
+
+export const rolloutCancelCommand: CommandModule<CancelRaw, CancelInput> = {
+  input(values) {
+    return { values, id: checkRolloutId(values.id), format: outputFormat(values) };
+  },
+  async run({ values, id, format }) {
+    return await withTemporal(values, async (client) => {
+      const before = await rolloutView(client, id);
+      if (before.status !== 'RUNNING')
+        throw new Error(withFix(`${id} is not running (${before.status})`, 'only a running rollout can be cancelled'));
+      await client.workflow.getHandle(id).cancel();
+      // The rollout records what it started once a worker handles the cancel; wait a little for it.
+      let after = before;
+      for (let i = 0; i < 40 && after.status === 'RUNNING'; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        after = await rolloutView(client, id);
+      }
+      if (format !== 'text') printDocument(format, after);
+      else if (after.status === 'RUNNING')
+        print(`Cancel requested for ${id}; it takes effect when a controller worker handles it (the loops it started go on).`);
+      else printView(after);
+      return 0;
+    });
+  },
+};

@@ -1,65 +1,56 @@
-import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { openLedgerStore } from '../../activities/ledger-store';
-import { createControllerWorker } from '../../worker/controller';
-import { connectClient, connectWorker } from '../../worker/connection';
-import { CONTROL_TASK_QUEUE, withFix } from '../../contract';
-import { installRuntime, METRICS_OPTIONS } from '../../worker/metrics';
-import { CONNECTION_OPTIONS, UsageError, parse } from '../args';
-import type { Command } from '../main';
+import { CONTROL_TASK_QUEUE } from '../../contract';
+import { publishBuildInfo } from '../build-info';
+import { applyConnectionFlags, type ConnectionFlags } from '../connection';
+import { dataDirFrom, fleetDirFrom } from '../dirs';
+import { parseOnly } from '../main';
+import type { CommandModule } from '../program';
 import { untilSignal } from '../process';
 
-export function fleetDirFrom(flag: string | undefined): string {
-  const dir = flag ?? process.env.DATUM_FLEET;
-  if (!dir) throw new UsageError(withFix('no fleet directory', 'pass --fleet DIR or set DATUM_FLEET'));
-  const abs = path.resolve(dir);
-  if (!existsSync(path.join(abs, 'desired', 'nodes'))) {
-    throw new UsageError(
-      withFix(
-        `${abs} has no desired/nodes/`,
-        'point --fleet at a fleet directory (desired/nodes/<node>.yaml, agents/, artifacts/)',
-      ),
-    );
-  }
-  return abs;
+interface WorkerRaw extends ConnectionFlags {
+  fleet?: string;
+  data?: string;
+  taskQueue?: string;
+  metricsAddress?: string;
 }
 
-/** Datum's local state (the SQLite ledger, the dev server's database): --data, $DATUM_DATA, or ./.datum. */
-export function dataDirFrom(flag: string | undefined): string {
-  return path.resolve(flag ?? process.env.DATUM_DATA ?? '.datum');
+export interface WorkerInput {
+  values: WorkerRaw;
+  fleetDir: string;
+  dataDir: string;
+  taskQueue: string;
 }
 
 /** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
-export const workerArgs = (argv: string[]) =>
-  parse(argv, {
-    fleet: { type: 'string' },
-    data: { type: 'string' },
-    'task-queue': { type: 'string' },
-    ...CONNECTION_OPTIONS,
-    ...METRICS_OPTIONS,
-  });
+export const workerArgs = (argv: string[]) => parseOnly(['worker', ...argv]);
 
-export const workerCommand: Command = {
-  summary: 'run the controller worker (reconcileNode, rollout) on datum-control',
-  usage: `usage: datum worker [--fleet DIR] [--data DIR] [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--metrics-address IP:PORT]
-
-Runs the controller worker on task queue ${CONTROL_TASK_QUEUE}. The authority is DIR/desired
-(default: $DATUM_FLEET). Run as many as you like: they share the task queue. --task-queue runs
-a separate controller (a staging copy of the authority, say); workflows started on that queue
-use it, and the agents fence whatever generation it holds. Decisions are appended to the ledger
-at $DATUM_LEDGER_URL (postgres://…) or else DIR/ledger.sqlite (--data, $DATUM_DATA, ./.datum).
---metrics-address (or $DATUM_METRICS_ADDRESS) serves Prometheus metrics, e.g. 127.0.0.1:9464.`,
-  async run(argv) {
-    const { values } = workerArgs(argv);
-    const taskQueue = values['task-queue'] ?? CONTROL_TASK_QUEUE;
-    const metrics = installRuntime({ metricsAddress: values['metrics-address'] });
-    const fleetDir = fleetDirFrom(values.fleet);
+export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
+  input(values) {
+    return {
+      values,
+      fleetDir: fleetDirFrom(values.fleet),
+      dataDir: dataDirFrom(values.data),
+      taskQueue: values.taskQueue ?? CONTROL_TASK_QUEUE,
+    };
+  },
+  async run({ values, fleetDir, dataDir, taskQueue }) {
+    // The worker side of the SDK, loaded only by the commands that run one.
+    const [{ openLedgerStore }, { createControllerWorker }, { connectClient, connectWorker }, { installRuntime }] =
+      await Promise.all([
+        import('../../activities/ledger-store.js'),
+        import('../../worker/controller.js'),
+        import('../../worker/connection.js'),
+        import('../../worker/metrics.js'),
+      ]);
+    applyConnectionFlags(values);
+    const metrics = installRuntime({ metricsAddress: values.metricsAddress });
+    publishBuildInfo(metrics.metricsUrl);
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([
       connectWorker(target),
       connectClient(target),
     ]);
-    const ledger = await openLedgerStore({ dataDir: dataDirFrom(values.data) });
+    const ledger = await openLedgerStore({ dataDir });
     const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue, ledger });
     process.stdout.write(
       `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,

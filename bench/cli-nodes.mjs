@@ -1,0 +1,176 @@
+// `datum nodes` and `datum status` at fleet size: a real dev server, one `datum worker`, one
+// `datum agent` serving every virtual node (the fleet of bench/fleet.mjs, as `npm run bench`
+// writes it), a rollout to every node, then each command timed as an operator runs it (a fresh
+// process each time, wall clock). Issue 12's target: both answer in at most 2 s at 1000 nodes.
+//
+//   npm run -s build && node bench/cli-nodes.mjs [--nodes 1000] [--runs 7] [--observe-every 20]
+//
+// Every --observe-every'th node runs in observe mode on an empty root, so it stays DRIFTED with
+// an open OBSERVED_DRIFT condition: `status` then has that many loops to ask for details (the
+// others it skips through DatumConditions). Prints a markdown table; exit 1 over the target.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { pct, writeFleet } from './fleet.mjs';
+
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const require = createRequire(import.meta.url);
+const dist = (p) => path.join(root, 'dist', 'src', p);
+const { Client, Connection } = require('@temporalio/client');
+const { temporalCliPath } = require(dist('worker/paths.js'));
+const { devServerFlags } = require(dist('worker/dev-server.js'));
+const { freePort, stopServices } = require(dist('agent/services.js'));
+const contract = require(dist('contract/index.js'));
+const { stringify } = require('yaml');
+
+const { values } = parseArgs({
+  options: {
+    nodes: { type: 'string', default: '1000' },
+    runs: { type: 'string', default: '7' },
+    'observe-every': { type: 'string', default: '20' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const n = Number(values.nodes);
+const runs = Number(values.runs);
+const observeEvery = Number(values['observe-every']);
+const TARGET_MS = 2000;
+const DATUM = path.join(root, 'bin', 'datum.js');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const say = (m) => console.error(`cli-nodes: ${m}`);
+
+function start(command, args, logFile) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const chunks = [];
+  child.stdout.on('data', (d) => chunks.push(d));
+  child.stderr.on('data', (d) => chunks.push(d));
+  child.on('exit', () => void writeFile(logFile, Buffer.concat(chunks)).catch(() => undefined));
+  return child;
+}
+
+/** One run of the real CLI as a fresh process: wall-clock ms, exit code, stdout. */
+function timed(args, env) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(process.execPath, [DATUM, ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
+  return { ms: Number(process.hrtime.bigint() - t0) / 1e6, code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const dir = await mkdtemp(path.join(os.tmpdir(), `datum-cli-nodes-${n}-`));
+const logs = path.join(dir, 'logs');
+await mkdir(logs);
+const procs = [];
+try {
+  const nodes = Array.from({ length: n }, (_, i) => `C-${String(i + 1).padStart(4, '0')}`);
+  const policy = { resync_interval: '10m', node_timeout: '60s', observation_ttl: '120s', watch: true };
+  await writeFleet(dir, nodes, { policy, services: 0 });
+  const observed = nodes.filter((_, i) => i % observeEvery === observeEvery - 1);
+  for (const node of observed)
+    await writeFile(
+      path.join(dir, 'agents', `${node}.yaml`),
+      stringify({ node, root: path.join(dir, 'nodes', node), reconciliation: { mode: 'observe' } }),
+    );
+
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const serverArgs = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
+  serverArgs.push('--db-filename', path.join(dir, 'temporal.sqlite'), '--log-level', 'error', ...devServerFlags());
+  procs.push(start(temporalCliPath(), serverArgs, path.join(logs, 'temporal.log')));
+  let connection;
+  for (let i = 0; ; i++) {
+    try {
+      connection = await Connection.connect({ address });
+      await connection.workflowService.getSystemInfo({});
+      break;
+    } catch (e) {
+      if (i > 100) throw e;
+      await sleep(300);
+    }
+  }
+  const client = new Client({ connection });
+  procs.push(
+    start(
+      process.execPath,
+      [DATUM, 'worker', '--fleet', dir, '--data', dir, '--address', address],
+      path.join(logs, 'worker.log'),
+    ),
+  );
+  const agentArgs = [
+    DATUM,
+    'agent',
+    '--address',
+    address,
+    ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]),
+  ];
+  procs.push(start(process.execPath, agentArgs, path.join(logs, 'agent.log')));
+
+  say(`${n} nodes (${observed.length} in observe mode); rollout …`);
+  const t0 = Date.now();
+  await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, {
+    taskQueue: contract.CONTROL_TASK_QUEUE,
+    workflowId: contract.rolloutWorkflowId(1, nodes),
+    args: [{ generation: 1, nodes }],
+  });
+  say(`rollout ${(Date.now() - t0) / 1000} s; waiting for visibility to show every node …`);
+  const env = { TEMPORAL_ADDRESS: address };
+  for (let i = 0; ; i++) {
+    const r = timed(['nodes', '-o', 'json'], env);
+    const listed = r.code === 0 ? JSON.parse(r.stdout).nodes : [];
+    if (listed.length === n && listed.every((x) => x.status)) break;
+    if (i > 200) throw new Error(`visibility shows ${listed.length} of ${n} nodes with a status`);
+    await sleep(1000);
+  }
+
+  const cases = {
+    'datum nodes': ['nodes'],
+    'datum nodes -o json': ['nodes', '-o', 'json'],
+    'datum nodes --status DRIFTED': ['nodes', '--status', 'DRIFTED'],
+    'datum status': ['status'],
+  };
+  const rows = [];
+  for (const [name, args] of Object.entries(cases)) {
+    const times = [];
+    let last;
+    for (let i = 0; i < runs; i++) {
+      last = timed(args, env);
+      if (last.code !== 0 && !(name === 'datum status' && last.code === 1))
+        throw new Error(`${name} exited ${last.code}: ${last.stderr}`);
+      times.push(last.ms);
+    }
+    const lines = last.stdout.trim().split('\n').length;
+    rows.push({ name, p50_ms: pct(times, 50), max_ms: Math.max(...times), lines });
+  }
+  console.log(
+    `\n\`datum nodes\` / \`datum status\` at ${n} nodes (${observed.length} with an open condition), ${runs} runs each, a fresh process per run:\n`,
+  );
+  console.log('| command | p50 ms | max ms | output lines |');
+  console.log('|---|---|---|---|');
+  for (const r of rows) console.log(`| \`${r.name}\` | ${r.p50_ms.toFixed(0)} | ${r.max_ms.toFixed(0)} | ${r.lines} |`);
+  const over = rows.filter((r) => r.p50_ms > TARGET_MS);
+  await writeFile(
+    path.join(root, 'bench', 'results', `cli-nodes-${new Date().toISOString().slice(0, 10)}.json`),
+    `${JSON.stringify({ nodes: n, with_conditions: observed.length, runs, target_ms: TARGET_MS, rows, machine: { cpus: os.cpus().length, node: process.version } }, null, 2)}\n`,
+  );
+  if (over.length) {
+    console.error(`over the ${TARGET_MS} ms target: ${over.map((r) => r.name).join(', ')}`);
+    process.exitCode = 1;
+  }
+} finally {
+  for (const p of procs.reverse()) p.kill('SIGTERM');
+  await sleep(2000);
+  for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+  await Promise.all(
+    (await import('node:fs/promises').then((fs) => fs.readdir(path.join(dir, 'nodes')).catch(() => []))).map((x) =>
+      stopServices(path.join(dir, 'nodes', x)).catch(() => undefined),
+    ),
+  );
+  if (!values.keep) await rm(dir, { recursive: true, force: true });
+  else say(`kept ${dir}`);
+}

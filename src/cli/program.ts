@@ -1,0 +1,388 @@
+/*
+ * The `datum` command tree, declared once: parsing, `--help`, docs/cli.md (scripts/cli-docs)
+ * and the shell completions (`datum completion`) all come from it, so none can drift from the
+ * options a command takes.
+ *
+ * This module loads commander and nothing heavy: each command's module (and with it zod, the
+ * Temporal client, the worker) is imported inside its action, so `datum --help` and
+ * `datum --version` stay about as fast as `node -e 0` (bench/cli-start.mjs measures it).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Command, Option } from '@commander-js/extra-typings';
+import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
+import { projectRoot } from '../worker/paths';
+
+/** A command's module: checks what commander parsed (the parse layer), then runs. */
+export interface CommandModule<Raw, Input> {
+  input(raw: Raw): Input | Promise<Input>;
+  run(input: Input): Promise<number>;
+}
+
+/**
+ * One invocation of the tree. An action records the command it belongs to, loads its module,
+ * checks its input and, unless only parsing (the fuzz tests' parse layer), runs it.
+ */
+export class Invocation {
+  code = 0;
+  parsed: unknown = undefined;
+  command: CommandUnknownOpts | null = null;
+
+  constructor(readonly parseOnly = false) {}
+
+  async go<Raw, Input>(command: CommandUnknownOpts, load: () => Promise<CommandModule<Raw, Input>>, raw: Raw): Promise<void> {
+    this.command = command;
+    const module = await load();
+    const input = await module.input(raw);
+    if (this.parseOnly) this.parsed = input;
+    else this.code = await module.run(input);
+  }
+}
+
+let version: string | undefined;
+/** Datum's version, from its package.json (the same one datum_build_info carries). */
+export function datumVersion(): string {
+  version ??= (JSON.parse(readFileSync(path.join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  return version;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Option sets several commands share.
+
+const CONNECTION = 'Temporal connection (flags win over the environment, which wins over the profile):';
+
+/** The `temporal` CLI's connection flags, on top of envconfig. */
+function connection<A extends unknown[], O extends OptionValues, G extends OptionValues>(command: Command<A, O, G>) {
+  return command
+    .addOption(
+      new Option('--address <host:port>', 'Temporal frontend (env: TEMPORAL_ADDRESS; default localhost:7233)').helpGroup(
+        CONNECTION,
+      ),
+    )
+    .addOption(
+      new Option('-n, --namespace <namespace>', 'namespace (env: TEMPORAL_NAMESPACE; default "default")').helpGroup(CONNECTION),
+    )
+    .addOption(new Option('--profile <name>', 'profile of the envconfig file (env: TEMPORAL_PROFILE)').helpGroup(CONNECTION))
+    .addOption(
+      new Option(
+        '--config-file <path>',
+        'envconfig TOML file (env: TEMPORAL_CONFIG_FILE; default ~/.config/temporalio/temporal.toml)',
+      ).helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--api-key <key>', 'API key, for Temporal Cloud (env: TEMPORAL_API_KEY; turns TLS on)').helpGroup(CONNECTION),
+    )
+    .addOption(new Option('--tls', 'connect with TLS (env: TEMPORAL_TLS)').helpGroup(CONNECTION))
+    .addOption(
+      new Option('--tls-cert-path <path>', 'client certificate (env: TEMPORAL_TLS_CLIENT_CERT_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-key-path <path>', 'client private key (env: TEMPORAL_TLS_CLIENT_KEY_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-ca-path <path>', 'server CA certificate (env: TEMPORAL_TLS_SERVER_CA_CERT_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-server-name <name>', 'server name to verify (env: TEMPORAL_TLS_SERVER_NAME)').helpGroup(CONNECTION),
+    );
+}
+
+/** `-o text|json|jsonl` on every reading command, `--json` kept as the alias of `-o json`. */
+function output<A extends unknown[], O extends OptionValues, G extends OptionValues>(command: Command<A, O, G>) {
+  return command
+    .addOption(
+      new Option('-o, --output <format>', 'text (default), json (one document) or jsonl (one object a line)').choices([
+        'text',
+        'json',
+        'jsonl',
+      ] as const),
+    )
+    .addOption(new Option('--json', 'same as -o json'));
+}
+
+const fleetOption = () =>
+  new Option('--fleet <dir>', 'fleet directory: desired/nodes/<node>.yaml, agents/, artifacts/').env('DATUM_FLEET');
+const dataOption = () =>
+  new Option('--data <dir>', "Datum's local state: the SQLite ledger, the dev server's database (default ./.datum)").env(
+    'DATUM_DATA',
+  );
+// Read by src/worker/metrics.ts itself, so its errors can say whether the flag or the variable is wrong.
+const metricsOption = () =>
+  new Option(
+    '--metrics-address <ip:port>',
+    'serve Prometheus metrics at http://IP:PORT/metrics, "off" for none (env: DATUM_METRICS_ADDRESS)',
+  );
+const timeoutOption = (what: string) => new Option('--timeout <duration>', `how long to wait for ${what}, such as 90s or 10m`);
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+// ---------------------------------------------------------------------------------------------
+// The commands. Each action loads its module only when that command runs.
+
+/** What runs: the dev stack, the controller worker, the node agent. */
+function runCommands(program: Program, inv: Invocation): void {
+  program
+    .command('dev')
+    .summary('the whole stack on this machine: dev server + Web UI, controller, one agent per node, a first rollout')
+    .description(
+      `Starts \`temporal server start-dev\` (SQLite at DATA/temporal.sqlite, Web UI on --ui-port), a controller worker and one agent per FLEET/agents/*.yaml, then rolls out every node's desired generation once. Without --fleet it copies the bundled demo fleet (examples/fleet: five nodes, N-24 the seed's story, N-25 in observe mode) to DATA/fleet and roots the nodes in DATA/nodes. Ctrl-C stops every process it started; starting again resumes from DATA.`,
+    )
+    // Not bound to DATUM_FLEET: without --fleet, dev runs the bundled demo fleet.
+    .option('--fleet <dir>', 'fleet directory (default: a copy of the demo fleet in DATA/fleet)')
+    .option('--port <port>', 'dev server frontend port', '7233')
+    .option('--ui-port <port>', 'Web UI port', '8233')
+    .addOption(dataOption())
+    .action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/dev.js')).devCommand, opts));
+
+  connection(
+    program
+      .command('worker')
+      .summary('run the controller worker (reconcileNode, rollout) on datum-control')
+      .description(
+        `Runs the controller worker on task queue datum-control; the authority is FLEET/desired. Run as many as you like: they share the task queue. --task-queue runs a separate controller (a staging copy of the authority, say). Decisions are appended to the ledger at $DATUM_LEDGER_URL (postgres://…) or else DATA/ledger.sqlite.`,
+      )
+      .addOption(fleetOption())
+      .addOption(dataOption())
+      .option('--task-queue <queue>', 'task queue to serve (default datum-control)')
+      .addOption(metricsOption()),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/worker.js')).workerCommand, opts));
+
+  connection(
+    program
+      .command('agent')
+      .summary('run the node agent for one or more agent.yaml files')
+      .description(
+        `Serves task queue datum-node-<node> for each agent.yaml: observes the node from the things themselves and applies only what its local config allows (mode, overrides). agent.yaml is re-read on every observation, so a new override or mode takes effect without a restart.`,
+      )
+      .option('--config <path>', 'an agent.yaml (repeat for each node this process serves)', collect, [] as string[])
+      .addOption(metricsOption()),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/agent.js')).agentCommand, opts));
+
+  rolloutCommands(program, inv);
+  readingCommands(program, inv);
+  operatorCommands(program, inv);
+  checkCommands(program, inv);
+}
+
+/** What the fleet is doing: status, nodes, describe, ledger. */
+function readingCommands(program: Program, inv: Invocation): void {
+  connection(
+    output(
+      program
+        .command('status')
+        .summary('open conditions across the fleet (empty means the fleet is right)')
+        .description(
+          `Lists every open condition of every running reconcile loop: what is wrong, on which node and resource, since when, the evidence, what was tried and who can resolve it. Visibility picks the loops that have a condition (DatumConditions); only those are asked for details. Exit code 0 when there is none, 1 when there is at least one.`,
+        )
+        .option('--condition <types>', 'only these condition types, comma-separated (such as CONFLICTING_WRITER)'),
+    ),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/status.js')).statusCommand, opts));
+
+  connection(
+    output(
+      program
+        .command('nodes')
+        .summary('the fleet at a glance: one line per node, from Temporal visibility alone')
+        .description(
+          `One paginated visibility list of the running reconcile loops (no query per node, no worker needed): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE.`,
+        )
+        .option('--status <statuses>', 'only these statuses, comma-separated (such as BLOCKED,CONFLICT)')
+        .option('--condition <types>', 'only nodes with one of these open conditions, comma-separated')
+        .option('--generation <G>', 'only loops at this generation'),
+    ),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/nodes.js')).nodesCommand, opts));
+
+  connection(
+    output(
+      program
+        .command('describe')
+        .summary('explain one node: its decision, its conditions, its last ledger entries')
+        .argument('<node>', 'the node, such as N-24'),
+    ),
+  ).action((node, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/describe.js')).describeCommand, { node, ...opts }),
+  );
+
+  output(
+    program
+      .command('ledger')
+      .summary("a node's ledger from the store (every decision, across generations and continue-as-new)")
+      .description(
+        `Reads the ledger store: $DATUM_LEDGER_URL (postgres://…) or DATA/ledger.sqlite. Oldest first; --limit keeps the newest N of them.`,
+      )
+      .argument('<node>', 'the node, such as N-24')
+      .option(
+        '--since <time>',
+        'entries decided since TIME: ISO 8601 (2026-11-29T10:00:00Z, 2026-11-29) or a duration ago (90m, 1h, 2d)',
+      )
+      .option('--limit <n>', 'only the newest N entries')
+      .addOption(dataOption()),
+  ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/ledger.js')).ledgerCommand, { node, ...opts }));
+}
+
+/** What an operator tells a loop: resolve a conflict, refresh its intent. */
+function operatorCommands(program: Program, inv: Invocation): void {
+  connection(
+    output(
+      program
+        .command('resolve')
+        .summary('resolve a CONFLICT: retake (Datum owns it) or yield (leave it to the other writer)')
+        .description(
+          `Sends the resolveConflict Update and prints the ledger entry the loop recorded for it.
+retake: the other writer is gone (or must lose); Datum repairs again with a fresh retry budget.
+yield:  the other writer owns the resource; Datum records it as an operator exception.
+The CONFLICTING_WRITER condition closes only when a later observation confirms the resolution.`,
+        )
+        .argument('<node>', 'the node, such as N-24')
+        .option('--resource <key>', 'the resource in conflict')
+        .option('--resolution <retake|yield>', 'retake or yield')
+        .option('--by <who>', 'who resolves it (recorded in the ledger)')
+        .option('--note <text>', 'why (recorded in the ledger)')
+        .addOption(timeoutOption('the loop to record it (default 30s)')),
+    ),
+  ).action((node, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/resolve.js')).resolveCommand, { node, ...opts }),
+  );
+
+  connection(
+    output(
+      program
+        .command('refresh')
+        .summary("re-read a node's desired state and hand the refreshed intent to its loop")
+        .description(
+          `Reads FLEET/desired/nodes/NODE.yaml and sends the refreshDesired Update with its generation and digest, then prints the ledger entry the loop recorded: the same generation re-binds, a newer one hands over to datum/NODE/gen-<new>, an older one is refused (and recorded).`,
+        )
+        .argument('<node>', 'the node, such as N-24')
+        .addOption(fleetOption())
+        .addOption(timeoutOption('the loop to record it (default 30s)')),
+    ),
+  ).action((node, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/refresh.js')).refreshCommand, { node, ...opts }),
+  );
+}
+
+function rolloutCommands(program: Program, inv: Invocation): void {
+  const rollout = program
+    .command('rollout')
+    .summary('roll a generation out to nodes, and follow, list or cancel rollouts')
+    .description(
+      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). No staging: every node at once.`,
+    );
+  connection(
+    output(
+      rollout
+        .command('start')
+        .summary('start (or attach to) a rollout of a generation to nodes')
+        .description(
+          `Starts one reconcileNode per node at generation G (or attaches to the running one). --all takes every node in FLEET/desired/nodes. --wait shows per-node progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 1 if any node ends BLOCKED or CONFLICT or was refused (-o jsonl: one progress object a line).`,
+        )
+        .option('--generation <G>', 'the generation the desired-state files declare')
+        .option('--nodes <nodes>', 'the nodes, comma-separated (N-1,N-2)')
+        .option('--all', 'every node in FLEET/desired/nodes')
+        .addOption(fleetOption())
+        .option('--wait', 'follow the rollout until every node has settled')
+        .addOption(timeoutOption('the rollout with --wait (default: no limit)')),
+    ),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStartCommand, opts));
+
+  connection(
+    output(
+      rollout
+        .command('status')
+        .summary("a rollout's per-node progress (the newest rollout without ROLLOUT)")
+        .argument('[rollout]', 'the rollout id, such as datum-rollout/gen-12/N-24')
+        .option('--generation <G>', 'the newest rollout of this generation')
+        .option('--wait', 'follow it until every node has settled')
+        .addOption(timeoutOption('it with --wait (default: no limit)')),
+    ),
+  ).action((id, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStatusCommand, { id, ...opts }),
+  );
+
+  connection(
+    output(
+      rollout
+        .command('list')
+        .summary('rollouts, newest first')
+        .option('--generation <G>', 'only rollouts of this generation')
+        .option('--running', 'only rollouts still running')
+        .option('--limit <n>', 'at most N rollouts (default 50)'),
+    ),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutListCommand, opts));
+
+  connection(
+    output(
+      rollout
+        .command('cancel')
+        .summary('stop a rollout from starting more nodes; the loops it started keep running')
+        .description(
+          `Cancels the rollout workflow: it starts no node it has not started yet and stops following the others. The reconcile loops it already started are separate workflows and go on (end one with \`temporal workflow terminate\`).`,
+        )
+        .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/N-24'),
+    ),
+  ).action((id, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutCancelCommand, { id, ...opts }),
+  );
+}
+
+function checkCommands(program: Program, inv: Invocation): void {
+  output(
+    program
+      .command('validate')
+      .summary('check desired-state and agent.yaml files offline, before they are merged')
+      .description(
+        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml) against the schemas the controller and the agent use, with no Temporal and no node. Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
+      )
+      .argument('[files...]', 'desired-state files (desired/nodes/<node>.yaml) and agent.yaml files')
+      .addOption(fleetOption()),
+  ).action((files, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/validate.js')).validateCommand, { files, ...opts }),
+  );
+
+  output(
+    program
+      .command('diff')
+      .summary("what a rollout would do to a node, from the node's last fresh observation")
+      .description(
+        `Plans generation G (default: the authority's) against the last fresh observation in the node's ledger: per resource the ownership, mode and planned action, with the same domain code a pass runs. Says plainly when that observation is older than observation_ttl (a rollout observes again first). Exit code 0 when nothing would change, 1 when something would.`,
+      )
+      .argument('<node>', 'the node, such as N-24')
+      .option('--generation <G>', 'plan this generation (default: the one in FLEET/desired/nodes/NODE.yaml)')
+      .addOption(fleetOption())
+      .addOption(dataOption()),
+  ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/diff.js')).diffCommand, { node, ...opts }));
+
+  program
+    .command('completion')
+    .summary('print a shell completion script (bash, zsh or fish)')
+    .description(
+      `Prints a completion script generated from this command tree. Install it with
+  bash: datum completion bash > /etc/bash_completion.d/datum   (or: source <(datum completion bash))
+  zsh:  datum completion zsh > "\${fpath[1]}/_datum"
+  fish: datum completion fish > ~/.config/fish/completions/datum.fish`,
+    )
+    .argument('<shell>', 'bash, zsh or fish')
+    .action((shell, _opts, cmd) =>
+      inv.go(cmd, async () => (await import('./commands/completion.js')).completionCommand, { shell }),
+    );
+}
+
+const newProgram = () => new Command('datum');
+type Program = ReturnType<typeof newProgram>;
+
+/** The whole tree, for one invocation. */
+export function buildProgram(inv: Invocation = new Invocation()): CommandUnknownOpts {
+  const program = newProgram()
+    .description('Keeps every node of a fleet at its declared desired state and proves it, on Temporal.')
+    .version(`datum ${datumVersion()}`, '-V, --version', 'print the version')
+    .helpCommand('help [command]', 'help for a command')
+    .showSuggestionAfterError(true)
+    .addHelpText(
+      'after',
+      `
+Temporal: envconfig (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE) or the
+connection flags of each command. \`datum <command> --help\` for a command's options; docs/cli.md has them all.`,
+    );
+  runCommands(program, inv);
+  return program;
+}
