@@ -40,6 +40,7 @@ import {
 import { whileBeating } from './heartbeat';
 import { AgentJournal, journalKey, withLock, type AcceptedGeneration } from './journal';
 import { countedApply } from './metrics';
+import { loggedApply, loggedDecision, loggedObserve } from './logging';
 import { realRoot } from './paths';
 import { assertJournalRoom } from './retention';
 import { applyFileWrite, fileWriteSpec, observeFile } from './providers/file';
@@ -59,10 +60,10 @@ import { watchNode } from './watch';
 export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
   return {
-    observe: (request) => whileBeating(() => observeNode(config, request)),
-    apply: (request) => whileBeating(() => countedApply(request, () => applyAction(config, request))),
+    observe: (request) => whileBeating(() => loggedObserve(request, () => observeNode(config, request))),
+    apply: (request) => whileBeating(() => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
     watch: (request) => watchNode(config, request),
-    recordDecision: (request) => recordDecision(config, request),
+    recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
   };
 }
 

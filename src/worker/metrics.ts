@@ -1,6 +1,8 @@
 import { isIP } from 'node:net';
 import { Runtime } from '@temporalio/worker';
+import type { Logger as Pino } from 'pino';
 import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC, withFix } from '../contract';
+import { SdkLogger, coreFilter, createLogger, resolveLogging } from './logging';
 
 /*
  * Prometheus metrics of a worker process (`datum worker`, `datum agent`): one HTTP endpoint,
@@ -39,6 +41,8 @@ export interface InstalledRuntime {
   metricsAddress: string | null;
   /** http://IP:PORT/metrics, or null. */
   metricsUrl: string | null;
+  /** The process's structured logger (also the SDK's: src/worker/logging.ts). */
+  logger: Pino;
 }
 
 let installed: InstalledRuntime | undefined;
@@ -49,7 +53,15 @@ let installed: InstalledRuntime | undefined;
  * nothing is installed and the SDK's default runtime applies. Calling it again with the same
  * setting is a no-op; a different one, or a runtime already created without metrics, is an error.
  */
-export function installRuntime(options: { metricsAddress?: string } = {}): InstalledRuntime {
+export interface RuntimeSettings {
+  metricsAddress?: string;
+  /** Which process logs (worker, agent, …); --log-level and --log-format, else their DATUM_LOG_* variables. */
+  component?: string;
+  logLevel?: string;
+  logFormat?: string;
+}
+
+export function installRuntime(options: RuntimeSettings = {}): InstalledRuntime {
   const fromFlag = options.metricsAddress !== undefined;
   const source = fromFlag ? METRICS_ADDRESS_FLAG : METRICS_ADDRESS_ENV;
   const raw = (fromFlag ? options.metricsAddress : process.env[METRICS_ADDRESS_ENV])?.trim() ?? '';
@@ -64,8 +76,12 @@ export function installRuntime(options: { metricsAddress?: string } = {}): Insta
       ),
     );
   }
-  if (address === null) return { metricsAddress: null, metricsUrl: null };
+  const logging = { level: options.logLevel, format: options.logFormat, component: options.component ?? 'datum' };
+  const { level } = resolveLogging(logging);
+  const logger = createLogger(logging);
   if (Runtime._instance !== undefined) {
+    // An embedding program or a test configured the runtime: serve no metrics, log with our own logger only.
+    if (address === null) return { metricsAddress: null, metricsUrl: null, logger };
     throw new MetricsConfigError(
       withFix(
         `cannot serve metrics on ${address} (from ${source}): this process's Temporal runtime was already created without them`,
@@ -75,28 +91,41 @@ export function installRuntime(options: { metricsAddress?: string } = {}): Insta
   }
   try {
     Runtime.install({
+      // Every SDK line, the core's forwarded ones and the workflows' and activities' `log` go through pino.
+      logger: new SdkLogger(logger),
       telemetryOptions: {
-        metrics: {
-          prometheus: {
-            bindAddress: address,
-            histogramBucketOverrides: { [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS },
-          },
-        },
+        logging: { filter: coreFilter(level), forward: {} },
+        ...(address === null ? {} : metricsTelemetry(address)),
       },
     });
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    const why = /address already in use|os error (98|48)\b|EADDRINUSE/i.test(message) ? 'the port is already in use' : message;
-    throw new MetricsConfigError(
-      withFix(
-        `cannot serve metrics on ${address} (from ${source}): ${why}`,
-        `choose a free IP:PORT with ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} (e.g. ${SUGGESTED_METRICS_ADDRESS.worker} for a worker, ${SUGGESTED_METRICS_ADDRESS.agent} for an agent), or set it to "off"`,
-      ),
-      { cause: err },
-    );
+    throw metricsError(err, address, source);
   }
-  installed = { metricsAddress: address, metricsUrl: `http://${address}/metrics` };
+  installed = { metricsAddress: address, metricsUrl: address === null ? null : `http://${address}/metrics`, logger };
   return installed;
+}
+
+function metricsTelemetry(address: string) {
+  return {
+    metrics: {
+      prometheus: {
+        bindAddress: address,
+        histogramBucketOverrides: { [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS },
+      },
+    },
+  };
+}
+
+function metricsError(err: unknown, address: string | null, source: string): Error {
+  const message = err instanceof Error ? err.message : String(err);
+  const why = /address already in use|os error (98|48)\b|EADDRINUSE/i.test(message) ? 'the port is already in use' : message;
+  return new MetricsConfigError(
+    withFix(
+      `cannot serve metrics on ${address ?? '(none)'} (from ${source}): ${why}`,
+      `choose a free IP:PORT with ${METRICS_ADDRESS_FLAG} or ${METRICS_ADDRESS_ENV} (e.g. ${SUGGESTED_METRICS_ADDRESS.worker} for a worker, ${SUGGESTED_METRICS_ADDRESS.agent} for an agent), or set it to "off"`,
+    ),
+    { cause: err },
+  );
 }
 
 /**

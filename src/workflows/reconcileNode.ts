@@ -516,7 +516,12 @@ async function flushLedger(loop: Loop): Promise<void> {
         loop.unstored.shift();
         continue;
       }
-      log.warn('ledger store did not take an entry; it stays queued', { seq: entry.seq, error: String(error) });
+      // The backlog is what an operator watches: entries decided and not yet in the fleet-wide store.
+      log.warn('ledger store did not take an entry; it stays queued', {
+        seq: entry.seq,
+        backlog: loop.unstored.length,
+        error: String(error),
+      });
       return;
     }
   }

@@ -144,7 +144,7 @@ describe('Prometheus metrics of the worker processes', () => {
       /--metrics-address "metrics.example:9464" is not IP:PORT/,
     );
     expect(() => installRuntime({ metricsAddress: '127.0.0.1:0' })).toThrow(MetricsConfigError);
-    expect(installRuntime({ metricsAddress: 'off' })).toEqual({ metricsAddress: null, metricsUrl: null });
+    expect(installRuntime({ metricsAddress: 'off' })).toMatchObject({ metricsAddress: null, metricsUrl: null });
     // This test process's runtime was created by startDevEnv, without metrics.
     expect(() => installRuntime({ metricsAddress: 'localhost:9464' })).toThrow(
       /127\.0\.0\.1:9464 \(from --metrics-address\): this process's Temporal runtime was already created/,
