@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AuthorityRead, ControlActivities } from '../contract';
 import type { LedgerEntry, OperatorDecision } from '../domain';
+import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRolloutActivities } from './rollout';
@@ -20,9 +21,11 @@ export interface ControlDeps {
  */
 export function createControlActivities(deps: ControlDeps): ControlActivities {
   const authority = new DesiredStateAuthority(deps.fleetDir);
+  // A sensitive file's content never enters history in clear (src/codec/sensitive.ts).
+  const guardSensitive = sensitiveGuard();
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
-      return authority.read(node);
+      return guardSensitive(await authority.read(node));
     },
     /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
     async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {

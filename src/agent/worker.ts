@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
+import { codecDataConverter } from '../codec';
 import type { AgentConfig } from '../domain';
 import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
@@ -64,6 +65,8 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
   const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
 
+  // Read before connecting: an unusable keyring stops the agent before it serves anything.
+  const dataConverter = codecDataConverter();
   const ownConnection = options.connection === undefined;
   const { connection, namespace } = options.connection
     ? { connection: options.connection, namespace: options.namespace ?? connectConfig({}).namespace }
@@ -79,6 +82,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
           taskQueue: agentTaskQueue(config.node),
           activities: createAgentActivities(file),
           identity: `datum-agent/${config.node}@${process.pid}`,
+          dataConverter,
           // A node's loop runs one watch and one observe or apply at a time. The SDK's defaults
           // (100 slots, 10 long polls per worker) would have an agent serving 1000 virtual nodes
           // hold 10,000 polls open on the server for work that rarely comes.

@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { codecDataConverter } from '../codec';
 import { DesiredStateAuthority } from '../activities/authority';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../contract';
 import { ensureServerBinaries } from './binaries';
@@ -146,7 +147,7 @@ async function firstRollout(cluster: Cluster): Promise<void> {
   }
   const connection = await Connection.connect({ address: cluster.address });
   try {
-    const client = new Client({ connection, namespace: cluster.namespace });
+    const client = new Client({ connection, namespace: cluster.namespace, dataConverter: codecDataConverter() });
     for (const [generation, nodes] of byGeneration) {
       const handle = await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
         taskQueue: CONTROL_TASK_QUEUE,

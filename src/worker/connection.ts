@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
+import { codecDataConverter } from '../codec';
 import { ensureRuntime } from './metrics';
 
 export interface TemporalTarget {
@@ -26,7 +27,9 @@ export async function connectClient(
 ): Promise<{ client: Client; connection: Connection; namespace: string; address: string }> {
   const { connectionOptions, namespace } = connectConfig(target);
   const connection = await Connection.connect(connectionOptions);
-  return { client: new Client({ connection, namespace }), connection, namespace, address: connectionOptions.address! };
+  // The payload codec, when configured (DATUM_CODEC_KEYS): what this client writes is encrypted.
+  const client = new Client({ connection, namespace, dataConverter: codecDataConverter() });
+  return { client, connection, namespace, address: connectionOptions.address! };
 }
 
 /** Runs `work` with a client on a connection of its own, closed afterwards whatever happens. */

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createControlActivities } from '../activities';
+import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowsPath } from './paths';
@@ -26,5 +27,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: workflowsPath() }),
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
+    // The payload codec, when configured (DATUM_CODEC_KEYS); it runs outside the workflow sandbox.
+    dataConverter: codecDataConverter(),
   });
 }
