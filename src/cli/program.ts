@@ -112,6 +112,11 @@ const metricsOption = () =>
     '--metrics-address <ip:port>',
     'serve Prometheus metrics at http://IP:PORT/metrics, "off" for none (env: DATUM_METRICS_ADDRESS)',
   );
+// Read by src/worker/logging.ts itself (DATUM_LOG_LEVEL, DATUM_LOG_FORMAT when not given), the names the temporal CLI uses.
+const logOptions = () => [
+  new Option('--log-level <level>', 'trace, debug, info, warn, error or never (env: DATUM_LOG_LEVEL; default info)'),
+  new Option('--log-format <format>', 'json or text (env: DATUM_LOG_FORMAT; default json)'),
+];
 const timeoutOption = (what: string) => new Option('--timeout <duration>', `how long to wait for ${what}, such as 90s or 10m`);
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -144,7 +149,9 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(fleetOption())
       .addOption(dataOption())
       .option('--task-queue <queue>', 'task queue to serve (default datum-control)')
-      .addOption(metricsOption()),
+      .addOption(metricsOption())
+      .addOption(logOptions()[0])
+      .addOption(logOptions()[1]),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/worker.js')).workerCommand, opts));
 
   connection(
@@ -155,7 +162,9 @@ function runCommands(program: Program, inv: Invocation): void {
         `Serves task queue datum-node-<node> for each agent.yaml: observes the node from the things themselves and applies only what its local config allows (mode, overrides). agent.yaml is re-read on every observation, so a new override or mode takes effect without a restart.`,
       )
       .option('--config <path>', 'an agent.yaml (repeat for each node this process serves)', collect, [] as string[])
-      .addOption(metricsOption()),
+      .addOption(metricsOption())
+      .addOption(logOptions()[0])
+      .addOption(logOptions()[1]),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/agent.js')).agentCommand, opts));
 
   rolloutCommands(program, inv);

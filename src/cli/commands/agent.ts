@@ -9,6 +9,8 @@ import { untilSignal } from '../process';
 interface AgentRaw extends ConnectionFlags {
   config: string[];
   metricsAddress?: string;
+  logLevel?: string;
+  logFormat?: string;
 }
 
 export interface AgentInput {
@@ -32,7 +34,12 @@ export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
       import('../../worker/metrics.js'),
     ]);
     applyConnectionFlags(values);
-    const metrics = installRuntime({ metricsAddress: values.metricsAddress });
+    const metrics = installRuntime({
+      metricsAddress: values.metricsAddress,
+      component: 'agent',
+      logLevel: values.logLevel,
+      logFormat: values.logFormat,
+    });
     publishBuildInfo(metrics.metricsUrl);
     const agents = await runAgents({ configPaths, address: values.address, namespace: values.namespace });
     process.stdout.write(

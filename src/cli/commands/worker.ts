@@ -12,6 +12,8 @@ interface WorkerRaw extends ConnectionFlags {
   data?: string;
   taskQueue?: string;
   metricsAddress?: string;
+  logLevel?: string;
+  logFormat?: string;
 }
 
 export interface WorkerInput {
@@ -43,7 +45,12 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
         import('../../worker/metrics.js'),
       ]);
     applyConnectionFlags(values);
-    const metrics = installRuntime({ metricsAddress: values.metricsAddress });
+    const metrics = installRuntime({
+      metricsAddress: values.metricsAddress,
+      component: 'worker',
+      logLevel: values.logLevel,
+      logFormat: values.logFormat,
+    });
     publishBuildInfo(metrics.metricsUrl);
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([
