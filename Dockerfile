@@ -7,13 +7,17 @@
 #   docker run --rm -e TEMPORAL_ADDRESS=… -v "$PWD/fleet:/fleet:ro" datum:0.1.0 worker --fleet /fleet
 #
 # Stages: `build` compiles src/ to dist/ with every dependency installed; `prod-deps` installs
-# the production dependencies only; the final stage is node + prod deps + dist/ + bin/ +
-# examples/, running as the unprivileged `node` user. docker-compose.yml builds it.
+# the production dependencies only; the final stage is node + prod deps + dist/ (with the
+# prebuilt workflow bundle) + bin/ + examples/, running as the unprivileged `node` user.
+# docker-compose.yml builds it. Metrics (when DATUM_METRICS_ADDRESS is set): 9464 for a
+# controller worker, 9465 for an agent, by convention.
 
-# The Node.js the project runs on (package.json engines: >=20.10; CI and development use
-# 20.20.2), on Debian bookworm-slim: glibc, so the prebuilt native addons of @swc/core,
-# @temporalio/core-bridge and better-sqlite3 load as they do on a developer's machine.
-ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+# The Node.js the image runs on: 24, the Active LTS line (supported until April 2028; Node 20
+# reached end of life in April 2026, and 22 is in maintenance until April 2027), pinned to a full
+# version so a rebuild never moves the runtime. Debian bookworm-slim: glibc, so the prebuilt
+# native addons of @swc/core and @temporalio/core-bridge load as they do on a developer's
+# machine (better-sqlite3 is compiled for this Node in prod-deps). Bump deliberately.
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 FROM ${NODE_IMAGE} AS base
 WORKDIR /app
@@ -30,6 +34,9 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/ ./scripts/
 COPY src/ ./src/
 RUN node scripts/build.mjs --force && test -f dist/src/cli/main.js
+# The controller's workflow code, bundled once here rather than by webpack at every worker start
+# (src/worker/bundle.ts); the runtime stage points DATUM_WORKFLOW_BUNDLE at it.
+RUN node scripts/bundle-workflows.mjs dist/workflow-bundle.js
 
 # ── prod-deps: production dependencies; install scripts only where package.json allows ────
 FROM base AS prod-deps
@@ -42,7 +49,7 @@ RUN apt-get update \
 ENV npm_config_nodedir=/usr/local
 COPY package.json package-lock.json ./
 # package.json "allowScripts" lists the dependencies whose install scripts may run. The npm
-# bundled with Node 20 does not know that field, so apply it here: install with every script
+# bundled with Node does not know that field, so apply it here: install with every script
 # off, then rebuild (which runs preinstall/install/postinstall) exactly the allowed packages
 # that the production tree contains. A dependency added later with an unreviewed install
 # script therefore does not run it until it is added to allowScripts.
@@ -73,7 +80,8 @@ RUN apt-get update \
  && git config --system --add safe.directory '*' \
  && mkdir -p /var/lib/datum /etc/datum /fleet \
  && chown node:node /var/lib/datum
-ENV NODE_ENV=production
+ENV NODE_ENV=production \
+    DATUM_WORKFLOW_BUNDLE=/app/dist/workflow-bundle.js
 # Owned by root and read-only to the `node` user that runs Datum.
 COPY package.json package-lock.json ./
 COPY --from=prod-deps /app/node_modules ./node_modules
@@ -83,5 +91,6 @@ COPY examples/ ./examples/
 USER node
 # /var/lib/datum holds agents' node roots: mount a volume there (docker-compose.yml does). No
 # VOLUME instruction, which would give every container, controllers too, an anonymous volume.
+EXPOSE 9464 9465
 ENTRYPOINT ["node", "/app/bin/datum.js"]
 CMD ["--help"]

@@ -4,7 +4,8 @@ import { createControlActivities } from '../activities';
 import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
-import { workflowsPath } from './paths';
+import { workflowSource } from './bundle';
+import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 
 export interface ControllerOptions {
   connection: NativeConnection;
@@ -15,7 +16,7 @@ export interface ControllerOptions {
   /** Where decisions are appended (openLedgerStore); the caller closes it after the worker stops. */
   ledger: LedgerStore;
   taskQueue?: string;
-  /** A prebuilt bundle (tests share one); otherwise the workflows are bundled at start. */
+  /** A prebuilt bundle (tests share one); otherwise DATUM_WORKFLOW_BUNDLE's file, or bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
 }
 
@@ -25,8 +26,11 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: workflowsPath() }),
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource()),
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
+    // Within the stop timeout the deployments give (src/worker/shutdown.ts).
+    shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,
+    shutdownForceTime: SHUTDOWN_FORCE_TIME_MS,
     // The payload codec, when configured (DATUM_CODEC_KEYS); it runs outside the workflow sandbox.
     dataConverter: codecDataConverter(),
   });

@@ -18,6 +18,9 @@ import { parse as parseYaml } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
+import { SHUTDOWN_BUDGET_S, SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from '../../src/worker/shutdown';
+import { WORKFLOW_BUNDLE_ENV } from '../../src/worker/bundle';
+import { METRICS_ADDRESS_ENV } from '../../src/worker/metrics';
 import { DATUM_SEARCH_ATTRIBUTES } from '../../src/contract';
 import { installTestRuntime } from '../helpers/temporal';
 
@@ -108,6 +111,7 @@ interface Service {
   depends_on?: string[] | Record<string, { condition?: string }>;
   healthcheck?: Healthcheck;
   restart?: string;
+  stop_grace_period?: string;
 }
 
 interface ComposeFile {
@@ -297,7 +301,14 @@ describe('docker-compose.yml', () => {
 
   it('has the services of a production stack', () => {
     const images = Object.values(services).map((s) => splitImage(s.image ?? '').repository);
-    for (const repository of ['postgres', 'temporalio/server', 'temporalio/admin-tools', 'temporalio/ui', 'datum']) {
+    for (const repository of [
+      'postgres',
+      'temporalio/server',
+      'temporalio/admin-tools',
+      'temporalio/ui',
+      'datum',
+      'prom/prometheus',
+    ]) {
       expect(images, `a service runs ${repository}`).toContain(repository);
     }
     expect(controllers.length, 'a Datum controller worker').toBeGreaterThanOrEqual(1);
@@ -642,11 +653,14 @@ describe('docker-compose.yml', () => {
       const [subcommand, ...rest] = argv(s.command);
       const help = runDatum([subcommand, '--help']);
       expect(help.status, `${name}: datum ${subcommand} --help\n${help.stderr}`).toBe(0);
+      expect(help.stdout, `${name}: datum ${subcommand} is a subcommand`).toContain(`Usage: datum ${subcommand} `);
       for (const option of rest.filter((a) => a.startsWith('--')))
         expect(help.stdout, `${name}: datum ${subcommand} takes ${option}`).toContain(option);
     }
-    // The check can fail: an unknown subcommand does not exit 0.
-    expect(runDatum(['no-such-subcommand', '--help']).status).not.toBe(0);
+    // The check can fail: an unknown subcommand has no usage of its own (the top-level help, or an error).
+    const unknown = runDatum(['no-such-subcommand', '--help']);
+    expect(unknown.stdout).not.toContain('Usage: datum no-such-subcommand');
+    expect(runDatum(['no-such-subcommand']).status).not.toBe(0);
   });
 
   it('mounts one-shot scripts that exist and are valid POSIX sh, and a dynamic config the server reads', () => {
@@ -668,6 +682,67 @@ describe('docker-compose.yml', () => {
     for (const [key, list] of Object.entries(values)) {
       expect(Array.isArray(list) && list.every((v) => 'value' in v), `${key} is a list of {value, constraints}`).toBe(true);
     }
+  });
+
+  it('serves metrics from every Datum service on the port it exposes, with a healthcheck that reads them', () => {
+    for (const [name, s] of datumServices) {
+      const metrics = environmentOf(s)[METRICS_ADDRESS_ENV];
+      expect(metrics, `${name} sets ${METRICS_ADDRESS_ENV} (metrics on by default in compose)`).toMatch(/^0\.0\.0\.0:\d+$/);
+      const port = metrics.split(':')[1];
+      expect(listensOn(s), `${name} exposes ${port}`).toContain(port);
+      const test = argv(s.healthcheck?.test);
+      expect(test.slice(0, 3), `${name}: a node -e healthcheck (the image has no curl)`).toEqual(['CMD', 'node', '-e']);
+      expect(test[3], `${name}: the healthcheck reads its own metrics port`).toContain(`http://127.0.0.1:${port}/metrics`);
+      // The script itself must at least compile (it runs for real in observability.test.ts).
+      const check = spawnSync(process.execPath, ['--check', '-'], { input: test[3], encoding: 'utf8' });
+      expect(check.status, `${name}: ${check.stderr}`).toBe(0);
+    }
+  });
+
+  it('scrapes every Datum service with the Prometheus service, under the job names the alerts use', () => {
+    const [promName, prom] = Object.entries(services).find(([, s]) => splitImage(s.image!).repository === 'prom/prometheus')!;
+    const configArg = argv(prom.command).find((a) => a.startsWith('--config.file='));
+    expect(configArg, `${promName} passes --config.file`).toBeDefined();
+    const configFile = hostPathOf(prom, configArg!.slice('--config.file='.length));
+    expect(configFile && existsSync(configFile), `${promName}: its config is mounted from the repository`).toBeTruthy();
+    const config = parseYaml(readFileSync(configFile!, 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: { job_name: string; dns_sd_configs?: { names: string[]; port: number }[] }[];
+    };
+    for (const rules of config.rule_files) {
+      const inContainer = path.posix.resolve(path.posix.dirname(configArg!.slice('--config.file='.length)), rules);
+      expect(existsSync(hostPathOf(prom, inContainer) ?? ''), `rule file ${rules} is mounted`).toBe(true);
+    }
+    const job = (jobName: string) => {
+      const found = config.scrape_configs.find((c) => c.job_name === jobName);
+      expect(found, `prometheus.yml has job ${jobName}`).toBeDefined();
+      return (found!.dns_sd_configs ?? []).flatMap((d) => d.names.map((n) => ({ name: n, port: String(d.port) })));
+    };
+    for (const [jobName, members] of [
+      ['datum-worker', controllers],
+      ['datum-agent', agents],
+    ] as const) {
+      const scraped = job(jobName);
+      for (const [name, s] of members) {
+        const port = environmentOf(s)[METRICS_ADDRESS_ENV].split(':')[1];
+        expect(scraped, `job ${jobName} scrapes ${name}:${port}`).toContainEqual({ name, port });
+      }
+      for (const target of scraped) expect(serviceNames, `job ${jobName} names service ${target.name}`).toContain(target.name);
+    }
+  });
+
+  it('gives the worker a stop_grace_period that fits its shutdownGraceTime, and the agents as long', () => {
+    const seconds = (d: string | undefined) => {
+      const m = /^(\d+)s$/.exec(d ?? '');
+      if (!m) throw new Error(`stop_grace_period ${d} is not N s`);
+      return Number(m[1]);
+    };
+    // The grace and force times of the controller worker (src/worker/shutdown.ts) fit inside the
+    // budget, with time left to close the connections and the ledger before SIGKILL.
+    expect(SHUTDOWN_GRACE_TIME_MS).toBeLessThan(SHUTDOWN_FORCE_TIME_MS);
+    expect(SHUTDOWN_FORCE_TIME_MS).toBeLessThanOrEqual((SHUTDOWN_BUDGET_S - 5) * 1000);
+    for (const [name, s] of datumServices)
+      expect(seconds(s.stop_grace_period), `${name}: stop_grace_period`).toBe(SHUTDOWN_BUDGET_S);
   });
 
   it('passes `docker compose config -q` when the compose CLI plugin is installed', (ctx) => {
@@ -725,12 +800,26 @@ describe('Dockerfile', () => {
   const stage = (name: string) => dockerfile.stages.find((s) => s.name === name)!;
   const baseOf = (s: { from: string }): { from: string } => (stageNames.has(s.from) ? baseOf(stage(s.from)) : s);
 
-  it('builds from a pinned node:20 bookworm-slim image, multi-stage', () => {
+  it('builds from a pinned, supported Node LTS bookworm-slim image, multi-stage', () => {
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(3);
     for (const s of dockerfile.stages) {
       const { from } = baseOf(s);
-      expect(from, 'every stage starts from the pinned Node.js image').toMatch(/^node:20\.\d+\.\d+-bookworm-slim$/);
+      // 22 (maintenance until April 2027) or 24 (until April 2028); Node 20 ended in April 2026.
+      expect(from, 'every stage starts from the pinned Node.js image').toMatch(/^node:(22|24)\.\d+\.\d+-bookworm-slim$/);
     }
+  });
+
+  it('prebuilds the workflow bundle in the build stage and points the runtime at it', () => {
+    const runs = dockerfile.stages.flatMap((s) => all(s, 'RUN').map((r) => ({ stage: s.name, run: r })));
+    const bundle = runs.find((r) => r.run.includes('scripts/bundle-workflows.mjs'));
+    expect(bundle, 'a stage runs scripts/bundle-workflows.mjs').toBeDefined();
+    const out = /bundle-workflows\.mjs\s+(\S+)/.exec(bundle!.run)![1];
+    expect(existsSync(path.join(ROOT, 'scripts', 'bundle-workflows.mjs'))).toBe(true);
+    // Written under dist/, which the final stage copies from that stage to /app/dist.
+    expect(out.startsWith('dist/')).toBe(true);
+    expect(all(final, 'COPY')).toContain(`--from=${bundle!.stage} /app/dist ./dist`);
+    const envs = all(final, 'ENV').join(' ');
+    expect(envs, `the runtime sets ${WORKFLOW_BUNDLE_ENV}`).toContain(`${WORKFLOW_BUNDLE_ENV}=/app/${out}`);
   });
 
   it('compiles dist/ in a build stage and installs production dependencies with npm ci --omit=dev', () => {

@@ -1,0 +1,51 @@
+import { existsSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { bundleWorkflowCode, type WorkflowBundlePath } from '@temporalio/worker';
+import { withFix } from '../contract';
+import { workflowsPath } from './paths';
+
+/*
+ * The controller's workflow code, bundled ahead of time. Without it, every `datum worker` start
+ * runs webpack over src/workflows (seconds of CPU, and @swc/core loaded, on every restart of
+ * every replica). The image bundles once at build time (`node scripts/bundle-workflows.mjs
+ * FILE`, which calls writeWorkflowBundle) and sets DATUM_WORKFLOW_BUNDLE to the file.
+ *
+ * Opt-in by the variable, not picked up because a file happens to lie next to dist/: a bundle
+ * left from an older checkout would run old workflow code under new activities, and a replay
+ * break would show up only in production.
+ */
+
+export const WORKFLOW_BUNDLE_ENV = 'DATUM_WORKFLOW_BUNDLE';
+
+/** DATUM_WORKFLOW_BUNDLE names a file that is not there. */
+export class WorkflowBundleError extends Error {
+  override readonly name = 'WorkflowBundleError';
+}
+
+/** Worker.create's workflow source: the prebuilt bundle DATUM_WORKFLOW_BUNDLE names, else src/workflows bundled at start. */
+export function workflowSource(): { workflowBundle: WorkflowBundlePath } | { workflowsPath: string } {
+  const configured = process.env[WORKFLOW_BUNDLE_ENV]?.trim();
+  if (!configured) return { workflowsPath: workflowsPath() };
+  const codePath = path.resolve(configured);
+  if (!existsSync(codePath)) {
+    throw new WorkflowBundleError(
+      withFix(
+        `no workflow bundle at ${codePath} (from ${WORKFLOW_BUNDLE_ENV})`,
+        `build it with \`node scripts/bundle-workflows.mjs ${configured}\` after \`npm run build\`, or unset ${WORKFLOW_BUNDLE_ENV} to bundle the workflows at start`,
+      ),
+    );
+  }
+  return { workflowBundle: { codePath } };
+}
+
+/** Bundles src/workflows (as the worker would at start) into `file`, written atomically. */
+export async function writeWorkflowBundle(file: string): Promise<{ file: string; bytes: number }> {
+  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath() });
+  const target = path.resolve(file);
+  await mkdir(path.dirname(target), { recursive: true });
+  const tmp = `${target}.${process.pid}.tmp`;
+  await writeFile(tmp, code);
+  await rename(tmp, target);
+  return { file: target, bytes: Buffer.byteLength(code) };
+}
