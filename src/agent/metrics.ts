@@ -1,7 +1,7 @@
 import { asyncLocalStorage } from '@temporalio/activity';
 import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import { ACTIONS, type ExecutionEvidence } from '../domain';
-import { ACTIONS_METRIC, outcomeOfFailure, type ApplyRequest } from '../contract';
+import { ACTIONS_METRIC, APPLY_DURATION_METRIC, outcomeOfFailure, type ApplyRequest } from '../contract';
 
 /*
  * The agent's side of Datum's metrics: every apply it answers, counted by action kind and the
@@ -17,15 +17,24 @@ export async function countedApply(request: ApplyRequest, apply: () => Promise<E
   const kind = (request?.action as { action?: unknown } | undefined)?.action;
   const action = (ACTIONS as readonly unknown[]).includes(kind) ? (kind as string) : 'unknown';
   let evidence: ExecutionEvidence;
+  const started = performance.now();
   try {
     evidence = await apply();
   } catch (err) {
     const outcome = err instanceof ApplicationFailure ? outcomeOfFailure(err.type) : 'failed';
     count(action, outcome, outcome === 'refused' ? (err as ApplicationFailure).type! : null);
+    timed(action, started);
     throw err;
   }
   count(action, evidence.outcome, evidence.refusal);
+  timed(action, started);
   return evidence;
+}
+
+function timed(action: string, startedMs: number): void {
+  meter()
+    .createHistogram(APPLY_DURATION_METRIC, 'float', 's', 'Seconds the agent took to answer an apply, by action kind')
+    .record((performance.now() - startedMs) / 1000, { action });
 }
 
 function count(action: string, outcome: Outcome, refusal: string | null): void {

@@ -1,7 +1,13 @@
 import { isIP } from 'node:net';
 import { Runtime } from '@temporalio/worker';
 import type { Logger as Pino } from 'pino';
-import { OBSERVATION_AGE_BUCKETS, OBSERVATION_AGE_METRIC, withFix } from '../contract';
+import {
+  APPLY_DURATION_BUCKETS,
+  APPLY_DURATION_METRIC,
+  OBSERVATION_AGE_BUCKETS,
+  OBSERVATION_AGE_METRIC,
+  withFix,
+} from '../contract';
 import { SdkLogger, coreFilter, createLogger, resolveLogging } from './logging';
 
 /*
@@ -110,7 +116,10 @@ function metricsTelemetry(address: string) {
     metrics: {
       prometheus: {
         bindAddress: address,
-        histogramBucketOverrides: { [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS },
+        histogramBucketOverrides: {
+          [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS,
+          [APPLY_DURATION_METRIC]: APPLY_DURATION_BUCKETS,
+        },
       },
     },
   };

@@ -8,7 +8,7 @@
  * src/worker/metrics.ts); the workflow meter adds the tags namespace, taskQueue and workflowType.
  */
 import { metricMeter } from '@temporalio/workflow';
-import { DECISIONS_METRIC, OBSERVATION_AGE_METRIC, OPEN_CONDITIONS_METRIC } from '../contract';
+import { DECISIONS_METRIC, LEDGER_BACKLOG_METRIC, OBSERVATION_AGE_METRIC, OPEN_CONDITIONS_METRIC } from '../contract';
 import { CONDITION_TYPES, msBetween, type ConditionType, type Decision } from '../domain';
 
 /**
@@ -50,4 +50,11 @@ export function decisionRecorded(decision: Decision): void {
     'Open conditions of a node by type, as of its last recorded decision',
   );
   for (const [type, count] of open) gauge.set(count, { type, node: decision.node_id });
+}
+
+/** After each flush: how many entries this loop decided that the fleet-wide store has not taken (0 when it keeps up). */
+export function ledgerBacklog(entries: number): void {
+  metricMeter
+    .createGauge(LEDGER_BACKLOG_METRIC, 'int', '1', 'Ledger entries a loop decided that the fleet-wide store has not taken yet')
+    .set(entries);
 }

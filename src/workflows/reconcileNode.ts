@@ -87,7 +87,7 @@ import {
   showInvalidAtStart,
   type AttributeWriter,
 } from './attributes';
-import { decisionRecorded, observationJudged } from './metrics';
+import { decisionRecorded, ledgerBacklog, observationJudged } from './metrics';
 import { awaitReply, checkNotHandedOver, checkPayload, refuseQueued, replyOf, type Reply } from './updates';
 
 /**
@@ -501,6 +501,11 @@ function record(loop: Loop, decision: Decision, kind: RecordKind): void {
  * store, and nothing recorded is dropped.
  */
 async function flushLedger(loop: Loop): Promise<void> {
+  await flushEntries(loop);
+  ledgerBacklog(loop.unstored.length);
+}
+
+async function flushEntries(loop: Loop): Promise<void> {
   for (let entry = loop.unstored[0]; entry; entry = loop.unstored[0]) {
     try {
       await store.appendLedger({ entry, chain_id: loop.chainId });
