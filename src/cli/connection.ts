@@ -9,6 +9,7 @@
  */
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { codecDataConverter } from '../codec';
 import { UsageError, withFix } from './errors';
 
 /** The connection flags as commander parses them (every command that talks to Temporal has them). */
@@ -109,7 +110,8 @@ export async function withTemporal<T>(flags: ConnectionFlags, work: (client: Cli
     );
   }
   try {
-    return await work(new Client({ connection, namespace: target.namespace }), target);
+    // The payload codec when configured (DATUM_CODEC_KEYS): what the CLI reads and sends is decrypted and encrypted here.
+    return await work(new Client({ connection, namespace: target.namespace, dataConverter: codecDataConverter() }), target);
   } finally {
     await connection.close();
   }

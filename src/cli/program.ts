@@ -167,6 +167,14 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(logOptions()[1]),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/agent.js')).agentCommand, opts));
 
+  program
+    .command('codec-server')
+    .summary('decrypt payloads for the Web UI and the temporal CLI (the payload codec server)')
+    .description(
+      `Serves the Temporal codec server protocol (POST /decode and /encode) with the keyring in $DATUM_CODEC_KEYS, for callers with the bearer token in $DATUM_CODEC_SERVER_TOKEN (or _TOKEN_FILE) from the origins in $DATUM_CODEC_SERVER_ORIGINS, on $DATUM_CODEC_SERVER_ADDRESS (default 127.0.0.1:8888). Point the Web UI's codec endpoint (or \`temporal --codec-endpoint\`) at it. Runs until Ctrl-C.`,
+    )
+    .action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/codec-server.js')).codecServerCommand, opts));
+
   rolloutCommands(program, inv);
   readingCommands(program, inv);
   operatorCommands(program, inv);
