@@ -25,11 +25,12 @@ import { readServiceState, startTicks } from './services';
 /** Poll for what inotify cannot see: a service's process dying, a directory that is not there. */
 const POLL_MS = 500;
 /**
- * With every watched directory under inotify and no service, the poll is only a safety net. The
- * watch beats on a poll's turn, so this plus WATCH_BEAT_MS must stay well inside the 30 s
- * heartbeat timeout.
+ * With every watched directory under inotify and no service, the poll is only a safety net (at
+ * 1000 virtual nodes its lstat calls are a third of the agent's CPU: bench/results/2026-12-01).
+ * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn beats
+ * and two beats stay one poll (15 s) apart, inside the 30 s heartbeat timeout.
  */
-const SAFETY_POLL_MS = 10_000;
+const SAFETY_POLL_MS = 15_000;
 
 async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
   const stamp = async (p: string) => {
