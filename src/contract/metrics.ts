@@ -10,6 +10,9 @@ export const OBSERVATION_AGE_METRIC = 'datum_observation_age_seconds';
 export const ACTIONS_METRIC = 'datum_actions_total';
 /** Agent: seconds an apply took, by action kind (a release install includes its artifact fetch). */
 export const APPLY_DURATION_METRIC = 'datum_apply_duration_seconds';
+/** Controller, from visibility: running reconcile loops by status, and nodes with each condition type open. */
+export const FLEET_NODES_METRIC = 'datum_fleet_nodes';
+export const FLEET_CONDITIONS_METRIC = 'datum_fleet_conditions';
 /** Controller: ledger entries a loop decided that the fleet-wide store has not taken yet. */
 export const LEDGER_BACKLOG_METRIC = 'datum_ledger_backlog';
 /** Always 1, labelled with the version `datum --version` prints (src/cli/build-info.ts). */

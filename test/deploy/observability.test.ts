@@ -43,8 +43,6 @@ const COMPOSE_FILE = path.join(ROOT, 'docker-compose.yml');
  * listed once it is exported.
  */
 const NOT_YET_EXPORTED: Record<string, { labels: string[]; what: string }> = {
-  datum_fleet_nodes: { labels: ['status'], what: 'gauge: nodes by DatumStatus, counted from visibility in one place' },
-  datum_fleet_conditions: { labels: ['type'], what: 'gauge: nodes with each condition type open, from visibility' },
   datum_detection_latency_seconds_bucket: { labels: ['le'], what: 'histogram: a change on the node to the pass deciding on it' },
   datum_convergence_latency_seconds_bucket: {
     labels: ['le'],

@@ -37,13 +37,19 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
   },
   async run({ values, fleetDir, dataDir, taskQueue }) {
     // The worker side of the SDK, loaded only by the commands that run one.
-    const [{ openLedgerStore }, { createControllerWorker }, { connectClient, connectWorker }, { installRuntime }] =
-      await Promise.all([
-        import('../../activities/ledger-store.js'),
-        import('../../worker/controller.js'),
-        import('../../worker/connection.js'),
-        import('../../worker/metrics.js'),
-      ]);
+    const [
+      { openLedgerStore },
+      { createControllerWorker },
+      { connectClient, connectWorker },
+      { installRuntime },
+      { startFleetMetrics },
+    ] = await Promise.all([
+      import('../../activities/ledger-store.js'),
+      import('../../worker/controller.js'),
+      import('../../worker/connection.js'),
+      import('../../worker/metrics.js'),
+      import('../../worker/fleet-metrics.js'),
+    ]);
     applyConnectionFlags(values);
     const metrics = installRuntime({
       metricsAddress: values.metricsAddress,
@@ -62,9 +68,12 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     process.stdout.write(
       `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
     );
+    // Fleet-wide counts from visibility, served with the worker's metrics.
+    const fleet = metrics.metricsUrl ? startFleetMetrics(client) : null;
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
+    fleet?.stop();
     await Promise.all([connection.close(), clientConnection.close(), ledger.close()]);
     return 0;
   },

@@ -1,0 +1,46 @@
+import type { Client } from '@temporalio/client';
+import { Runtime } from '@temporalio/worker';
+import { FLEET_CONDITIONS_METRIC, FLEET_NODES_METRIC, WORKFLOW_TYPES } from '../contract';
+import { CONDITION_TYPES, STATUSES } from '../domain';
+
+/*
+ * Fleet-wide counts, computed in one place from Temporal visibility (the pattern of
+ * kube-state-metrics): how many running reconcile loops are in each status, and how many nodes
+ * have each condition type open. A per-process gauge set by each loop goes stale when its
+ * workflow ends or moves to another worker; these are read fresh from the search attributes the
+ * loops publish (DatumStatus, DatumConditions), one count call per series, every `everyMs`.
+ * Every controller worker may publish them: the dashboard and the alerts take max() across.
+ */
+
+const running = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running"`;
+
+export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): void } {
+  const meter = Runtime.instance().metricMeter;
+  const nodes = meter.createGauge(FLEET_NODES_METRIC, 'int', '1', 'Running reconcile loops by DatumStatus, from visibility');
+  const conditions = meter.createGauge(
+    FLEET_CONDITIONS_METRIC,
+    'int',
+    '1',
+    'Nodes with each condition type open, from visibility',
+  );
+  let stopped = false;
+  const tick = async () => {
+    try {
+      for (const status of STATUSES)
+        nodes.set((await client.workflow.count(`${running} AND DatumStatus = "${status}"`)).count, { status });
+      for (const type of CONDITION_TYPES)
+        conditions.set((await client.workflow.count(`${running} AND DatumConditions = "${type}"`)).count, { type });
+    } catch {
+      // Visibility unavailable for a moment: the gauges keep their last values; the next tick tries again.
+    }
+  };
+  const timer = setInterval(() => void (stopped ? undefined : tick()), everyMs);
+  timer.unref();
+  void tick();
+  return {
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}
