@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { log } from '@temporalio/activity';
+import { asyncLocalStorage, log as activityLog } from '@temporalio/activity';
 import type { ApplyRequest, ObserveRequest, RecordDecisionRequest, RecordDecisionResult } from '../contract';
 import type { ExecutionEvidence, Observation } from '../domain';
 
@@ -12,6 +12,14 @@ import type { ExecutionEvidence, Observation } from '../domain';
  */
 
 const FENCE_REFUSALS = new Set(['StaleGenerationRefusal']);
+
+type Log = Pick<typeof activityLog, 'debug' | 'info' | 'warn' | 'error'>;
+const silent: Log = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+/**
+ * The activity's logger; silent outside an activity (the benchmark's floor and the tests call the
+ * agent's functions directly), since logging must never be why an apply fails.
+ */
+const log = (): Log => (asyncLocalStorage.getStore() ? activityLog : silent);
 
 function actionFields(request: ApplyRequest) {
   const a = (request?.action ?? {}) as Partial<ApplyRequest['action']>;
@@ -30,7 +38,7 @@ export async function loggedApply(request: ApplyRequest, apply: () => Promise<Ex
     const evidence = await apply();
     const message =
       evidence.outcome === 'replayed' ? 'apply answered from the journal (replayed, not run again)' : `apply ${evidence.outcome}`;
-    log.info(message, { ...fields, outcome: evidence.outcome, detail: evidence.detail, marker_after: evidence.marker_after });
+    log().info(message, { ...fields, outcome: evidence.outcome, detail: evidence.detail, marker_after: evidence.marker_after });
     return evidence;
   } catch (err) {
     logFailure('apply', fields, err);
@@ -41,7 +49,7 @@ export async function loggedApply(request: ApplyRequest, apply: () => Promise<Ex
 export async function loggedObserve(request: ObserveRequest, observe: () => Promise<Observation>): Promise<Observation> {
   try {
     const observation = await observe();
-    log.debug('observed', {
+    log().debug('observed', {
       node: request?.node,
       generation: request?.generation,
       observed_at: observation.observed_at,
@@ -67,7 +75,7 @@ export async function loggedDecision(
   };
   try {
     const result = await record();
-    log.info(`operator decision recorded: ${String(request?.kind)}`, { ...fields, holds: result.holds });
+    log().info(`operator decision recorded: ${String(request?.kind)}`, { ...fields, holds: result.holds });
     return result;
   } catch (err) {
     logFailure('recordDecision', fields, err);
@@ -77,10 +85,10 @@ export async function loggedDecision(
 
 function logFailure(what: string, fields: Record<string, unknown>, err: unknown): void {
   if (err instanceof ApplicationFailure && err.type && FENCE_REFUSALS.has(err.type)) {
-    log.warn(`${what} fenced: a newer generation holds the node`, { ...fields, refusal: err.type, error: err.message });
+    log().warn(`${what} fenced: a newer generation holds the node`, { ...fields, refusal: err.type, error: err.message });
   } else if (err instanceof ApplicationFailure && err.nonRetryable) {
-    log.warn(`${what} refused`, { ...fields, refusal: err.type, error: err.message });
+    log().warn(`${what} refused`, { ...fields, refusal: err.type, error: err.message });
   } else {
-    log.error(`${what} failed`, { ...fields, error: err instanceof Error ? err.message : String(err) });
+    log().error(`${what} failed`, { ...fields, error: err instanceof Error ? err.message : String(err) });
   }
 }
