@@ -30,7 +30,11 @@ export interface ProductionStack {
 }
 
 /** A cluster on a fresh fleet directory (desired/nodes, agents, artifacts, nodes), on a free port range. */
-export async function startProductionStack(workers: number): Promise<ProductionStack> {
+/**
+ * `ledger: false` leaves the PostgreSQL ledger unopened: opening it with this release migrates
+ * its schema, which a previous release's worker then refuses (the upgrade test starts one).
+ */
+export async function startProductionStack(workers: number, options: { ledger?: boolean } = {}): Promise<ProductionStack> {
   const base = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-prod-')));
   await fs.chmod(base, 0o755); // as root, PostgreSQL runs as the postgres user, who must reach its directory
   const fleetDir = path.join(base, 'fleet');
@@ -40,7 +44,7 @@ export async function startProductionStack(workers: number): Promise<ProductionS
   const cluster = await upOnFreePorts(path.join(base, 'cluster'), fleetDir, workers);
   const connection = await Connection.connect({ address: cluster.address });
   const client = new Client({ connection, namespace: cluster.namespace });
-  const ledger = await openLedgerStore({ url: cluster.ledgerUrl });
+  const ledger = options.ledger === false ? unopened() : await openLedgerStore({ url: cluster.ledgerUrl });
   return {
     cluster,
     client,
@@ -70,6 +74,20 @@ async function upOnFreePorts(dataDir: string, fleetDir: string, workers: number)
 }
 
 /** Builds a release of the fault harness's app whose every start appends a line to evidence/<node>.starts. */
+/** A ledger that says why it is not there, rather than migrating the store behind a test's back. */
+function unopened(): LedgerStore {
+  const refuse = () => Promise.reject(new Error('this production stack was started with { ledger: false }'));
+  return {
+    append: refuse,
+    list: refuse,
+    nodes: refuse,
+    operatorDecisions: refuse,
+    close: () => Promise.resolve(),
+    backend: 'postgres',
+    location: '(not opened)',
+  } as unknown as LedgerStore;
+}
+
 export async function artifactFor(
   stack: ProductionStack,
   node: string,

@@ -56,7 +56,7 @@ async function buildPreviousRelease(): Promise<string> {
 }
 
 beforeAll(async () => {
-  [stack, previous] = await Promise.all([startProductionStack(0), buildPreviousRelease()]);
+  [stack, previous] = await Promise.all([startProductionStack(0, { ledger: false }), buildPreviousRelease()]);
 }, 900_000);
 afterAll(async () => {
   await stack?.stop();
