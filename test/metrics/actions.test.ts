@@ -3,7 +3,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { countedApply } from '../../src/agent/metrics';
 import type { ExecutionEvidence } from '../../src/domain';
-import { ACTIONS_METRIC, type ApplyRequest } from '../../src/contract';
+import { ACTIONS_METRIC, APPLY_DURATION_METRIC, type ApplyRequest } from '../../src/contract';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode } from '../agent/helpers';
 
 /*
@@ -18,8 +18,9 @@ const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error()
 type Counted = { name: string; value: number; tags: MetricTags };
 
 /** The activity's meter in a real worker is core's; this one keeps the calls for assertions. */
-function recordingMeter(): { meter: MetricMeter; counted: Counted[] } {
+function recordingMeter(): { meter: MetricMeter; counted: Counted[]; timed: Counted[] } {
   const counted: Counted[] = [];
+  const timed: Counted[] = [];
   const unsupported = (): never => {
     throw new Error('not used by the agent');
   };
@@ -31,17 +32,23 @@ function recordingMeter(): { meter: MetricMeter; counted: Counted[] } {
       add: (value: number, tags: MetricTags = {}) => void counted.push({ name, value, tags }),
       withTags: unsupported,
     }),
-    createHistogram: (): MetricHistogram => unsupported(),
+    createHistogram: (name: string): MetricHistogram => ({
+      name,
+      kind: 'histogram',
+      valueType: 'float',
+      record: (value: number, tags: MetricTags = {}) => void timed.push({ name, value, tags }),
+      withTags: unsupported,
+    }),
     createGauge: (): MetricGauge => unsupported(),
     withTags: unsupported,
   };
-  return { meter, counted };
+  return { meter, counted, timed };
 }
 
 describe('datum_actions_total on the agent', () => {
   it('counts applied, then replayed from the journal, refused by type, and a malformed kind as unknown', async () => {
     const t = await makeNode();
-    const { meter, counted } = recordingMeter();
+    const { meter, counted, timed } = recordingMeter();
     const env = new MockActivityEnvironment(undefined, { metricMeter: meter, logger: silent });
     const apply = (request: ApplyRequest): Promise<ExecutionEvidence> => env.run((r: ApplyRequest) => t.acts.apply(r), request);
 
@@ -58,6 +65,14 @@ describe('datum_actions_total on the agent', () => {
     await expectRefusal(apply({ node: t.node, action: action(t.node, 'x', 'rm -rf /', {}) }), 'InvalidAction');
 
     expect(counted.map((c) => c.name)).toEqual(Array(4).fill(ACTIONS_METRIC));
+    // Each answer is also timed, by action kind, in seconds.
+    expect(timed.map((c) => [c.name, c.tags.action])).toEqual([
+      [APPLY_DURATION_METRIC, 'file.write'],
+      [APPLY_DURATION_METRIC, 'file.write'],
+      [APPLY_DURATION_METRIC, 'file.write'],
+      [APPLY_DURATION_METRIC, 'unknown'],
+    ]);
+    expect(timed.every((c) => c.value >= 0 && c.value < 60)).toBe(true);
     expect(
       counted.map((c) => ({ value: c.value, action: c.tags.action, outcome: c.tags.outcome, refusal: c.tags.refusal })),
     ).toEqual([
