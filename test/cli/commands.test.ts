@@ -286,8 +286,8 @@ describe('datum nodes / status / describe / ledger / diff', () => {
     const same = await datum('diff', 'Q-3');
     expect(same.code).toBe(0);
     expect(same.stdout).toMatch(/Nothing would change\./);
-    await stack.fleet.writeDesired('Q-3', 2, { workers: 4, policy: { observation_ttl: '1s' } });
-    await new Promise((r) => setTimeout(r, 1500));
+    // A TTL of 1 ms: whatever the loop observed last, even a moment ago, is stale by the time diff reads it.
+    await stack.fleet.writeDesired('Q-3', 2, { workers: 4, policy: { observation_ttl: '1ms' } });
     const changed = await datum('diff', 'Q-3', '--generation', '2', '-o', 'json');
     expect(changed.code).toBe(1);
     const report = JSON.parse(changed.stdout) as {
@@ -301,7 +301,7 @@ describe('datum nodes / status / describe / ledger / diff', () => {
     expect(byKey.app).toMatchObject({ action: 'service.restart' });
     expect(byKey.build).toMatchObject({ action: null });
     const text = await datum('diff', 'Q-3');
-    expect(text.stdout).toMatch(/STALE: that observation is older than observation_ttl \(1s\)/);
+    expect(text.stdout).toMatch(/STALE: that observation is older than observation_ttl \(1ms\)/);
     expect(text.stdout).toMatch(/config\s+file\s+MANAGED\s+enforce\s+file\.write/);
     const observe = await datum('diff', 'Q-4');
     expect(observe.stdout).toMatch(
