@@ -164,12 +164,14 @@ export async function waitFor(
   let last: NodeState | undefined;
   let why = '';
   for (;;) {
-    try {
-      const [state, ledger] = await Promise.all([handle.query(stateQuery), handle.query(ledgerQuery)]);
-      last = state;
-      if (predicate(state, ledger)) return state;
-    } catch (error) {
-      why = (error as Error).message;
+    // Both queries settle before the next try: a query still retrying in the background when the
+    // stack closes its connection would throw from the client's retry timer, outside any test.
+    const [state, ledger] = await Promise.allSettled([handle.query(stateQuery), handle.query(ledgerQuery)]);
+    if (state.status === 'fulfilled' && ledger.status === 'fulfilled') {
+      last = state.value;
+      if (predicate(state.value, ledger.value)) return state.value;
+    } else {
+      why = String(((state.status === 'rejected' ? state : ledger) as PromiseRejectedResult).reason);
     }
     if (Date.now() > deadline)
       throw new Error(`timed out after ${timeoutMs} ms on ${handle.workflowId}; state ${JSON.stringify(last)} ${why}`);
