@@ -20,20 +20,8 @@ import {
 } from '../contract';
 import type { DesiredStateAuthority } from './authority';
 import { reconcileDetails, reconcileSummary } from './summaries';
-
-/** Runs `fn` over `items` with at most `limit` in flight, keeping the input order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
-}
+export { mapLimit } from './map-limit';
+import { mapLimit } from './map-limit';
 
 /**
  * What a rollout needs from outside its sandbox: the authority's word per node, starting (or

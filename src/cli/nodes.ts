@@ -16,6 +16,7 @@ import {
   type NodeState,
 } from '../contract';
 import { UsageError } from './args';
+export { mapLimit } from '../activities/map-limit';
 
 export interface NodeLoop {
   workflowId: string;
@@ -129,18 +130,4 @@ export async function loopFor(client: Client, node: string): Promise<NodeLoop> {
 
 export async function stateOf(loop: NodeLoop): Promise<NodeState> {
   return loop.handle.query(stateQuery);
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight, keeping the input order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
 }
