@@ -32,6 +32,8 @@ let browser: Browser;
 let ui: string;
 let keysDir: string | undefined;
 let workflowUrl: string;
+/** The workflow's input as the server stores it: the ciphertext's base64, as the UI shows it undecoded. */
+let storedInput: string;
 const codecLog: string[] = [];
 
 async function freePort(): Promise<number> {
@@ -83,6 +85,10 @@ beforeAll(async () => {
   const handle = await stack.startNode(await stack.client(ring), NODE, 1);
   await waitForState(handle, (s) => s.convergence_status === 'CONVERGED');
   workflowUrl = `${ui}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
+  const started = (await handle.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+  const payload = started?.input?.payloads?.[0];
+  if (!payload?.data) throw new Error('the workflow started without an input payload');
+  storedInput = Buffer.from(payload.data).toString('base64');
   browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
 }, 600_000);
 
@@ -108,8 +114,22 @@ describe.sequential('Web UI through the codec server', () => {
     const refusedBefore = codecLog.filter((l) => /: 401,/.test(l)).length;
     const page = await openPage();
     await page.goto(workflowUrl);
-    // The Input card shows the payload as stored: binary/encrypted (base64 in the UI's JSON).
-    await page.getByText(Buffer.from('binary/encrypted').toString('base64')).first().waitFor({ timeout: 30_000 });
+    // The Input card shows the payload as stored: either its data (the ciphertext's base64) or,
+    // depending on the UI's rendering, the whole payload with its binary/encrypted encoding.
+    const ciphertext = page
+      .getByText(storedInput.slice(0, 32))
+      .or(page.getByText(Buffer.from('binary/encrypted').toString('base64')));
+    await ciphertext
+      .first()
+      .waitFor({ timeout: 60_000 })
+      .catch(async (error: unknown) => {
+        // What the page showed instead, for whoever reads the failure.
+        await page.screenshot({ path: path.join(SHOTS, '02-unauthorized-FAILED.png'), fullPage: true });
+        const shown = (await page.innerText('main').catch(() => '(no main)')).slice(0, 3000);
+        throw new Error(`the page showed no ciphertext (${storedInput.slice(0, 32)}…); it showed:\n${shown}`, {
+          cause: error,
+        });
+      });
     await expect.poll(() => codecLog.filter((l) => /: 401,/.test(l)).length).toBeGreaterThan(refusedBefore);
     expect(await page.innerText('main')).not.toContain(INPUT_JSON);
     await page.screenshot({ path: path.join(SHOTS, '02-unauthorized-ciphertext.png'), fullPage: true });
