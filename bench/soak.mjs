@@ -50,7 +50,8 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
   const { TestWorkflowEnvironment } = require('@temporalio/testing');
   const { DefaultLogger, Runtime, bundleWorkflowCode } = require('@temporalio/worker');
   const { encodeSearchAttributeIndexedValueType } = require('@temporalio/common/lib/search-attributes');
-  const { temporalTestServerPath, workflowsPath } = require(dist('worker/paths.js'));
+  const { temporalTestServerPath } = require(dist('worker/paths.js'));
+  const { workflowBundleOptions } = require(dist('worker/bundle.js'));
   const { createControllerWorker } = require(dist('worker/controller.js'));
   const { runAgents } = require(dist('agent/worker.js'));
   const { openLedgerStore } = require(dist('activities/ledger-store.js'));
@@ -69,7 +70,7 @@ export async function soak({ hours = 24, resync = '30s', log = console.error } =
       TestWorkflowEnvironment.createTimeSkipping({
         server: { executable: { type: 'existing-path', path: temporalTestServerPath() } },
       }),
-      bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietBundler(log) }),
+      bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietBundler(log) }),
     ]);
     cleanup.unshift(() => env.teardown());
     // The test server takes no search attributes at start-up, yet a workflow task that upserts

@@ -18,6 +18,25 @@ import { workflowsPath } from './paths';
 
 export const WORKFLOW_BUNDLE_ENV = 'DATUM_WORKFLOW_BUNDLE';
 
+/**
+ * The workflow interceptor modules (src/workflows/interceptors/<name>) every bundle of Datum's
+ * workflows carries, the worker's own and the prebuilt image's alike: a module missing from a
+ * bundle would silently drop what it adds (metric labels, trace context).
+ */
+const WORKFLOW_INTERCEPTOR_MODULES: readonly string[] = [];
+
+/** The files of WORKFLOW_INTERCEPTOR_MODULES, next to the workflow entry point (.ts from source, .js from dist). */
+export function workflowInterceptorModules(): string[] {
+  const entry = workflowsPath();
+  const dir = path.join(path.dirname(entry), 'interceptors');
+  return WORKFLOW_INTERCEPTOR_MODULES.map((name) => path.join(dir, `${name}${path.extname(entry)}`));
+}
+
+/** bundleWorkflowCode's options for Datum's workflows: the entry point and the interceptor modules. */
+export function workflowBundleOptions(): { workflowsPath: string; workflowInterceptorModules: string[] } {
+  return { workflowsPath: workflowsPath(), workflowInterceptorModules: workflowInterceptorModules() };
+}
+
 /** DATUM_WORKFLOW_BUNDLE names a file that is not there. */
 export class WorkflowBundleError extends Error {
   override readonly name = 'WorkflowBundleError';
@@ -26,6 +45,7 @@ export class WorkflowBundleError extends Error {
 /** Worker.create's workflow source: the prebuilt bundle DATUM_WORKFLOW_BUNDLE names, else src/workflows bundled at start. */
 export function workflowSource(): { workflowBundle: WorkflowBundlePath } | { workflowsPath: string } {
   const configured = process.env[WORKFLOW_BUNDLE_ENV]?.trim();
+  // Bundled at start: the caller passes workflowInterceptorModules() as interceptors.workflowModules.
   if (!configured) return { workflowsPath: workflowsPath() };
   const codePath = path.resolve(configured);
   if (!existsSync(codePath)) {
@@ -41,7 +61,7 @@ export function workflowSource(): { workflowBundle: WorkflowBundlePath } | { wor
 
 /** Bundles src/workflows (as the worker would at start) into `file`, written atomically. */
 export async function writeWorkflowBundle(file: string): Promise<{ file: string; bytes: number }> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath() });
+  const { code } = await bundleWorkflowCode(workflowBundleOptions());
   const target = path.resolve(file);
   await mkdir(path.dirname(target), { recursive: true });
   const tmp = `${target}.${process.pid}.tmp`;

@@ -4,7 +4,7 @@ import { createControlActivities } from '../activities';
 import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
-import { workflowSource } from './bundle';
+import { workflowInterceptorModules, workflowSource } from './bundle';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 
 export interface ControllerOptions {
@@ -27,6 +27,8 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource()),
+    // Used when the worker bundles at start; a prebuilt bundle carries them already (bundle.ts).
+    interceptors: { workflowModules: workflowInterceptorModules() },
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
     shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,

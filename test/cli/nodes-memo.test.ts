@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workflowsPath } from '../../src/worker/paths';
+import { workflowBundleOptions } from '../../src/worker/bundle';
 import {
   MEMO_LAST_VERIFIED,
   MEMO_REASON,
@@ -31,7 +31,7 @@ let bundle: WorkflowBundleWithSourceMap;
 beforeAll(async () => {
   [env, bundle] = await Promise.all([
     startTimeSkippingEnv(),
-    bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger }),
+    bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
   ]);
 });
 afterAll(async () => {

@@ -16,7 +16,7 @@ import { stopServices } from '../../src/agent/services';
 import { codecDataConverter } from '../../src/codec';
 import { WORKFLOW_TYPES, CONTROL_TASK_QUEUE, reconcileWorkflowId, stateQuery, type NodeState } from '../../src/contract';
 import { createControllerWorker } from '../../src/worker/controller';
-import { workflowsPath } from '../../src/worker/paths';
+import { workflowBundleOptions } from '../../src/worker/bundle';
 import { Fleet } from '../helpers/fleet';
 import { quietLogger } from '../helpers/stack';
 import { startDevEnv, type DevEnvOptions } from '../helpers/temporal';
@@ -66,7 +66,7 @@ export class CodecStack {
     const [env, fleet, bundle, keysDir] = await Promise.all([
       startDevEnv(options),
       Fleet.create('datum-codec-fleet-'),
-      bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger }),
+      bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
       fs.mkdtemp(path.join(os.tmpdir(), 'datum-codec-keys-')),
     ]);
     const ledger = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });

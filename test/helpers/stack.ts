@@ -12,7 +12,8 @@ import type { LedgerEntry } from '../../src/domain';
 import { runAgents, type RunningAgents } from '../../src/agent/worker';
 import { stopServices } from '../../src/agent/services';
 import { createControllerWorker } from '../../src/worker/controller';
-import { projectRoot, temporalCliPath, workflowsPath } from '../../src/worker/paths';
+import { workflowBundleOptions } from '../../src/worker/bundle';
+import { projectRoot, temporalCliPath } from '../../src/worker/paths';
 
 const run = promisify(execFile);
 import {
@@ -50,7 +51,7 @@ export class Stack {
     const [env, fleet, bundle] = await Promise.all([
       startDevEnv(options),
       Fleet.create(),
-      bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietLogger }),
+      bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
     ]);
     const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
     return new Stack(env, fleet, bundle, ledgerStore);

@@ -3,7 +3,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
-import { workflowsPath } from '../../src/worker/paths';
+import { workflowBundleOptions } from '../../src/worker/bundle';
 import { WORKFLOW_TYPES, agentTaskQueue, ledgerQuery, stateQuery, type ReconcileNodeWorkflow } from '../../src/contract';
 import { fakeAuthority, fakeNode, type FakeAuthority, type FakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
@@ -24,10 +24,7 @@ function run(worker: Worker): Worker {
 }
 
 beforeAll(async () => {
-  [env, bundle] = await Promise.all([
-    startTimeSkippingEnv(),
-    bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quiet }),
-  ]);
+  [env, bundle] = await Promise.all([startTimeSkippingEnv(), bundleWorkflowCode({ ...workflowBundleOptions(), logger: quiet })]);
 });
 afterAll(async () => {
   await env?.teardown();

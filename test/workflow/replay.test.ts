@@ -4,6 +4,7 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { workflowsPath } from '../../src/worker/paths';
+import { workflowInterceptorModules } from '../../src/worker/bundle';
 import { installTestRuntime } from '../helpers/temporal';
 
 /*
@@ -28,7 +29,10 @@ describe('replay of recorded histories', () => {
     );
     const failures: string[] = [];
     let replayed = 0;
-    for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath() }, histories)) {
+    for await (const result of Worker.runReplayHistories(
+      { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules() } },
+      histories,
+    )) {
       replayed++;
       if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
     }
