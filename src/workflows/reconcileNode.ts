@@ -9,6 +9,7 @@ import {
   log,
   patched,
   proxyActivities,
+  type ActivityInterfaceFor,
   proxyLocalActivities,
   setHandler,
   sleep,
@@ -88,6 +89,7 @@ import {
   type AttributeWriter,
 } from './attributes';
 import { decisionRecorded, ledgerBacklog, observationJudged } from './metrics';
+import { summaryLine, waitSummary } from './summaries';
 import { awaitReply, checkNotHandedOver, checkPayload, refuseQueued, replyOf, type Reply } from './updates';
 
 /**
@@ -117,6 +119,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     await condition(
       () => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired,
       nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
+      { summary: waitSummary(loop.lastDecision, loop.history, loop.intent.policy) },
     );
 
     // 4. Keep each run's history bounded: continue as new between passes, with no signal pending.
@@ -209,7 +212,11 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
 async function freshHistory(node: string): Promise<History> {
   if (!patched('stored-operator-decisions')) return emptyHistory();
   try {
-    return { ...emptyHistory(), stored_decisions: await control.storedDecisions(node) };
+    const stored_decisions = await control.storedDecisions.executeWithOptions(
+      { summary: summaryLine(`stored operator decisions ${node}`) },
+      [node],
+    );
+    return { ...emptyHistory(), stored_decisions };
   } catch (error) {
     log.warn('the ledger store did not answer for stored operator decisions; the agent keeps its own', {
       node,
@@ -397,7 +404,7 @@ async function refreshDesired(loop: Loop, payload: unknown): Promise<boolean> {
     return false;
   }
   loop.history = recordSignal(loop.history, name, null);
-  const read = await control.readAuthority(loop.node);
+  const read = await readAuthority(loop.node);
   const verdict = judgeRefresh(loop.intent, parsed.value, authorityView(read));
   if (verdict.verdict === 'refuse') {
     note(loop, { reason: 'REFRESH_REFUSED', detail: verdict.detail });
@@ -452,7 +459,10 @@ async function recordDecisions(loop: Loop, requests: RecordDecisionRequest[]): P
   if (requests.length === 0 || !patched(DURABLE_DECISIONS_PATCH)) return;
   for (const request of requests) {
     try {
-      await loop.agents.observer.recordDecision(request);
+      await loop.agents.observer.recordDecision.executeWithOptions(
+        { summary: summaryLine(`record decision on ${loop.node}: ${request.kind} ${request.resource_key}`) },
+        [request],
+      );
     } catch (error) {
       log.warn('the agent did not keep an operator decision; the next pass sends it again', {
         resource_key: request.resource_key,
@@ -508,7 +518,9 @@ async function flushLedger(loop: Loop): Promise<void> {
 async function flushEntries(loop: Loop): Promise<void> {
   for (let entry = loop.unstored[0]; entry; entry = loop.unstored[0]) {
     try {
-      await store.appendLedger({ entry, chain_id: loop.chainId });
+      await store.appendLedger.executeWithOptions({ summary: summaryLine(`append ledger ${loop.node} #${entry.seq}`) }, [
+        { entry, chain_id: loop.chainId },
+      ]);
       loop.unstored.shift();
     } catch (error) {
       if (isSeqConflict(error) && patched('ledger-seq-conflict-moves-on')) {
@@ -545,6 +557,11 @@ const control = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '1s', maximumAttempts: 5, nonRetryableErrorTypes: [...CONTROL_PERMANENT_ERRORS] },
 });
 
+/** The desired-state authority's current view of the node, read on the controller. */
+function readAuthority(node: string): Promise<AuthorityRead> {
+  return control.readAuthority.executeWithOptions({ summary: summaryLine(`read authority ${node}`) }, [node]);
+}
+
 const store = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '30s',
   retry: {
@@ -567,9 +584,9 @@ const OBSERVE_TIMEOUT = '1m';
 const WATCH_WINDOW_MS = 10 * 60_000;
 
 interface NodeAgents {
-  agent: AgentActivities;
-  observer: AgentActivities;
-  watcher: AgentActivities;
+  agent: ActivityInterfaceFor<AgentActivities>;
+  observer: ActivityInterfaceFor<AgentActivities>;
+  watcher: ActivityInterfaceFor<AgentActivities>;
   nodeTimeout: string;
 }
 
@@ -602,18 +619,26 @@ function passPorts(loop: Loop): PassPorts {
   const { node, agents } = loop;
   const resources = resolvedResources(loop.intent);
   const generation = loop.intent.generation;
+  // The observation after an apply is the pass's proof: the UI names it the probe.
+  let acted = false;
   return {
     observe: async (): Promise<Snapshot> => {
+      const summary = summaryLine(`${acted ? 'probe' : 'observe'} ${node}`);
       try {
-        return { observation: await agents.observer.observe({ node, resources, generation }), unreachable: null };
+        const observation = await agents.observer.observe.executeWithOptions({ summary }, [{ node, resources, generation }]);
+        return { observation, unreachable: null };
       } catch (error) {
         return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
       }
     },
-    readAuthority: async () => authorityView(await control.readAuthority(node)),
+    readAuthority: async () => authorityView(await readAuthority(node)),
     apply: async (action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure> => {
+      acted = true;
       try {
-        return await agents.agent.apply({ node, action });
+        return await agents.agent.apply.executeWithOptions(
+          { summary: summaryLine(`apply ${action.action} ${action.resource_key}`) },
+          [{ node, action }],
+        );
       } catch (error) {
         return applyFailure(error, agents.nodeTimeout);
       }
@@ -627,7 +652,8 @@ function passPorts(loop: Loop): PassPorts {
 function startWatch(loop: Loop): void {
   if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
   loop.watch.running = true;
-  void loop.agents.watcher.watch({ node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS }).then(
+  const request = { node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS };
+  void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
     (result) => {
       loop.watch.running = false;
       if (result.changed.length > 0) loop.watchFired = true;
@@ -742,11 +768,11 @@ const INVALID_AT_START_RETRY = '30s';
  */
 async function readValidAuthority(input: ReconcileNodeInput): Promise<AuthorityRead> {
   for (let shown = false; ; shown = true) {
-    const read = await control.readAuthority(input.node);
+    const read = await readAuthority(input.node);
     if (read.ok || read.kind === 'unknown_node' || !patched('wait-for-valid-desired-state')) return read;
     if (!shown) showInvalidAtStart(input, read.error);
     log.warn('desired state does not validate; reading it again', { node: input.node, error: read.error });
-    await sleep(INVALID_AT_START_RETRY);
+    await sleep(INVALID_AT_START_RETRY, { summary: 'wait for valid desired state' });
   }
 }
 

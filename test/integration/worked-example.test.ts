@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
@@ -33,6 +35,19 @@ async function health(root: string): Promise<{ build: string; config_sha256: str
   };
   const res = await fetch(`http://127.0.0.1:${state.port}/health`);
   return { ...((await res.json()) as { build: string; config_sha256: string }), pid: state.pid };
+}
+
+/** The summaries of the activities a run scheduled and the timers it started, in history order. */
+async function summariesOf(handle: WorkflowHandle): Promise<{ activities: string[]; timers: string[] }> {
+  const out = { activities: [] as string[], timers: [] as string[] };
+  for (const event of (await handle.fetchHistory()).events ?? []) {
+    const summary = event.userMetadata?.summary;
+    if (!summary) continue;
+    const text = defaultPayloadConverter.fromPayload<string>(summary);
+    if (event.activityTaskScheduledEventAttributes) out.activities.push(text);
+    if (event.timerStartedEventAttributes) out.timers.push(text);
+  }
+  return out;
 }
 
 async function digestOf(node: string): Promise<string> {
@@ -107,6 +122,17 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
     expect(stored.find((e) => e.seq === repair.seq && e.workflow_id === gen12.workflowId)).toEqual(repair);
     const gen11Ledger = await stack.ledger(gen11);
     expect(statusesOf(gen11Ledger).slice(-1)).toEqual(['SUPERSEDED/NEWER_GENERATION']);
+
+    // The Web UI's timeline reads as the loop: each activity and timer carries its summary.
+    const summaries = await summariesOf(gen12);
+    const repairPass = summaries.activities.slice(summaries.activities.indexOf(`apply release.install build`) - 1);
+    expect(repairPass.slice(0, 4)).toEqual([
+      `observe ${node}`,
+      'apply release.install build',
+      'apply service.restart app',
+      `probe ${node}`,
+    ]);
+    expect(summaries.timers).toContain('resync');
     await gen12.terminate('test done');
     await stack.recordHistory(gen11, 'worked-example-gen11-superseded');
     await stack.recordHistory(gen12, 'worked-example-gen12');
@@ -211,6 +237,8 @@ describe('the four probes', () => {
     expect(state).toMatchObject({ reason: 'RETRY_BUDGET_EXHAUSTED', attempt_count: 2 });
     const ledger = await stack.ledger(gen2);
     expect(statusesOf(ledger)).toEqual(['RETRY/ACTION_INEFFECTIVE', 'BLOCKED/RETRY_BUDGET_EXHAUSTED']);
+    // The backoff between the two repairs is a timer the UI names with the attempt and the budget.
+    expect((await summariesOf(gen2)).timers[0]).toBe('backoff 1/2');
     expect(ledger.every((e) => e.conflicting_writer_evidence === null)).toBe(true); // our own marker: not a conflict
     expect(ledger[0].execution_evidence.every((e) => e.outcome === 'applied')).toBe(true);
     expect((await health(stack.fleet.root(node))).build).toBe('7.3');
