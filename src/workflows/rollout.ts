@@ -16,6 +16,7 @@ import {
 } from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import { echo } from '../domain/bounds';
+import { summaryLine } from './summaries';
 import {
   MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
@@ -95,7 +96,7 @@ async function follow(input: RolloutInput, prepared: PreparedNode[]): Promise<Ro
         chunk(
           waiting.map((p) => p.workflow_id),
           BATCH,
-        ).map((ids) => acts.nodeStates(ids)),
+        ).map((ids) => acts.nodeStates.executeWithOptions({ summary: `read the state of ${ids.length} node(s)` }, [ids])),
       )
     ).flat();
     for (const report of reports) {
@@ -123,7 +124,7 @@ async function follow(input: RolloutInput, prepared: PreparedNode[]): Promise<Ro
       await condition(allHandlersFinished);
       await continueAsNew<typeof rollout>({ ...input, prepared });
     }
-    await sleep(POLL_MS);
+    await sleep(POLL_MS, { summary: `${outcomes.size} of ${input.nodes.length} node(s) settled` });
   }
   // Every node has an outcome now: refused at preparation, or reported once settled.
   return { generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? unprepared(n)) };
@@ -137,7 +138,9 @@ async function prepareUnlessCancelled(input: RolloutInput): Promise<PreparedNode
   const lane = async () => {
     while (next < batches.length && !CancellationScope.current().consideredCancelled) {
       const i = next++;
-      done[i] = await preparing.prepareRolloutNodes({ generation: input.generation, nodes: batches[i] });
+      done[i] = await preparing.prepareRolloutNodes.executeWithOptions({ summary: startSummary(input.generation, batches[i]) }, [
+        { generation: input.generation, nodes: batches[i] },
+      ]);
     }
   };
   await Promise.all(Array.from({ length: Math.min(PREPARE_LANES, batches.length) }, lane));
@@ -163,8 +166,20 @@ function endCancelled(input: RolloutInput, prepared: PreparedNode[], error: unkn
 
 async function prepare(input: RolloutInput): Promise<PreparedNode[]> {
   return (
-    await Promise.all(chunk(input.nodes, BATCH).map((nodes) => acts.prepareRolloutNodes({ generation: input.generation, nodes })))
+    await Promise.all(
+      chunk(input.nodes, BATCH).map((nodes) =>
+        acts.prepareRolloutNodes.executeWithOptions({ summary: startSummary(input.generation, nodes) }, [
+          { generation: input.generation, nodes },
+        ]),
+      ),
+    )
   ).flat();
+}
+
+/** "start generation 7: N-21 … N-25 (5 nodes)", one short line whatever the node names. */
+function startSummary(generation: number, nodes: string[]): string {
+  const span = nodes.length === 1 ? nodes[0] : `${nodes[0]} … ${nodes[nodes.length - 1]}`;
+  return summaryLine(`start generation ${generation}: ${span} (${nodes.length} node${nodes.length === 1 ? '' : 's'})`);
 }
 
 function pendingOutcome(node: string, prepared: PreparedNode[]): RolloutNodeProgress {

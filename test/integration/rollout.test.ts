@@ -1,3 +1,4 @@
+import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, stateQuery, type RolloutWorkflow } from '../../src/contract';
 import { Stack } from '../helpers/stack';
@@ -68,6 +69,13 @@ describe('rollout', () => {
     expect(details).toContain(`digest: \`${digest}\``);
     expect(details).toContain('| config | file | `file:etc/app/config.json` |');
     expect(details).not.toContain('workers'); // a file's content never: its target only
+    // The rollout's own timeline names what each activity did.
+    const history = await stack.client.workflow.getHandle('datum-rollout/test').fetchHistory();
+    const summaries = (history.events ?? [])
+      .filter((e) => e.activityTaskScheduledEventAttributes && e.userMetadata?.summary)
+      .map((e) => defaultPayloadConverter.fromPayload<string>(e.userMetadata!.summary!));
+    expect(summaries[0]).toBe('start generation 2: W-1 … W-3 (3 nodes)');
+    expect(summaries).toContain('read the state of 2 node(s)');
     for (const node of ['W-1', 'W-2']) await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).terminate('test done');
   });
 
