@@ -17,7 +17,8 @@ import { readServiceState, startTicks } from './services';
  * which is still the only evidence a decision uses. Resync stays as the safety net.
  *
  * The change test is cheap (lstat, readlink, /proc): the marker of each resource against the
- * baseline the watch took when it started. fs.watch wakes it early; a short poll covers what
+ * markers of the loop's last observation (WatchRequest.baseline), then against what the watch
+ * read when it started. fs.watch wakes it early; a short poll covers what
  * inotify cannot see (a service's process dying, a watched directory created later), and a
  * slower one stands guard when inotify sees everything.
  */
@@ -75,11 +76,23 @@ function watchedDirs(root: string, resources: Record<string, ResourceSpec>): str
   return [...dirs];
 }
 
+/** Keys whose marker now differs from the one the loop's last observation reported (string markers only). */
+function sinceObservation(now: Record<string, string>, observed: WatchRequest['baseline']): string[] {
+  if (!observed || typeof observed !== 'object') return [];
+  return Object.keys(now).filter((k) => {
+    const seen = Object.hasOwn(observed, k) ? observed[k] : null;
+    return typeof seen === 'string' && seen !== now[k];
+  });
+}
+
 export async function watchNode(configPath: string, request: WatchRequest): Promise<WatchResult> {
   const config = await loadAgentConfig(configPath);
   const root = config.root;
   const ctx = asyncLocalStorage.getStore();
   const baseline = await markers(root, request.resources);
+  // What the loop last observed, where it says: a change since that observation counts.
+  const supplied = sinceObservation(baseline, request.baseline);
+  if (supplied.length > 0) return { changed: supplied, at: new Date().toISOString(), reason: 'changed since observation' };
   const deadline = Date.now() + request.window_ms;
   let wake: (() => void) | null = null;
   const watchers: FSWatcher[] = [];

@@ -32,13 +32,21 @@ export interface WatchRequest {
   resources: Record<string, ResourceSpec>;
   /** Return with no change after this long (the workflow starts another watch). */
   window_ms: number;
+  /**
+   * The change markers of the loop's last observation, by resource key. The watch compares with
+   * these rather than with what it reads when it starts, so a change made between that
+   * observation and the watch's start is seen at once, not at the next resync. Keys missing or
+   * null here are compared with what the watch reads first. Absent in requests of older loops.
+   */
+  baseline?: Record<string, string | null>;
 }
 
 export interface WatchResult {
-  /** Resource keys whose change marker moved since the watch started. */
+  /** Resource keys whose change marker moved since the baseline (the last observation, or the watch's start). */
   changed: string[];
   at: string;
-  reason: 'changed' | 'window elapsed' | 'cancelled';
+  /** 'changed since observation': found on the watch's first read, against the request's baseline. */
+  reason: 'changed' | 'changed since observation' | 'window elapsed' | 'cancelled';
 }
 
 export interface AgentActivities {

@@ -46,6 +46,7 @@ import {
   type PassPorts,
   type RecordDecisionRequest,
   type RecordKind,
+  type Observation,
   type Snapshot,
   type WatchState,
   nodeId,
@@ -70,6 +71,7 @@ import {
   stateQuery,
   withFix,
   type AgentActivities,
+  type WatchRequest,
   type AuthorityRead,
   type ControlActivities,
   type NodeState,
@@ -88,7 +90,7 @@ import {
   showInvalidAtStart,
   type AttributeWriter,
 } from './attributes';
-import { decisionRecorded, ledgerBacklog, observationJudged } from './metrics';
+import { decisionRecorded, ledgerBacklog, passJudged } from './metrics';
 import { summaryLine, waitSummary } from './summaries';
 import { awaitReply, checkNotHandedOver, checkPayload, refuseQueued, replyOf, type Reply } from './updates';
 
@@ -163,6 +165,10 @@ interface Loop {
   recheckAccepted: boolean;
   watch: WatchState;
   watchFired: boolean;
+  /** The change markers of the last observation, the next watch's baseline (null: none to give). */
+  observedMarkers: Record<string, string | null> | null;
+  /** False right after a watch reported a change against its baseline: the next one goes without. */
+  baselineTrusted: boolean;
   agents: NodeAgents;
   attributes: AttributeWriter;
 }
@@ -195,6 +201,8 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     recheckAccepted: false,
     watch: { running: false, retry_at_ms: 0 },
     watchFired: false,
+    observedMarkers: null,
+    baselineTrusted: true,
     agents: nodeAgents(input.node, intent.policy.node_timeout),
     attributes: openAttributes(),
   };
@@ -484,7 +492,8 @@ function note(loop: Loop, n: Parameters<typeof noteDecision>[3]): void {
 
 function record(loop: Loop, decision: Decision, kind: RecordKind): void {
   const now = nowIso();
-  if (kind === 'pass') observationJudged(decision, now);
+  // Before the loop remembers it: the latencies compare it with the decisions before.
+  if (kind === 'pass') passJudged(decision, now, loop);
   loop.lastVerifiedAt = verifiedAt(decision, now, loop.lastVerifiedAt);
   loop.lastDecision = decision;
   const { write, fingerprint } = shouldWrite(decision, kind, loop.lastFingerprint);
@@ -626,8 +635,10 @@ function passPorts(loop: Loop): PassPorts {
       const summary = summaryLine(`${acted ? 'probe' : 'observe'} ${node}`);
       try {
         const observation = await agents.observer.observe.executeWithOptions({ summary }, [{ node, resources, generation }]);
+        loop.observedMarkers = markersOf(observation);
         return { observation, unreachable: null };
       } catch (error) {
+        loop.observedMarkers = null;
         return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
       }
     },
@@ -648,15 +659,25 @@ function passPorts(loop: Loop): PassPorts {
   };
 }
 
+/** The change marker of each observed resource, as the watch compares them. */
+function markersOf(observation: Observation): Record<string, string | null> {
+  return Object.fromEntries(Object.entries(observation.resources).map(([key, r]) => [key, r.marker]));
+}
+
 /** Event-driven observation: one watch at a time; its return (a change) wakes the loop. */
 function startWatch(loop: Loop): void {
   if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
   loop.watch.running = true;
-  const request = { node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS };
+  const request: WatchRequest = { node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS };
+  if (loop.observedMarkers && loop.baselineTrusted) request.baseline = loop.observedMarkers;
   void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
     (result) => {
       loop.watch.running = false;
       if (result.changed.length > 0) loop.watchFired = true;
+      // A change found against the baseline sends the next watch without one: should the
+      // observation and the watch ever spell a marker differently, that costs one extra pass per
+      // real change instead of a pass after pass.
+      loop.baselineTrusted = result.reason !== 'changed since observation';
     },
     () => {
       // The agent is away or failed: resync keeps observing; watching waits one interval.
