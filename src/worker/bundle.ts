@@ -23,7 +23,7 @@ export const WORKFLOW_BUNDLE_ENV = 'DATUM_WORKFLOW_BUNDLE';
  * workflows carries, the worker's own and the prebuilt image's alike: a module missing from a
  * bundle would silently drop what it adds (metric labels, trace context).
  */
-const WORKFLOW_INTERCEPTOR_MODULES: readonly string[] = [];
+const WORKFLOW_INTERCEPTOR_MODULES: readonly string[] = ['tracing'];
 
 /** The files of WORKFLOW_INTERCEPTOR_MODULES, next to the workflow entry point (.ts from source, .js from dist). */
 export function workflowInterceptorModules(): string[] {
