@@ -7,6 +7,7 @@ import type { AgentConfig } from '../domain';
 import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
+import { tracingWorkerOptions } from '../tracing';
 
 /*
  * `datum agent`: one activities-only Temporal worker per agent.yaml. Several virtual nodes may
@@ -72,6 +73,8 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
     ? { connection: options.connection, namespace: options.namespace ?? connectConfig({}).namespace }
     : await connectWorker({ address: options.address, namespace: options.namespace });
 
+  // The node's observe, apply and watch spans, when this process traces (src/tracing).
+  const tracing = tracingWorkerOptions();
   const workers: Worker[] = [];
   try {
     for (const { file, config } of configs) {
@@ -83,6 +86,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
           activities: createAgentActivities(file),
           identity: `datum-agent/${config.node}@${process.pid}`,
           dataConverter,
+          interceptors: { activity: tracing.activityInterceptors },
           // A node's loop runs one watch and one observe or apply at a time. The SDK's defaults
           // (100 slots, 10 long polls per worker) would have an agent serving 1000 virtual nodes
           // hold 10,000 polls open on the server for work that rarely comes.

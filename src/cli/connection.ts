@@ -10,6 +10,7 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { codecDataConverter } from '../codec';
+import { activeTracing } from '../tracing';
 import { UsageError, withFix } from './errors';
 
 /** The connection flags as commander parses them (every command that talks to Temporal has them). */
@@ -111,7 +112,12 @@ export async function withTemporal<T>(flags: ConnectionFlags, work: (client: Cli
   }
   try {
     // The payload codec when configured (DATUM_CODEC_KEYS): what the CLI reads and sends is decrypted and encrypted here.
-    return await work(new Client({ connection, namespace: target.namespace, dataConverter: codecDataConverter() }), target);
+    // Traced when OTEL_* turn tracing on: the command's span is the parent of what it starts (src/cli/tracing.ts).
+    const interceptors = activeTracing()?.clientInterceptors;
+    return await work(
+      new Client({ connection, namespace: target.namespace, dataConverter: codecDataConverter(), interceptors }),
+      target,
+    );
   } finally {
     await connection.close();
   }

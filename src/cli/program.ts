@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
 import { projectRoot } from '../worker/paths';
+import { traced } from './tracing';
 
 /** A command's module: checks what commander parsed (the parse layer), then runs. */
 export interface CommandModule<Raw, Input> {
@@ -35,7 +36,8 @@ export class Invocation {
     const module = await load();
     const input = await module.input(raw);
     if (this.parseOnly) this.parsed = input;
-    else this.code = await module.run(input);
+    // In a trace of its own when OTEL_* turn tracing on (src/cli/tracing.ts).
+    else this.code = await traced(command, datumVersion, () => module.run(input));
   }
 }
 

@@ -3,6 +3,7 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
 import { codecDataConverter } from '../codec';
 import { ensureRuntime } from './metrics';
+import { activeTracing } from '../tracing';
 
 export interface TemporalTarget {
   /** host:port; overrides the profile and TEMPORAL_ADDRESS. */
@@ -28,7 +29,9 @@ export async function connectClient(
   const { connectionOptions, namespace } = connectConfig(target);
   const connection = await Connection.connect(connectionOptions);
   // The payload codec, when configured (DATUM_CODEC_KEYS): what this client writes is encrypted.
-  const client = new Client({ connection, namespace, dataConverter: codecDataConverter() });
+  // Traced, when the process traces: a rollout activity's span is the parent of the loops it starts.
+  const interceptors = activeTracing()?.clientInterceptors;
+  const client = new Client({ connection, namespace, dataConverter: codecDataConverter(), interceptors });
   return { client, connection, namespace, address: connectionOptions.address! };
 }
 

@@ -6,6 +6,7 @@ import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowInterceptorModules, workflowSource } from './bundle';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
+import { tracingWorkerOptions } from '../tracing';
 
 export interface ControllerOptions {
   connection: NativeConnection;
@@ -22,13 +23,16 @@ export interface ControllerOptions {
 
 /** The controller worker: reconcileNode and rollout workflows plus their activities, on datum-control. */
 export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
+  // OpenTelemetry when this process traces (src/tracing); the workflow span sink always.
+  const tracing = tracingWorkerOptions();
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource()),
     // Used when the worker bundles at start; a prebuilt bundle carries them already (bundle.ts).
-    interceptors: { workflowModules: workflowInterceptorModules() },
+    interceptors: { workflowModules: workflowInterceptorModules(), activity: tracing.activityInterceptors },
+    sinks: tracing.sinks,
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
     shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,

@@ -3,7 +3,8 @@ import { UsageError } from '../args';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
 import { parseOnly } from '../main';
-import type { CommandModule } from '../program';
+import { datumVersion, type CommandModule } from '../program';
+import { pinoLog, startTracing, stopTracing } from '../../tracing';
 import { untilSignal } from '../process';
 
 interface AgentRaw extends ConnectionFlags {
@@ -41,12 +42,15 @@ export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
       logFormat: values.logFormat,
     });
     publishBuildInfo(metrics.metricsUrl);
+    // Before the workers are made: they take its interceptors (OTEL_*; off by default).
+    await startTracing({ component: 'agent', version: datumVersion(), log: pinoLog(metrics.logger) });
     const agents = await runAgents({ configPaths, address: values.address, namespace: values.namespace });
     process.stdout.write(
       `datum agent: serving ${agents.nodes.map(agentTaskQueue).join(', ')}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
     );
     await Promise.race([untilSignal(() => agents.shutdown()), agents.done]);
     await agents.done;
+    await stopTracing();
     return 0;
   },
 };

@@ -4,7 +4,8 @@ import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
 import { dataDirFrom, fleetDirFrom } from '../dirs';
 import { parseOnly } from '../main';
-import type { CommandModule } from '../program';
+import { datumVersion, type CommandModule } from '../program';
+import { pinoLog, startTracing, stopTracing } from '../../tracing';
 import { untilSignal } from '../process';
 
 interface WorkerRaw extends ConnectionFlags {
@@ -58,6 +59,8 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       logFormat: values.logFormat,
     });
     publishBuildInfo(metrics.metricsUrl);
+    // Before the client and the worker are made: both take its interceptors (OTEL_*; off by default).
+    await startTracing({ component: 'worker', version: datumVersion(), log: pinoLog(metrics.logger) });
     const target = { address: values.address, namespace: values.namespace };
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([
       connectWorker(target),
@@ -74,7 +77,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
     fleet?.stop();
-    await Promise.all([connection.close(), clientConnection.close(), ledger.close()]);
+    await Promise.all([connection.close(), clientConnection.close(), ledger.close(), stopTracing()]);
     return 0;
   },
 };
