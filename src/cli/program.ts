@@ -384,6 +384,17 @@ function checkCommands(program: Program, inv: Invocation): void {
     .action((shell, _opts, cmd) =>
       inv.go(cmd, async () => (await import('./commands/completion.js')).completionCommand, { shell }),
     );
+
+  output(
+    program
+      .command('webui-view')
+      .summary("Datum's saved views and columns for the Temporal Web UI's workflow list")
+      .description(
+        `Prints a bookmarklet (and the same script for the browser console) that adds the Datum search attributes as columns of the workflow list and saved views for the loops, the loops that need attention and the rollouts, in the browser's storage for that Web UI and namespace (the UI keeps both there, not on the server); then the UI's share link and query of each view. Contacts nothing.`,
+      )
+      .option('--ui-url <url>', 'the Web UI as the browser opens it', 'http://127.0.0.1:8233')
+      .option('-n, --namespace <namespace>', 'namespace (env: TEMPORAL_NAMESPACE; default "default")'),
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/webui-view.js')).webUiViewCommand, opts));
 }
 
 const newProgram = () => new Command('datum');
