@@ -1,5 +1,6 @@
 import { asyncLocalStorage } from '@temporalio/activity';
 import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
+import { Runtime } from '@temporalio/worker';
 import { ACTIONS, type ExecutionEvidence } from '../domain';
 import { ACTIONS_METRIC, APPLY_DURATION_METRIC, outcomeOfFailure, type ApplyRequest } from '../contract';
 
@@ -44,9 +45,19 @@ function count(action: string, outcome: Outcome, refusal: string | null): void {
 }
 
 /**
- * The activity's meter (tags namespace, taskQueue, activityType); none outside an activity, as
- * when a test calls the activities directly: counting must never be why an apply fails.
+ * The runtime's meter, labelled like core's activity metrics (namespace, task_queue,
+ * activity_type, workflow_type) from the activity's info. Not the activity context's meter: the
+ * worker under it adds camelCase taskQueue and activityType, which do not join with core's
+ * series. None outside an activity, as when a test calls the activities directly: counting must
+ * never be why an apply fails.
  */
 function meter(): MetricMeter {
-  return asyncLocalStorage.getStore()?.metricMeter ?? noopMetricMeter;
+  const info = asyncLocalStorage.getStore()?.info;
+  if (!info) return noopMetricMeter;
+  return Runtime.instance().metricMeter.withTags({
+    namespace: info.namespace,
+    task_queue: info.taskQueue,
+    activity_type: info.activityType,
+    ...(info.workflowType ? { workflow_type: info.workflowType } : {}),
+  });
 }

@@ -7,6 +7,7 @@ import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowInterceptorModules, workflowSource } from './bundle';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 import { tracingWorkerOptions } from '../tracing';
+import { workflowMetricSinks } from './workflow-metrics';
 
 export interface ControllerOptions {
   connection: NativeConnection;
@@ -32,7 +33,8 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource()),
     // Used when the worker bundles at start; a prebuilt bundle carries them already (bundle.ts).
     interceptors: { workflowModules: workflowInterceptorModules(), activity: tracing.activityInterceptors },
-    sinks: tracing.sinks,
+    // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts.
+    sinks: { ...workflowMetricSinks(), ...tracing.sinks },
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
     shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,

@@ -23,13 +23,15 @@ export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): v
     '1',
     'Nodes with each condition type open, from visibility',
   );
+  // The namespace counted, like core's label; no task_queue or workflow_type: a count is fleet-wide.
+  const namespace = client.options.namespace;
   let stopped = false;
   const tick = async () => {
     try {
       for (const status of STATUSES)
-        nodes.set((await client.workflow.count(`${running} AND DatumStatus = "${status}"`)).count, { status });
+        nodes.set((await client.workflow.count(`${running} AND DatumStatus = "${status}"`)).count, { status, namespace });
       for (const type of CONDITION_TYPES)
-        conditions.set((await client.workflow.count(`${running} AND DatumConditions = "${type}"`)).count, { type });
+        conditions.set((await client.workflow.count(`${running} AND DatumConditions = "${type}"`)).count, { type, namespace });
     } catch {
       // Visibility unavailable for a moment: the gauges keep their last values; the next tick tries again.
     }

@@ -4,6 +4,10 @@ import type { Logger as Pino } from 'pino';
 import {
   APPLY_DURATION_BUCKETS,
   APPLY_DURATION_METRIC,
+  CONVERGENCE_LATENCY_BUCKETS,
+  CONVERGENCE_LATENCY_METRIC,
+  DETECTION_LATENCY_BUCKETS,
+  DETECTION_LATENCY_METRIC,
   OBSERVATION_AGE_BUCKETS,
   OBSERVATION_AGE_METRIC,
   withFix,
@@ -16,9 +20,12 @@ import { SdkLogger, coreFilter, createLogger, resolveLogging } from './logging';
  *
  *   - the SDK's own runtime metrics, named with core's prefix `temporal_` (polls, task latencies,
  *     slots, sticky cache, request counts …; durations in milliseconds, core's default);
- *   - Datum's, emitted through the SDK's metric meter and not prefixed: datum_decisions_total,
- *     datum_open_conditions, datum_observation_age_seconds (controller, from the workflow) and
- *     datum_actions_total (agent, from apply). Names: src/contract/metrics.ts.
+ *   - Datum's, not prefixed, labelled namespace/task_queue/workflow_type or activity_type like
+ *     core's: the workflow's decisions, conditions, observation age, detection and convergence
+ *     latency and ledger backlog (through the sink of src/worker/workflow-metrics.ts), the fleet
+ *     counts from visibility (fleet-metrics.ts), the agent's actions and apply durations
+ *     (src/agent/metrics.ts) and datum_build_info. Names: src/contract/metrics.ts; the README's
+ *     Metrics table lists every one with its labels.
  *
  * Off unless asked for: `--metrics-address IP:PORT` or DATUM_METRICS_ADDRESS=IP:PORT (the
  * flag wins; "off" or empty turns it off). Not on by default because a fixed port would collide
@@ -119,6 +126,8 @@ function metricsTelemetry(address: string) {
         histogramBucketOverrides: {
           [OBSERVATION_AGE_METRIC]: OBSERVATION_AGE_BUCKETS,
           [APPLY_DURATION_METRIC]: APPLY_DURATION_BUCKETS,
+          [DETECTION_LATENCY_METRIC]: DETECTION_LATENCY_BUCKETS,
+          [CONVERGENCE_LATENCY_METRIC]: CONVERGENCE_LATENCY_BUCKETS,
         },
       },
     },

@@ -17,6 +17,7 @@ import {
 import { fakeAuthority, fakeNode } from '../helpers/fake-node';
 import { quietLogger } from '../helpers/stack';
 import { startTimeSkippingEnv } from '../helpers/temporal';
+import { workflowMetricSinks } from '../../src/worker/workflow-metrics';
 
 /*
  * What `datum nodes` reads from visibility: the memo's reason, since and last_verified_at. On the
@@ -51,6 +52,7 @@ describe('the memo datum nodes reads', () => {
       connection: env.nativeConnection,
       taskQueue,
       workflowBundle: bundle,
+      sinks: workflowMetricSinks(),
       activities: fakeAuthority().activities,
     });
     const agent = await Worker.create({

@@ -1,55 +1,66 @@
-import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter, MetricTags } from '@temporalio/common';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { countedApply } from '../../src/agent/metrics';
 import type { ExecutionEvidence } from '../../src/domain';
 import { ACTIONS_METRIC, APPLY_DURATION_METRIC, type ApplyRequest } from '../../src/contract';
+import { installRuntime } from '../../src/worker/metrics';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode } from '../agent/helpers';
 
 /*
- * datum_actions_total as the agent counts it, in process with a meter that remembers what it
- * was given: one count per apply answered, labelled like the ExecutionEvidence it returns.
+ * datum_actions_total and datum_apply_duration_seconds as the agent records them, in process:
+ * this process's Temporal runtime serves Prometheus metrics as `datum agent`'s does (core's
+ * exporter, installRuntime), the applies run in an activity context, and the test scrapes what
+ * core exports: one count per apply answered, labelled like the ExecutionEvidence it returns and
+ * like core's own activity series.
  */
 
 afterEach(cleanupNodes);
 
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
-type Counted = { name: string; value: number; tags: MetricTags };
+let metricsUrl: string;
+beforeAll(async () => {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  metricsUrl = installRuntime({ metricsAddress: `127.0.0.1:${port}` }).metricsUrl!;
+});
 
-/** The activity's meter in a real worker is core's; this one keeps the calls for assertions. */
-function recordingMeter(): { meter: MetricMeter; counted: Counted[]; timed: Counted[] } {
-  const counted: Counted[] = [];
-  const timed: Counted[] = [];
-  const unsupported = (): never => {
-    throw new Error('not used by the agent');
-  };
-  const meter: MetricMeter = {
-    createCounter: (name: string): MetricCounter => ({
-      name,
-      kind: 'counter',
-      valueType: 'int',
-      add: (value: number, tags: MetricTags = {}) => void counted.push({ name, value, tags }),
-      withTags: unsupported,
-    }),
-    createHistogram: (name: string): MetricHistogram => ({
-      name,
-      kind: 'histogram',
-      valueType: 'float',
-      record: (value: number, tags: MetricTags = {}) => void timed.push({ name, value, tags }),
-      withTags: unsupported,
-    }),
-    createGauge: (): MetricGauge => unsupported(),
-    withTags: unsupported,
-  };
-  return { meter, counted, timed };
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
 }
+
+/** The samples of `name` for one task queue (each test runs its applies on its own). */
+async function scraped(name: string, taskQueue: string): Promise<Sample[]> {
+  const text = await (await fetch(metricsUrl)).text();
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const labels = Object.fromEntries(
+      [...(m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]),
+    );
+    if (labels.task_queue === taskQueue) samples.push({ name, labels, value: Number(m[3]) });
+  }
+  return samples;
+}
+
+/** An activity context as the agent's worker gives one: its info is what the labels come from. */
+const activityEnv = (taskQueue: string) =>
+  new MockActivityEnvironment(
+    { taskQueue, activityType: 'apply', namespace: 'default', workflowType: 'reconcileNode' },
+    { logger: silent },
+  );
 
 describe('datum_actions_total on the agent', () => {
   it('counts applied, then replayed from the journal, refused by type, and a malformed kind as unknown', async () => {
     const t = await makeNode();
-    const { meter, counted, timed } = recordingMeter();
-    const env = new MockActivityEnvironment(undefined, { metricMeter: meter, logger: silent });
+    const env = activityEnv('datum-node-A-1');
     const apply = (request: ApplyRequest): Promise<ExecutionEvidence> => env.run((r: ApplyRequest) => t.acts.apply(r), request);
 
     // Planned from a snapshot where the file is absent (the agent compares that marker before writing).
@@ -64,37 +75,47 @@ describe('datum_actions_total on the agent', () => {
     await t.writeConfig({ mode: 'enforce' });
     await expectRefusal(apply({ node: t.node, action: action(t.node, 'x', 'rm -rf /', {}) }), 'InvalidAction');
 
-    expect(counted.map((c) => c.name)).toEqual(Array(4).fill(ACTIONS_METRIC));
+    const counted = await scraped(ACTIONS_METRIC, 'datum-node-A-1');
+    const byLabels = (samples: Sample[], keys: string[]) =>
+      samples.map((c) => ({ value: c.value, ...Object.fromEntries(keys.map((k) => [k, c.labels[k]])) }));
+    expect(byLabels(counted, ['action', 'outcome', 'refusal'])).toEqual(
+      expect.arrayContaining([
+        { value: 1, action: 'file.write', outcome: 'applied', refusal: 'none' },
+        { value: 1, action: 'file.write', outcome: 'replayed', refusal: 'none' },
+        { value: 1, action: 'file.write', outcome: 'refused', refusal: 'ObserveModeRefusal' },
+        { value: 1, action: 'unknown', outcome: 'refused', refusal: 'InvalidAction' },
+      ]),
+    );
+    expect(counted).toHaveLength(4);
     // Each answer is also timed, by action kind, in seconds.
-    expect(timed.map((c) => [c.name, c.tags.action])).toEqual([
-      [APPLY_DURATION_METRIC, 'file.write'],
-      [APPLY_DURATION_METRIC, 'file.write'],
-      [APPLY_DURATION_METRIC, 'file.write'],
-      [APPLY_DURATION_METRIC, 'unknown'],
-    ]);
-    expect(timed.every((c) => c.value >= 0 && c.value < 60)).toBe(true);
-    expect(
-      counted.map((c) => ({ value: c.value, action: c.tags.action, outcome: c.tags.outcome, refusal: c.tags.refusal })),
-    ).toEqual([
-      { value: 1, action: 'file.write', outcome: 'applied', refusal: 'none' },
-      { value: 1, action: 'file.write', outcome: 'replayed', refusal: 'none' },
-      { value: 1, action: 'file.write', outcome: 'refused', refusal: 'ObserveModeRefusal' },
-      { value: 1, action: 'unknown', outcome: 'refused', refusal: 'InvalidAction' },
-    ]);
-    // The activity's own tags come along, as they do on a real worker.
-    expect(counted[0].tags).toMatchObject({
-      activityType: expect.any(String) as string,
-      taskQueue: expect.any(String) as string,
-    });
+    const timed = await scraped(`${APPLY_DURATION_METRIC}_count`, 'datum-node-A-1');
+    expect(byLabels(timed, ['action'])).toEqual(
+      expect.arrayContaining([
+        { value: 3, action: 'file.write' },
+        { value: 1, action: 'unknown' },
+      ]),
+    );
+    const seconds = await scraped(`${APPLY_DURATION_METRIC}_sum`, 'datum-node-A-1');
+    expect(seconds.every((c) => c.value >= 0 && c.value < 60)).toBe(true);
+    // Labelled from the activity's info as core labels its own activity series: snake_case, never camelCase.
+    for (const c of [...counted, ...timed]) {
+      expect(c.labels).toMatchObject({
+        namespace: 'default',
+        task_queue: 'datum-node-A-1',
+        activity_type: 'apply',
+        workflow_type: 'reconcileNode',
+      });
+      expect(Object.keys(c.labels).filter((l) => /[a-z][A-Z]/.test(l))).toEqual([]);
+    }
   });
 
   it('counts a failure that is not a refusal as failed, and passes the error through', async () => {
-    const { meter, counted } = recordingMeter();
-    const env = new MockActivityEnvironment(undefined, { metricMeter: meter, logger: silent });
+    const env = activityEnv('datum-node-A-2');
     const boom = new Error('disk on fire');
     const request = { node: 'N-1', action: { action: 'flag.write' } } as unknown as ApplyRequest;
     await expect(env.run(() => countedApply(request, () => Promise.reject(boom)))).rejects.toBe(boom);
-    expect(counted.map((c) => c.tags)).toMatchObject([{ action: 'flag.write', outcome: 'failed', refusal: 'none' }]);
+    const counted = await scraped(ACTIONS_METRIC, 'datum-node-A-2');
+    expect(counted.map((c) => c.labels)).toMatchObject([{ action: 'flag.write', outcome: 'failed', refusal: 'none' }]);
   });
 
   it('outside an activity (a direct call, no meter) answers as if uncounted instead of failing', async () => {

@@ -91,13 +91,13 @@ describe('Prometheus metrics of the worker processes', () => {
     expect(
       find(controller, 'temporal_num_pollers', { poller_type: 'workflow_task', task_queue: CONTROL_TASK_QUEUE }).length,
     ).toBeGreaterThan(0);
-    // Datum's own, unprefixed, with the workflow meter's tags alongside.
+    // Datum's own, unprefixed, labelled like core's workflow series (snake_case, as on temporal_*).
     const decisions = find(controller, 'datum_decisions_total', { status: 'CONVERGED', reason: 'CONVERGED_AFTER_REPAIR' });
     expect(decisions).toHaveLength(1);
     expect(decisions[0].value).toBeGreaterThanOrEqual(1);
     expect(decisions[0].labels).toMatchObject({
-      workflowType: 'reconcileNode',
-      taskQueue: CONTROL_TASK_QUEUE,
+      workflow_type: 'reconcileNode',
+      task_queue: CONTROL_TASK_QUEUE,
       namespace: 'default',
     });
     // One count per ledger entry (this worker recorded them all), none for the steady-state pass.
@@ -121,7 +121,7 @@ describe('Prometheus metrics of the worker processes', () => {
       new Set(['release.install', 'file.write', 'flag.write', 'service.start']),
     );
     expect(applied.every((s) => s.value === 1)).toBe(true);
-    expect(applied.every((s) => s.labels.activityType === 'apply')).toBe(true);
+    expect(applied.every((s) => s.labels.activity_type === 'apply' && s.labels.task_queue === `datum-node-${NODE}`)).toBe(true);
     // Decision metrics come from the controller only, action metrics from the agent only.
     expect(find(agent, 'datum_decisions_total')).toEqual([]);
     expect(find(controller, 'datum_actions_total')).toEqual([]);

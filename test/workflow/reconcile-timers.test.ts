@@ -8,6 +8,7 @@ import { WORKFLOW_TYPES, agentTaskQueue, ledgerQuery, stateQuery, type Reconcile
 import { fakeAuthority, fakeNode, type FakeAuthority, type FakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
 import { n24 } from '../unit/fixtures';
+import { workflowMetricSinks } from '../../src/worker/workflow-metrics';
 
 /*
  * The loop's timers on the time-skipping server: retry budget and backoff, a node offline for
@@ -44,6 +45,7 @@ async function startWorkers(node: FakeNode, authority: FakeAuthority) {
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: bundle,
+    sinks: workflowMetricSinks(),
     activities: authority.activities,
   });
   const agent = await Worker.create({
