@@ -421,7 +421,7 @@ const ACTION_CHECKS: readonly ((
 ];
 
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
-  const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true) };
+  const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true), services: config.services };
   const journal = new AgentJournal(ctx.root);
   // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing
   // older writes. Checked now, and again at the write itself (writeChecks).

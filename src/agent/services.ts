@@ -13,6 +13,17 @@ import { atomicWriteAt, openAppendAt, readRegular, readdirOrEmpty, type HeldDir 
 import { limits } from './limits';
 import { isErrno, isInside, locateIn, openLocatedDir, realRoot } from './paths';
 import { AgentRefusal, SERVICE_START_FAILED } from './refusal';
+import {
+  judgeUnit,
+  showUnit,
+  startUnit,
+  stopUnit,
+  systemdUsable,
+  unitName,
+  unitUser,
+  type SystemdManager,
+  type SystemdSettings,
+} from './services-systemd';
 
 /*
  * The processes the agent manages. Each service started under a root has a state file
@@ -32,6 +43,11 @@ import { AgentRefusal, SERVICE_START_FAILED } from './refusal';
  * (<key>.intent.json, with the nonce) is written before the spawn, so an agent killed after the
  * spawn finds the live process carrying that nonce on retry and adopts it instead of starting
  * a second instance.
+ *
+ * With agent.yaml's `services: { backend: systemd }` the instance is a transient systemd unit
+ * instead (services-systemd.ts): the state file then also names the unit and its invocation,
+ * and identity, stopping and adoption ask systemd. How an instance was started is recorded with
+ * it, so a service started under one backend is stopped by that backend after a switch.
  */
 
 const serviceState = z.object({
@@ -46,6 +62,10 @@ const serviceState = z.object({
   log: z.string(),
   /** Put in the instance's environment at spawn; absent only in state files from before it existed. */
   nonce: z.string().min(16).optional(),
+  /** Set when the instance is a systemd unit (the systemd backend); absent: the agent's own child. */
+  systemd: z
+    .object({ unit: z.string().min(1), manager: z.enum(['system', 'user']), invocation_id: z.string().min(1) })
+    .optional(),
 });
 export type ServiceState = z.infer<typeof serviceState>;
 
@@ -152,6 +172,7 @@ async function procText(pid: number, file: 'cmdline' | 'environ'): Promise<strin
 export async function verifyIdentity(root: string, state: ServiceState): Promise<Identity> {
   const foreign = (why: string): Identity => ({ kind: 'foreign', why: `pid ${state.pid} ${why}` });
   if (state.pid <= 1) return foreign('is the init process, never a service Datum started');
+  if (state.systemd !== undefined) return await verifyUnit(state, state.systemd);
   const stat = await procStat(state.pid);
   if (stat === null || state.start_ticks === null || stat.ticks !== state.start_ticks) return { kind: 'gone' };
   if (stat.pgrp !== state.pid)
@@ -169,6 +190,34 @@ export async function verifyIdentity(root: string, state: ServiceState): Promise
   if (!environ.split('\0').includes(`${NONCE_ENV}=${state.nonce}`))
     return foreign(`does not carry the nonce the agent gave the instance it started (${NONCE_ENV})`);
   return { kind: 'ours' };
+}
+
+/**
+ * The systemd backend's identity: systemd's own account of the unit (loaded, the recorded
+ * invocation and main pid, the nonce in its environment), and the start time /proc shows for
+ * that pid (so the marker and the watch agree with it). The cgroup, not /proc, is the proof here.
+ */
+async function verifyUnit(state: ServiceState, unit: NonNullable<ServiceState['systemd']>): Promise<Identity> {
+  let show: Record<string, string>;
+  try {
+    show = await showUnit(unit.manager, unit.unit);
+  } catch (err) {
+    return { kind: 'foreign', why: `unit ${unit.unit} cannot be inspected (${(err as Error).message})` };
+  }
+  const judged = judgeUnit(show, {
+    unit: unit.unit,
+    pid: state.pid,
+    invocation_id: unit.invocation_id,
+    nonce: `${NONCE_ENV}=${state.nonce ?? ''}`,
+  });
+  if (judged.kind !== 'ours') return judged;
+  return (await isRunning(state)) ? judged : { kind: 'gone' };
+}
+
+/** How a person finds the instance: "pid 123", or "datum-N\x2d24-app.service (pid 123)" for a unit. */
+export function describeInstance(state: ServiceState): string {
+  if (state.systemd === undefined) return `pid ${state.pid}`;
+  return state.pid > 0 ? `${state.systemd.unit} (pid ${state.pid})` : state.systemd.unit;
 }
 
 /**
@@ -219,6 +268,7 @@ async function waitUntil(done: () => Promise<boolean>, ms: number): Promise<bool
  * operator's explicit clean-up: killing without restart is destructive and never a repair.
  */
 export async function stopInstance(root: string, state: ServiceState, graceMs = 5000): Promise<string> {
+  if (state.systemd !== undefined) return await stopUnitInstance(root, state, state.systemd);
   // Identity is proved again right before each signal: between two checks the pid may exit and
   // be reused, and a signal to a stranger cannot be taken back.
   const prove = async (): Promise<boolean> => {
@@ -236,6 +286,20 @@ export async function stopInstance(root: string, state: ServiceState, graceMs = 
   throw new Error(`pid ${state.pid} of service ${state.key} survived SIGTERM and SIGKILL`);
 }
 
+/**
+ * The systemd backend's stop: `systemctl stop` (SIGTERM to every process of the unit, SIGKILL
+ * after TimeoutStopSec), only once systemd confirms the unit still runs the recorded instance.
+ */
+async function stopUnitInstance(root: string, state: ServiceState, unit: NonNullable<ServiceState['systemd']>): Promise<string> {
+  const identity = await verifyIdentity(root, state);
+  if (identity.kind === 'foreign') throw unverified(state.key, stateRel(state.key), identity.why);
+  if (identity.kind === 'gone') return `${describeInstance(state)} was no longer running`;
+  await stopUnit(unit.manager, unit.unit);
+  if (!(await waitUntil(async () => !(await isRunning(state)), 2000)))
+    throw new Error(`pid ${state.pid} of service ${state.key} survived systemctl stop ${unit.unit}`);
+  return `stopped ${describeInstance(state)} with systemctl stop`;
+}
+
 /** A port nobody listens on right now (the kernel picks it). */
 export async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -251,9 +315,14 @@ export async function freePort(): Promise<number> {
 // cloud keys) is not the service's business. PORT and DATUM_CONFIG are the contract.
 const PASSED_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
+/** Who starts the instance: the agent itself (process), or systemd as a unit named after `node`. */
+export type ServiceBackend = { kind: 'process' } | { kind: 'systemd'; node: string; settings: SystemdSettings };
+
 export interface LaunchRequest {
   root: string;
   key: string;
+  /** Default: the process backend. */
+  backend?: ServiceBackend;
   command: string[];
   /** Real path of the release directory the command runs in. */
   cwd: string;
@@ -275,6 +344,8 @@ const launchIntent = z.object({
   config_path: z.string(),
   started_at: z.string(),
   log: z.string(),
+  /** Set when the launch goes through systemd: the unit to look for on a retry. */
+  systemd: z.object({ unit: z.string().min(1), manager: z.enum(['system', 'user']) }).optional(),
 });
 type LaunchIntent = z.infer<typeof launchIntent>;
 
@@ -292,6 +363,10 @@ async function servicesDir(root: string): Promise<HeldDir> {
  * The returned state's start_ticks is null when the process was already gone when we looked.
  */
 export async function launch(req: LaunchRequest): Promise<ServiceState> {
+  const backend = req.backend ?? { kind: 'process' };
+  // agent.yaml is re-read on every apply: a switch to systemd on a host without it is refused
+  // here with the words the agent's start would have used.
+  const version = backend.kind === 'systemd' ? await usableSystemd(backend.settings.manager) : 0;
   const port = await freePort();
   const dir = await servicesDir(req.root);
   const intentName = path.basename(intentRel(req.key));
@@ -306,17 +381,35 @@ export async function launch(req: LaunchRequest): Promise<ServiceState> {
       config_path: req.configPath,
       started_at: req.now().toISOString(),
       log: `.datum/services/${req.key}.log`,
+      ...(backend.kind === 'systemd'
+        ? { systemd: { unit: unitName(backend.node, req.key), manager: backend.settings.manager } }
+        : {}),
     };
     await atomicWriteAt(dir, intentName, `${JSON.stringify(intent, null, 2)}\n`);
-    let pid: number;
+    let spawned: { pid: number; systemd?: ServiceState['systemd'] } | null;
     try {
-      pid = await spawnLogged(dir, intent);
+      spawned =
+        backend.kind === 'systemd'
+          ? await startUnitLogged(dir, req.root, intent, backend.settings, version)
+          : { pid: await spawnLogged(dir, intent) };
     } catch (err) {
       await fs.rm(dir.at(intentName), { force: true });
       throw err;
     }
     crashPointForTests('service.spawned');
-    const state: ServiceState = { ...stateOf(intent), pid, start_ticks: await startTicks(pid) };
+    if (spawned === null) {
+      // The unit was gone before its pid could be read: nothing runs, nothing to record. The
+      // caller sees what it sees of a child that exited at once (start_ticks null).
+      await fs.rm(dir.at(intentName), { force: true });
+      return { ...stateOf(intent), pid: 0, start_ticks: null, systemd: { ...intent.systemd!, invocation_id: '' } };
+    }
+    const { pid } = spawned;
+    const state: ServiceState = {
+      ...stateOf(intent),
+      pid,
+      start_ticks: await startTicks(pid),
+      ...(spawned.systemd ? { systemd: spawned.systemd } : {}),
+    };
     await atomicWriteAt(dir, `${req.key}.json`, `${JSON.stringify(state, null, 2)}\n`);
     await fs.rm(dir.at(intentName), { force: true });
     return state;
@@ -344,13 +437,18 @@ function crashPointForTests(point: 'service.spawned'): void {
   if (process.env.DATUM_TEST_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
 }
 
-async function spawnLogged(dir: HeldDir, intent: LaunchIntent): Promise<number> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const name of PASSED_ENV) if (process.env[name] !== undefined) env[name] = process.env[name];
+/** The service's environment: a few of the agent's variables, and the contract's (PORT, DATUM_CONFIG, the nonce). */
+function serviceEnv(intent: LaunchIntent, passed: readonly string[] = PASSED_ENV): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of passed) if (process.env[name] !== undefined) env[name] = process.env[name];
   env.PORT = String(intent.port);
   env.DATUM_CONFIG = intent.config_path;
   env[NONCE_ENV] = intent.nonce;
+  return env;
+}
 
+/** Rotates the log if due, opens it to append (never through a symlink) and writes the start line. */
+async function openLog(dir: HeldDir, intent: LaunchIntent, what: string) {
   const logName = path.basename(intent.log);
   await rotateLog(dir, logName);
   // O_APPEND|O_NOFOLLOW inside the held directory: a log swapped for a symlink is refused, never followed.
@@ -363,8 +461,66 @@ async function spawnLogged(dir: HeldDir, intent: LaunchIntent): Promise<number> 
     );
   });
   try {
-    const what = `${JSON.stringify(intent.command)} in ${intent.cwd} on port ${intent.port}`;
     await log.write(`--- datum ${intent.started_at}: starting ${what}\n`);
+  } catch (err) {
+    await log.close();
+    throw err;
+  }
+  return log;
+}
+
+/** systemd's version, once its manager is known to answer; refuses as the agent's start would. */
+async function usableSystemd(manager: SystemdManager): Promise<number> {
+  const usable = await systemdUsable(manager);
+  if (usable.ok) return usable.version;
+  throw new AgentRefusal(
+    SERVICE_START_FAILED,
+    withFix(`agent.yaml sets services.backend: systemd, but ${usable.problem}`, usable.fix),
+  );
+}
+
+/**
+ * The systemd backend's spawn: the log is created and its start line written by the agent (as
+ * for a child, never through a symlink), then the manager appends the unit's output to that same
+ * path. It reopens the path itself; a swap in between needs write access to .datum/services,
+ * which only the agent's user has, and a service running as that user could drive systemd-run
+ * with the agent's own rights anyway. Null when the unit exited before its pid could be read.
+ */
+async function startUnitLogged(
+  dir: HeldDir,
+  root: string,
+  intent: LaunchIntent,
+  settings: SystemdSettings,
+  version: number,
+): Promise<{ pid: number; systemd: ServiceState['systemd'] } | null> {
+  const unit = intent.systemd!;
+  const user = unitUser(settings);
+  // HOME is the agent's only when the service runs as the agent's user; systemd sets another user's.
+  const passed = settings.user === undefined ? PASSED_ENV : PASSED_ENV.filter((n) => n !== 'HOME');
+  const what = `${JSON.stringify(intent.command)} in ${intent.cwd} on port ${intent.port} as ${unit.unit}`;
+  const log = await openLog(dir, intent, what);
+  await log.close();
+  const started = await startUnit({
+    unit: unit.unit,
+    manager: unit.manager,
+    version,
+    description: `Datum service ${intent.key} (${intent.cwd})`,
+    cwd: intent.cwd,
+    command: intent.command,
+    env: serviceEnv(intent, passed),
+    log: path.join(root, intent.log),
+    ...(user !== undefined ? { user } : {}),
+    properties: settings.properties,
+  });
+  if (started.kind === 'exited') return null;
+  return { pid: started.pid, systemd: { ...unit, invocation_id: started.invocation_id } };
+}
+
+async function spawnLogged(dir: HeldDir, intent: LaunchIntent): Promise<number> {
+  const env = serviceEnv(intent);
+  const what = `${JSON.stringify(intent.command)} in ${intent.cwd} on port ${intent.port}`;
+  const log = await openLog(dir, intent, what);
+  try {
     const child = spawn(intent.command[0], intent.command.slice(1), {
       cwd: intent.cwd,
       env,
@@ -440,9 +596,15 @@ export async function adoptInterrupted(root: string, key: string): Promise<{ sta
   try {
     const parsed = read.ok ? launchIntent.safeParse(read.value) : null;
     let adopted: { state: ServiceState; tag: string } | null = null;
-    const pid = parsed?.success ? await findByNonce(parsed.data.nonce) : null;
-    if (parsed?.success && pid !== null) {
-      const state: ServiceState = { ...stateOf(parsed.data), pid, start_ticks: await startTicks(pid) };
+    const found = parsed?.success ? await findLaunched(parsed.data) : null;
+    if (parsed?.success && found !== null) {
+      const { pid, systemd } = found;
+      const state: ServiceState = {
+        ...stateOf(parsed.data),
+        pid,
+        start_ticks: await startTicks(pid),
+        ...(systemd ? { systemd } : {}),
+      };
       if (state.key === key && (await verifyIdentity(root, state)).kind === 'ours') {
         await atomicWriteAt(dir, `${key}.json`, `${JSON.stringify(state, null, 2)}\n`);
         adopted = { state, tag: parsed.data.tag };
@@ -453,6 +615,27 @@ export async function adoptInterrupted(root: string, key: string): Promise<{ sta
   } finally {
     await dir.close();
   }
+}
+
+/** The instance an interrupted launch started: its unit's main pid (systemd), or the process carrying the nonce. */
+async function findLaunched(intent: LaunchIntent): Promise<{ pid: number; systemd?: ServiceState['systemd'] } | null> {
+  if (intent.systemd === undefined) {
+    const pid = await findByNonce(intent.nonce);
+    return pid === null ? null : { pid };
+  }
+  // systemctl failing throws: the intent stays for the next attempt, which must not start a second unit.
+  const show = await showUnit(intent.systemd.manager, intent.systemd.unit);
+  const pid = Number(show.MainPID ?? 0);
+  const invocation = show.InvocationID;
+  if (pid <= 1 || !invocation) return null;
+  // judgeUnit then verifyIdentity check the rest (loaded, live, the nonce) against what is recorded.
+  const judged = judgeUnit(show, {
+    unit: intent.systemd.unit,
+    pid,
+    invocation_id: invocation,
+    nonce: `${NONCE_ENV}=${intent.nonce}`,
+  });
+  return judged.kind === 'ours' ? { pid, systemd: { ...intent.systemd, invocation_id: invocation } } : null;
 }
 
 /** The group leader whose environment carries DATUM_SERVICE_NONCE=<nonce>, or null. */

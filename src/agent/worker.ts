@@ -8,6 +8,7 @@ import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
+import { checkServiceBackend } from './services-systemd';
 
 /*
  * `datum agent`: one activities-only Temporal worker per agent.yaml. Several virtual nodes may
@@ -50,7 +51,11 @@ export interface RunningAgents {
 async function loadDistinctConfigs(configPaths: string[]): Promise<Array<{ file: string; config: AgentConfig }>> {
   if (configPaths.length === 0) throw new Error('datum agent needs at least one agent.yaml (--config PATH)');
   const configs: Array<{ file: string; config: AgentConfig }> = [];
-  for (const file of configPaths.map((p) => path.resolve(p))) configs.push({ file, config: await loadAgentConfig(file) });
+  for (const file of configPaths.map((p) => path.resolve(p))) {
+    const config = await loadAgentConfig(file);
+    await checkServiceBackend(file, config);
+    configs.push({ file, config });
+  }
   for (const key of ['node', 'root'] as const) {
     const seen = new Map<string, string>();
     for (const { file, config } of configs) {

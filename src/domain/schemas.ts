@@ -4,6 +4,7 @@ import type { Json } from './canonical';
 import { nodeId, resourceKey, withFix } from '../contract/identifiers';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 import { namesTarget, targetNameProblem } from './targets';
+import { agentServices } from './agent-services';
 
 /*
  * The wire and file formats of Datum, one zod schema each, with the field names of
@@ -323,6 +324,7 @@ export const agentConfig = z.strictObject({
       ),
     })
     .default({}),
+  services: agentServices,
 });
 export type AgentConfig = z.infer<typeof agentConfig>;
 

@@ -9,6 +9,7 @@ import { serviceMarker } from '../markers';
 import {
   adoptInterrupted,
   capServiceLog,
+  describeInstance,
   launch,
   probeHealth,
   readServiceRecord,
@@ -80,6 +81,7 @@ export async function observeService(ctx: NodeContext, key: string): Promise<Obs
     command: state.command,
     cwd: state.cwd,
   };
+  if (state.systemd !== undefined) detail.unit = state.systemd.unit;
   if (health.ok) detail.health = health.body;
   else detail.health_error = `GET /health ${health.error}`;
   return observed('service', reported(health), serviceMarker(state.pid, state.start_ticks!), detail);
@@ -134,6 +136,9 @@ export async function applyServiceRun(
       configPath: config.abs,
       tag,
       now,
+      ...(ctx.services?.backend === 'systemd'
+        ? { backend: { kind: 'systemd' as const, node: ctx.node, settings: ctx.services.systemd } }
+        : {}),
     });
     return { stopped: before, state: launched };
   });
@@ -158,7 +163,7 @@ async function reportStarted(
   how: { before: string; verb: 'started' | 'adopted'; after: string },
 ): Promise<ApplyResult> {
   const release = path.relative(ctx.root, state.cwd);
-  const started = `${how.before}${how.verb} pid ${state.pid} on port ${state.port}${how.after} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
+  const started = `${how.before}${how.verb} ${describeInstance(state)} on port ${state.port}${how.after} (${spec.command.join(' ')} in ${release}, DATUM_CONFIG=${spec.config_path})`;
   if (state.start_ticks === null) {
     return { marker_after: null, detail: `${started}, but it exited at once (see ${state.log}).` };
   }

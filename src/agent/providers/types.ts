@@ -1,10 +1,12 @@
-import type { Json, ObservedResource } from '../../domain';
+import type { AgentConfig, Json, ObservedResource } from '../../domain';
 
 /** The node an activity works on: its name and the real path of its root. */
 export interface NodeContext {
   node: string;
   /** Real path of the node root (symlinks resolved); every path a provider touches is inside it. */
   root: string;
+  /** agent.yaml's `services` as read for this apply (how a service is started); absent: the process backend. */
+  services?: AgentConfig['services'];
 }
 
 /** What a provider's apply hands back: the change marker its write left, and what it did. */
