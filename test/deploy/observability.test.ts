@@ -2,12 +2,14 @@
 // metrics real Datum processes export: every expression parses (Prometheus's own lezer grammar,
 // and promtool where installed), and every metric and label it names is on the /metrics of a
 // real `datum worker` and `datum agent` (run as the image runs them: prebuilt workflow bundle,
-// metrics on) after a node converged, or is listed below as not exported yet. Where a Prometheus
-// binary is installed, a real Prometheus scrapes those processes with the deploy config and
-// evaluates every rule and every dashboard query.
+// metrics on) after a node converged and then had a drift repaired. Datum's own metrics carry
+// core's snake_case labels and join with its `temporal_*` series, and the README's Metrics table
+// lists every one with its labels. Where a Prometheus binary is installed, a real Prometheus
+// scrapes those processes with the deploy config and evaluates every rule and every dashboard query.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,12 +23,18 @@ import { WORKFLOW_BUNDLE_ENV } from '../../src/worker/bundle';
 import { SHUTDOWN_BUDGET_S } from '../../src/worker/shutdown';
 import { projectRoot } from '../../src/worker/paths';
 import {
+  ACTIVITY_METRIC_LABELS,
   CONTROL_TASK_QUEUE,
+  CONVERGENCE_LATENCY_METRIC,
+  DETECTION_LATENCY_METRIC,
+  WORKFLOW_METRIC_LABELS,
   WORKFLOW_TYPES,
+  ledgerQuery,
   reconcileWorkflowId,
   stateQuery,
   type ReconcileNodeWorkflow,
 } from '../../src/contract';
+import { fileBytes } from '../../src/domain';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 
@@ -35,20 +43,7 @@ const ALERTS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'alerts.yml');
 const PROMETHEUS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'prometheus.yml');
 const DASHBOARD_FILE = path.join(ROOT, 'deploy', 'grafana', 'datum-dashboard.json');
 const COMPOSE_FILE = path.join(ROOT, 'docker-compose.yml');
-
-/**
- * Metrics the dashboard and alerts use that no Datum process exports yet (issue 13, "Metrics that
- * join"), with the labels the files expect them to carry. Whoever adds one removes it here: the
- * test then checks it against the real processes like the rest, and fails while it is still
- * listed once it is exported.
- */
-const NOT_YET_EXPORTED: Record<string, { labels: string[]; what: string }> = {
-  datum_detection_latency_seconds_bucket: { labels: ['le'], what: 'histogram: a change on the node to the pass deciding on it' },
-  datum_convergence_latency_seconds_bucket: {
-    labels: ['le'],
-    what: 'histogram: drift detected (or generation start) to CONVERGED',
-  },
-};
+const README_FILE = path.join(ROOT, 'README.md');
 
 /** Series Prometheus makes itself for every target, and the labels it attaches to every sample. */
 const SCRAPE_SERIES = new Set(['up', 'scrape_duration_seconds', 'scrape_samples_scraped']);
@@ -178,6 +173,26 @@ function parseExposition(text: string): Sample[] {
   return samples;
 }
 
+const sum = (samples: Sample[]) => samples.reduce((t, s) => t + s.value, 0);
+
+/** The README's Metrics table: metric → the label names its labels column lists in backticks. */
+function readmeMetrics(): Map<string, string[]> {
+  const text = readFileSync(README_FILE, 'utf8');
+  const section = /^## Metrics\n([\s\S]*?)^## /m.exec(text)?.[1] ?? '';
+  const rows = new Map<string, string[]>();
+  for (const line of section.split('\n')) {
+    const cells = line.split('|').map((c) => c.trim());
+    const metric = /^`(datum_[a-z_]+)`$/.exec(cells[1] ?? '')?.[1];
+    if (metric)
+      rows.set(
+        metric,
+        [...(cells[4] ?? '').matchAll(/`([a-z_]+)`/g)].map((m) => m[1]),
+      );
+  }
+  expect(rows.size, 'a Metrics table in README.md (| metric | type | from | labels | … |)').toBeGreaterThan(0);
+  return rows;
+}
+
 async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
     Array.from({ length: n }, async () => {
@@ -202,6 +217,8 @@ const address = { worker: '', agent: '', prometheus: '' };
 /** Metric name → every label name seen on it, from both processes. */
 const exported = new Map<string, Set<string>>();
 const exportedBy = { worker: [] as Sample[], agent: [] as Sample[] };
+/** When the node's loop started, and when the drift was repaired: every latency sample lies within. */
+const span = { startedMs: 0, repairedMs: 0 };
 /** Processes the test stops on purpose: their exit is no failure to report. */
 const stopped = new Set<ChildProcess>();
 
@@ -260,7 +277,8 @@ beforeAll(async () => {
   if (built.status !== 0) throw new Error(`bundle-workflows.mjs failed:\n${built.stdout}\n${built.stderr}`);
 
   [env, fleet] = await Promise.all([startDevEnv(), Fleet.create('datum-observability-')]);
-  await fleet.writeDesired(NODE, 1, { version: '7.4' });
+  // conflict_window 0s: the change below is ordinary drift, not another writer flipping a repair.
+  await fleet.writeDesired(NODE, 1, { version: '7.4', policy: { conflict_window: '0s' } });
   await fleet.writeAgent(NODE, { mode: 'enforce' });
   const [w, a, p] = await freePorts(3);
   address.worker = `127.0.0.1:${w}`;
@@ -272,6 +290,7 @@ beforeAll(async () => {
   });
   datum(['agent', '--config', fleet.agentFile(NODE), '--address', env.address], { [METRICS_ADDRESS_ENV]: address.agent });
 
+  span.startedMs = Date.now();
   const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
     taskQueue: CONTROL_TASK_QUEUE,
     workflowId: reconcileWorkflowId(NODE, 1),
@@ -281,6 +300,17 @@ beforeAll(async () => {
     const s = await handle.query(stateQuery);
     return s.convergence_status === 'CONVERGED' ? s : undefined;
   });
+  // Then a drift, repaired: someone edits the managed config file on the node.
+  const changedMs = Date.now();
+  await writeFile(path.join(fleet.root(NODE), 'etc/app/config.json'), fileBytes({ workers: 99 }));
+  await until('the drift to be repaired', async () => {
+    const ledger = await handle.query(ledgerQuery);
+    const repair = ledger.find(
+      (e) => Date.parse(e.decided_at) > changedMs && e.execution_evidence.some((x) => x.resource_key === 'config'),
+    );
+    return repair?.convergence_status === 'CONVERGED' ? repair : undefined;
+  });
+  span.repairedMs = Date.now();
   exportedBy.worker = await scrape(address.worker);
   exportedBy.agent = await scrape(address.agent);
   for (const s of [...exportedBy.worker, ...exportedBy.agent]) {
@@ -366,37 +396,98 @@ describe('the alert rules and the dashboard', () => {
     expect(dash.status, `${dash.stdout}${dash.stderr}`).toBe(0);
   });
 
-  it('names only metrics and labels that real Datum processes export, or that are listed as not exported yet', () => {
+  it('names only metrics and labels that real Datum processes export', () => {
     expect(exported.size, 'the processes were scraped').toBeGreaterThan(10);
-    const used = new Set<string>();
     for (const { where, expr } of allExpressions()) {
       const parsed = parsePromQL(expr);
       const metrics = parsed.selectors.map((s) => s.metric);
       for (const { metric, labels } of parsed.selectors) {
-        used.add(metric);
         if (SCRAPE_SERIES.has(metric)) continue;
-        const pending = NOT_YET_EXPORTED[metric];
-        const known = exported.get(metric) ?? (pending ? new Set(pending.labels) : undefined);
-        expect(
-          known,
-          `${where}: ${metric} is exported by no Datum process (add it, or list it in NOT_YET_EXPORTED)`,
-        ).toBeDefined();
+        const known = exported.get(metric);
+        expect(known, `${where}: ${metric} is exported by no Datum process`).toBeDefined();
         for (const label of labels.filter((l) => !TARGET_LABELS.has(l)))
           expect([...known!], `${where}: ${metric} has no label ${label}`).toContain(label);
       }
-      const groupable = new Set([
-        ...TARGET_LABELS,
-        ...metrics.flatMap((m) => [...(exported.get(m) ?? NOT_YET_EXPORTED[m]?.labels ?? [])]),
-      ]);
+      const groupable = new Set([...TARGET_LABELS, ...metrics.flatMap((m) => [...(exported.get(m) ?? [])])]);
       for (const label of parsed.grouping) expect([...groupable], `${where}: grouping by ${label}`).toContain(label);
-    }
-    for (const [metric, { what }] of Object.entries(NOT_YET_EXPORTED)) {
-      expect(exported.has(metric), `${metric} (${what}) is exported now: remove it from NOT_YET_EXPORTED`).toBe(false);
-      expect(used, `${metric} is listed but used nowhere`).toContain(metric);
     }
     // Datum's own metrics, from the processes that should carry them.
     expect(exportedBy.worker.some((s) => s.name === 'datum_decisions_total')).toBe(true);
     expect(exportedBy.agent.some((s) => s.name === 'datum_actions_total')).toBe(true);
+  });
+
+  it("Datum's metrics carry core's snake_case labels, and join with its temporal_* series on them", () => {
+    const datumSamples = [...exportedBy.worker, ...exportedBy.agent].filter((s) => s.name.startsWith('datum_'));
+    expect(datumSamples.length).toBeGreaterThan(20);
+    for (const s of datumSamples) {
+      const camel = Object.keys(s.labels).filter((l) => /[a-z][A-Z]/.test(l));
+      expect(camel, `${s.name} has camelCase labels`).toEqual([]);
+    }
+    // The workflow's series name the labels core's workflow series carry, with the same values ...
+    const joins = (datum: Sample, keys: readonly string[], sdk: Sample[]) =>
+      sdk.some((t) => t.name.startsWith('temporal_') && keys.every((k) => t.labels[k] === datum.labels[k]));
+    const decision = exportedBy.worker.find((s) => s.name === 'datum_decisions_total')!;
+    expect(decision.labels).toMatchObject({
+      namespace: 'default',
+      task_queue: CONTROL_TASK_QUEUE,
+      workflow_type: 'reconcileNode',
+    });
+    expect(joins(decision, WORKFLOW_METRIC_LABELS, exportedBy.worker), 'a temporal_* series with the same labels').toBe(true);
+    for (const s of exportedBy.worker.filter((x) => x.name.startsWith('datum_') && 'workflow_type' in x.labels))
+      for (const l of WORKFLOW_METRIC_LABELS) expect(s.labels, `${s.name} has ${l}`).toHaveProperty(l);
+    // ... and the agent's name the activity's, like temporal_activity_execution_latency.
+    const action = exportedBy.agent.find((s) => s.name === 'datum_actions_total')!;
+    expect(action.labels).toMatchObject({ namespace: 'default', task_queue: `datum-node-${NODE}`, activity_type: 'apply' });
+    expect(joins(action, ACTIVITY_METRIC_LABELS, exportedBy.agent), 'a temporal_* series with the same labels').toBe(true);
+    for (const s of exportedBy.agent.filter((x) =>
+      ['datum_actions_total', 'datum_apply_duration_seconds_count'].includes(x.name),
+    ))
+      for (const l of ACTIVITY_METRIC_LABELS) expect(s.labels, `${s.name} has ${l}`).toHaveProperty(l);
+  });
+
+  it('a drift repaired shows one detection sample and one convergence sample of each start, within the test', () => {
+    const within = (span.repairedMs - span.startedMs) / 1000;
+    const histogram = (metric: string, labels: Record<string, string> = {}) => {
+      const match = (suffix: string) =>
+        exportedBy.worker.filter(
+          (s) => s.name === `${metric}_${suffix}` && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+        );
+      return {
+        count: sum(match('count')),
+        sum: sum(match('sum')),
+        inf: sum(match('bucket').filter((s) => s.labels.le === '+Inf')),
+      };
+    };
+    // The config file's change, from its mtime to the snapshot that showed it: under a second or so with the watch.
+    const detection = histogram(DETECTION_LATENCY_METRIC);
+    expect(detection).toMatchObject({ count: 1, inf: 1 });
+    expect(detection.sum).toBeGreaterThan(0);
+    expect(detection.sum).toBeLessThan(within);
+    // The generation's first convergence (from the workflow's start), then the repair (from the drifted snapshot).
+    const generation = histogram(CONVERGENCE_LATENCY_METRIC, { start: 'generation' });
+    const drift = histogram(CONVERGENCE_LATENCY_METRIC, { start: 'drift' });
+    expect(generation.count).toBe(1);
+    expect(drift.count).toBe(1);
+    for (const h of [generation, drift]) {
+      expect(h.sum).toBeGreaterThan(0);
+      expect(h.sum).toBeLessThan(within);
+    }
+  });
+
+  it("the README's Metrics table lists every metric Datum exports, with exactly its labels", () => {
+    const table = readmeMetrics();
+    const datum = new Map<string, Set<string>>();
+    for (const [name, labels] of exported) {
+      if (!name.startsWith('datum_')) continue;
+      const base = name.replace(/_(bucket|sum|count)$/, '');
+      const key = exported.has(`${base}_bucket`) ? base : name;
+      const set = datum.get(key) ?? new Set<string>();
+      for (const l of labels) if (l !== 'le') set.add(l);
+      datum.set(key, set);
+    }
+    expect([...table.keys()].sort(), 'the metrics in the README table').toEqual([...datum.keys()].sort());
+    for (const [name, labels] of datum)
+      expect(table.get(name)?.sort(), `${name}'s labels in the README`).toEqual([...labels].sort());
   });
 
   it('the compose healthchecks pass against a real worker and agent, and fail when nothing listens', () => {
@@ -537,8 +628,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
     for (const { where, expr } of dashboardExpressions()) {
       const answer = await query(expr);
       expect(answer.status, `${where}: ${answer.error ?? ''}`).toBe('success');
-      const pending = parsePromQL(expr).selectors.some((s) => s.metric in NOT_YET_EXPORTED);
-      if (pending || emptyWhenHealthy.some((t) => where.includes(`"${t}"`))) continue;
+      if (emptyWhenHealthy.some((t) => where.includes(`"${t}"`))) continue;
       expect(answer.data!.result.length, `${where} shows data: ${expr}`).toBeGreaterThan(0);
     }
   });
