@@ -30,6 +30,7 @@ const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
+const temporalProto = require('@temporalio/proto');
 const { readServiceState, stopServices } = require(dist('agent/services.js'));
 const contract = require(dist('contract/index.js'));
 const { observeNode, applyAction } = require(dist('agent/activities.js'));
@@ -321,6 +322,21 @@ async function patiently(read, tries = 6) {
 }
 const ask = (handle, query) => patiently(() => handle.query(query));
 
+/** A run's history events from `sinceMs` on: "+1.234 s EVENT_TYPE (activity or timer)". */
+async function eventsSince(handle, sinceMs) {
+  const history = await patiently(() => handle.fetchHistory());
+  const out = [];
+  for (const e of history.events ?? []) {
+    const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+    if (at < sinceMs) continue;
+    const type = temporalProto.temporal.api.enums.v1.EventType[e.eventType] ?? e.eventType;
+    const what =
+      e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowTaskScheduledEventAttributes?.taskQueue?.name ?? '';
+    out.push(`+${((at - sinceMs) / 1000).toFixed(3)} s ${type} ${what}`.trim());
+  }
+  return out;
+}
+
 /** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
 async function pollerOn(connection, taskQueue, type, what) {
   for (let i = 0; i < 600; i++) {
@@ -438,10 +454,15 @@ async function runSize(n, mode, serverKind, workerCount) {
     const verifyMs = unverified > 0 ? null : Math.max(...verifiedAt) - t1;
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const verifyPhaseMs = Date.now() - t1;
+    // Where the slowest node's pass spent the time: its history from the recheck on, by offset.
+    const slowest = verifiedAt.indexOf(Math.max(...verifiedAt.filter((v) => v !== null)));
+    const slowestEvents = slowest < 0 ? [] : await eventsSince(handles[slowest], t1);
+    const verifySpread = verifiedAt.filter((v) => v !== null).map((v) => v - t1);
     await sleep(1000);
     const events1 = await mapLimit(handles, 32, async (h) => (await patiently(() => h.describe())).historyLength);
     const steadyEvents = events1.map((e, i) => e - events0[i]);
     say(`verification pass ${verifyMs === null ? 'unfinished' : `${verifyMs / 1000} s`}; drift detection …`);
+    if (slowest >= 0) say(`the slowest node's pass (${nodes[slowest]}):\n  ${slowestEvents.join('\n  ')}`);
 
     // Drift detection: out-of-band edits to managed config files and kills of service processes,
     // at random nodes and random times; latency is the change → the ledger entry recording it.
@@ -509,6 +530,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       convergence_p99_s: pct(perNode, 99) / 1000,
       verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
       verification_unfinished_nodes: unverified,
+      verification_p50_s: pct(verifySpread, 50) / 1000,
+      verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents },
       detection_p50_s: pct(ms('all'), 50),
       detection_p99_s: pct(ms('all'), 99),
       detection_file_p99_s: pct(ms('file'), 99),
