@@ -151,6 +151,12 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(fleetOption())
       .addOption(dataOption())
       .option('--task-queue <queue>', 'task queue to serve (default datum-control)')
+      .addOption(
+        new Option(
+          '--max-cached-workflows <n>',
+          "loops kept in this worker's memory between passes, about 2 MB each; an evicted loop is replayed when it wakes (default: the SDK's, from the heap size)",
+        ).env('DATUM_MAX_CACHED_WORKFLOWS'),
+      )
       .addOption(metricsOption())
       .addOption(logOptions()[0])
       .addOption(logOptions()[1]),

@@ -20,6 +20,8 @@ export interface ControllerOptions {
   taskQueue?: string;
   /** A prebuilt bundle (tests share one); otherwise DATUM_WORKFLOW_BUNDLE's file, or bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
+  /** Loops kept in memory between passes (Worker maxCachedWorkflows); unset: the SDK's default. */
+  maxCachedWorkflows?: number;
 }
 
 /** The controller worker: reconcileNode and rollout workflows plus their activities, on datum-control. */
@@ -35,6 +37,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     interceptors: { workflowModules: workflowInterceptorModules(), activity: tracing.activityInterceptors },
     // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts.
     sinks: { ...workflowMetricSinks(), ...tracing.sinks },
+    ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
     shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,

@@ -136,6 +136,17 @@ describe('help, version and usage errors', () => {
     expect(status.stderr).toMatch(
       /--status "GREEN": not known — fix: use CONVERGED, DRIFTED, RETRY, BLOCKED, CONFLICT, SUPERSEDED/,
     );
+    const fleet = path.join(ROOT, 'examples', 'fleet');
+    for (const [args, env] of [
+      [['worker', '--fleet', fleet, '--max-cached-workflows', '0'], {}],
+      [['worker', '--fleet', fleet], { DATUM_MAX_CACHED_WORKFLOWS: 'lots' }],
+    ] as const) {
+      const cache = await datum([...args], env);
+      expect(cache.code).toBe(2);
+      expect(cache.stderr).toMatch(
+        /--max-cached-workflows \(or DATUM_MAX_CACHED_WORKFLOWS\) is "(0|lots)", not a whole number of 1 or more — fix: give how many loops/,
+      );
+    }
     const shell = await datum(['completion', 'tcsh']);
     expect(shell.code).toBe(2);
     expect(shell.stderr).toMatch(/no completion for shell "tcsh" — fix: use one of bash, zsh, fish/);

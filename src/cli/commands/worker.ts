@@ -1,5 +1,6 @@
 import path from 'node:path';
-import { CONTROL_TASK_QUEUE } from '../../contract';
+import { CONTROL_TASK_QUEUE, withFix } from '../../contract';
+import { UsageError } from '../errors';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
 import { dataDirFrom, fleetDirFrom } from '../dirs';
@@ -12,6 +13,7 @@ interface WorkerRaw extends ConnectionFlags {
   fleet?: string;
   data?: string;
   taskQueue?: string;
+  maxCachedWorkflows?: string;
   metricsAddress?: string;
   logLevel?: string;
   logFormat?: string;
@@ -22,6 +24,22 @@ export interface WorkerInput {
   fleetDir: string;
   dataDir: string;
   taskQueue: string;
+  maxCachedWorkflows: number | undefined;
+}
+
+/** --max-cached-workflows / DATUM_MAX_CACHED_WORKFLOWS: a whole number of loops, 1 or more. */
+function cacheSize(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const n = Number(raw.trim());
+  if (!Number.isInteger(n) || n < 1) {
+    throw new UsageError(
+      withFix(
+        `--max-cached-workflows (or DATUM_MAX_CACHED_WORKFLOWS) is "${raw}", not a whole number of 1 or more`,
+        'give how many loops this worker keeps in memory, such as 600, or leave it unset for the SDK default',
+      ),
+    );
+  }
+  return n;
 }
 
 /** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
@@ -34,9 +52,10 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       fleetDir: fleetDirFrom(values.fleet),
       dataDir: dataDirFrom(values.data),
       taskQueue: values.taskQueue ?? CONTROL_TASK_QUEUE,
+      maxCachedWorkflows: cacheSize(values.maxCachedWorkflows),
     };
   },
-  async run({ values, fleetDir, dataDir, taskQueue }) {
+  async run({ values, fleetDir, dataDir, taskQueue, maxCachedWorkflows }) {
     // The worker side of the SDK, loaded only by the commands that run one.
     const [
       { openLedgerStore },
@@ -67,7 +86,15 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       connectClient(target),
     ]);
     const ledger = await openLedgerStore({ dataDir });
-    const worker = await createControllerWorker({ connection, client, namespace, fleetDir, taskQueue, ledger });
+    const worker = await createControllerWorker({
+      connection,
+      client,
+      namespace,
+      fleetDir,
+      taskQueue,
+      ledger,
+      maxCachedWorkflows,
+    });
     process.stdout.write(
       `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
     );
