@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import { format } from 'node:util';
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
 import { pino, type Logger as Pino } from 'pino';
 import { withFix } from '../contract';
@@ -70,6 +71,22 @@ export function createLogger(options: LoggingOptions): Pino {
     },
     destination,
   );
+}
+
+/**
+ * console.warn and console.error of this process (a library's, or a store's own warning such as
+ * a dropped PostgreSQL connection) become structured lines of `logger` at warn and error, so a
+ * process that logs JSON never mixes plain text into its stream. For the processes Datum runs
+ * (worker, agent); returns what puts the console back.
+ */
+export function routeConsole(logger: Pino): () => void {
+  const saved = { warn: console.warn, error: console.error };
+  console.warn = (...args: unknown[]) => logger.warn({ source: 'console' }, format(...args));
+  console.error = (...args: unknown[]) => logger.error({ source: 'console' }, format(...args));
+  return () => {
+    console.warn = saved.warn;
+    console.error = saved.error;
+  };
 }
 
 /** One line per entry: "<time> <LEVEL> <message> key=value …", for a person at a terminal. */

@@ -12,7 +12,7 @@ import {
   OBSERVATION_AGE_METRIC,
   withFix,
 } from '../contract';
-import { SdkLogger, coreFilter, createLogger, resolveLogging } from './logging';
+import { SdkLogger, coreFilter, createLogger, resolveLogging, routeConsole } from './logging';
 
 /*
  * Prometheus metrics of a worker process (`datum worker`, `datum agent`): one HTTP endpoint,
@@ -72,6 +72,8 @@ export interface RuntimeSettings {
   component?: string;
   logLevel?: string;
   logFormat?: string;
+  /** The process is Datum's own (datum worker, datum agent): its console.warn/error go to the logger too. */
+  ownConsole?: boolean;
 }
 
 export function installRuntime(options: RuntimeSettings = {}): InstalledRuntime {
@@ -92,6 +94,7 @@ export function installRuntime(options: RuntimeSettings = {}): InstalledRuntime 
   const logging = { level: options.logLevel, format: options.logFormat, component: options.component ?? 'datum' };
   const { level } = resolveLogging(logging);
   const logger = createLogger(logging);
+  if (options.ownConsole) routeConsole(logger);
   if (Runtime._instance !== undefined) {
     // An embedding program or a test configured the runtime: serve no metrics, log with our own logger only.
     if (address === null) return { metricsAddress: null, metricsUrl: null, logger };

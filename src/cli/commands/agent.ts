@@ -40,6 +40,7 @@ export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
       component: 'agent',
       logLevel: values.logLevel,
       logFormat: values.logFormat,
+      ownConsole: true,
     });
     publishBuildInfo(metrics.metricsUrl);
     // Before the workers are made: they take its interceptors (OTEL_*; off by default).

@@ -76,6 +76,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       component: 'worker',
       logLevel: values.logLevel,
       logFormat: values.logFormat,
+      ownConsole: true,
     });
     publishBuildInfo(metrics.metricsUrl);
     // Before the client and the worker are made: both take its interceptors (OTEL_*; off by default).
