@@ -90,6 +90,12 @@ beforeAll(async () => {
     90_000,
   );
   await handle.terminate('test done');
+  // The agent's lines reach this process through a pipe, after the loop may have seen the node
+  // converge: wait for the four applies' lines rather than racing them.
+  await until('the agent to log its four applies', () => {
+    const lines = linesOf(agentOut).filter((l) => l.includes('"apply applied"'));
+    return lines.length >= 4;
+  });
 }, 180_000);
 
 afterAll(async () => {
