@@ -511,6 +511,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       server_detail: server.describe,
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       workers: workerCount,
+      // The controller's workflow cache (datum worker --max-cached-workflows), which bounds its RSS.
+      max_cached_workflows: process.env.DATUM_MAX_CACHED_WORKFLOWS ?? 'SDK default',
       nodes: n,
       mode,
       service_nodes: services,
