@@ -28,13 +28,18 @@ export interface ControllerOptions {
 export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
   // OpenTelemetry when this process traces (src/tracing); the workflow span sink always.
   const tracing = tracingWorkerOptions();
+  const source = options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource();
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource()),
-    // Used when the worker bundles at start; a prebuilt bundle carries them already (bundle.ts).
-    interceptors: { workflowModules: workflowInterceptorModules(), activity: tracing.activityInterceptors },
+    ...source,
+    interceptors: {
+      // Bundled at start only: a prebuilt bundle carries them already (bundle.ts), and the SDK
+      // warns when they are given with one.
+      ...('workflowsPath' in source ? { workflowModules: workflowInterceptorModules() } : {}),
+      activity: tracing.activityInterceptors,
+    },
     // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts.
     sinks: { ...workflowMetricSinks(), ...tracing.sinks },
     ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),

@@ -179,8 +179,9 @@ const LEDGER_TAIL = 50;
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   checkInput(input);
   const carry = trustedCarry(input);
-  const intent = carry ? carry.intent : bindAtStart(await readValidAuthority(input), input);
-  const history = carry?.history ?? (await freshHistory(input.node));
+  const opening = carry ? null : openingPatches();
+  const intent = carry ? carry.intent : bindAtStart(await readValidAuthority(input, opening!), input);
+  const history = carry?.history ?? (await freshHistory(input.node, opening!));
   const ledger = carry?.ledger_tail ?? [];
   const loop: Loop = {
     node: input.node,
@@ -217,8 +218,32 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
  * that cannot answer leaves the agent's record as the only one. Patched: runs recorded before
  * started from an empty history.
  */
-async function freshHistory(node: string): Promise<History> {
-  if (!patched('stored-operator-decisions')) return emptyHistory();
+/**
+ * The patches a new run chain's opening depends on. Each used to be asked right after the first
+ * local activity (readAuthority), and a query arriving while that activity ran could make the
+ * server end the first workflow task with the activity's marker alone: the patch marker then
+ * landed in the next task, and a replay asked patched() before it was told of that marker, which
+ * is a non-determinism error on every later replay of the loop (test/adversarial/hostile-input).
+ * A run that records OPENING_PATCHES_FIRST asks before any activity and takes both as in force;
+ * runs recorded before it ask them where they always did.
+ */
+const OPENING_PATCHES_FIRST = 'opening-patches-first';
+
+interface OpeningPatches {
+  storedDecisions(): boolean;
+  waitForValid(): boolean;
+}
+
+function openingPatches(): OpeningPatches {
+  if (patched(OPENING_PATCHES_FIRST)) return { storedDecisions: () => true, waitForValid: () => true };
+  return {
+    storedDecisions: () => patched('stored-operator-decisions'),
+    waitForValid: () => patched('wait-for-valid-desired-state'),
+  };
+}
+
+async function freshHistory(node: string, opening: OpeningPatches): Promise<History> {
+  if (!opening.storedDecisions()) return emptyHistory();
   try {
     const stored_decisions = await control.storedDecisions.executeWithOptions(
       { summary: summaryLine(`stored operator decisions ${node}`) },
@@ -787,10 +812,10 @@ const INVALID_AT_START_RETRY = '30s';
  * until it validates. An unknown node or a wrong generation is a wrong start, not bad input: those
  * still fail. Patched: a run recorded before failed at once, and replays as it did.
  */
-async function readValidAuthority(input: ReconcileNodeInput): Promise<AuthorityRead> {
+async function readValidAuthority(input: ReconcileNodeInput, opening: OpeningPatches): Promise<AuthorityRead> {
   for (let shown = false; ; shown = true) {
     const read = await readAuthority(input.node);
-    if (read.ok || read.kind === 'unknown_node' || !patched('wait-for-valid-desired-state')) return read;
+    if (read.ok || read.kind === 'unknown_node' || !opening.waitForValid()) return read;
     if (!shown) showInvalidAtStart(input, read.error);
     log.warn('desired state does not validate; reading it again', { node: input.node, error: read.error });
     await sleep(INVALID_AT_START_RETRY, { summary: 'wait for valid desired state' });
