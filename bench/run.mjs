@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { writeChart } from './chart.mjs';
 import { pct, writeFleet } from './fleet.mjs';
@@ -131,7 +132,11 @@ const reporting = (logs, name) => ({
   NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(root, 'bench', 'memory-report.js')}`.trim(),
   DATUM_BENCH_REPORT: path.join(logs, `${name}-memory.json`),
 });
-/** What a process's RSS is made of: V8's heap (used, total), and what lives outside it (MB). */
+/**
+ * What a process's RSS is made of (MB): the main thread's V8 heap (used, total), each worker
+ * thread's V8 heap (the SDK runs workflows in worker threads), and what lives outside every V8
+ * heap (the SDK's Rust core, native buffers, code), from the process's own report.
+ */
 async function memoryInside(pid, logs, name) {
   const file = path.join(logs, `${name}-memory.json`);
   try {
@@ -139,21 +144,50 @@ async function memoryInside(pid, logs, name) {
   } catch {
     return null;
   }
-  for (let i = 0; i < 100; i++) {
+  const waitMs = process.env.DATUM_BENCH_HEAP_SNAPSHOT ? 180_000 : 10_000;
+  for (let i = 0; i < waitMs / 100; i++) {
     const text = await readFile(file, 'utf8').catch(() => null);
     if (text) {
-      const { memory } = JSON.parse(text);
+      const { memory, threads = [], resident = null } = JSON.parse(text);
       const mb = (b) => Math.round(b / 2 ** 20);
+      const threadPhysical = threads.reduce((sum, t) => sum + t.heap.total_physical_size, 0);
       return {
         rss: mb(memory.rss),
         heap_used: mb(memory.heapUsed),
         heap_total: mb(memory.heapTotal),
         external: mb(memory.external),
+        anonymous: resident ? Math.round(resident.anonymous_kb / 1024) : null,
+        threads: threads.map((t) => ({
+          thread: t.threadId,
+          heap_used: mb(t.heap.used_heap_size),
+          heap_physical: mb(t.heap.total_physical_size),
+          malloced: mb(t.heap.malloced_memory),
+          contexts: t.heap.number_of_native_contexts,
+          snapshot: t.snapshot,
+        })),
+        outside_v8: mb(memory.rss - memory.heapTotal - threadPhysical),
       };
     }
     await sleep(100);
   }
   return null;
+}
+
+/**
+ * The Temporal server's CPU profile over `seconds` (Go's pprof, which the bench's cluster serves),
+ * saved to `file`, and its top functions by their own time (`go tool pprof -top`).
+ */
+async function serverCpuProfile(port, seconds, file) {
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/debug/pprof/profile?seconds=${seconds}`);
+    if (!response.ok) return { error: `pprof answered ${response.status}` };
+    await writeFile(file, Buffer.from(await response.arrayBuffer()));
+    const top = spawnSync('go', ['tool', 'pprof', '-top', '-nodecount=40', file], { encoding: 'utf8' });
+    if (top.status !== 0) return { file, error: top.stderr.trim() };
+    return { file, seconds, top: top.stdout.trim().split('\n') };
+  } catch (error) {
+    return { error: String(error.message ?? error) };
+  }
 }
 
 /** The server's Prometheus counters that explain where its time goes (dev and cluster name them alike). */
@@ -413,6 +447,8 @@ async function runSize(n, mode, serverKind, workerCount) {
     // Full rollout of generation 1 to every node.
     const [cpu0, m0] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const t0 = Date.now();
+    // On the cluster: the Temporal server's own CPU profile over the rollout's first 30 s.
+    const serverProfile = server.pprofPort ? serverCpuProfile(server.pprofPort, 30, path.join(logs, 'server-cpu.pprof')) : null;
     const result = await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, {
       taskQueue: contract.CONTROL_TASK_QUEUE,
       workflowId: contract.rolloutWorkflowId(1, nodes),
@@ -563,6 +599,7 @@ async function runSize(n, mode, serverKind, workerCount) {
         agent: await memoryInside(agent.pid, logs, 'agent'),
       },
       profile: {
+        server_cpu: serverProfile ? await serverProfile : null,
         rollout_cpu: rolloutCpu,
         verification_cpu: cpuDelta(cpu2, cpu3, verifyPhaseMs),
         rollout_server_metrics: metricsDelta(m0, m1),

@@ -88,10 +88,22 @@ async function startCluster(dir, logs, { shards, say }) {
   const fleetDir = path.join(dir, 'cluster-fleet');
   await mkdir(path.join(fleetDir, 'agents'), { recursive: true });
   let cluster;
+  let pprofPort = null;
   for (let attempt = 1; !cluster; attempt++) {
     const portBase = 20_000 + 20 * Math.floor(Math.random() * 600);
+    // Go's pprof on a port of this base's block the cluster leaves free (it takes base to base + 10):
+    // the row takes the server's CPU profile over its rollout (sampling at 100 Hz costs little).
+    pprofPort = portBase + 11;
     try {
-      cluster = await Cluster.up({ dataDir: path.join(dir, 'cluster'), fleetDir, workers: 0, portBase, shards, log: say });
+      cluster = await Cluster.up({
+        dataDir: path.join(dir, 'cluster'),
+        fleetDir,
+        workers: 0,
+        portBase,
+        shards,
+        log: say,
+        pprofPort,
+      });
     } catch (error) {
       if (!(attempt < 5 && error instanceof ClusterError && /is in use/.test(error.problem))) throw error;
     }
@@ -103,6 +115,7 @@ async function startCluster(dir, logs, { shards, say }) {
     address: cluster.address,
     connection,
     metricsPort: cluster.ports.metrics,
+    pprofPort,
     pids: { server: serverPid, postgres: cluster.pg.pid() },
     workerEnv: { DATUM_LEDGER_URL: cluster.ledgerUrl },
     describe: `Temporal ${cluster.bins.version} on PostgreSQL (${shards} shards)`,

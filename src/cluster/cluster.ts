@@ -49,6 +49,8 @@ export interface ClusterOptions {
   fleetDir?: string;
   /** History shards, fixed at the first start (compose: 128). */
   shards?: number;
+  /** Serve Go's pprof on this local port (bench/ --profile takes the server's CPU profile there); off by default. */
+  pprofPort?: number;
   log?: (line: string) => void;
 }
 
@@ -128,7 +130,7 @@ export class Cluster {
     const cluster = new Cluster(dataDir, ports, bins, pg, databases, fleetDir, log, state);
     try {
       await cluster.startStorage();
-      await cluster.startServer(options.shards ?? 16);
+      await cluster.startServer(options.shards ?? 16, options.pprofPort);
       log('registering search attributes (deploy/temporal/register-search-attributes.sh)');
       await registerSearchAttributes(projectRoot(), temporalCliPath(), cluster.address, NAMESPACE);
       for (let i = 1; i <= (options.workers ?? 1); i++) await cluster.startWorker();
@@ -160,7 +162,7 @@ export class Cluster {
     await setupSchema(projectRoot(), this.bins, this.databases);
   }
 
-  private async startServer(shards: number): Promise<void> {
+  private async startServer(shards: number, pprofPort?: number): Promise<void> {
     const configDir = path.join(this.dataDir, 'temporal');
     await fs.mkdir(configDir, { recursive: true });
     const dynamicConfig = path.join(projectRoot(), 'deploy', 'temporal', 'dynamicconfig', 'production.yaml');
@@ -171,6 +173,7 @@ export class Cluster {
       dynamicConfig,
       shards,
       logLevel: 'warn',
+      ...(pprofPort ? { pprofPort } : {}),
     });
     await fs.writeFile(path.join(configDir, 'cluster.yaml'), config, { mode: 0o600 });
     await this.launchServer();

@@ -188,6 +188,8 @@ export interface ServerConfigOptions {
   /** Fixed at the cluster's first start; compose uses 128. */
   shards: number;
   logLevel: string;
+  /** Go's pprof on 127.0.0.1 at this port (profiling only); unset: no pprof endpoint. */
+  pprofPort?: number;
 }
 
 /** The parts of development-postgres12.yaml this cluster changes (the rest stays as the module ships it). */
@@ -226,7 +228,8 @@ export async function renderServerConfig(o: ServerConfigOptions): Promise<string
     'postgres-visibility': store(o.databases.temporal.visibility, 10),
   };
   doc.global.membership.broadcastAddress = '127.0.0.1';
-  delete doc.global.pprof;
+  if (o.pprofPort) doc.global.pprof = { port: o.pprofPort, host: '127.0.0.1' };
+  else delete doc.global.pprof;
   doc.global.metrics.prometheus.listenAddress = `127.0.0.1:${o.ports.metrics}`;
   const svc = (grpcPort: number, membershipPort: number, extra: object = {}) => ({
     rpc: { grpcPort, membershipPort, bindOnLocalHost: true, ...extra },
