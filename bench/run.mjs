@@ -190,6 +190,50 @@ async function serverCpuProfile(port, seconds, file) {
   }
 }
 
+/**
+ * Samples what Temporal's PostgreSQL backends are doing (pg_stat_activity, every 500 ms) until
+ * stop(): the mean number of backends per state and wait event. Backends idle in a transaction
+ * and waiting for the client are the server holding a transaction while it does something else;
+ * active ones are PostgreSQL at work (IO/WALSync: waiting for the disk).
+ */
+function sampleBackends(env) {
+  const { Client } = require('pg');
+  const client = new Client({
+    host: env.PGHOST,
+    port: Number(env.PGPORT),
+    user: env.PGUSER,
+    password: env.PGPASSWORD,
+    database: env.PGDATABASE,
+  });
+  const totals = {};
+  let samples = 0;
+  let stopped = false;
+  const loop = (async () => {
+    await client.connect();
+    while (!stopped) {
+      const { rows } = await client.query(
+        `SELECT coalesce(state, '-') || ' ' || coalesce(wait_event_type || '/' || wait_event, '-') AS what, count(*)::int AS n
+           FROM pg_stat_activity WHERE datname LIKE 'temporal%' AND pid <> pg_backend_pid() GROUP BY 1`,
+      );
+      samples++;
+      for (const { what, n } of rows) totals[what] = (totals[what] ?? 0) + n;
+      await sleep(500);
+    }
+  })().catch((error) => ({ error: String(error.message ?? error) }));
+  return {
+    async stop() {
+      stopped = true;
+      const failed = await loop;
+      await client.end().catch(() => undefined);
+      if (failed?.error) return failed;
+      const mean = Object.entries(totals)
+        .map(([what, n]) => [what, round(n / Math.max(samples, 1), 2)])
+        .sort((a, b) => b[1] - a[1]);
+      return { samples, mean_backends: Object.fromEntries(mean) };
+    },
+  };
+}
+
 /** The server's Prometheus counters that explain where its time goes (dev and cluster name them alike). */
 async function serverMetrics(port) {
   try {
@@ -449,12 +493,15 @@ async function runSize(n, mode, serverKind, workerCount) {
     const t0 = Date.now();
     // On the cluster: the Temporal server's own CPU profile over the rollout's first 30 s.
     const serverProfile = server.pprofPort ? serverCpuProfile(server.pprofPort, 30, path.join(logs, 'server-cpu.pprof')) : null;
+    // And what Temporal's PostgreSQL backends were doing, sampled over the whole rollout.
+    const backends = server.postgresEnv ? sampleBackends(server.postgresEnv) : null;
     const result = await client.workflow.execute(contract.WORKFLOW_TYPES.rollout, {
       taskQueue: contract.CONTROL_TASK_QUEUE,
       workflowId: contract.rolloutWorkflowId(1, nodes),
       args: [{ generation: 1, nodes }],
     });
     const rolloutMs = Date.now() - t0;
+    const rolloutBackends = backends ? await backends.stop() : null;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
@@ -600,6 +647,7 @@ async function runSize(n, mode, serverKind, workerCount) {
       },
       profile: {
         server_cpu: serverProfile ? await serverProfile : null,
+        rollout_postgres_backends: rolloutBackends,
         rollout_cpu: rolloutCpu,
         verification_cpu: cpuDelta(cpu2, cpu3, verifyPhaseMs),
         rollout_server_metrics: metricsDelta(m0, m1),

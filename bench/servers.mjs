@@ -116,6 +116,8 @@ async function startCluster(dir, logs, { shards, say }) {
     connection,
     metricsPort: cluster.ports.metrics,
     pprofPort,
+    // The superuser's connection (PGHOST, PGPORT, …): the row samples pg_stat_activity with it.
+    postgresEnv: cluster.pg.adminEnv,
     pids: { server: serverPid, postgres: cluster.pg.pid() },
     workerEnv: { DATUM_LEDGER_URL: cluster.ledgerUrl },
     describe: `Temporal ${cluster.bins.version} on PostgreSQL (${shards} shards)`,
