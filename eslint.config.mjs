@@ -105,8 +105,9 @@ export default tseslint.config(
             'faults/*.mjs',
             'faults/app/*.js',
           ],
-          // There are a dozen such files (the bench has four); the default cap is 8.
-          maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 24,
+          // About 25 such files (the bench's scripts are most of them); the default cap is 8,
+          // and going over the cap fails `eslint .` as a whole: leave room.
+          maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 40,
         },
         tsconfigRootDir: import.meta.dirname,
       },
