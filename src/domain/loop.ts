@@ -49,6 +49,21 @@ export function watchRetryAtMs(policy: Policy, nowMs: number): number {
   return nowMs + durationMs(policy.resync_interval);
 }
 
+/** The longest a loop goes unwatched after a failed watch, under the rule below. */
+export const WATCH_RETRY_MAX_MS = 30_000;
+
+/**
+ * After a failed watch, under `watch-failure-retries-soon`: the next one starts within
+ * WATCH_RETRY_MAX_MS (or the resync interval, if shorter), while the loop waits. A watch fails
+ * when its agent restarts or misses a heartbeat under load, and then a node whose resync is
+ * minutes was blind to changes for all of them (bench/, 2026-12-01: a file edit unrecorded for
+ * ten minutes after a heartbeat timeout). The pause keeps an agent that refuses every watch from
+ * being asked more than once per pause; an agent that is away holds the next watch in its queue.
+ */
+export function watchRetrySoonAtMs(policy: Policy, nowMs: number): number {
+  return nowMs + Math.min(durationMs(policy.resync_interval), WATCH_RETRY_MAX_MS);
+}
+
 /**
  * Why an apply did not answer with evidence, as the workflow saw it. A refusal is the agent's
  * typed "no" (a failure type listed in REFUSALS); anything else (a crash, a timeout, the node

@@ -35,6 +35,7 @@ import {
   shouldWrite,
   verifiedAt,
   watchRetryAtMs,
+  watchRetrySoonAtMs,
   type ApplyFailure,
   type AuthorityView,
   type AuthorizedAction,
@@ -117,12 +118,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     if (loop.pending.length > 0 || loop.recheckRequested) continue;
 
     // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.
-    startWatch(loop);
-    await condition(
-      () => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired,
-      nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
-      { summary: waitSummary(loop.lastDecision, loop.history, loop.intent.policy) },
-    );
+    await waitForEvidence(loop);
 
     // 4. Keep each run's history bounded: continue as new between passes, with no signal pending.
     await continueAsNewIfDue(loop);
@@ -169,6 +165,8 @@ interface Loop {
   observedMarkers: Record<string, string | null> | null;
   /** False right after a watch reported a change against its baseline: the next one goes without. */
   baselineTrusted: boolean;
+  /** A watch failed under WATCH_RETRY_SOON: the wait starts the next one after its pause. */
+  watchRetry: boolean;
   agents: NodeAgents;
   attributes: AttributeWriter;
 }
@@ -204,6 +202,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     watchFired: false,
     observedMarkers: null,
     baselineTrusted: true,
+    watchRetry: false,
     agents: nodeAgents(input.node, intent.policy.node_timeout),
     attributes: openAttributes(),
   };
@@ -689,25 +688,70 @@ function markersOf(observation: Observation): Record<string, string | null> {
   return Object.fromEntries(Object.entries(observation.resources).map(([key, r]) => [key, r.marker]));
 }
 
+/**
+ * Waits for a signal, the watch seeing a change, or the recheck trigger's time. A watch that
+ * ends meanwhile without a change (under WATCH_RETRY_SOON) is started again, after a pause if it
+ * failed, and the wait goes on to the same wake time: a restarted agent or a missed heartbeat
+ * costs the node at most that pause of watching, not the rest of its resync interval. A loop
+ * whose watch runs until the wake waits exactly as before, on one timer.
+ */
+async function waitForEvidence(loop: Loop): Promise<void> {
+  const wakeAt = Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now());
+  const evidence = () => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired;
+  for (;;) {
+    startWatch(loop);
+    const wanted = loop.intent.policy.watch && loop.lastDecision?.convergence_status !== 'RETRY';
+    if (loop.watchRetry && (!wanted || loop.watch.running)) loop.watchRetry = false;
+    const untilWake = Math.max(0, wakeAt - Date.now());
+    const retrying = loop.watchRetry;
+    const timeout = retrying ? Math.min(untilWake, Math.max(0, loop.watch.retry_at_ms - Date.now())) : untilWake;
+    const summary = retrying
+      ? `watch ${loop.node} again after a failed watch`
+      : waitSummary(loop.lastDecision, loop.history, loop.intent.policy);
+    await condition(() => evidence() || (!retrying && loop.watchRetry), timeout, { summary });
+    if (evidence() || Date.now() >= wakeAt) return;
+  }
+}
+
+/**
+ * A watch that ends without a change while the loop waits no longer leaves the node unwatched
+ * until the next pass: one whose agent shut down or whose window ran out is started again at
+ * once, and one that failed (its agent died or missed a heartbeat) after watchRetrySoonAtMs's
+ * pause. Asked where the watch's end arrives, so a run recorded before this rule replays its
+ * ended watches as they were.
+ */
+const WATCH_RETRY_SOON = 'watch-failure-retries-soon';
+
 /** Event-driven observation: one watch at a time; its return (a change) wakes the loop. */
 function startWatch(loop: Loop): void {
   if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
   loop.watch.running = true;
+  loop.watchRetry = false;
   const request: WatchRequest = { node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS };
   if (loop.observedMarkers && loop.baselineTrusted) request.baseline = loop.observedMarkers;
   void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
     (result) => {
       loop.watch.running = false;
       if (result.changed.length > 0) loop.watchFired = true;
+      // Ended with nothing seen (its agent shut down, or its window ran out): under
+      // WATCH_RETRY_SOON the wait starts the next one at once; its baseline, the last
+      // observation, still catches a change made in between.
+      else if (patched(WATCH_RETRY_SOON)) loop.watchRetry = true;
       // A change found against the baseline sends the next watch without one: should the
       // observation and the watch ever spell a marker differently, that costs one extra pass per
       // real change instead of a pass after pass.
       loop.baselineTrusted = result.reason !== 'changed since observation';
     },
     () => {
-      // The agent is away or failed: resync keeps observing; watching waits one interval.
       loop.watch.running = false;
-      loop.watch.retry_at_ms = watchRetryAtMs(loop.intent.policy, Date.now());
+      if (patched(WATCH_RETRY_SOON)) {
+        // The agent restarted, missed a heartbeat or refused: watch again after a short pause.
+        loop.watch.retry_at_ms = watchRetrySoonAtMs(loop.intent.policy, Date.now());
+        loop.watchRetry = true;
+      } else {
+        // Recorded before the rule: resync kept observing, and watching waited one interval.
+        loop.watch.retry_at_ms = watchRetryAtMs(loop.intent.policy, Date.now());
+      }
     },
   );
 }

@@ -75,6 +75,23 @@ describe('event-driven observation', () => {
     await Promise.all([handle.terminate('test done'), control.terminate('test done')]);
   });
 
+  it('a watch that ends with its agent is started again, so a change made meanwhile is repaired long before the resync', async () => {
+    // bench/ (2026-12-01): a watch lost under load left a node unwatched for its whole 10 m
+    // resync, and an out-of-band edit went unrecorded. Here the agent shuts down (its watch ends)
+    // and comes back; the edit lands while no watch runs.
+    const node = 'E-4';
+    const handle = await convergedNode(node, true);
+    await stack.stopAgent(node);
+    const changedAt = Date.now();
+    await fs.writeFile(configOf(node), '{"workers": 99}\n');
+    await stack.startAgent(node);
+    // Before this rule the loop waited for its 10 m resync; now the next watch starts at once and
+    // compares with the last observation.
+    await stack.waitFor(handle, (_s, ledger) => ledger.some(repairAfter(changedAt)), 90_000);
+    expect(await fs.readFile(configOf(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    await handle.terminate('test done');
+  }, 150_000);
+
   it('a watching node whose agent stops is reported unreachable, without a storm of retries', async () => {
     const node = 'E-3';
     await stack.fleet.writeDesired(node, 1, { policy: { resync_interval: '2s', node_timeout: '2s', watch: true } });

@@ -8,6 +8,8 @@ import {
   shouldWrite,
   verifiedAt,
   watchRetryAtMs,
+  watchRetrySoonAtMs,
+  WATCH_RETRY_MAX_MS,
   type AuthorizedAction,
   type ConvergenceStatus,
   type Decision,
@@ -89,6 +91,13 @@ describe('mayWatch: when event-driven observation may run', () => {
   for (const row of rows) it(row.name, () => expect(mayWatch(...row.args)).toBe(row.may));
 
   it('a failed watch waits one resync interval', () => expect(watchRetryAtMs(policy, nowMs)).toBe(nowMs + 30_000));
+  it('under watch-failure-retries-soon, a failed watch waits at most 30 s, whatever the resync', () => {
+    expect(WATCH_RETRY_MAX_MS).toBe(30_000);
+    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '10m' }, nowMs)).toBe(nowMs + 30_000);
+    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '6h' }, nowMs)).toBe(nowMs + 30_000);
+    // A resync shorter than the pause: the resync observes sooner anyway.
+    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '5s' }, nowMs)).toBe(nowMs + 5_000);
+  });
 });
 
 describe('evidence of an apply that did not answer', () => {
