@@ -41,7 +41,12 @@ export interface WatchState {
  * makes must not bring the next repair attempt forward.
  */
 export function mayWatch(policy: Policy, watch: WatchState, lastStatus: ConvergenceStatus | null, nowMs: number): boolean {
-  return policy.watch && !watch.running && nowMs >= watch.retry_at_ms && lastStatus !== 'RETRY';
+  return watchWanted(policy, lastStatus) && !watch.running && nowMs >= watch.retry_at_ms;
+}
+
+/** Whether the loop watches at all now: the policy asks for it, and no backoff timer runs. */
+export function watchWanted(policy: Policy, lastStatus: ConvergenceStatus | null): boolean {
+  return policy.watch && lastStatus !== 'RETRY';
 }
 
 /** After a failed watch, the next one waits one resync interval (resync keeps observing meanwhile). */

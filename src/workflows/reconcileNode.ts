@@ -36,6 +36,7 @@ import {
   verifiedAt,
   watchRetryAtMs,
   watchRetrySoonAtMs,
+  watchWanted,
   type ApplyFailure,
   type AuthorityView,
   type AuthorizedAction,
@@ -165,7 +166,7 @@ interface Loop {
   observedMarkers: Record<string, string | null> | null;
   /** False right after a watch reported a change against its baseline: the next one goes without. */
   baselineTrusted: boolean;
-  /** A watch failed under WATCH_RETRY_SOON: the wait starts the next one after its pause. */
+  /** A watch ended without a change under WATCH_RETRY_SOON: the wait starts the next one (after its pause, if it failed). */
   watchRetry: boolean;
   agents: NodeAgents;
   attributes: AttributeWriter;
@@ -212,12 +213,6 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
 }
 
 /**
- * A new run chain starts from the operator decisions (yields, open conflicts) the ledger store
- * kept for the node, so they hold even when the node lost its own record under .datum/. A store
- * that cannot answer leaves the agent's record as the only one. Patched: runs recorded before
- * started from an empty history.
- */
-/**
  * The patches a new run chain's opening depends on. Each used to be asked right after the first
  * local activity (readAuthority), and a query arriving while that activity ran could make the
  * server end the first workflow task with the activity's marker alone: the patch marker then
@@ -241,6 +236,12 @@ function openingPatches(): OpeningPatches {
   };
 }
 
+/**
+ * A new run chain starts from the operator decisions (yields, open conflicts) the ledger store
+ * kept for the node, so they hold even when the node lost its own record under .datum/. A store
+ * that cannot answer leaves the agent's record as the only one. Patched: runs recorded before
+ * started from an empty history.
+ */
 async function freshHistory(node: string, opening: OpeningPatches): Promise<History> {
   if (!opening.storedDecisions()) return emptyHistory();
   try {
@@ -700,7 +701,7 @@ async function waitForEvidence(loop: Loop): Promise<void> {
   const evidence = () => loop.pending.length > 0 || loop.recheckRequested || loop.watchFired;
   for (;;) {
     startWatch(loop);
-    const wanted = loop.intent.policy.watch && loop.lastDecision?.convergence_status !== 'RETRY';
+    const wanted = watchWanted(loop.intent.policy, loop.lastDecision?.convergence_status ?? null);
     if (loop.watchRetry && (!wanted || loop.watch.running)) loop.watchRetry = false;
     const untilWake = Math.max(0, wakeAt - Date.now());
     const retrying = loop.watchRetry;
