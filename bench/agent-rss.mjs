@@ -193,7 +193,7 @@ try {
 } finally {
   worker.kill('SIGTERM');
   await Promise.race([worker.exited, sleep(10_000)]);
-  const { stopServices } = require(path.join(root, 'dist', 'src', 'agent', 'services.js'));
+  const { stopServices } = require(path.join(root, 'dist', 'src', 'agent', 'services', 'index.js'));
   await stopServices(path.join(dir, 'nodes', node)).catch(() => undefined);
   await server.stop();
   await rm(dir, { recursive: true, force: true });

@@ -32,7 +32,7 @@ const require = createRequire(import.meta.url);
 const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
 const temporalProto = require('@temporalio/proto');
-const { readServiceState, stopServices } = require(dist('agent/services.js'));
+const { readServiceState, stopServices } = require(dist('agent/services/index.js'));
 const contract = require(dist('contract/index.js'));
 const { observeNode, applyAction } = require(dist('agent/activities.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));

@@ -8,7 +8,7 @@ import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
-import { checkServiceBackend } from './services-systemd';
+import { checkServiceBackend } from './services/systemd';
 
 /*
  * `datum agent`: one activities-only Temporal worker per agent.yaml. Several virtual nodes may

@@ -4,7 +4,7 @@ import { withFix } from '../contract/identifiers';
 /*
  * agent.yaml's `services`: how the agent runs the services it manages. `process` (the default)
  * spawns each one as the agent's own detached child; `systemd` hands it to the service manager as
- * a transient unit (src/agent/services-systemd.ts says why a service and not a scope).
+ * a transient unit (src/agent/services/systemd.ts says why a service and not a scope).
  */
 
 export const SERVICE_BACKENDS = ['process', 'systemd'] as const;

@@ -21,7 +21,7 @@ import {
   unitName,
   unitUser,
   type UnitRequest,
-} from '../../src/agent/services-systemd';
+} from '../../src/agent/services/systemd';
 import { startTicks, stopServices } from '../../src/agent/services';
 import { runAgents } from '../../src/agent/worker';
 import { InvalidAgentConfig, desiredValue, fileBytes, type AuthorizedAction, type ResourceSpec } from '../../src/domain';

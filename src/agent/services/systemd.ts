@@ -2,15 +2,16 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
-import { withFix } from '../contract';
-import { InvalidAgentConfig, type AgentConfig } from '../domain';
-import { AgentRefusal, SERVICE_START_FAILED } from './refusal';
+import { withFix } from '../../contract';
+import { InvalidAgentConfig, type AgentConfig } from '../../domain';
+import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
 
 /*
  * The systemd backend of managed services (agent.yaml `services: { backend: systemd }`): each
  * service runs as a transient unit made by `systemd-run`, and is inspected and stopped with
  * `systemctl`. The state file, the nonce, the port, the log and the health probe are the process
- * backend's (services.ts); only who starts, watches and stops the process differs.
+ * backend's (state.ts, launch.ts, log.ts, health.ts); only who starts, watches and stops the
+ * process differs.
  *
  * A transient *service*, not a scope. `systemd-run --scope` runs the command itself, as its own
  * child: the service would be the agent's child, inherit the agent's execution environment (the
