@@ -1,6 +1,6 @@
 // The `datum/layers` lint rule: which part of src/ may import which, and how. `no-restricted-imports`
 // matches import strings, and a relative string means different places from different folders
-// ('../activities' is src/activities from src/agent/worker.ts but src/agent/activities.ts from
+// ('../activities' is src/activities from src/agent/worker.ts but src/agent/activities/ from
 // src/agent/providers/*.ts), so this rule resolves each import to a path under the repository and
 // judges that. An import is type-only when it is `import type`, or when every specifier is
 // `type X`: TypeScript erases both, so they load nothing at run time.

@@ -153,7 +153,7 @@ describe('attack: a forged service state file', () => {
 describe('attack: the agent is killed with SIGKILL between spawning a service and recording it', () => {
   /** The agent's apply in a child process of its own (the built agent in dist/), killed at `point`. */
   async function applyInChild(t: TestNode, a: AuthorizedAction, point: string): Promise<NodeJS.Signals | number | null> {
-    const agent = path.resolve(__dirname, '../../dist/src/agent/activities.js');
+    const agent = path.resolve(__dirname, '../../dist/src/agent/activities/index.js');
     const script = `require(${JSON.stringify(agent)}).applyAction(process.argv[1], JSON.parse(process.argv[2])).then(() => process.exit(0), (e) => { console.error(e); process.exit(3); });`;
     const child = spawn(process.execPath, ['-e', script, t.configPath, JSON.stringify({ node: t.node, action: a })], {
       env: { ...process.env, DATUM_TEST_CRASH_AT: point },

@@ -542,7 +542,7 @@ describe('the systemd backend against a real systemd manager', () => {
       { command: ['node', 'server.js'], build: expected.build, config_path: CONFIG_PATH, config_sha256: expected.config_sha256 },
       { observed_marker: null },
     );
-    const agent = path.join(ROOT, 'dist/src/agent/activities.js');
+    const agent = path.join(ROOT, 'dist/src/agent/activities/index.js');
     const script = `require(${JSON.stringify(agent)}).applyAction(process.argv[1], JSON.parse(process.argv[2])).then(() => process.exit(0), (e) => { console.error(e); process.exit(3); });`;
     const child = spawn(process.execPath, ['-e', script, t.configPath, JSON.stringify({ node: t.node, action: start })], {
       env: { ...process.env, DATUM_TEST_CRASH_AT: 'service.spawned' },

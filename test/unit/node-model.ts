@@ -775,7 +775,7 @@ export class NodeModel {
     });
     if (target === null) return refuse('InvalidAction');
     const at = this.iso();
-    // 3–4: mode, override, the kept decision for this spec (src/agent/activities.ts ACTION_CHECKS).
+    // 3–4: mode, override, the kept decision for this spec (src/agent/activities/refusals.ts ACTION_CHECKS).
     const { entries } = resolveEntries(this.config, this.claims, {}, at);
     const guarding = protecting({ entries }, a.resource_key, target);
     const hostOrKey =
@@ -896,7 +896,7 @@ export interface Holes {
   storeCopiesLoop: boolean;
   /**
    * The agent keeps whatever recordDecision sends, from any generation (recordDecision,
-   * src/agent/activities.ts): an old loop's pass after a hand-over gives the agent back a yield or
+   * src/agent/activities/record-decision.ts): an old loop's pass after a hand-over gives the agent back a yield or
    * conflict the new generation's write had ended. Closed: fenced per node like an apply.
    */
   decisionsUnfenced: boolean;

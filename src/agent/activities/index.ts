@@ -1,0 +1,38 @@
+import path from 'node:path';
+import type { AgentActivities } from '../../contract';
+import { whileBeating } from '../heartbeat';
+import { countedApply } from '../metrics';
+import { loggedApply, loggedDecision, loggedObserve } from '../logging';
+import { watchNode } from '../watch';
+import { applyAction } from './apply';
+import { observeNode } from './observe';
+import { recordDecision } from './record-decision';
+
+/*
+ * The node agent's activities (task queue datum-node-<node>). Each re-reads agent.yaml on every
+ * call: the mode and the overrides are the operator's, and a change takes effect on the next
+ * observation or action without restarting the agent.
+ *
+ *   observe.ts          observe: the node read from the things themselves
+ *   apply.ts            apply: config, refusals, fence, journal, the write, in numbered steps
+ *   refusals.ts         the table of the agent's own refusals (steps 3 to 5 of apply)
+ *   write-checks.ts     what must still hold at the moment of the write (steps 6, 8 and 9)
+ *   target.ts           the action's target as observe reads it (the marker compared in step 9)
+ *   record-decision.ts  recordDecision: an operator's decision, kept on the node
+ *   ../watch.ts         watch: returns when something managed changes
+ */
+
+export function createAgentActivities(configPath: string): AgentActivities {
+  const config = path.resolve(configPath);
+  return {
+    observe: (request) => whileBeating(() => loggedObserve(request, () => observeNode(config, request))),
+    apply: (request) => whileBeating(() => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
+    watch: (request) => watchNode(config, request),
+    recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
+  };
+}
+
+export { applyAction } from './apply';
+export { observeNode } from './observe';
+export { recordDecision } from './record-decision';
+export { targetMarker } from './target';

@@ -1,0 +1,113 @@
+import { ApplicationFailure } from '@temporalio/common';
+import {
+  InvalidAgentConfig,
+  observation,
+  type AgentConfig,
+  type Observation,
+  type ObservedResource,
+  type ResourceSpec,
+} from '../../domain';
+import type { ObserveRequest } from '../../contract';
+import { guardFor, observedProtections, requestGuard } from '../claims';
+import { loadAgentConfig } from '../config';
+import { AgentJournal } from '../journal';
+import { realRoot } from '../paths';
+import { observeFile } from '../providers/file';
+import { observeFlag, undeclaredFlags } from '../providers/flag';
+import { observeRelease } from '../providers/release';
+import { observeService } from '../providers/service';
+import type { NodeContext } from '../providers/types';
+import { AgentRefusal } from '../refusal';
+import { assertNode } from './assert-node';
+
+const now = () => new Date();
+
+export async function observeNode(configPath: string, request: ObserveRequest): Promise<Observation> {
+  // observed_at is the oldest reading in the snapshot: taken before anything is read, so a slow
+  // probe makes the snapshot older, never younger, and observation_ttl judges it honestly.
+  const observedAt = now();
+  let config: AgentConfig;
+  try {
+    config = await loadAgentConfig(configPath);
+  } catch (err) {
+    if (!(err instanceof InvalidAgentConfig)) throw err;
+    return observation.parse({
+      node_id: request.node,
+      observed_at: observedAt.toISOString(),
+      heartbeat_at: now().toISOString(),
+      mode: 'observe',
+      resources: {},
+      config_error: err.message,
+    });
+  }
+  assertNode(config, request.node, configPath, `observe of node "${request.node}"`);
+  // Before anything is read: a write of an older generation that lands after this snapshot is
+  // refused by the fence, so this generation never plans from a node an older loop still changes.
+  const ctx: NodeContext = { node: config.node, root: await fenceOnObserve(config, request.generation, observedAt) };
+
+  const keys = Object.keys(request.resources).sort();
+  const seen = await Promise.all(keys.map((key) => observeResource(ctx, key, request.resources[key])));
+  const resources: Record<string, ObservedResource> = {};
+  keys.forEach((key, i) => (resources[key] = seen[i]));
+  const undeclared = await undeclaredFlags(ctx, new Set(keys));
+  // Protections by target: agent.yaml's entries reach the keys that claim their targets now.
+  const guard = await guardFor(ctx.root, config, request.resources, request.generation ?? null, observedAt).catch(
+    (err: unknown) => {
+      if (!(err instanceof AgentRefusal)) throw err;
+      return requestGuard(config, request.resources, observedAt);
+    },
+  );
+
+  return observation.parse({
+    node_id: config.node,
+    observed_at: observedAt.toISOString(),
+    heartbeat_at: now().toISOString(),
+    mode: config.reconciliation.mode,
+    ...observedProtections(guard, request.resources),
+    resources,
+    undeclared,
+    config_error: null,
+  });
+}
+
+/**
+ * An observe of generation G moves the node's fence to G (never back): its loop has seen the
+ * node, so an older loop's pass still in flight (planned before G was bound) writes nothing
+ * after it, even when G has nothing to write. The root is created as an apply would create it,
+ * or an older generation's first write could still create it afterwards. Observing stays
+ * harmless: an observe of an older generation, or of none (a workflow from before this), moves
+ * nothing and is still answered; and when .datum/ cannot be written safely (it leads out of the
+ * root), the fence stays as it is, since every apply is refused for that same reason.
+ */
+async function fenceOnObserve(config: AgentConfig, generation: number | undefined, at: Date): Promise<string> {
+  if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)
+    return await realRoot(config.root, false);
+  const root = await realRoot(config.root, true);
+  try {
+    await new AgentJournal(root).advance(generation, 'observe', at);
+  } catch (err) {
+    if (!(err instanceof AgentRefusal)) throw err;
+  }
+  return root;
+}
+
+async function observeResource(ctx: NodeContext, key: string, spec: ResourceSpec): Promise<ObservedResource> {
+  switch (spec.type) {
+    case 'file':
+      return await observeFile(ctx, spec);
+    case 'flag':
+      return await observeFlag(ctx, key);
+    case 'release':
+      return await observeRelease(ctx, spec);
+    case 'service':
+      return await observeService(ctx, key);
+    default: {
+      const type = (spec as { type?: unknown }).type;
+      throw ApplicationFailure.nonRetryable(
+        `observe of "${key}": unknown resource type ${JSON.stringify(type)}`,
+        'InvalidAction',
+        { resource_key: key },
+      );
+    }
+  }
+}

@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { InvalidAgentConfig, namesTarget, targetNameProblem, type AgentConfig, type RecordDecisionRequest } from '../../domain';
+import { withFix, type RecordDecisionResult } from '../../contract';
+import { recordDecisionAt } from '../claims';
+import { loadAgentConfig } from '../config';
+import { AgentJournal } from '../journal';
+import { realRoot } from '../paths';
+import { AgentRefusal, toFailure } from '../refusal';
+import { assertNode } from './assert-node';
+import { staleGeneration } from './write-checks';
+
+const now = () => new Date();
+
+/**
+ * Keeps an operator decision per target on the node, so it outlives the workflow that made it
+ * (docs/architecture.md §4 "Targets and operator decisions"). A malformed request changes nothing.
+ */
+export async function recordDecision(configPath: string, request: RecordDecisionRequest): Promise<RecordDecisionResult> {
+  const subject = `recordDecision of ${JSON.stringify(request?.kind)} for "${request?.resource_key}" on node ${request?.node}`;
+  let config: AgentConfig;
+  try {
+    config = await loadAgentConfig(configPath);
+  } catch (err) {
+    if (!(err instanceof InvalidAgentConfig)) throw err;
+    throw toFailure(new AgentRefusal('InvalidAgentConfig', err.message), subject, {});
+  }
+  assertNode(config, request.node, configPath, subject);
+  const parsed = recordDecisionRequest.safeParse(request);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`).join('; ');
+    throw toFailure(
+      new AgentRefusal('InvalidAction', withFix(`the request is malformed (${issues})`, 'send what decisionRequest() builds')),
+      subject,
+      {},
+    );
+  }
+  const root = await realRoot(config.root, true);
+  const decision = { ...parsed.data, node: request.node };
+  try {
+    // Fenced like an apply, inside the records' lock: a decision of a generation below the
+    // node's fence would give back what a newer generation's write had ended.
+    const holds = await recordDecisionAt(root, decision, () => admitDecision(root, config.node, decision));
+    return { target: parsed.data.target, holds };
+  } catch (err) {
+    if (err instanceof AgentRefusal) throw toFailure(err, subject, { generation: decision.generation });
+    throw err;
+  }
+}
+
+/** Per-node fencing of a decision, as of an apply: refused below the fence, else its generation is accepted. */
+async function admitDecision(root: string, node: string, request: RecordDecisionRequest): Promise<void> {
+  const journal = new AgentJournal(root);
+  const refusal = staleGeneration(request.generation, await journal.acceptedGeneration(), node);
+  if (refusal) throw new AgentRefusal(refusal.type, withFix(refusal.problem, refusal.fix), refusal.facts);
+  await journal.advance(request.generation, 'decision', now(), request.resource_key);
+}
+
+const recordDecisionRequest = z.object({
+  node: z.string(),
+  resource_key: z.string().min(1),
+  target: z
+    .string()
+    .refine(
+      (t) => namesTarget(t) && targetNameProblem(t) === null,
+      'is not a target (file:<path>, flag:<name>, release:current, service:<key>)',
+    ),
+  kind: z.enum(['yield', 'conflict', 'retake']),
+  spec_digest: z.string().min(1),
+  generation: z.number().int().min(1),
+  by: z.string().min(1),
+  at: z.iso.datetime({ offset: true }),
+  note: z.string().nullable(),
+  sequence: z.array(z.object({ at: z.string(), value: z.json(), marker: z.string().nullable(), source: z.string() })).max(10),
+});

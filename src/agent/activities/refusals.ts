@@ -1,0 +1,119 @@
+import type { ApplicationFailure } from '@temporalio/common';
+import {
+  ACTIONS,
+  DESTRUCTIVE_ACTIONS,
+  type AgentConfig,
+  type AuthorizedAction,
+  type Json,
+  type OperatorDecision,
+} from '../../domain';
+import { UNKNOWN_SPEC, type ResolvedEntry } from '../claims';
+import { effectiveMode } from '../config';
+import type { AgentRefusal } from '../refusal';
+
+/** Why the agent will not act, as a check finds it; apply turns it into the failure. */
+export interface Refusal {
+  type: AgentRefusal['type'];
+  problem: string;
+  fix: string;
+  facts?: Record<string, Json>;
+}
+
+/** Raises a refusal as the non-retryable failure of the apply that met it. */
+export type Refuse = (
+  type: AgentRefusal['type'],
+  problem: string,
+  fix: string,
+  facts?: Record<string, Json>,
+) => ApplicationFailure;
+
+/** The target an action writes and what protects it (src/agent/claims.ts). */
+export interface TargetScope {
+  target: string | null;
+  /** agent.yaml entries that protect the action's key or its target. */
+  entries: ResolvedEntry[];
+  /** The operator decision (yield, open conflict) standing for the target, if any. */
+  decision: OperatorDecision | null;
+}
+
+const through = (e: ResolvedEntry) =>
+  e.name === e.target || e.target === null ? e.entry : `${e.entry}, which protects ${e.target}`;
+
+/**
+ * The agent's own refusals, one row each, checked in this order on every apply whatever the
+ * workflow decided: a wrong or forged workflow still meets every row. The first row that refuses
+ * is the refusal the apply ends with.
+ */
+export const ACTION_CHECKS: readonly ((
+  config: AgentConfig,
+  action: AuthorizedAction,
+  configPath: string,
+  scope: TargetScope,
+) => Refusal | null)[] = [
+  // 3. Observe mode (host, resource or target): the operator's alone, so no commit to desired state can lift it.
+  (config, action, configPath, scope) => {
+    const mode = effectiveMode(config, action.resource_key);
+    const entry = scope.entries.find((e) => e.kind === 'observe');
+    if (mode.mode !== 'observe' && !entry) return null;
+    const because = mode.because ?? `${through(entry!)}: observe`;
+    const fix = mode.because
+      ? 'an operator on the node sets reconciliation.mode: enforce (and removes the per-resource observe) to let Datum repair it'
+      : `an operator on the node removes ${entry!.entry} to let Datum repair ${scope.target ?? action.resource_key}`;
+    return {
+      type: 'ObserveModeRefusal',
+      problem: `${because} in ${configPath}`,
+      fix,
+      facts: { mode: 'observe', target: scope.target },
+    };
+  },
+  // 4. Operator-owned: a person's deliberate state, never reverted, whatever key now claims the target.
+  (_config, action, configPath, scope) => {
+    const entry = scope.entries.find((e) => e.kind === 'override');
+    const override = entry?.provenance;
+    if (!entry || !override) return null;
+    return {
+      type: 'OperatorOwnedRefusal',
+      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${scope.target}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
+      fix: `the operator removes ${entry.entry} from ${configPath} when Datum may manage it again`,
+      facts: { override, entry: entry.entry, target: scope.target },
+    };
+  },
+  // 4b. A yield or open conflict for this spec of the target: it outlives its workflow, so a newer one cannot undo it.
+  (_config, action, _configPath, scope) => {
+    const d = scope.decision;
+    if (!d || (action.spec_digest && d.spec_digest !== UNKNOWN_SPEC && d.spec_digest !== action.spec_digest)) return null;
+    const facts = { target: d.target, decision: d.kind, by: d.by, at: d.at, spec_digest: d.spec_digest };
+    const resolve = `datum resolve ${action.resource_key} on this node with --resolution retake`;
+    return d.kind === 'yield'
+      ? {
+          type: 'OperatorOwnedRefusal',
+          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, for this same spec`,
+          fix: `an operator retakes it (${resolve}), or desired state changes its spec`,
+          facts,
+        }
+      : {
+          type: 'ConflictOpenRefusal',
+          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same spec`,
+          fix: `an operator decides: ${resolve}, or yield to leave it to the other writer`,
+          facts,
+        };
+  },
+  // 5. Destructive kinds: never a repair, so a wrong or forged plan can fail to converge but never take a thing away.
+  (_config, action) =>
+    (DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)
+      ? {
+          type: 'DestructiveActionRefusal',
+          problem: `${action.action} is destructive and the agent never carries out destructive actions`,
+          fix: 'an operator does this by hand if it is really wanted',
+        }
+      : null,
+  // 5b. Unknown kinds: an agent and a controller of different releases never guess what an action means.
+  (_config, action) =>
+    (ACTIONS as readonly string[]).includes(action.action)
+      ? null
+      : {
+          type: 'InvalidAction',
+          problem: `"${action.action}" is not an action this agent knows (${ACTIONS.join(', ')})`,
+          fix: 'upgrade the agent or the controller so both speak the same actions',
+        },
+];
