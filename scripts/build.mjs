@@ -5,7 +5,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -38,8 +38,27 @@ export function build({ force = false } = {}) {
   if (result.status !== 0) {
     throw new Error(`compiling src/ failed (tsc -p tsconfig.build.json):\n${result.stdout}${result.stderr}`);
   }
+  removeOrphans(join(root, 'dist', 'src'));
   writeFileSync(stampFile, key);
   return 'dist built';
+}
+
+/**
+ * tsc's incremental build never deletes what it emitted for a source that is gone: a module split
+ * into a directory would leave its old .js beside it, and Node would load the stale file first.
+ */
+function removeOrphans(dir) {
+  if (!existsSync(dir)) return;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      removeOrphans(full);
+      if (readdirSync(full).length === 0) rmSync(full, { recursive: true });
+      continue;
+    }
+    const stem = relative(join(root, 'dist'), full).replace(/(\.d)?\.(js|ts|js\.map)$/, '');
+    if (stem !== relative(join(root, 'dist'), full) && !existsSync(join(root, `${stem}.ts`))) rmSync(full);
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
