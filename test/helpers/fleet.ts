@@ -5,6 +5,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
+import { killProcessesUnder } from './processes';
 
 export interface DesiredOptions {
   version?: string;
@@ -104,6 +105,7 @@ export class Fleet {
   }
 
   async remove(): Promise<void> {
+    killProcessesUnder(this.dir);
     await fs.rm(this.dir, { recursive: true, force: true });
   }
 }

@@ -14,6 +14,7 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { ledgerQuery, stateQuery, type NodeState } from '../../src/contract';
 import type { WorkflowHandle } from '@temporalio/client';
 import { FAST_POLICY } from '../helpers/fleet';
+import { killProcessesUnder } from '../helpers/processes';
 
 export const D7 = createHash('sha256')
   .update(fileBytes({ workers: 8 }))
@@ -56,6 +57,7 @@ export async function startProductionStack(workers: number, options: { ledger?: 
       await ledger.close().catch(() => undefined);
       await connection.close().catch(() => undefined);
       await cluster.down();
+      killProcessesUnder(base); // the services the agents started outlive them, as on a real node
       await fs.rm(base, { recursive: true, force: true });
     },
   };
