@@ -11,9 +11,9 @@ import {
   type RecordDecisionRequest,
   type ResourceSpec,
 } from '../domain';
-import { atomicWriteJson, readJsonOrNull } from './fsx';
+import { readJsonAt, writeJsonAt } from './fsx';
 import { withLock } from './lock';
-import { datumPath, locateIn } from './paths';
+import { inDatumDir } from './paths';
 
 /*
  * What the agent remembers about targets, per node, under <root>/.datum/ (docs/architecture.md §4
@@ -84,7 +84,7 @@ export async function guardFor(
     const { entries, bindings } = resolveEntries(config, claimed, resources, at.toISOString());
     const claims = { ...claimed, bindings };
     if (JSON.stringify(claims) !== JSON.stringify(before) && (await rootExists(root)))
-      await atomicWriteJson(await datumPath(root, 'claims.json'), claims);
+      await writeRecord(root, 'claims.json', claims);
     return { entries, claims, decisions: await readDecisions(root) };
   });
 }
@@ -224,7 +224,7 @@ export async function recordDecisionAt(
       const { node: _node, ...rest } = request;
       file.targets[request.target] = operatorDecision.parse({ ...rest, kind: request.kind });
     }
-    await atomicWriteJson(await datumPath(root, 'decisions.json'), file);
+    await writeRecord(root, 'decisions.json', file);
     return file.targets[request.target] ?? null;
   });
 }
@@ -239,7 +239,7 @@ export async function endDecisionsFor(root: string, target: string, specDigest: 
     const held = file.targets[target];
     if (!held || !specDigest || held.spec_digest === specDigest) return;
     delete file.targets[target];
-    await atomicWriteJson(await datumPath(root, 'decisions.json'), file);
+    await writeRecord(root, 'decisions.json', file);
   });
 }
 
@@ -257,20 +257,20 @@ export async function claimOnApply(root: string, key: string, target: string, ge
       },
       keys: { ...before.keys, [key]: { target, generation } },
     };
-    await atomicWriteJson(await datumPath(root, 'claims.json'), claims);
+    await writeRecord(root, 'claims.json', claims);
   });
 }
 
 export async function readClaims(root: string): Promise<ClaimsFile> {
   if (!(await rootExists(root))) return emptyClaims();
-  const data = (await readJsonOrNull(await stateFile(root, 'claims.json'))) as Partial<ClaimsFile> | null;
+  const data = (await readRecord(root, 'claims.json')) as Partial<ClaimsFile> | null;
   if (!data || typeof data !== 'object') return emptyClaims();
   return { targets: data.targets ?? {}, keys: data.keys ?? {}, bindings: data.bindings ?? {} };
 }
 
 export async function readDecisions(root: string): Promise<DecisionsFile> {
   if (!(await rootExists(root))) return { targets: {} };
-  const data = (await readJsonOrNull(await stateFile(root, 'decisions.json'))) as Partial<DecisionsFile> | null;
+  const data = (await readRecord(root, 'decisions.json')) as Partial<DecisionsFile> | null;
   const targets: DecisionsFile['targets'] = {};
   for (const [target, d] of Object.entries(data?.targets ?? {})) {
     const parsed = operatorDecision.safeParse(d);
@@ -289,9 +289,13 @@ export async function readDecisions(root: string): Promise<DecisionsFile> {
   return { targets };
 }
 
-/** Where a record is read from, without creating anything (observe changes nothing it need not). */
-async function stateFile(root: string, name: string): Promise<string> {
-  return (await locateIn(root, `.datum/${name}`, 'agent state path', '.datum')).abs;
+/** A record of .datum/, read without creating anything (observe changes nothing it need not). */
+async function readRecord(root: string, name: string): Promise<unknown> {
+  return await inDatumDir(root, '', false, (dir) => readJsonAt(dir, name), null);
+}
+
+async function writeRecord(root: string, name: string, value: unknown): Promise<void> {
+  await inDatumDir(root, '', true, (dir) => writeJsonAt(dir, name, value), undefined);
 }
 
 async function rootExists(root: string): Promise<boolean> {

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type AgentConfig, type Mode } from '../domain';
 import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../domain/documents';
+import { FileTooLarge, NotRegularFile, readRegular } from './held';
 
 /**
  * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
@@ -11,16 +12,19 @@ import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../domai
 export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
   let text: string;
   try {
-    // The kind and size first: a FIFO would block the agent, a huge file would fill its memory.
-    const stat = await fs.stat(configPath);
-    if (!stat.isFile())
-      throw new InvalidAgentConfig(configPath, [
-        { field: '(file)', problem: 'is not a regular file', fix: 'point the agent at the agent.yaml file with --config' },
-      ]);
-    if (stat.size > MAX_AGENT_CONFIG_BYTES) throw new InvalidAgentConfig(configPath, tooLarge('agent', stat.size));
-    text = await fs.readFile(configPath, 'utf8');
+    // Opened without blocking and judged by the descriptor, not by a stat before the read (a FIFO
+    // swapped in between would block the agent); the size is capped while reading.
+    text = (await readRegular(configPath, MAX_AGENT_CONFIG_BYTES, configPath, true)).bytes.toString('utf8');
   } catch (err) {
-    if (err instanceof InvalidAgentConfig) throw err;
+    if (err instanceof NotRegularFile)
+      throw new InvalidAgentConfig(configPath, [
+        {
+          field: '(file)',
+          problem: `is a ${err.kind}, not a regular file`,
+          fix: 'point the agent at the agent.yaml file with --config',
+        },
+      ]);
+    if (err instanceof FileTooLarge) throw new InvalidAgentConfig(configPath, tooLarge('agent', err.size));
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     throw new InvalidAgentConfig(configPath, [
       {

@@ -1,10 +1,10 @@
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { canonicalJson, executionEvidence, targetOfAction, type AuthorizedAction, type ExecutionEvidence } from '../domain';
 import { readClaims } from './claims';
-import { atomicWriteJson, readJsonOrNull, sha256 } from './fsx';
+import { readJsonAt, sha256, writeJsonAt } from './fsx';
 import { withLock } from './lock';
-import { datumPath } from './paths';
+import { sameMarker } from './markers';
+import { inDatumDir } from './paths';
 
 export { withLock } from './lock';
 
@@ -128,18 +128,16 @@ export class AgentJournal {
    * `current`, a service's stop and start), right after `admit` passed, both under the lock every
    * change to the fence takes: no observe, apply or decision moves the fence between the check and
    * the write, so an observe of a newer generation either sees the write or fences it out. `admit`
-   * gets the fence as it is now and throws to refuse, and then nothing is written. Neither may
+   * gets the fence as it is now and throws to refuse, and then nothing is written; what it returns
+   * is handed to `write` (the marker the re-check saw). Neither may
    * change the fence itself (the lock is not re-entrant).
    */
-  async whileFenced<T>(admit: (accepted: AcceptedGeneration | null) => Promise<void>, write: () => Promise<T>): Promise<T> {
-    return await withLock(this.fenceLock, async () => {
-      await admit(await this.acceptedGeneration());
-      return await write();
-    });
+  async whileFenced<A, T>(admit: (accepted: AcceptedGeneration | null) => Promise<A>, write: (admitted: A) => Promise<T>): Promise<T> {
+    return await withLock(this.fenceLock, async () => await write(await admit(await this.acceptedGeneration())));
   }
 
   async lookup(key: string): Promise<JournalEntry | null> {
-    const entry = (await readJsonOrNull(await this.entryPath(key))) as JournalEntry | null;
+    const entry = (await this.readRecord('journal', `${key}.json`)) as JournalEntry | null;
     if (entry === null) return null;
     return { ...entry, evidence: executionEvidence.parse(entry.evidence) };
   }
@@ -148,7 +146,7 @@ export class AgentJournal {
     const key = journalKey(action);
     const { spec: _spec, ...summary } = action;
     const entry: JournalEntry = { journal_key: key, recorded_at: at.toISOString(), action: summary, evidence };
-    await atomicWriteJson(await this.entryPath(key), entry);
+    await inDatumDir(this.root, 'journal', true, (dir) => writeJsonAt(dir, `${key}.json`, entry), undefined);
     await this.update((fence) => {
       acceptInto(fence, action, at);
       if (evidence.marker_after === null) return;
@@ -157,7 +155,7 @@ export class AgentJournal {
       if (target === null) fence.written_keys = { ...fence.written_keys, [action.resource_key]: own };
       else fence.written_targets = { ...fence.written_targets, [target]: { ...own, resource_key: action.resource_key } };
     });
-    await fs.rm(await this.pendingPath(key), { force: true });
+    await this.removePending(key);
   }
 
   /**
@@ -168,21 +166,27 @@ export class AgentJournal {
    */
   async intend(action: AuthorizedAction, at: Date): Promise<void> {
     const { spec: _spec, ...summary } = action;
-    await atomicWriteJson(await this.pendingPath(journalKey(action)), { at: at.toISOString(), action: summary });
+    const record = { at: at.toISOString(), action: summary };
+    await inDatumDir(this.root, 'pending', true, (dir) => writeJsonAt(dir, `${journalKey(action)}.json`, record), undefined);
   }
 
   /** Nothing was written after all (the provider refused): no earlier attempt to find. */
   async unintend(action: AuthorizedAction): Promise<void> {
-    await fs.rm(await this.pendingPath(journalKey(action)), { force: true });
+    await this.removePending(journalKey(action));
   }
 
   /** An earlier attempt of this very action started writing and was never journalled. */
   async intended(action: AuthorizedAction): Promise<boolean> {
-    return (await readJsonOrNull(await this.pendingPath(journalKey(action)))) !== null;
+    return (await this.readRecord('pending', `${journalKey(action)}.json`)) !== null;
   }
 
-  private async pendingPath(key: string): Promise<string> {
-    return await datumPath(this.root, path.join('pending', `${key}.json`));
+  private async removePending(key: string): Promise<void> {
+    await inDatumDir(this.root, 'pending', false, (dir) => fs.rm(dir.at(`${key}.json`), { force: true }), undefined);
+  }
+
+  /** One of the records under .datum/<sub> (sub "" for .datum itself); null when absent. */
+  private async readRecord(sub: string, name: string): Promise<unknown> {
+    return await inDatumDir(this.root, sub, false, (dir) => readJsonAt(dir, name), null);
   }
 
   /**
@@ -194,14 +198,14 @@ export class AgentJournal {
     if (marker === null) return null;
     const fence = await this.readFence();
     const byTarget = target === null ? undefined : fence.written_targets?.[target];
-    if (byTarget?.marker === marker) return byTarget;
+    if (byTarget !== undefined && sameMarker(byTarget.marker, marker)) return byTarget;
     const byKey = fence.written_keys?.[resourceKey];
-    return byKey?.marker === marker ? { ...byKey, resource_key: resourceKey } : null;
+    return byKey !== undefined && sameMarker(byKey.marker, marker) ? { ...byKey, resource_key: resourceKey } : null;
   }
 
   /** The fence as this release reads it: the earlier release's records migrated (stored at the next write). */
   private async readFence(): Promise<FenceFile> {
-    return await this.migrated(asFence(await readJsonOrNull(await datumPath(this.root, 'fence.json'))));
+    return await this.migrated(asFence(await this.readRecord('', 'fence.json')));
   }
 
   /**
@@ -211,11 +215,18 @@ export class AgentJournal {
    */
   private async update(change: (fence: FenceFile) => void): Promise<void> {
     await withLock(this.fenceLock, async () => {
-      const file = await datumPath(this.root, 'fence.json');
-      const raw = await readJsonOrNull(file);
-      const fence = await this.migrated(asFence(raw));
-      change(fence);
-      if (JSON.stringify(fence) !== JSON.stringify(raw)) await atomicWriteJson(file, fence);
+      await inDatumDir(
+        this.root,
+        '',
+        true,
+        async (dir) => {
+          const raw = await readJsonAt(dir, 'fence.json');
+          const fence = await this.migrated(asFence(raw));
+          change(fence);
+          if (JSON.stringify(fence) !== JSON.stringify(raw)) await writeJsonAt(dir, 'fence.json', fence);
+        },
+        undefined,
+      );
     });
   }
 
@@ -243,10 +254,6 @@ export class AgentJournal {
 
   private get fenceLock(): string {
     return fenceLockKey(this.root);
-  }
-
-  private async entryPath(key: string): Promise<string> {
-    return await datumPath(this.root, path.join('journal', `${key}.json`));
   }
 }
 

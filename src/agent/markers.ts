@@ -1,16 +1,28 @@
 import type { Stats } from 'node:fs';
 
+export { sameMarker } from '../domain/markers';
+
 /*
  * Change markers: the cheap fingerprint of what is at a resource, recorded with every
  * observation and every write (marker_after), and compared by the watch. One module spells
- * them, so an observation, the marker our own write left and the watch's baseline always agree.
+ * them, so an observation, the marker our own write left and the watch's baseline always agree
+ * (compared with sameMarker, which also reads the spelling of agents before this one).
  */
 
 /** Nothing is there. */
 export const ABSENT_MARKER = 'absent';
 
-/** A regular file's: mtime + inode + size, read from the file itself. */
-export const fileMarker = (st: Pick<Stats, 'mtimeMs' | 'ino' | 'size'>) => `file:${st.mtimeMs}:${st.ino}:${st.size}`;
+/** Hex digits of the content's sha256 a file's marker carries: enough to see any change of bytes. */
+const DIGEST_CHARS = 16;
+
+/**
+ * A regular file's: mtime + inode + size + ctime, and the sha256 of its bytes where they were read
+ * anyway (observe, apply; not the watch). ctime cannot be set back by a writer, so one that
+ * restores mtime (`touch -r`) is still seen; the digest sees a change of bytes within the clock
+ * tick ctime is kept in.
+ */
+export const fileMarker = (st: Pick<Stats, 'mtimeMs' | 'ino' | 'size' | 'ctimeMs'>, sha256?: string) =>
+  `file:${st.mtimeMs}:${st.ino}:${st.size}:${st.ctimeMs}${sha256 === undefined ? '' : `:${sha256.slice(0, DIGEST_CHARS)}`}`;
 
 /** A symlink's: its target + ctime (re-pointing a link changes its ctime even to the same target). */
 export const linkMarker = (target: string, ctimeMs: number) => `link:${target}:${ctimeMs}`;

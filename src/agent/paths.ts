@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { RESERVED_ROOT_ENTRIES, nodePathProblem, pathSpellingProblem } from '../domain';
 import { withFix } from '../contract';
-import { DirectorySwapped, openDirChain, type HeldDir } from './fsx';
+import { DirectorySwapped, kindOfStats, openDirChain, type HeldDir } from './held';
 import { AgentRefusal } from './refusal';
 
 /*
@@ -180,11 +180,39 @@ export async function createParents(loc: Located): Promise<void> {
   }
 }
 
-/** An internal path under `<root>/.datum/`, located (really inside .datum) and with its parents created. */
-export async function datumPath(root: string, rel: string): Promise<string> {
-  const loc = await locateIn(root, `.datum/${rel}`, 'agent state path', '.datum');
-  await createParents(loc);
-  return loc.abs;
+/**
+ * A directory of the agent's own state, `<root>/.datum/<sub>` ("" for .datum itself), held open:
+ * checked to lead really into .datum, reached without following a symlink, created when
+ * `create`. Null when absent and not created. Everything Datum reads or writes there goes through
+ * it, so a .datum (or a directory of it) swapped for a symlink meanwhile is refused, not followed.
+ */
+export async function openDatumDir(root: string, sub: string, create: boolean): Promise<HeldDir | null> {
+  const rel = sub === '' ? '.datum/_' : `.datum/${sub}/_`;
+  const loc = await locateIn(root, rel, 'agent state path', '.datum');
+  if (!create && loc.missing.length > 0) return null;
+  try {
+    return await openChecked(root, loc, rel, 'agent state path', create);
+  } catch (err) {
+    if (!create && isErrno(err, 'ENOENT')) return null; // removed since it was located
+    throw err;
+  }
+}
+
+/** Runs `fn` in `<root>/.datum/<sub>` (openDatumDir), closing it after; `absent` when it is not there. */
+export async function inDatumDir<T>(
+  root: string,
+  sub: string,
+  create: boolean,
+  fn: (dir: HeldDir) => Promise<T>,
+  absent: T,
+): Promise<T> {
+  const dir = await openDatumDir(root, sub, create);
+  if (dir === null) return absent;
+  try {
+    return await fn(dir);
+  } finally {
+    await dir.close();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,6 +291,17 @@ export async function readLocated<T>(
   what: string,
   read: (entry: string) => Promise<T>,
 ): Promise<T | null> {
+  return await inLocatedDir(root, loc, rel, what, (dir) => read(dir.at(path.basename(loc.abs))));
+}
+
+/** Calls `fn` with the located path's directory held open (as readLocated); null when it is absent. */
+export async function inLocatedDir<T>(
+  root: string,
+  loc: Located,
+  rel: string,
+  what: string,
+  fn: (dir: HeldDir) => Promise<T>,
+): Promise<T | null> {
   if (loc.missing.length > 0) return null;
   let dir: HeldDir;
   try {
@@ -272,7 +311,7 @@ export async function readLocated<T>(
     throw err;
   }
   try {
-    return await read(dir.at(path.basename(loc.abs)));
+    return await fn(dir);
   } finally {
     await dir.close();
   }
@@ -299,12 +338,7 @@ async function openChecked(root: string, loc: Located, rel: string, what: string
   }
 }
 
-export function kindOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): string {
-  if (st.isFile()) return 'regular file';
-  if (st.isDirectory()) return 'directory';
-  if (st.isSymbolicLink()) return 'symlink';
-  return 'special file';
-}
+export const kindOf = kindOfStats;
 
 export async function lstatOrNull(p: string) {
   try {

@@ -1,9 +1,8 @@
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { withFix } from '../contract';
-import { readdirOrEmpty } from './fsx';
+import type { HeldDir } from './held';
 import { limits } from './limits';
-import { datumPath } from './paths';
+import { inDatumDir } from './paths';
 import { AgentRefusal } from './refusal';
 
 /*
@@ -25,11 +24,14 @@ const SCAN_EVERY = 100;
 
 /** Prunes the journal under `root` (a real path); returns how many entries are left. */
 export async function pruneJournal(root: string, now: Date): Promise<number> {
-  const dir = path.dirname(await datumPath(root, 'journal/_'));
-  const names = (await readdirOrEmpty(dir)).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
+  return await inDatumDir(root, 'journal', true, (dir) => pruneIn(dir, now), 0);
+}
+
+async function pruneIn(dir: HeldDir, now: Date): Promise<number> {
+  const names = (await dir.entries()).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
   const aged: Array<{ name: string; age: number }> = [];
   for (const name of names) {
-    const st = await fs.lstat(path.join(dir, name)).catch(() => null);
+    const st = await fs.lstat(dir.at(name)).catch(() => null);
     if (st !== null) aged.push({ name, age: now.getTime() - st.mtimeMs });
   }
   aged.sort((a, b) => b.age - a.age); // oldest first
@@ -38,7 +40,7 @@ export async function pruneJournal(root: string, now: Date): Promise<number> {
     const expired = age > limits.journalRetainMs;
     const excess = left >= limits.journalEntries && age > limits.journalMinAgeMs; // leave room for one more
     if (!expired && !excess) break; // everything after this one is younger still
-    await fs.rm(path.join(dir, name), { force: true });
+    await fs.rm(dir.at(name), { force: true });
     left--;
   }
   return left;
@@ -56,7 +58,7 @@ export async function assertJournalRoom(root: string, now: Date): Promise<void> 
     sinceFullScan.set(root, 0);
   } else {
     sinceFullScan.set(root, count + 1);
-    left = (await readdirOrEmpty(path.dirname(await datumPath(root, 'journal/_')))).length;
+    left = await inDatumDir(root, 'journal', true, async (dir) => (await dir.entries()).length, 0);
     if (left >= limits.journalEntries) left = await pruneJournal(root, now);
   }
   if (left < limits.journalEntries) return;

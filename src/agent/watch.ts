@@ -6,7 +6,7 @@ import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
 import { loopHeartbeat } from './heartbeat';
-import { ABSENT_MARKER, fileMarker, linkMarker, serviceMarker } from './markers';
+import { ABSENT_MARKER, fileMarker, linkMarker, sameMarker, serviceMarker } from './markers';
 import { readServiceState, startTicks } from './services';
 
 /*
@@ -81,7 +81,8 @@ function sinceObservation(now: Record<string, string>, observed: WatchRequest['b
   if (!observed || typeof observed !== 'object') return [];
   return Object.keys(now).filter((k) => {
     const seen = Object.hasOwn(observed, k) ? observed[k] : null;
-    return typeof seen === 'string' && seen !== now[k];
+    // The observation's file markers carry the bytes' digest, the watch's do not read them: compared on what both carry.
+    return typeof seen === 'string' && !sameMarker(seen, now[k]);
   });
 }
 
@@ -116,7 +117,7 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
     for (;;) {
       if (ctx?.cancellationSignal.aborted) return { changed: [], at: new Date().toISOString(), reason: 'cancelled' };
       const now = await markers(root, request.resources);
-      const changed = Object.keys(now).filter((k) => now[k] !== baseline[k]);
+      const changed = Object.keys(now).filter((k) => !sameMarker(now[k], baseline[k]));
       if (changed.length > 0) return { changed, at: new Date().toISOString(), reason: 'changed' };
       if (Date.now() >= deadline) return { changed: [], at: new Date().toISOString(), reason: 'window elapsed' };
       beat();

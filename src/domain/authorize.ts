@@ -3,6 +3,7 @@ import type { Assessment } from './classify';
 import type { History } from './history';
 import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
+import { sameMarker } from './markers';
 import type { AuthorizedAction, PlannedAction } from './schemas';
 import { standingRefusals, trackConflicts, NO_FINDINGS, type StageInput } from './writers';
 import type { Classified } from './verdict';
@@ -104,7 +105,7 @@ function withheldCause(
   if (a.effective_mode === 'observe') return { kind: 'observe' };
   if (blocking.length > 0) return { kind: 'conflict', writers: blocking };
   const r = history.refused[p.resource_key];
-  if (r && r.idempotency_key === p.idempotency_key && r.marker === p.observed_marker && r.mode === a.effective_mode)
+  if (r && r.idempotency_key === p.idempotency_key && sameMarker(r.marker, p.observed_marker) && r.mode === a.effective_mode)
     return { kind: 'refused', refusal: r.refusal };
   if (history.attempt_count >= budget) return { kind: 'budget', attempts: history.attempt_count };
   return null;

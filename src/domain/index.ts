@@ -14,5 +14,6 @@ export * from './signals';
 export * from './loop';
 export * from './pass';
 export * from './targets';
+export * from './markers';
 export * from './decisions';
 export * from './redact';

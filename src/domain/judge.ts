@@ -6,6 +6,7 @@ import { conflictDrafts, refusalDrafts, resourceConcerns, type Judgement } from 
 import { planItems } from './plan';
 import type { History } from './history';
 import type { AuthorizedAction, Decision, ExecutionEvidence, WriterEvidence } from './schemas';
+import { sameMarker } from './markers';
 import { list, type Classified } from './verdict';
 import {
   standingRefusals,
@@ -180,7 +181,7 @@ function judgeAction(ev: ExecutionEvidence, post: Classified | null, acted: Acte
       proof: a?.observed ? { at: post.observation.observed_at, value: a.observed.value, marker: a.observed.marker } : null,
     };
   const marker = a.observed?.marker ?? null;
-  if (marker === null || marker === ev.marker_after) return { kind: 'ineffective' };
+  if (marker === null || sameMarker(marker, ev.marker_after)) return { kind: 'ineffective' };
   return {
     kind: 'overwritten',
     sequence: [

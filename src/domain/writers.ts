@@ -2,6 +2,7 @@ import type { BoundIntent } from './desired';
 import { durationMs, msBetween } from './duration';
 import type { ConflictRecord, History } from './history';
 import type { Decision, WriterEvidence } from './schemas';
+import { sameMarker } from './markers';
 import type { Classified } from './verdict';
 
 /*
@@ -211,7 +212,7 @@ function flipsAfterRepair(
     const a = snapshot.byKey.get(key);
     if (actedKeys.has(key) || !a || a.ownership !== 'MANAGED' || !a.drift) continue;
     const marker = a.observed?.marker ?? null;
-    if (marker === null || marker === rec.marker) continue;
+    if (marker === null || sameMarker(marker, rec.marker)) continue;
     flips[key] = [
       { at: rec.at, value: rec.value, marker: rec.marker, source: 'observation after repair' },
       { at: snapshot.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation' },
@@ -226,7 +227,8 @@ export function standingRefusals(refusals: History['refused'], snapshot: Classif
   for (const [key, r] of Object.entries(refused)) {
     const a = snapshot.byKey.get(key);
     if (refusedNow.includes(key)) continue;
-    if (!a || !a.drift || a.observed?.marker !== r.marker || a.effective_mode !== r.mode) delete refused[key];
+    if (!a || !a.drift || !sameMarker(a.observed?.marker ?? null, r.marker) || a.effective_mode !== r.mode)
+      delete refused[key];
   }
   return refused;
 }

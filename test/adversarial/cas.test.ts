@@ -4,6 +4,7 @@
 // the batch open, and meanwhile a second writer changes a managed file, or the authority moves
 // on to a newer generation whose loop reaches the node first.
 
+import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -90,7 +91,8 @@ describe('attack: a second writer changes a managed file between the plan and th
       const planned = entry.authorized_actions.find((a) => a.resource_key === 'config');
       const st = await fs.stat(path.join(root, CONFIG));
       const sequence = entry.conflicting_writer_evidence?.find((c) => c.resource_key === 'config')?.sequence ?? [];
-      expect(sequence.map((p) => p.marker)).toEqual([planned?.observed_marker, `file:${st.mtimeMs}:${st.ino}:${st.size}`]);
+      const theirsMarker = `file:${st.mtimeMs}:${st.ino}:${st.size}:${st.ctimeMs}:${createHash('sha256').update(theirs).digest('hex').slice(0, 16)}`;
+      expect(sequence.map((p) => p.marker)).toEqual([planned?.observed_marker, theirsMarker]);
       expect(sequence[0].marker).not.toBe(sequence[1].marker);
       expect(sequence[0].at).toBe(planned?.observed_at);
       expect(entry.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['CONFLICTING_WRITER', 'config']);

@@ -16,7 +16,7 @@ const MTIME = ms(later(2_000)) + 0.25;
 const drifted = (): NodeState => ({
   ...n24After(),
   config: D6(),
-  markers: { config: fileMarker({ mtimeMs: MTIME, ino: 7, size: 14 }) },
+  markers: { config: fileMarker({ mtimeMs: MTIME, ino: 7, size: 14, ctimeMs: MTIME }, 'ab'.repeat(32)) },
 });
 
 /** The node at desired (N-24 after the seed's rollout): ALREADY_CONVERGED. */
@@ -42,9 +42,10 @@ describe('markerTimeMs reads the change time off the markers src/agent/markers.t
   const rows: { name: string; marker: string | null; ms: number | null }[] = [
     {
       name: "a file's mtime (files, flags)",
-      marker: fileMarker({ mtimeMs: 1764417600123.456, ino: 42, size: 9 }),
+      marker: fileMarker({ mtimeMs: 1764417600123.456, ino: 42, size: 9, ctimeMs: 1764417600200 }, 'cd'.repeat(32)),
       ms: 1764417600123.456,
     },
+    { name: 'a file marker of an agent before ctime and digest', marker: 'file:1764417600123.456:42:9', ms: 1764417600123.456 },
     { name: "the release link's ctime", marker: linkMarker('releases/app-7.4', 1764417600500.5), ms: 1764417600500.5 },
     { name: 'a link whose target holds colons', marker: linkMarker('/srv/a:b:c', 1764417600600), ms: 1764417600600 },
     { name: 'a service (start ticks since boot are no time of day)', marker: serviceMarker(4242, '998877'), ms: null },

@@ -15,6 +15,7 @@ import { withFix, type ApplyRequest } from '../../contract';
 import { claimOnApply, endDecisionsFor, guardFor, protecting } from '../claims';
 import { loadAgentConfig } from '../config';
 import { AgentJournal, journalKey, withLock } from '../journal';
+import { sameMarker } from '../markers';
 import { realRoot } from '../paths';
 import { assertJournalRoom } from '../retention';
 import { applyFileWrite, fileWriteSpec } from '../providers/file';
@@ -186,7 +187,7 @@ async function recordApplied(journal: AgentJournal, action: AuthorizedAction, re
 async function landedEarlier(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal): Promise<ApplyResult | null> {
   if (!(await journal.intended(action))) return null;
   const seen = await targetNow(ctx, action);
-  if (seen.marker === action.observed_marker || !holdsWhatActionWrites(action, seen.value)) return null;
+  if (sameMarker(seen.marker, action.observed_marker) || !holdsWhatActionWrites(action, seen.value)) return null;
   return {
     marker_after: seen.marker,
     detail: `an earlier attempt of this action wrote it and ended before recording it: the target already holds what it writes (marker ${seen.marker ?? 'none'}), so it is recorded now and not done again.`,

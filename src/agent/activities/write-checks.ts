@@ -1,5 +1,6 @@
 import { formatDuration, parseDuration, targetOfAction, type AuthorizedAction } from '../../domain';
 import type { AcceptedGeneration, AgentJournal } from '../journal';
+import { sameMarker } from '../markers';
 import type { AtWrite, NodeContext } from '../providers/types';
 import type { Refusal, Refuse } from './refusals';
 import { targetMarker } from './target';
@@ -18,15 +19,19 @@ export function writeChecks(
   action: AuthorizedAction,
   journal: AgentJournal,
   refuse: Refuse,
-): { planHolds: () => Promise<void>; atWrite: AtWrite } {
+): { planHolds: () => Promise<string | null>; atWrite: AtWrite } {
+  // Returns the target's marker as checked: the provider compares it once more right before its swap.
   const planHolds = async () => {
-    const refusal = staleSnapshot(action, now()) ?? (await markerMoved(ctx, action, journal));
+    const stale = staleSnapshot(action, now());
+    if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
+    const { refusal, current } = await markerMoved(ctx, action, journal);
     if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
+    return current;
   };
   const mayWrite = async (accepted: AcceptedGeneration | null) => {
     const stale = staleGeneration(action.desired_generation, accepted, ctx.node);
     if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
-    await planHolds();
+    return await planHolds();
   };
   return { planHolds, atWrite: (step) => journal.whileFenced(mayWrite, step) };
 }
@@ -83,9 +88,17 @@ function staleSnapshot(action: AuthorizedAction, at: Date): Refusal | null {
  * restart after its release switched `current` still goes ahead (the service's marker is its
  * process), while a file another writer changed after the snapshot is refused, not overwritten.
  */
-async function markerMoved(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal): Promise<Refusal | null> {
+async function markerMoved(
+  ctx: NodeContext,
+  action: AuthorizedAction,
+  journal: AgentJournal,
+): Promise<{ refusal: Refusal | null; current: string | null }> {
   const current = await targetMarker(ctx, action);
-  if (current === action.observed_marker) return null;
+  // Compared by sameMarker: a plan made from an older agent's snapshot carries the short spelling.
+  return { refusal: sameMarker(current, action.observed_marker) ? null : await movedBy(ctx, action, journal, current), current };
+}
+
+async function movedBy(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal, current: string | null): Promise<Refusal> {
   // Moved by Datum's own write since the snapshot (another action or generation, say during a
   // hand-over, under this key or another that wrote the same target): the plan is out of date,
   // not contested. Re-observe and plan again; no conflict.

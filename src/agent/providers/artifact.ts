@@ -1,4 +1,5 @@
-import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
+import { createReadStream, constants, promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -6,19 +7,32 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import * as tar from 'tar';
 import { withFix } from '../../contract';
 import { clip } from '../../domain/bounds';
+import { NotRegularFile, openRegular, type HeldDir } from '../held';
 import { bytes as sized, limits } from '../limits';
 import { AgentRefusal } from '../refusal';
 
 /*
- * A release's artifact before it is unpacked (release.ts unpacks it): fetched to a local copy
- * under MAX_ARTIFACT_BYTES, and every entry of the archive judged before a single one is extracted.
+ * A release's artifact before it is unpacked (src/agent/install.ts unpacks it): fetched into a
+ * held directory of the agent's own (.datum/tmp) under MAX_ARTIFACT_BYTES (neither a server's
+ * Content-Length nor a file's size is trusted alone, and a FIFO at the path is refused, not
+ * waited on), and every entry of the archive judged before a single one is extracted.
  */
 
 /** The record Datum writes into each release directory; no archive entry may take its name. */
 export const RECORD = '.datum-release.json';
 
-/** Copies the artifact (an http(s) URL or an absolute path on the node) to `into`, under its cap. */
-export async function fetchArtifact(artifact: string, into: string): Promise<void> {
+/** An archive by path, or by a descriptor (read from its start each time; the caller closes it). */
+export type ArchiveSource = string | FileHandle;
+
+export const readFrom = (file: ArchiveSource) =>
+  typeof file === 'string' ? createReadStream(file) : file.createReadStream({ start: 0, autoClose: false });
+
+/** Copies the artifact (an http(s) URL or an absolute path on the node) to `name` in `dir`, under its cap. */
+export async function fetchArtifact(artifact: string, dir: HeldDir, name: string): Promise<void> {
+  const into = async () => {
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+    return (await fs.open(dir.at(name), flags, 0o600)).createWriteStream();
+  };
   const unavailable = (why: string, fix: string) =>
     new AgentRefusal('ArtifactUnavailable', withFix(`artifact ${artifact} ${why}`, fix), { artifact });
   if (/^https?:\/\//i.test(artifact)) {
@@ -41,11 +55,7 @@ export async function fetchArtifact(artifact: string, into: string): Promise<voi
     }
     const declared = Number(res.headers.get('content-length') ?? NaN);
     if (declared > limits.artifactBytes) throw tooLarge(artifact, declared);
-    await pipeline(
-      Readable.fromWeb(res.body as WebReadableStream<Uint8Array>),
-      capBytes(artifact),
-      createWriteStream(into, { flags: 'wx' }),
-    );
+    await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), capBytes(artifact), await into());
     return;
   }
   if (!path.isAbsolute(artifact)) {
@@ -57,15 +67,21 @@ export async function fetchArtifact(artifact: string, into: string): Promise<voi
       ),
     );
   }
-  const st = await fs.stat(artifact).catch((err: NodeJS.ErrnoException) => err);
-  if (st instanceof Error)
+  // Opened without blocking and judged by what was opened: a FIFO at that path is refused, not waited on.
+  const opened = await openRegular(artifact, artifact, true).catch((err: unknown) => err as Error);
+  if (opened instanceof NotRegularFile) throw unavailable('is not a regular file', 'point artifact at the .tgz file itself');
+  if (opened instanceof Error)
     throw unavailable(
-      `cannot be read (${st.code ?? st.message})`,
+      `cannot be read (${(opened as NodeJS.ErrnoException).code ?? opened.message})`,
       'put the artifact at that path on the node, or correct artifact in the desired state',
     );
-  if (!st.isFile()) throw unavailable('is not a regular file', 'point artifact at the .tgz file itself');
-  if (st.size > limits.artifactBytes) throw tooLarge(artifact, st.size);
-  await pipeline(createReadStream(artifact), capBytes(artifact), createWriteStream(into, { flags: 'wx' }));
+  const { handle, st } = opened;
+  try {
+    if (st.size > limits.artifactBytes) throw tooLarge(artifact, st.size);
+    await pipeline(handle.createReadStream({ autoClose: false }), capBytes(artifact), await into());
+  } finally {
+    await handle.close();
+  }
 }
 
 function tooLarge(artifact: string, size: number | null): AgentRefusal {
@@ -91,6 +107,7 @@ function capBytes(artifact: string): Transform {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
 // Archive inspection: every entry is judged before a single one is extracted.
 
 const EXTRACTABLE = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
@@ -110,7 +127,7 @@ export function normalizeEntryPath(raw: string): { path: string; outside: string
  * whose target stays inside the release directory. Returns the allowed (path → type) map that
  * extraction filters on. Throws PathOutsideRoot / InvalidAction / ArtifactUnavailable.
  */
-export async function inspectArchive(file: string): Promise<Map<string, string>> {
+export async function inspectArchive(file: ArchiveSource): Promise<Map<string, string>> {
   const entries = await listArchive(file);
   const { allowed, symlinks } = admitEntries(entries);
   for (const e of entries) checkLinks(e, symlinks);
@@ -128,12 +145,12 @@ interface ArchiveEntry {
  * entries add up to more than MAX_UNPACKED_BYTES: a bomb is refused before it is unpacked, and
  * before it is even read to the end.
  */
-async function listArchive(file: string): Promise<ArchiveEntry[]> {
+async function listArchive(file: ArchiveSource): Promise<ArchiveEntry[]> {
   const entries: ArchiveEntry[] = [];
   let total = 0;
   // Set from the entry callback; a holder, because a `let` assigned in a closure reads as never-set.
   const stop: { over: AgentRefusal | null } = { over: null };
-  const source = createReadStream(file);
+  const source = readFrom(file);
   const parser = tar.t({
     strict: true,
     onReadEntry: (e) => {

@@ -1,19 +1,20 @@
-import type { Stats } from 'node:fs';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { type FileSpec, type ObservedResource } from '../../domain';
-import { atomicWriteAt, fileStamp, lstatAt, readRegular, readRegularAt, sha256, type HeldDir } from '../fsx';
+import { sha256, sha256Handle } from '../fsx';
+import { FileTooLarge, NotRegularFile, openRegular, readAll } from '../held';
 import { bytes as sized, limits } from '../limits';
 import { ABSENT_MARKER, fileMarker } from '../markers';
 import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, readLocated, type ProtectedArea } from '../paths';
+import { replaceIn, type Replaced } from '../replace';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
-import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * file: the sha256 of the bytes at <root>/<path> (null when absent). Written atomically; the
- * previous content is kept under .datum/backup/. Deleting a file is destructive and never done.
+ * previous content is kept under .datum/backup/ (src/agent/replace.ts). Deleting a file is
+ * destructive and never done.
  */
 
 // The path is checked by checkFileResourcePath, so a path that leaves the root is refused as
@@ -27,53 +28,91 @@ export type FileWriteSpec = z.infer<typeof fileWriteSpec>;
 
 export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
   const detail = { path: spec.path };
-  try {
-    checkFileResourcePath(spec.path);
-    const loc = await locateIn(ctx.root, spec.path, 'file path', null);
-    const seen = await readLocated(ctx.root, loc, spec.path, 'file path', (entry) =>
-      observeRegularFile('file', entry, detail, (bytes) => ({ ok: true, value: sha256(bytes) })),
-    );
-    return seen ?? observed('file', null, ABSENT_MARKER, { ...detail, kind: 'absent' });
-  } catch (err) {
-    if (err instanceof AgentRefusal) {
-      // A path leaving the root, or leading into Datum's own areas, is not an obstruction
-      // (nothing would be destroyed, and nothing there is read as the file's value): the write is
-      // refused when planned, and that refusal is the condition naming the path.
-      if (err.type === 'PathOutsideRoot' || err.type === 'ProtectedAreaRefusal')
-        return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
-      return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
+  return await observeGuarded('file', detail, async () => {
+    try {
+      checkFileResourcePath(spec.path);
+      const loc = await locateIn(ctx.root, spec.path, 'file path', null);
+      const seen = await readLocated(ctx.root, loc, spec.path, 'file path', (entry) =>
+        observeRegularFile('file', entry, detail, (read) => ({ ok: true, value: read.sha256 })),
+      );
+      return seen ?? observed('file', null, ABSENT_MARKER, { ...detail, kind: 'absent' });
+    } catch (err) {
+      if (err instanceof AgentRefusal) {
+        // A path leaving the root, or leading into Datum's own areas, is not an obstruction
+        // (nothing would be destroyed, and nothing there is read as the file's value): the write is
+        // refused when planned, and that refusal is the condition naming the path.
+        if (err.type === 'PathOutsideRoot' || err.type === 'ProtectedAreaRefusal')
+          return observed('file', null, null, { ...detail, refusal: err.type, path_error: err.message });
+        return observed('file', null, null, { ...detail, refusal: err.type }, err.message);
+      }
+      throw err;
     }
-    throw err;
-  }
+  });
+}
+
+/** A regular file as read: its bytes (null past MAX_BACKUP_BYTES: only hashed, never held) and their sha256. */
+export interface ReadFile {
+  bytes: Buffer | null;
+  sha256: string;
 }
 
 /**
  * Shared by file and flag: a regular file's value and marker, 'absent' when nothing is there,
- * an obstruction when something that is not a regular file is in the way.
+ * an obstruction when something that is not a regular file is in the way (a FIFO is seen as
+ * one without being opened for a blocking read). The marker carries the bytes' digest.
  */
 export async function observeRegularFile(
   type: 'file' | 'flag',
   abs: string,
   detail: Record<string, string>,
-  valueOf: (bytes: Buffer) => { ok: true; value: ObservedResource['value'] } | { ok: false; error: string },
+  valueOf: (read: ReadFile) => { ok: true; value: ObservedResource['value'] } | { ok: false; error: string },
 ): Promise<ObservedResource> {
   const st = await lstatOrNull(abs);
   if (st === null) return observed(type, null, ABSENT_MARKER, { ...detail, kind: 'absent' });
-  if (!st.isFile()) {
-    const kind = kindOf(st);
-    return observed(
-      type,
-      null,
-      fileMarker(st),
-      { ...detail, kind },
-      `"${detail.path}" is a ${kind}, not a regular file; writing the ${type} would replace it and destroy what is there`,
-    );
+  if (!st.isFile()) return inTheWay(type, detail, st);
+  let opened;
+  try {
+    opened = await openRegular(abs, detail.path);
+  } catch (err) {
+    if (err instanceof NotRegularFile) return inTheWay(type, detail, (await lstatOrNull(abs)) ?? st);
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return observed(type, null, ABSENT_MARKER, { ...detail, kind: 'absent' });
+    throw err;
   }
-  const { bytes, st: fst } = await readRegular(abs);
-  const read = valueOf(bytes);
-  if (!read.ok)
-    return observed(type, null, fileMarker(fst), { ...detail, kind: 'regular file', size: fst.size, parse_error: read.error });
-  return observed(type, read.value, fileMarker(fst), { ...detail, kind: 'regular file', size: fst.size });
+  const { handle, st: fst } = opened;
+  try {
+    const read = await readWhole(handle, fst.size, detail.path);
+    const value = valueOf(read);
+    const marker = fileMarker(fst, read.sha256);
+    if (!value.ok)
+      return observed(type, null, marker, { ...detail, kind: 'regular file', size: fst.size, parse_error: value.error });
+    return observed(type, value.value, marker, { ...detail, kind: 'regular file', size: fst.size });
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Up to MAX_BACKUP_BYTES read whole; a larger file is only hashed, a chunk at a time. */
+async function readWhole(handle: Awaited<ReturnType<typeof openRegular>>['handle'], size: number, shown: string): Promise<ReadFile> {
+  if (size <= limits.backupBytes) {
+    try {
+      const bytes = await readAll(handle, limits.backupBytes, shown);
+      return { bytes, sha256: sha256(bytes) };
+    } catch (err) {
+      if (!(err instanceof FileTooLarge)) throw err; // grew while read: hash it instead
+    }
+  }
+  return { bytes: null, sha256: await sha256Handle(handle) };
+}
+
+function inTheWay(type: 'file' | 'flag', detail: Record<string, string>, st: Parameters<typeof kindOf>[0] & Parameters<typeof fileMarker>[0]) {
+  const kind = kindOf(st);
+  return observed(
+    type,
+    null,
+    fileMarker(st),
+    { ...detail, kind },
+    `"${detail.path}" is a ${kind}, not a regular file; writing the ${type} would replace it and destroy what is there`,
+  );
 }
 
 export async function applyFileWrite(
@@ -105,21 +144,19 @@ export async function applyFileWrite(
       ),
     );
   }
-  const { previous, st } = await writeReplacing(ctx, 'file', spec.path, spec.content, now, atWrite);
+  const { previous, st, sha256: digest } = await writeReplacing(ctx, 'file', spec.path, spec.content, now, atWrite);
   const before = previous ? `replacing ${previous.size} bytes (kept at .datum/backup/${previous.backup})` : 'where no file was';
   return {
-    marker_after: fileMarker(st),
+    marker_after: fileMarker(st, digest),
     detail: `wrote ${Buffer.byteLength(spec.content)} bytes (sha256 ${short(actual)}) to ${spec.path} ${before}.`,
   };
 }
 
 /**
- * The atomic write path shared by file and flag: locate inside the root and inside the right
- * area (resolved, not spelled), hold the target's directory open (reached without following a
- * symlink, so a parent swapped afterwards cannot redirect the write), refuse anything that is
- * not a regular file, keep the previous bytes under .datum/backup/<resolved path>.<timestamp>,
- * then temp + fsync + rename + fsync dir, all inside the held directory. From the look at what is
- * there to the rename, it runs through `atWrite`: what it reads and replaces is what the agent's
+ * The write path shared by file and flag: locate inside the root and inside the right area
+ * (resolved, not spelled), hold the target's directory open (reached without following a
+ * symlink, so a parent swapped afterwards cannot redirect the write), then replace what is there
+ * (src/agent/replace.ts) through `atWrite`: what it reads and replaces is what the agent's
  * re-check saw, and a refused write leaves neither a backup nor a temp file behind.
  */
 export async function writeReplacing(
@@ -135,86 +172,10 @@ export async function writeReplacing(
   const loc = await locateIn(ctx.root, rel, what, area);
   const name = path.basename(loc.abs);
   const dir = await openLocatedDir(ctx.root, loc, rel, what);
+  const target = path.relative(ctx.root, loc.abs);
   try {
-    return await atWrite(() => replaceIn(ctx, dir, name, { type, rel, target: path.relative(ctx.root, loc.abs) }, content, now));
+    return await atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target }, content, checked, now));
   } finally {
     await dir.close();
   }
-}
-
-type Replaced = { previous: { size: number; backup: string } | null; st: Stats };
-
-/** What is at `name` in the held directory, replaced by `content`: refused when not a regular file. */
-async function replaceIn(
-  ctx: NodeContext,
-  dir: HeldDir,
-  name: string,
-  at: { type: 'file' | 'flag'; rel: string; target: string },
-  content: string,
-  now: () => Date,
-): Promise<Replaced> {
-  const { type, rel } = at;
-  const st = await lstatAt(dir, name);
-  if (st !== null && !st.isFile()) {
-    throw new AgentRefusal(
-      'DestructiveActionRefusal',
-      withFix(
-        `"${rel}" is a ${kindOf(st)}, not a regular file; writing the ${type} would replace it and destroy what is there`,
-        `move "${rel}" away by hand if it is not needed, then let Datum write the ${type}`,
-      ),
-      { path: rel, kind: kindOf(st) },
-    );
-  }
-  const previous = st === null ? null : await keepBackup(ctx, dir, name, at.target, st, now);
-  // The marker is read back from the file our rename put in place: the inode is ours.
-  const written = await atomicWriteAt(dir, name, content, st ? st.mode & 0o777 : 0o644);
-  return { previous, st: written };
-}
-
-/**
- * Copies the bytes about to be replaced to .datum/backup/<target>.<timestamp> (by the resolved
- * path, so one target keeps one history however it is spelled) and prunes that target's backups
- * to the newest BACKUPS_KEPT_PER_TARGET. A file too large to back up is not replaced.
- */
-async function keepBackup(
-  ctx: NodeContext,
-  dir: HeldDir,
-  name: string,
-  target: string,
-  st: Stats,
-  now: () => Date,
-): Promise<{ size: number; backup: string }> {
-  if (st.size > limits.backupBytes) {
-    throw new AgentRefusal(
-      'SizeLimitExceeded',
-      withFix(
-        `"${target}" now holds ${sized(st.size)}, more than the ${sized(limits.backupBytes)} the agent keeps as a backup (MAX_BACKUP_BYTES); replacing it would lose it without a copy`,
-        `move "${target}" away by hand (or shrink it), then let Datum write it`,
-      ),
-      { path: target, size: st.size, cap: limits.backupBytes },
-    );
-  }
-  const { bytes } = await readRegularAt(dir, name);
-  const backupRel = `${target}.${fileStamp(now())}`;
-  const bloc = await locateIn(ctx.root, `.datum/backup/${backupRel}`, 'backup path', '.datum');
-  const bdir = await openLocatedDir(ctx.root, bloc, backupRel, 'backup path');
-  try {
-    await atomicWriteAt(bdir, path.basename(bloc.abs), bytes, st.mode & 0o777);
-    await pruneBackups(bdir, name);
-  } finally {
-    await bdir.close();
-  }
-  return { size: bytes.length, backup: backupRel };
-}
-
-const STAMP = /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$/;
-
-/** Keeps the newest BACKUPS_KEPT_PER_TARGET backups of `name` in its backup directory. */
-async function pruneBackups(bdir: HeldDir, name: string): Promise<void> {
-  const prefix = `${name}.`;
-  const mine = (await fs.readdir(`/proc/self/fd/${bdir.handle.fd}`))
-    .filter((n) => n.startsWith(prefix) && STAMP.test(n.slice(prefix.length)))
-    .sort()
-    .reverse();
-  for (const old of mine.slice(limits.backupsKept)) await fs.rm(bdir.at(old), { force: true });
 }

@@ -1,14 +1,13 @@
-import path from 'node:path';
 import { z } from 'zod';
 import type { Json, Observation, ObservedResource } from '../../domain';
 import { ABSENT_MARKER, fileMarker } from '../markers';
-import { readdirOrEmpty } from '../fsx';
+import { lstatAt } from '../held';
 import { bytes as sized, limits } from '../limits';
-import { locateIn, lstatOrNull, readLocated } from '../paths';
+import { inLocatedDir, locateIn, readLocated } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
-import { observeRegularFile, writeReplacing } from './file';
-import { type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { observeRegularFile, writeReplacing, type ReadFile } from './file';
+import { observeGuarded, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * flag: the JSON document at <root>/flags/<name>.json (null when absent). Nothing about a flag is
@@ -20,7 +19,9 @@ export const flagWriteSpec = z.strictObject({ name: z.string(), value: z.json() 
 const FLAG_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 const flagRel = (name: string) => `flags/${name}.json`;
 
-function parseFlag(bytes: Buffer): { ok: true; value: Json } | { ok: false; error: string } {
+function parseFlag({ bytes }: ReadFile): { ok: true; value: Json } | { ok: false; error: string } {
+  if (bytes === null || bytes.length > limits.flagBytes)
+    return { ok: false, error: `larger than the ${sized(limits.flagBytes)} a flag holds (MAX_FLAG_BYTES)` };
   try {
     return { ok: true, value: JSON.parse(bytes.toString('utf8')) as Json };
   } catch (err) {
@@ -30,6 +31,10 @@ function parseFlag(bytes: Buffer): { ok: true; value: Json } | { ok: false; erro
 
 export async function observeFlag(ctx: NodeContext, name: string): Promise<ObservedResource> {
   const rel = flagRel(name);
+  return await observeGuarded('flag', { path: rel }, () => observeFlagAt(ctx, rel));
+}
+
+async function observeFlagAt(ctx: NodeContext, rel: string): Promise<ObservedResource> {
   try {
     const loc = await locateIn(ctx.root, rel, 'flag path', 'flags');
     const seen = await readLocated(ctx.root, loc, rel, 'flag path', (entry) =>
@@ -45,24 +50,28 @@ export async function observeFlag(ctx: NodeContext, name: string): Promise<Obser
 
 /** Every flags/*.json whose name is not one of `declared`: what the node holds beyond desired state. */
 export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): Promise<Observation['undeclared']> {
-  let dir: string;
+  const rel = flagRel('_');
+  let loc;
   try {
-    dir = (await locateIn(ctx.root, flagRel('_'), 'flag path', 'flags')).dir;
+    loc = await locateIn(ctx.root, rel, 'flag path', 'flags');
   } catch (err) {
     if (err instanceof AgentRefusal) return []; // flags/ itself is obstructed; each declared flag reports it
     throw err;
   }
-  const names = await readdirOrEmpty(dir);
   const out: Observation['undeclared'] = [];
-  for (const file of names.sort()) {
-    if (!file.endsWith('.json') || file.startsWith('.')) continue;
-    const key = file.slice(0, -'.json'.length);
-    if (declared.has(key)) continue;
-    const st = await lstatOrNull(path.join(dir, file));
-    if (st === null) continue; // removed while listing
-    const seen = st.isFile() ? await observeRegularFile('flag', path.join(dir, file), { path: flagRel(key) }, parseFlag) : null;
-    out.push({ resource_key: key, type: 'flag', value: seen?.value ?? null, marker: seen?.marker ?? fileMarker(st) });
-  }
+  await inLocatedDir(ctx.root, loc, rel, 'flag path', async (dir) => {
+    for (const file of (await dir.entries()).sort()) {
+      if (!file.endsWith('.json') || file.startsWith('.')) continue;
+      const key = file.slice(0, -'.json'.length);
+      if (declared.has(key)) continue;
+      const st = await lstatAt(dir, file);
+      if (st === null) continue; // removed while listing
+      const seen = st.isFile() ? await observeRegularFile('flag', dir.at(file), { path: flagRel(key) }, parseFlag) : null;
+      out.push({ resource_key: key, type: 'flag', value: seen?.value ?? null, marker: seen?.marker ?? fileMarker(st) });
+    }
+  }).catch((err: unknown) => {
+    if (!(err instanceof AgentRefusal)) throw err; // flags/ swapped while listing: the next pass lists it
+  });
   return out;
 }
 
@@ -106,7 +115,7 @@ export async function applyFlagWrite(
       { size, cap: limits.flagBytes },
     );
   }
-  const { previous, st } = await writeReplacing(ctx, 'flag', rel, document, now, atWrite);
+  const { previous, st, sha256 } = await writeReplacing(ctx, 'flag', rel, document, now, atWrite);
   const before = previous ? `, replacing the previous document (kept at .datum/backup/${previous.backup})` : '';
-  return { marker_after: fileMarker(st), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
+  return { marker_after: fileMarker(st, sha256), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
 }

@@ -1,26 +1,27 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import * as tar from 'tar';
 import { z } from 'zod';
 import { releaseSpec, type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
-import { atomicWriteJson, fsyncDir, readJsonOrNull, sha256File, tempName } from '../fsx';
+import { RECORD, fetchArtifact, inspectArchive } from './artifact';
+import { readJsonAt, sha256Handle } from '../fsx';
+import { DirectorySwapped, lstatAt, openRegular, type Identity } from '../held';
+import { switchCurrent, openReleases, unpackRelease } from '../install';
 import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
-import { createParents, datumPath, isErrno, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
+import { inDatumDir, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
-import { AgentRefusal } from '../refusal';
-import { RECORD, fetchArtifact, inspectArchive, normalizeEntryPath } from './artifact';
-import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
+import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * release: <root>/releases/<version>/ holds an unpacked artifact and its record
  * (.datum-release.json = {version, sha256}); <root>/current is a symlink to releases/<version>.
  * Observed value: the record of the release `current` points at. Marker: the symlink's target
  * and ctime. Releases are never deleted; a releases/<version> that is not the one desired
- * (another digest, no record) is an obstruction, because replacing it would destroy it. The
- * artifact is fetched and its archive judged in artifact.ts before anything is unpacked here.
+ * (another digest, no record) is an obstruction, because replacing it would destroy it.
  */
 
+export { RECORD };
 export const releaseInstallSpec = releaseSpec.omit({ type: true });
 export type ReleaseInstallSpec = z.infer<typeof releaseInstallSpec>;
 
@@ -43,26 +44,52 @@ async function readCurrent(ctx: NodeContext): Promise<CurrentState> {
   return { kind: 'link', target, marker: linkMarker(target, st.ctimeMs), release };
 }
 
-type ReleaseDirState = { kind: 'absent' } | { kind: 'recorded'; record: ReleaseRecord } | { kind: 'obstructed'; why: string };
+type ReleaseDirState =
+  | { kind: 'absent' }
+  | { kind: 'recorded'; record: ReleaseRecord; id: Identity }
+  | { kind: 'obstructed'; why: string };
 
-/** releases/<version>: absent, a recorded release, or something Datum cannot reuse or replace. */
+/**
+ * releases/<version>: absent, a recorded release, or something Datum cannot reuse or replace.
+ * Only a real directory in a real releases/ counts: both are opened without following a
+ * symlink, and the record is read without blocking (a FIFO there is not a record).
+ */
 async function readReleaseDir(ctx: NodeContext, version: string): Promise<ReleaseDirState> {
   const loc = await locateIn(ctx.root, `releases/${version}/${RECORD}`, 'release path', 'releases');
-  const dir = path.dirname(loc.abs);
-  const st = await lstatOrNull(dir);
-  if (st === null) return { kind: 'absent' };
-  if (!st.isDirectory()) return { kind: 'obstructed', why: `releases/${version} is a ${kindOf(st)}, not a release directory` };
-  const raw = await readJsonOrNull(loc.abs).catch((err: Error) => ({ unreadable: err.message }));
-  const parsed = releaseRecord.safeParse(raw);
-  if (!parsed.success)
-    return {
-      kind: 'obstructed',
-      why: `releases/${version} exists without a readable ${RECORD}, so Datum cannot tell what it holds`,
-    };
-  return { kind: 'recorded', record: parsed.data };
+  if (loc.missing.length > 1) return { kind: 'absent' };
+  const releases = await openReleases(ctx.root, false);
+  if (releases === null) return { kind: 'absent' };
+  try {
+    const st = await lstatAt(releases, version);
+    if (st === null) return { kind: 'absent' };
+    if (!st.isDirectory()) return { kind: 'obstructed', why: `releases/${version} is a ${kindOf(st)}, not a release directory` };
+    const dir = await releases.child(version, false, `releases/${version}`).catch((err: unknown) => {
+      if (err instanceof DirectorySwapped) return null;
+      throw err;
+    });
+    if (dir === null) return { kind: 'obstructed', why: `releases/${version} was replaced while Datum read it` };
+    try {
+      const raw = await readJsonAt(dir, RECORD).catch((err: Error) => ({ unreadable: err.message }));
+      const parsed = releaseRecord.safeParse(raw);
+      if (!parsed.success)
+        return {
+          kind: 'obstructed',
+          why: `releases/${version} exists without a readable ${RECORD}, so Datum cannot tell what it holds`,
+        };
+      return { kind: 'recorded', record: parsed.data, id: dir.id };
+    } finally {
+      await dir.close();
+    }
+  } finally {
+    await releases.close();
+  }
 }
 
 export async function observeRelease(ctx: NodeContext, spec: Pick<ReleaseSpec, 'version' | 'sha256'>): Promise<ObservedResource> {
+  return await observeGuarded('release', {}, () => observeReleaseNow(ctx, spec));
+}
+
+async function observeReleaseNow(ctx: NodeContext, spec: Pick<ReleaseSpec, 'version' | 'sha256'>): Promise<ObservedResource> {
   const detail: Record<string, Json> = {};
   let obstruction: string | null = null;
   try {
@@ -164,108 +191,92 @@ export async function applyReleaseInstall(
   }
 
   let how: string;
+  let release: Identity;
   if (existing.kind === 'recorded') {
     how = `reused releases/${spec.version} (already unpacked, sha256 ${short(spec.sha256)})`;
+    release = existing.id;
   } else {
-    await installFromArtifact(ctx, spec);
+    release = await installFromArtifact(ctx, spec);
     how = `unpacked ${spec.artifact} (sha256 ${short(spec.sha256)} verified) into releases/${spec.version}`;
   }
-  const marker = await atWrite(() => switchCurrent(ctx, spec.version));
+  const marker = await atWrite((checked) => switchCurrent(ctx.root, spec.version, release, checked));
   const from = current.kind === 'link' ? current.target : 'nothing';
   return { marker_after: marker, detail: `${how} and switched current from ${from} to releases/${spec.version}.` };
 }
 
-async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): Promise<void> {
-  const download = await datumPath(ctx.root, `tmp/artifact-${randomBytes(6).toString('hex')}.tgz`);
-  try {
-    await fetchArtifact(spec.artifact, download);
-    // The digest is checked on the local copy, and the same copy is unpacked: the bytes that
-    // verified are the bytes that land.
-    const actual = await sha256File(download);
-    if (actual !== spec.sha256) {
-      throw new AgentRefusal(
-        'ArtifactDigestMismatch',
-        withFix(
-          `${spec.artifact} has sha256 ${actual}, but desired state expects ${spec.sha256}; nothing was unpacked`,
-          'publish the right artifact, or correct sha256 in the desired state',
-        ),
-        { expected_sha256: spec.sha256, actual_sha256: actual },
-      );
-    }
-    const allowed = await inspectArchive(download);
-    const releasesLoc = await locateIn(ctx.root, `releases/${spec.version}`, 'release path', 'releases');
-    await createParents(releasesLoc);
-    const staging = path.join(releasesLoc.dir, tempName(spec.version));
-    await fs.mkdir(staging);
-    try {
-      await tar.x({
-        file: download,
-        cwd: staging,
-        strict: true,
-        preserveOwner: false,
-        filter: (p, entry) => 'type' in entry && allowed.get(normalizeEntryPath(p).path) === entry.type,
-        // No setuid/setgid/sticky bits from an artifact, even when the agent runs as root.
-        onReadEntry: (entry) => {
-          if (entry.mode !== undefined) entry.mode &= 0o777;
-        },
-      });
-      await atomicWriteJson(path.join(staging, RECORD), { version: spec.version, sha256: spec.sha256 });
-      await fsyncDir(staging);
-      await fs.rename(staging, releasesLoc.abs);
-    } catch (err) {
-      // Only our own staging directory is removed; an existing release is never touched.
-      await fs.rm(staging, { recursive: true, force: true });
-      if (!isErrno(err, 'ENOTEMPTY') && !isErrno(err, 'EEXIST')) throw err;
-      const raced = await readReleaseDir(ctx, spec.version);
-      if (raced.kind !== 'recorded' || raced.record.sha256 !== spec.sha256) throw err;
-    }
-    await fsyncDir(releasesLoc.dir);
-  } finally {
-    await fs.rm(download, { force: true });
-  }
+/**
+ * Fetches the artifact into .datum/tmp, verifies its sha256 and inspects every entry, all from
+ * one descriptor of the downloaded copy (the bytes that verified are the bytes that land), then
+ * unpacks it (src/agent/install.ts). Returns the identity of the installed release directory.
+ */
+async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): Promise<Identity> {
+  const name = `artifact-${randomBytes(6).toString('hex')}.tgz`;
+  const installed = await inDatumDir(
+    ctx.root,
+    'tmp',
+    true,
+    async (tmp) => {
+      try {
+        await fetchArtifact(spec.artifact, tmp, name);
+        const { handle } = await openRegular(tmp.at(name), `.datum/tmp/${name}`);
+        try {
+          const actual = await sha256Handle(handle);
+          if (actual !== spec.sha256) {
+            throw new AgentRefusal(
+              'ArtifactDigestMismatch',
+              withFix(
+                `${spec.artifact} has sha256 ${actual}, but desired state expects ${spec.sha256}; nothing was unpacked`,
+                'publish the right artifact, or correct sha256 in the desired state',
+              ),
+              { expected_sha256: spec.sha256, actual_sha256: actual },
+            );
+          }
+          const allowed = await inspectArchive(handle);
+          await locateIn(ctx.root, `releases/${spec.version}`, 'release path', 'releases');
+          return await unpackRelease(ctx.root, spec, handle, allowed, () => readReleaseDir(ctx, spec.version));
+        } finally {
+          await handle.close();
+        }
+      } finally {
+        await fs.rm(tmp.at(name), { force: true });
+      }
+    },
+    null,
+  );
+  return installed!;
 }
 
-/** Atomic switch: a new symlink under a temp name, renamed over `current`. */
-async function switchCurrent(ctx: NodeContext, version: string): Promise<string> {
-  const target = `releases/${version}`;
-  const tmp = path.join(ctx.root, tempName('current'));
-  await fs.symlink(target, tmp);
-  try {
-    await fs.rename(tmp, path.join(ctx.root, 'current'));
-  } catch (err) {
-    await fs.rm(tmp, { force: true });
-    throw err;
-  }
-  await fsyncDir(ctx.root);
-  const st = await fs.lstat(path.join(ctx.root, 'current'));
-  return linkMarker(await fs.readlink(path.join(ctx.root, 'current')), st.ctimeMs);
-}
-
-/** The real path of the current release directory, refused when it is absent or outside the root. */
+/**
+ * The release directory a service runs in: `current` must be a symlink to releases/<version>, a
+ * release Datum installed (a real directory with its record) in a real releases/. Anything else
+ * (a `current` pointing at another directory of the root, at a release without a record, out
+ * of the root) is refused: a service never runs from there.
+ */
 export async function currentReleaseDir(ctx: NodeContext): Promise<string> {
-  const current = path.join(ctx.root, 'current');
-  let real: string;
-  try {
-    real = await fs.realpath(current);
-  } catch (err) {
-    if (!isErrno(err, 'ENOENT')) throw err;
-    throw new AgentRefusal(
-      'ServiceStartFailed',
-      withFix(
-        `there is no current release (${current} is absent or dangling)`,
-        'install the release this service runs first; Datum orders release.install before service actions',
-      ),
+  const current = await readCurrent(ctx);
+  const fail = (type: AgentRefusal['type'], problem: string, fix: string) => new AgentRefusal(type, withFix(problem, fix));
+  if (current.kind === 'absent')
+    throw fail(
+      SERVICE_START_FAILED,
+      `there is no current release (${path.join(ctx.root, 'current')} is absent)`,
+      'install the release this service runs first; Datum orders release.install before service actions',
+    );
+  if (current.kind === 'obstructed')
+    throw fail(SERVICE_START_FAILED, `"current" is a ${current.what}, not a symlink to a release`, 'move "current" away by hand');
+  if (current.release === null) {
+    const resolved = path.resolve(ctx.root, current.target);
+    throw fail(
+      isInside(ctx.root, resolved) ? SERVICE_START_FAILED : 'PathOutsideRoot',
+      `current points at ${current.target}, not at a release under releases/, and a service runs only from a release Datum installed`,
+      'let Datum switch current to a release under releases/',
     );
   }
-  if (!isInside(ctx.root, real) || real === ctx.root) {
-    throw new AgentRefusal(
-      'PathOutsideRoot',
-      withFix(
-        `current resolves to ${real}, outside the node's releases`,
-        'let Datum switch current to a release under releases/',
-      ),
-      { current: real },
+  const dir = await readReleaseDir(ctx, current.release);
+  if (dir.kind !== 'recorded')
+    throw fail(
+      SERVICE_START_FAILED,
+      `current points at releases/${current.release}, which is not a release Datum installed (${dir.kind === 'absent' ? 'it does not exist' : dir.why})`,
+      'let Datum install the release and switch current to it',
     );
-  }
-  return real;
+  return path.join(ctx.root, 'releases', current.release);
 }

@@ -21,7 +21,7 @@ import {
   type ServiceState,
 } from '../services';
 import { currentReleaseDir } from './release';
-import { observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
 
 /*
  * service: observed from the running process's own health endpoint — the build and config
@@ -50,6 +50,10 @@ function reported(health: Health): Json {
 }
 
 export async function observeService(ctx: NodeContext, key: string): Promise<ObservedResource> {
+  return await observeGuarded('service', { running: false }, () => observeServiceNow(ctx, key));
+}
+
+async function observeServiceNow(ctx: NodeContext, key: string): Promise<ObservedResource> {
   let record: Awaited<ReturnType<typeof readServiceRecord>>;
   try {
     record = await readServiceRecord(ctx.root, key);

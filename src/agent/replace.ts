@@ -1,0 +1,317 @@
+import { linkSync, lstatSync, promises as fs, renameSync, unlinkSync, type Stats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { withFix } from '../contract';
+import { atomicWriteAt, fileStamp, sha256, writeTemp } from './fsx';
+import { NotRegularFile, isCode, lstatAt, openRegular, readAll, type HeldDir } from './held';
+import { bytes as sized, limits } from './limits';
+import { ABSENT_MARKER, fileMarker, sameMarker } from './markers';
+import { kindOf, locateIn, openLocatedDir } from './paths';
+import { AgentRefusal } from './refusal';
+import type { CheckedMarker } from './providers/types';
+
+/*
+ * Replacing a regular file (a file resource, a flag) so that no other writer's change is lost in
+ * any window Node can close:
+ *
+ *   1. open what is there (never through a symlink, never blocking on a FIFO), read it, and
+ *      compare it with the marker the agent's re-check just saw: a change since is MARKER_MOVED;
+ *   2. keep the very inode about to be replaced under .datum/backup/ by a hard link (a copy when
+ *      the backup area is on another device or the link is not allowed): a writer still writing
+ *      into it in place writes into the backup;
+ *   3. write the new bytes to a temp file beside it, with the replaced file's owner, group and mode;
+ *   4. the last check, then the swap, back to back and synchronous: the directory is still where
+ *      it was checked, the entry is still the inode of step 1 unchanged since step 2 (inode,
+ *      ctime, mtime, size), rename;
+ *   5. after the swap, read the replaced inode again: a change that landed in it between the last
+ *      check and the swap is MARKER_MOVED, its content kept in the backup and named in the refusal.
+ *
+ * A target that is absent is created with link(), which fails when anything appeared there
+ * meanwhile: that window is closed outright. What stays open is a rename by another writer
+ * between step 4's check and its rename (renameat2's RENAME_EXCHANGE would close it, and Node has
+ * no way to call it): README "Safety model" says how small that is.
+ */
+
+export interface Replacing {
+  type: 'file' | 'flag';
+  /** As desired state spells it, for messages. */
+  rel: string;
+  /** The resolved path under the root: one backup history per target however it is spelled. */
+  target: string;
+}
+
+export interface Replaced {
+  previous: { size: number; backup: string } | null;
+  /** The lstat of what the swap put in place, and the sha256 of its bytes: the marker our write left. */
+  st: Stats;
+  sha256: string;
+}
+
+/** Replaces (or creates) `name` in the held directory with `content`, as above. */
+export async function replaceIn(
+  root: string,
+  dir: HeldDir,
+  name: string,
+  at: Replacing,
+  content: string,
+  checked: CheckedMarker,
+  now: () => Date,
+): Promise<Replaced> {
+  const st = await lstatAt(dir, name);
+  if (st !== null && !st.isFile()) throw notRegular(at, kindOf(st));
+  if (st === null) {
+    if (typeof checked === 'string' && checked !== ABSENT_MARKER) throw movedBeforeSwap(at, checked, ABSENT_MARKER);
+    return await createIn(dir, name, at, content);
+  }
+  let opened: { handle: FileHandle; st: Stats };
+  try {
+    opened = await openRegular(dir.at(name), at.rel);
+  } catch (err) {
+    if (err instanceof NotRegularFile) throw notRegular(at, err.kind);
+    if (isCode(err, 'ENOENT')) throw movedBeforeSwap(at, checked ?? null, ABSENT_MARKER);
+    throw err;
+  }
+  try {
+    return await swapIn(root, dir, name, at, content, checked, opened, now);
+  } finally {
+    await opened.handle.close();
+  }
+}
+
+/** Nothing was there: link() the new file into place, which fails if anything appeared meanwhile. */
+async function createIn(dir: HeldDir, name: string, at: Replacing, content: string): Promise<Replaced> {
+  const tmp = await writeTemp(dir, name, content);
+  try {
+    dir.verifySync();
+    linkSync(dir.at(tmp), dir.at(name));
+  } catch (err) {
+    await fs.rm(dir.at(tmp), { force: true });
+    if (!isCode(err, 'EEXIST')) throw err;
+    const now = await lstatAt(dir, name);
+    throw movedBeforeSwap(at, ABSENT_MARKER, now ? fileMarker(now) : ABSENT_MARKER);
+  }
+  unlinkSync(dir.at(tmp));
+  await dir.handle.sync();
+  return { previous: null, st: await fs.lstat(dir.at(name)), sha256: sha256(content) };
+}
+
+async function swapIn(
+  root: string,
+  dir: HeldDir,
+  name: string,
+  at: Replacing,
+  content: string,
+  checked: CheckedMarker,
+  opened: { handle: FileHandle; st: Stats },
+  now: () => Date,
+): Promise<Replaced> {
+  const { handle, st: seen } = opened;
+  // 1. What is about to be replaced is what the re-check saw.
+  if (seen.size > limits.backupBytes) throw tooLargeToKeep(at, seen.size);
+  const before = await readAll(handle, limits.backupBytes, at.rel);
+  const digest = sha256(before);
+  const found = fileMarker(seen, digest);
+  if (typeof checked === 'string' && !sameMarker(found, checked)) throw movedBeforeSwap(at, checked, found);
+  // 2. Keep it.
+  const backup = await keepBackup(root, dir, name, at, { seen, bytes: before, found }, now);
+  try {
+    // 3. The new bytes beside it, owned as it was.
+    const tmp = await writeTemp(dir, name, content, { uid: seen.uid, gid: seen.gid, mode: seen.mode });
+    const kept = await handle.stat(); // the link moved its ctime: this is the state to hold
+    // 4. The last check and the swap.
+    try {
+      dir.verifySync();
+      const last = lstatSync(dir.at(name), { throwIfNoEntry: false });
+      if (!last || !unchanged(last, kept)) throw movedBeforeSwap(at, found, last ? fileMarker(last) : ABSENT_MARKER);
+      renameSync(dir.at(tmp), dir.at(name));
+    } catch (err) {
+      await fs.rm(dir.at(tmp), { force: true });
+      await backup.forget(); // nothing was replaced: the backup is of nothing
+      throw err;
+    }
+    await dir.handle.sync();
+    // 5. Anything written into the replaced inode in between is kept and reported.
+    await changedDuringSwap(dir, name, at, { handle, kept, digest, found }, backup);
+    await backup.prune();
+  } finally {
+    await backup.close();
+  }
+  return {
+    previous: { size: before.length, backup: backup.rel },
+    st: await fs.lstat(dir.at(name)),
+    sha256: sha256(content),
+  };
+}
+
+const unchanged = (a: Stats, b: Stats) =>
+  a.isFile() && a.dev === b.dev && a.ino === b.ino && a.ctimeMs === b.ctimeMs && a.mtimeMs === b.mtimeMs && a.size === b.size;
+
+/**
+ * Step 5: the replaced inode read again through the descriptor held since step 1. Its ctime moved
+ * with the swap itself, so mtime, size and the bytes tell. A change is kept (the hard link holds
+ * it already; a copy is taken now otherwise) and refused as MARKER_MOVED, although the new bytes
+ * are in place: the controller reads it as another writer at work, and an operator decides.
+ */
+async function changedDuringSwap(
+  dir: HeldDir,
+  name: string,
+  at: Replacing,
+  held: { handle: FileHandle; kept: Stats; digest: string; found: string },
+  backup: Backup,
+): Promise<void> {
+  const after = await held.handle.stat();
+  const bytes = await readAll(held.handle, Math.max(limits.backupBytes, after.size), at.rel);
+  if (after.mtimeMs === held.kept.mtimeMs && after.size === held.kept.size && sha256(bytes) === held.digest) return;
+  const keptAt = await backup.keepAlso(bytes, after);
+  const ours = await lstatAt(dir, name);
+  throw new AgentRefusal(
+    'MarkerMoved',
+    withFix(
+      `MARKER_MOVED: another writer changed "${at.rel}" while Datum replaced it (marker ${held.found}, then ${fileMarker(after, sha256(bytes))}); Datum's bytes are in place and the other writer's are kept at .datum/backup/${keptAt}`,
+      `an operator decides: compare .datum/backup/${keptAt} with the file, then datum resolve with --resolution retake|yield`,
+    ),
+    {
+      path: at.rel,
+      planned_marker: held.found,
+      current_marker: ours ? fileMarker(ours) : ABSENT_MARKER,
+      preserved_at: `.datum/backup/${keptAt}`,
+      after_swap: true,
+    },
+  );
+}
+
+interface Backup {
+  /** Under .datum/backup/. */
+  rel: string;
+  /** Removes the backup of a replacement that did not happen. */
+  forget(): Promise<void>;
+  /** Prunes the target's older backups, once the replacement happened. */
+  prune(): Promise<void>;
+  /** Keeps `bytes` too (a change found after the swap), unless the backup is the inode itself; returns where. */
+  keepAlso(bytes: Buffer, st: Stats): Promise<string>;
+  close(): Promise<void>;
+}
+
+const STAMP = /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z(-\d+)?$/;
+
+/**
+ * Step 2: .datum/backup/<target>.<timestamp> becomes a second name of the inode about to be
+ * replaced (by the resolved path, so one target keeps one history however it is spelled), then
+ * that target's backups are pruned. A file too large to back up is not replaced.
+ */
+async function keepBackup(
+  root: string,
+  dir: HeldDir,
+  name: string,
+  at: Replacing,
+  x: { seen: Stats; bytes: Buffer; found: string },
+  now: () => Date,
+): Promise<Backup> {
+  const stamp = `${at.target}.${fileStamp(now())}`;
+  const bloc = await locateIn(root, `.datum/backup/${stamp}`, 'backup path', '.datum');
+  const bdir = await openLocatedDir(root, bloc, stamp, 'backup path');
+  try {
+    const bname = await linkOrCopy(dir, name, bdir, path.basename(bloc.abs), x);
+    if (bname === null) {
+      const now = await lstatAt(dir, name);
+      throw movedBeforeSwap(at, x.found, now ? fileMarker(now) : ABSENT_MARKER);
+    }
+    const rel = path.join(path.dirname(stamp), bname);
+    const linked = (await lstatAt(bdir, bname))?.ino === x.seen.ino;
+    return {
+      rel,
+      forget: () => fs.rm(bdir.at(bname), { force: true }),
+      prune: () => pruneBackups(bdir, name),
+      keepAlso: async (bytes, st) => {
+        if (linked) return rel;
+        const also = `${bname}-changed`;
+        await atomicWriteAt(bdir, also, bytes, st.mode & 0o777);
+        return path.join(path.dirname(stamp), also);
+      },
+      close: () => bdir.close(),
+    };
+  } catch (err) {
+    await bdir.close();
+    throw err;
+  }
+}
+
+/**
+ * A hard link to `name`'s inode at a free `base[-n]` in the backup directory, checked to be the
+ * inode that was read; a copy of its bytes where a link cannot be made (another device, or the
+ * kernel's protected_hardlinks for a file the agent's user does not own). Returns the name used.
+ */
+async function linkOrCopy(
+  dir: HeldDir,
+  name: string,
+  bdir: HeldDir,
+  base: string,
+  x: { seen: Stats; bytes: Buffer },
+): Promise<string | null> {
+  for (let n = 0; ; n++) {
+    const bname = n === 0 ? base : `${base}-${n}`;
+    try {
+      bdir.verifySync();
+      dir.verifySync();
+      linkSync(dir.at(name), bdir.at(bname));
+    } catch (err) {
+      if (isCode(err, 'EEXIST')) continue;
+      if (!isCode(err, 'EXDEV') && !isCode(err, 'EPERM') && !isCode(err, 'EMLINK')) throw err;
+      if ((await lstatAt(bdir, bname)) !== null) continue;
+      await atomicWriteAt(bdir, bname, x.bytes, x.seen.mode & 0o777);
+      return bname;
+    }
+    const linked = await lstatAt(bdir, bname);
+    if (linked?.ino === x.seen.ino && linked.dev === x.seen.dev) return bname;
+    // Replaced between the read and the link: what was read is not what is there.
+    await fs.rm(bdir.at(bname), { force: true });
+    return null;
+  }
+}
+
+/**
+ * Keeps the newest BACKUPS_KEPT_PER_TARGET backups of `name`, and always the oldest: the first
+ * backup of a target is what was there before Datum ever wrote it, and the one copy of it.
+ */
+async function pruneBackups(bdir: HeldDir, name: string): Promise<void> {
+  const prefix = `${name}.`;
+  const mine = (await bdir.entries()).filter((n) => n.startsWith(prefix) && STAMP.test(n.slice(prefix.length))).sort();
+  const oldest = mine.shift();
+  if (oldest === undefined) return;
+  const keep = Math.max(limits.backupsKept - 1, 1);
+  for (const old of mine.slice(0, Math.max(mine.length - keep, 0))) await fs.rm(bdir.at(old), { force: true });
+}
+
+function notRegular(at: Replacing, kind: string): AgentRefusal {
+  return new AgentRefusal(
+    'DestructiveActionRefusal',
+    withFix(
+      `"${at.rel}" is a ${kind}, not a regular file; writing the ${at.type} would replace it and destroy what is there`,
+      `move "${at.rel}" away by hand if it is not needed, then let Datum write the ${at.type}`,
+    ),
+    { path: at.rel, kind },
+  );
+}
+
+function tooLargeToKeep(at: Replacing, size: number): AgentRefusal {
+  return new AgentRefusal(
+    'SizeLimitExceeded',
+    withFix(
+      `"${at.target}" now holds ${sized(size)}, more than the ${sized(limits.backupBytes)} the agent keeps as a backup (MAX_BACKUP_BYTES); replacing it would lose it without a copy`,
+      `move "${at.target}" away by hand (or shrink it), then let Datum write it`,
+    ),
+    { path: at.target, size, cap: limits.backupBytes },
+  );
+}
+
+/** Found changed at the last look before the swap: nothing was replaced. */
+function movedBeforeSwap(at: Replacing, planned: string | null, now: string): AgentRefusal {
+  return new AgentRefusal(
+    'MarkerMoved',
+    withFix(
+      `MARKER_MOVED: "${at.rel}" changed right before Datum's write (marker ${planned ?? 'none'}, now ${now}); another writer is at work, and writing now would lose its change, so nothing was written`,
+      'Datum reports a conflicting writer; an operator decides with datum resolve --resolution retake|yield',
+    ),
+    { path: at.rel, planned_marker: planned, current_marker: now },
+  );
+}
