@@ -13,7 +13,7 @@ export function sha256(bytes: string | Buffer): string {
 export async function sha256Handle(handle: FileHandle): Promise<string> {
   const hash = createHash('sha256');
   const chunk = Buffer.allocUnsafe(1 << 20);
-  for (let at = 0; ; ) {
+  for (let at = 0; ;) {
     const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
     if (bytesRead === 0) return hash.digest('hex');
     hash.update(chunk.subarray(0, bytesRead));
@@ -108,10 +108,19 @@ export interface Ownership {
  * and group when the agent may give them (root may; another user keeps its own) and its mode,
  * fsynced. Returns the temp file's name; the caller renames or removes it.
  */
-export async function writeTemp(dir: HeldDir, name: string, data: string | Buffer, own: Partial<Ownership> = {}): Promise<string> {
+export async function writeTemp(
+  dir: HeldDir,
+  name: string,
+  data: string | Buffer,
+  own: Partial<Ownership> = {},
+): Promise<string> {
   const tmp = tempName(name);
   const mode = (own.mode ?? 0o644) & 0o777;
-  const handle = await fs.open(dir.at(tmp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  const handle = await fs.open(
+    dir.at(tmp),
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
   try {
     await handle.writeFile(data);
     if (own.uid !== undefined && own.gid !== undefined) await chownIfAllowed(handle, own.uid, own.gid);

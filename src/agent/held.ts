@@ -36,7 +36,9 @@ export const sameIdentity = (a: Identity, b: Identity) => a.dev === b.dev && a.i
 /** Thrown when a directory of the path is (now) a symlink, not a directory, or not where it was. */
 export class DirectorySwapped extends Error {
   constructor(readonly shown: string) {
-    super(`"${shown}" is no longer the directory Datum checked (it was replaced or moved, perhaps for a symlink, while Datum was working)`);
+    super(
+      `"${shown}" is no longer the directory Datum checked (it was replaced or moved, perhaps for a symlink, while Datum was working)`,
+    );
     this.name = 'DirectorySwapped';
   }
 }
@@ -244,11 +246,7 @@ export async function lstatAt(dir: HeldDir, name: string): Promise<Stats | null>
  * Opens a regular file for reading without following a symlink at its last component and
  * without blocking (a FIFO opens at once and is refused); NotRegularFile for anything else.
  */
-export async function openRegular(
-  file: string,
-  shown = file,
-  follow = false,
-): Promise<{ handle: FileHandle; st: Stats }> {
+export async function openRegular(file: string, shown = file, follow = false): Promise<{ handle: FileHandle; st: Stats }> {
   let handle: FileHandle;
   try {
     handle = await fs.open(file, follow ? READ_FLAGS & ~constants.O_NOFOLLOW : READ_FLAGS);
@@ -301,7 +299,13 @@ export async function readAll(handle: FileHandle, cap: number, shown: string): P
   }
 }
 
-export function kindOfStats(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean; isFIFO(): boolean; isSocket(): boolean }): string {
+export function kindOfStats(st: {
+  isFile(): boolean;
+  isDirectory(): boolean;
+  isSymbolicLink(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+}): string {
   if (st.isFile()) return 'regular file';
   if (st.isDirectory()) return 'directory';
   if (st.isSymbolicLink()) return 'symlink';

@@ -181,4 +181,3 @@ function currentMoved(checked: CheckedMarker, now: string): AgentRefusal {
     { planned_marker: checked ?? null },
   );
 }
-

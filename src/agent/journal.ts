@@ -132,7 +132,10 @@ export class AgentJournal {
    * is handed to `write` (the marker the re-check saw). Neither may
    * change the fence itself (the lock is not re-entrant).
    */
-  async whileFenced<A, T>(admit: (accepted: AcceptedGeneration | null) => Promise<A>, write: (admitted: A) => Promise<T>): Promise<T> {
+  async whileFenced<A, T>(
+    admit: (accepted: AcceptedGeneration | null) => Promise<A>,
+    write: (admitted: A) => Promise<T>,
+  ): Promise<T> {
     return await withLock(this.fenceLock, async () => await write(await admit(await this.acceptedGeneration())));
   }
 

@@ -118,6 +118,12 @@ async function swapIn(
     // 3. The new bytes beside it, owned as it was.
     const tmp = await writeTemp(dir, name, content, { uid: seen.uid, gid: seen.gid, mode: seen.mode });
     const kept = await handle.stat(); // the link moved its ctime: this is the state to hold
+    // Written into since step 1 (its ctime moved with our link, its mtime and size did not): nothing is replaced.
+    if (kept.mtimeMs !== seen.mtimeMs || kept.size !== seen.size) {
+      await fs.rm(dir.at(tmp), { force: true });
+      await backup.forget();
+      throw movedBeforeSwap(at, found, fileMarker(kept));
+    }
     // 4. The last check and the swap.
     try {
       dir.verifySync();

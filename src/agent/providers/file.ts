@@ -75,7 +75,8 @@ export async function observeRegularFile(
     opened = await openRegular(abs, detail.path);
   } catch (err) {
     if (err instanceof NotRegularFile) return inTheWay(type, detail, (await lstatOrNull(abs)) ?? st);
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return observed(type, null, ABSENT_MARKER, { ...detail, kind: 'absent' });
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      return observed(type, null, ABSENT_MARKER, { ...detail, kind: 'absent' });
     throw err;
   }
   const { handle, st: fst } = opened;
@@ -92,7 +93,11 @@ export async function observeRegularFile(
 }
 
 /** Up to MAX_BACKUP_BYTES read whole; a larger file is only hashed, a chunk at a time. */
-async function readWhole(handle: Awaited<ReturnType<typeof openRegular>>['handle'], size: number, shown: string): Promise<ReadFile> {
+async function readWhole(
+  handle: Awaited<ReturnType<typeof openRegular>>['handle'],
+  size: number,
+  shown: string,
+): Promise<ReadFile> {
   if (size <= limits.backupBytes) {
     try {
       const bytes = await readAll(handle, limits.backupBytes, shown);
@@ -104,7 +109,11 @@ async function readWhole(handle: Awaited<ReturnType<typeof openRegular>>['handle
   return { bytes: null, sha256: await sha256Handle(handle) };
 }
 
-function inTheWay(type: 'file' | 'flag', detail: Record<string, string>, st: Parameters<typeof kindOf>[0] & Parameters<typeof fileMarker>[0]) {
+function inTheWay(
+  type: 'file' | 'flag',
+  detail: Record<string, string>,
+  st: Parameters<typeof kindOf>[0] & Parameters<typeof fileMarker>[0],
+) {
   const kind = kindOf(st);
   return observed(
     type,

@@ -117,5 +117,8 @@ export async function applyFlagWrite(
   }
   const { previous, st, sha256 } = await writeReplacing(ctx, 'flag', rel, document, now, atWrite);
   const before = previous ? `, replacing the previous document (kept at .datum/backup/${previous.backup})` : '';
-  return { marker_after: fileMarker(st, sha256), detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.` };
+  return {
+    marker_after: fileMarker(st, sha256),
+    detail: `set flag ${spec.name} to ${JSON.stringify(spec.value)} in ${rel}${before}.`,
+  };
 }

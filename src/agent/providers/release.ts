@@ -45,9 +45,7 @@ async function readCurrent(ctx: NodeContext): Promise<CurrentState> {
 }
 
 type ReleaseDirState =
-  | { kind: 'absent' }
-  | { kind: 'recorded'; record: ReleaseRecord; id: Identity }
-  | { kind: 'obstructed'; why: string };
+  { kind: 'absent' } | { kind: 'recorded'; record: ReleaseRecord; id: Identity } | { kind: 'obstructed'; why: string };
 
 /**
  * releases/<version>: absent, a recorded release, or something Datum cannot reuse or replace.

@@ -1,0 +1,36 @@
+// Issue 18, hole 8 (the agent's side): a path segment longer than the filesystem allows made
+// every observe of the node fail with ENAMETOOLONG, so the node was NODE_UNREACHABLE for good and
+// its other resources were never repaired. Any filesystem error of one resource (an errno) is
+// now that resource's finding, naming the errno and the fix; the node's other resources are
+// observed and written as usual. (Desired-state validation refusing such a path is the other
+// half, in src/domain.)
+
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanupNodes, fileAction, makeNode } from '../agent/helpers';
+
+afterEach(cleanupNodes);
+
+describe('attack: a file path with a segment longer than the filesystem allows', () => {
+  it('is that resource’s obstruction with the errno and the fix; the node’s other resources are observed and repaired', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'etc')); // the long segment is then looked up, not a missing parent
+    const long = `etc/${'n'.repeat(300)}/app.conf`;
+    const resources = {
+      huge: { type: 'file' as const, path: long, content: 'x' },
+      config: { type: 'file' as const, path: 'etc/app.conf', content: 'ok\n' },
+      maintenance: { type: 'flag' as const, value: false },
+    };
+    const obs = await t.observe(resources);
+    expect(obs.resources.huge).toMatchObject({ value: null, marker: null, detail: { errno: 'ENAMETOOLONG' } });
+    expect(obs.resources.huge.obstruction).toMatch(/longer than the filesystem allows \(ENAMETOOLONG\) — fix: shorten the path/);
+    expect(obs.resources.config).toMatchObject({ value: null, marker: 'absent', obstruction: null });
+    expect(obs.config_error).toBeNull();
+    expect(obs.resources.maintenance).toMatchObject({ marker: 'absent', obstruction: null });
+
+    const written = await t.apply(fileAction(t.node, 'config', 'etc/app.conf', 'ok\n'));
+    expect(written.outcome).toBe('applied');
+    expect(await fs.readFile(path.join(t.root, 'etc/app.conf'), 'utf8')).toBe('ok\n');
+  });
+});
