@@ -3,11 +3,13 @@ import path from 'node:path';
 import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type AgentConfig, type Mode } from '../domain';
 import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../domain/documents';
 import { FileTooLarge, NotRegularFile, readRegular } from './held';
+import { rootProblems } from './roots';
 
 /**
  * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
  * new mode or override takes effect without restarting the agent. Throws InvalidAgentConfig
- * (naming the file, the field and the fix) for a file that is unreadable or invalid.
+ * (naming the file, the field and the fix) for a file that is unreadable or invalid, or whose
+ * root overlaps another's, holds an agent.yaml or is a system directory (src/agent/roots.ts).
  */
 export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
   let text: string;
@@ -37,7 +39,11 @@ export async function loadAgentConfig(configPath: string): Promise<AgentConfig> 
       },
     ]);
   }
-  return parseAgentConfigText(text, configPath);
+  const config = parseAgentConfigText(text, configPath);
+  // Where the root really is, against every other root this agent or its siblings serve.
+  const problems = await rootProblems(configPath, config.root);
+  if (problems.length > 0) throw new InvalidAgentConfig(configPath, problems);
+  return config;
 }
 
 /** One agent.yaml of a fleet directory: FLEET/agents/<node>.yaml. */

@@ -187,7 +187,9 @@ describe('input caps: files on disk are measured before they are read', () => {
     await expect(loadAgentConfig(big)).rejects.toThrow(/MAX_AGENT_CONFIG_BYTES\) — fix: /);
     const fifo = path.join(dir, 'fifo.yaml');
     execFileSync('mkfifo', [fifo]);
-    await expect(loadAgentConfig(fifo)).rejects.toThrow(/is not a regular file — fix: point the agent at the agent\.yaml file/);
+    await expect(loadAgentConfig(fifo)).rejects.toThrow(
+      /is a FIFO, not a regular file — fix: point the agent at the agent\.yaml file/,
+    );
   });
 });
 
