@@ -237,6 +237,30 @@ export function areaOf(root: string, abs: string): ProtectedArea | null {
 }
 
 /**
+ * The protected area a located path reaches under another name: a directory on its way, or the
+ * entry itself, that is (device and inode) one of the root's areas. A second name is not a
+ * symlink, so `locate` cannot see it: a case-insensitive filesystem (".DATUM" is ".datum"), or
+ * a bind mount of .datum elsewhere in the root.
+ */
+async function areaByIdentity(root: string, loc: Located): Promise<ProtectedArea | null> {
+  const areas = new Map<string, ProtectedArea>();
+  for (const area of PROTECTED_AREAS) {
+    const st = await lstatOrNull(path.join(root, area));
+    if (st) areas.set(`${st.dev}:${st.ino}`, area);
+  }
+  if (areas.size === 0) return null;
+  const deepest = loc.missing.length > 0 ? path.dirname(loc.missing[0]) : loc.dir;
+  const candidates = loc.missing.length > 0 ? [] : [loc.abs];
+  for (let dir = deepest; dir !== root && isInside(root, dir); dir = path.dirname(dir)) candidates.push(dir);
+  for (const candidate of candidates) {
+    const st = await lstatOrNull(candidate);
+    const area = st ? areas.get(`${st.dev}:${st.ino}`) : undefined;
+    if (area !== undefined) return area;
+  }
+  return null;
+}
+
+/**
  * `locate`, then the resolved path must lie in `area` (null: in none of them). A file resource
  * may write nowhere Datum keeps its own state; a flag only in flags/, a release only in
  * releases/, the agent's state only in .datum/ (so "flags -> .datum" cannot turn a flag write
@@ -244,7 +268,7 @@ export function areaOf(root: string, abs: string): ProtectedArea | null {
  */
 export async function locateIn(root: string, rel: string, what: string, area: ProtectedArea | null): Promise<Located> {
   const loc = await locate(root, rel, what);
-  const found = areaOf(root, loc.abs);
+  const found = areaOf(root, loc.abs) ?? (area === null ? await areaByIdentity(root, loc) : null);
   if (found === area) return loc;
   const resolved = path.relative(root, loc.abs);
   const links = loc.via.length ? ` through the symlink${loc.via.length > 1 ? 's' : ''} "${loc.via.join('", "')}"` : '';
