@@ -31,7 +31,15 @@ export async function sha256File(file: string): Promise<string> {
   }
 }
 
-export const tempName = (base: string) => `.${base}.datum-tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
+/**
+ * A temp name beside `base`: hidden, marked as Datum's, unique. At most 100 bytes of `base` go
+ * in, so a name as long as the filesystem allows (255 bytes) still has a temp name that fits.
+ */
+export const tempName = (base: string) =>
+  `.${Buffer.from(base)
+    .subarray(0, 100)
+    .toString('utf8')
+    .replace(/\uFFFD+$/, '')}.datum-tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
 
 /** A directory's entry names, unsorted; none when it is absent (or not a directory). */
 export async function readdirOrEmpty(dir: string): Promise<string[]> {

@@ -131,7 +131,21 @@ async function throughParentLink(
   at: { rel: string; shown: string; what: string },
 ): Promise<string> {
   const { rel, shown, what } = at;
-  const target = await fs.readlink(link);
+  let target: string;
+  try {
+    target = await fs.readlink(link);
+  } catch (err) {
+    // A symlink a moment ago and not now: another process is reshaping the path under Datum.
+    if (!isErrno(err, 'EINVAL') && !isErrno(err, 'ENOENT')) throw err;
+    throw new AgentRefusal(
+      'PathOutsideRoot',
+      withFix(
+        `${what} "${rel}" goes through "${shown}", which changed while Datum followed it, so nothing was read or written there`,
+        `find out who replaces "${shown}" and stop them; the next pass looks again`,
+      ),
+      { path: rel, swapped: shown },
+    );
+  }
   const lexical = path.resolve(dir, target);
   let real: string;
   try {
@@ -209,7 +223,7 @@ export async function inDatumDir<T>(
   const dir = await openDatumDir(root, sub, create);
   if (dir === null) return absent;
   try {
-    return await fn(dir);
+    return await refusingSwaps(`.datum/${sub}`, 'agent state path', create, () => fn(dir));
   } finally {
     await dir.close();
   }
@@ -253,7 +267,8 @@ async function areaByIdentity(root: string, loc: Located): Promise<ProtectedArea
   const candidates = loc.missing.length > 0 ? [] : [loc.abs];
   for (let dir = deepest; dir !== root && isInside(root, dir); dir = path.dirname(dir)) candidates.push(dir);
   for (const candidate of candidates) {
-    const st = await lstatOrNull(candidate);
+    // A name too long, or a loop of symlinks swapped in meanwhile, is not a second name of an area.
+    const st = await lstatOrNull(candidate).catch(() => null);
     const area = st ? areas.get(`${st.dev}:${st.ino}`) : undefined;
     if (area !== undefined) return area;
   }
@@ -344,18 +359,46 @@ export async function inLocatedDir<T>(
 async function openChecked(root: string, loc: Located, rel: string, what: string, create: boolean): Promise<HeldDir> {
   const inside = path.relative(root, loc.dir);
   const segments = inside === '' ? [] : inside.split(path.sep);
+  return await refusingSwaps(rel, what, create, () => openDirChain(root, segments, create));
+}
+
+/**
+ * Runs `work` (which opens, reads or writes through held directories) with a directory found
+ * swapped, at the open or at the last check before an irreversible step, refused as
+ * PathOutsideRoot; and with a name longer than the filesystem allows refused as InvalidAction:
+ * neither is a failure a retry could mend.
+ */
+export async function refusingSwaps<T>(rel: string, what: string, writing: boolean, work: () => Promise<T>): Promise<T> {
   try {
-    return await openDirChain(root, segments, create);
+    return await work();
   } catch (err) {
+    if (isErrno(err, 'ELOOP'))
+      throw new AgentRefusal(
+        'PathOutsideRoot',
+        withFix(
+          `${what} "${rel}" leads through a loop of symlinks (ELOOP), perhaps one swapped in while Datum looked`,
+          'replace the symlinks on the path with real directories; the next pass looks again',
+        ),
+        { path: rel, errno: 'ELOOP' },
+      );
+    if (isErrno(err, 'ENAMETOOLONG'))
+      throw new AgentRefusal(
+        'InvalidAction',
+        withFix(
+          `${what} "${rel}" has a name longer than the filesystem allows (ENAMETOOLONG)`,
+          'shorten the path in the desired state (each segment at most 255 bytes)',
+        ),
+        { path: rel, errno: 'ENAMETOOLONG' },
+      );
     if (!(err instanceof DirectorySwapped)) throw err;
-    const nothing = create
+    const nothing = writing
       ? 'the write could land outside the directory Datum checked; nothing was written'
       : 'what is read there could come from outside the directory Datum checked; nothing was read';
     throw new AgentRefusal(
       'PathOutsideRoot',
       withFix(
         `${what} "${rel}": ${err.message}, so ${nothing}`,
-        `find out who replaces "${err.shown}" and stop them; the next pass ${create ? 'writes' : 'reads'} once it is a directory again`,
+        `find out who replaces "${err.shown}" and stop them; the next pass ${writing ? 'writes' : 'reads'} once it is a directory again`,
       ),
       { path: rel, swapped: err.shown },
     );

@@ -32,6 +32,18 @@ import type { CheckedMarker } from './providers/types';
  * no way to call it): README "Safety model" says how small that is.
  */
 
+/**
+ * A test seam, inert unless a test sets it: told the span (monotonic clock, shared by every
+ * process of the machine) from the last check's lstat to the return of the rename, per target.
+ * The filesystem adversary (test/fuzz/fs-adversary.test.ts) measures that window with it, and
+ * accepts a lost change only when the other writer's rename provably landed inside it.
+ */
+let swapProbe: ((target: string, from: bigint, to: bigint) => void) | null = null;
+
+export function probeSwapsForTests(probe: typeof swapProbe): void {
+  swapProbe = probe;
+}
+
 export interface Replacing {
   type: 'file' | 'flag';
   /** As desired state spells it, for messages. */
@@ -127,9 +139,11 @@ async function swapIn(
     // 4. The last check and the swap.
     try {
       dir.verifySync();
+      const from = process.hrtime.bigint();
       const last = lstatSync(dir.at(name), { throwIfNoEntry: false });
       if (!last || !unchanged(last, kept)) throw movedBeforeSwap(at, found, last ? fileMarker(last) : ABSENT_MARKER);
       renameSync(dir.at(tmp), dir.at(name));
+      swapProbe?.(at.target, from, process.hrtime.bigint());
     } catch (err) {
       await fs.rm(dir.at(tmp), { force: true });
       await backup.forget(); // nothing was replaced: the backup is of nothing

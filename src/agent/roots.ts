@@ -11,7 +11,8 @@ import { readRegular } from './held';
  * containing another, no agent.yaml inside any root (desired state could rewrite it), and no
  * system directory as a root. Checked every time an agent.yaml is read (on every observation),
  * against the other agent.yaml files this process serves and the sibling *.yaml files of its
- * directory (how /etc/datum/agents/ is laid out under systemd, one process per file).
+ * directory (how /etc/datum/agents/ is laid out under systemd, one process per file). A verdict
+ * stands for VERDICT_MS: an agent serving 1000 nodes reads 1000 agent.yaml files every resync.
  */
 
 /** Directories that are never a node's root: desired state would write into the system itself. */
@@ -126,6 +127,21 @@ async function systemDir(root: Where): Promise<string | null> {
  * disjoint from every other. Remembers it as this process's, for the next check of another.
  */
 export async function rootProblems(configPath: string, root: string): Promise<Problem[]> {
+  // agent.yaml is read on every observation, and this check walks the filesystem: the verdict for
+  // the same file and root is kept VERDICT_MS, so a change elsewhere is seen within that time.
+  const key = `${path.resolve(configPath)}\0${root}`;
+  const known = verdicts.get(key);
+  if (known && Date.now() - known.at < VERDICT_MS) return known.problems;
+  const problems = await judgeRoot(configPath, root);
+  verdicts.set(key, { at: Date.now(), problems });
+  return problems;
+}
+
+/** How long a verdict on a root stands before the filesystem is looked at again. */
+const VERDICT_MS = 5_000;
+const verdicts = new Map<string, { at: number; problems: Problem[] }>();
+
+async function judgeRoot(configPath: string, root: string): Promise<Problem[]> {
   const file = await where(configPath);
   const mine: Claimed = { ...(await where(root)), file: file.resolved, root };
   const problems: Problem[] = [];
@@ -230,9 +246,4 @@ async function readClaim(file: string): Promise<Claimed | null> {
   } catch {
     return null;
   }
-}
-
-/** Forgets what this process served (tests that run many agents in one process over time). */
-export function forgetServedRoots(): void {
-  for (const cache of [served, servedAs, dirCache, siblingCache]) cache.clear();
 }

@@ -5,7 +5,16 @@ import { sha256, sha256Handle } from '../fsx';
 import { FileTooLarge, NotRegularFile, openRegular, readAll } from '../held';
 import { bytes as sized, limits } from '../limits';
 import { ABSENT_MARKER, fileMarker } from '../markers';
-import { checkFileResourcePath, kindOf, locateIn, lstatOrNull, openLocatedDir, readLocated, type ProtectedArea } from '../paths';
+import {
+  checkFileResourcePath,
+  kindOf,
+  locateIn,
+  lstatOrNull,
+  openLocatedDir,
+  readLocated,
+  refusingSwaps,
+  type ProtectedArea,
+} from '../paths';
 import { replaceIn, type Replaced } from '../replace';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
@@ -178,12 +187,14 @@ export async function writeReplacing(
 ): Promise<Replaced> {
   const what = `${type} path`;
   const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
-  const loc = await locateIn(ctx.root, rel, what, area);
+  const loc = await refusingSwaps(rel, what, true, () => locateIn(ctx.root, rel, what, area));
   const name = path.basename(loc.abs);
-  const dir = await openLocatedDir(ctx.root, loc, rel, what);
+  const dir = await refusingSwaps(rel, what, true, () => openLocatedDir(ctx.root, loc, rel, what));
   const target = path.relative(ctx.root, loc.abs);
   try {
-    return await atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target }, content, checked, now));
+    return await refusingSwaps(rel, what, true, () =>
+      atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target }, content, checked, now)),
+    );
   } finally {
     await dir.close();
   }

@@ -70,7 +70,9 @@ export async function undeclaredFlags(ctx: NodeContext, declared: Set<string>): 
       out.push({ resource_key: key, type: 'flag', value: seen?.value ?? null, marker: seen?.marker ?? fileMarker(st) });
     }
   }).catch((err: unknown) => {
-    if (!(err instanceof AgentRefusal)) throw err; // flags/ swapped while listing: the next pass lists it
+    // flags/ reshaped while listing (a refusal, or an entry gone between two looks): the list is
+    // what the observation adds beyond desired state, and the next pass lists it again.
+    if (!(err instanceof AgentRefusal) && typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
   });
   return out;
 }
