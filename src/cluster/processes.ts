@@ -3,10 +3,11 @@
 // stops every one of them.
 
 import { spawn } from 'node:child_process';
-import { existsSync, openSync, closeSync, promises as fs, readFileSync } from 'node:fs';
+import { openSync, closeSync, promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { ClusterError } from './errors';
+import { LogLines } from './log-lines';
 import { tail } from './postgres';
 
 export interface ProcessRecord {
@@ -73,19 +74,30 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** Waits for `text` in the process's log, failing early (with the log's tail) when it exits. */
+/**
+ * Waits for a line holding `text` in the process's log, written after byte `from` (the log's size
+ * before the start: earlier runs appended to the same file); fails early, with the log's tail, when
+ * the process exits.
+ */
 export async function waitForLog(p: ProcessRecord, text: string | RegExp, timeoutMs: number, from = 0): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const reader = new LogLines(p.log, from);
+  const seen: string[] = [];
+  const holds = (line: string) => (typeof text === 'string' ? line.includes(text) : text.test(line));
   for (;;) {
-    const log = existsSync(p.log) ? readFileSync(p.log, 'utf8').slice(from) : '';
-    if (typeof text === 'string' ? log.includes(text) : text.test(log)) return;
-    if (!alive(p.pid)) throw new ClusterError(`${p.name} exited during start-up:\n${tail(log)}`, `read ${p.log}`);
+    const lines = reader.read();
+    if (lines.some(holds)) return;
+    seen.push(...lines);
+    seen.splice(0, Math.max(0, seen.length - 20));
+    const shown = () => tail([...seen, reader.partial()].join('\n'));
+    if (!alive(p.pid)) throw new ClusterError(`${p.name} exited during start-up:\n${shown()}`, `read ${p.log}`);
     if (Date.now() > deadline)
-      throw new ClusterError(`${p.name} did not become ready within ${timeoutMs / 1000} s:\n${tail(log)}`, `read ${p.log}`);
+      throw new ClusterError(`${p.name} did not become ready within ${timeoutMs / 1000} s:\n${shown()}`, `read ${p.log}`);
     await sleep(200);
   }
 }
 
+/** The log's size in bytes: where the output of a process started now begins. */
 export async function logSize(file: string): Promise<number> {
   try {
     return (await fs.stat(file)).size;
