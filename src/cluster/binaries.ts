@@ -85,6 +85,11 @@ export async function sha256File(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
+/** Where the binaries are, unchecked: for a command that runs none of them (`down`, `status`). */
+export function serverBinaries(): ServerBinaries {
+  return layout(binariesDir());
+}
+
 /**
  * The verified binaries, building them first when the cache has none. `log` hears the progress
  * of a build (minutes), so a caller can say why it waits.

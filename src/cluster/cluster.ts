@@ -1,31 +1,42 @@
 // A production-shaped Datum cluster on one machine: PostgreSQL it owns, the pinned Temporal
 // server (all four roles in one process) on it, set up with the scripts docker-compose.yml runs,
 // `datum worker` processes with their ledger in PostgreSQL, and one `datum agent` per node.
-// `up` leaves it running and records every process in DATA/cluster.json; `down` (any process,
-// any time later) stops every one of them and PostgreSQL, and leaves nothing running.
+// `up` starts what is missing or dead and leaves what runs, as `docker compose up -d` does, and
+// records every process in DATA/cluster.json; `down` (any process, any time later) stops every
+// one of them and PostgreSQL, and leaves nothing running (and the record, for the next `up`).
 
-import { randomBytes } from 'node:crypto';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
-import { stringify, parse as parseYaml } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { listFleetAgents, type FleetAgentFile } from '../agent/config';
 import { stopServices } from '../agent/services';
 import { projectRoot, temporalCliPath } from '../worker/paths';
-import { ensureServerBinaries, type ServerBinaries } from './binaries';
+import { ensureServerBinaries, serverBinaries, type ServerBinaries } from './binaries';
 import { ClusterError } from './errors';
-import { OwnedPostgres } from './postgres';
+import { OwnedPostgres, postmasterPid } from './postgres';
 import {
-  alive,
   ensurePortFree,
   killProcess,
   logPath,
   logSize,
+  runs,
   startProcess,
   stopProcess,
   waitForLog,
   type ProcessRecord,
 } from './processes';
+import {
+  configsOf,
+  databasesOf,
+  initialState,
+  prepareDemoFleet,
+  readState,
+  recordedShards,
+  saveState,
+  settle,
+  writeEnvFile,
+  type State,
+} from './state';
 import {
   checkSchemaVersions,
   datumLedgerUrl,
@@ -34,45 +45,53 @@ import {
   serverPorts,
   setupDatabases,
   setupSchema,
+  waitForFrontend,
   type Databases,
   type ServerPorts,
 } from './temporal';
 
 export interface ClusterOptions {
-  /** Everything the cluster keeps: postgres/, temporal/, logs/, fleet/, nodes/, cluster.json. */
+  /** Everything the cluster keeps: postgres/, temporal/, logs/, fleet/, nodes/, cluster.json, cluster.env. */
   dataDir: string;
-  /** The frontend's gRPC port; the server's other ports follow it, PostgreSQL takes base + 10. */
+  /** The frontend's gRPC port; the server's other ports follow it, PostgreSQL takes base + 10. Default: the running cluster's, else 7233. */
   portBase?: number;
-  /** How many `datum worker` processes (they share datum-control). */
+  /** How many `datum worker` processes (they share datum-control); `up` adds missing ones and stops none. */
   workers?: number;
-  /** A fleet directory (desired/nodes, agents/, artifacts/); default: the bundled demo fleet, copied. */
+  /** A fleet directory (desired/nodes, agents/, artifacts/); default: the running cluster's, else the bundled demo fleet, copied. */
   fleetDir?: string;
-  /** History shards, fixed at the first start (compose: 128). */
+  /** History shards, fixed at the first start (compose: 128; default 16). */
   shards?: number;
   /** Serve Go's pprof on this local port (bench/ --profile takes the server's CPU profile there); off by default. */
   pprofPort?: number;
   log?: (line: string) => void;
 }
 
-interface State {
-  version: 1;
-  data_dir: string;
-  port_base: number;
-  address: string;
-  namespace: string;
-  fleet_dir: string;
-  postgres: { dir: string; port: number };
-  ledger_url: string;
-  processes: ProcessRecord[];
-  agent_roots: string[];
-  started_at: string;
+/** What `up` did with one component: found it running and left it, started it, or started it again after it died. */
+export interface UpResult {
+  name: string;
+  pid: number;
+  did: 'running' | 'started' | 'restarted';
+  /** The recorded pid that no longer ran, for `restarted`. */
+  was?: number;
 }
 
 const NAMESPACE = 'default';
 const DATUM_BIN = () => path.join(projectRoot(), 'bin', 'datum.js');
-const STATE_FILE = 'cluster.json';
+const SERVER = 'temporal-server';
+const WORKER_READY = 'datum worker: task queue';
+const AGENT_READY = 'datum agent: serving';
+// A worker bundles the workflow code before it serves: on a loaded two-core machine that took over 60 s.
+const READY_WITHIN_MS = 120_000;
+const isWorker = (p: ProcessRecord) => p.name.startsWith('worker-');
+const isAgent = (p: ProcessRecord) => p.name !== SERVER && !isWorker(p);
 
 export class Cluster {
+  /** What the last `up` did, component by component, in the order it went. */
+  readonly upResults: UpResult[] = [];
+  /** `bins` were checked against their pins (or built): done once, before the first of them runs. */
+  private binsChecked = false;
+  private saving: Promise<void> = Promise.resolve();
+
   private constructor(
     readonly dataDir: string,
     readonly ports: ServerPorts,
@@ -111,55 +130,138 @@ export class Cluster {
   }
 
   /**
-   * Starts PostgreSQL, sets up the databases and schemas, starts the server, registers the search
-   * attributes, then the workers and the agents. Anything that fails stops what was started.
+   * Brings the cluster in `dataDir` up, as `docker compose up -d` does: what runs is left running,
+   * what is missing or died is started (PostgreSQL; the server after the databases, schemas and
+   * search attributes are set up; the workers; an agent per fleet agent file no running agent
+   * serves). A failure stops everything when nothing ran before, and leaves what ran otherwise.
    */
   static async up(options: ClusterOptions): Promise<Cluster> {
     const log = options.log ?? (() => undefined);
     const dataDir = path.resolve(options.dataDir);
-    await refuseRunning(dataDir);
-    const portBase = options.portBase ?? 7233;
-    const ports = serverPorts(portBase);
-    await checkPorts(ports, portBase + 10);
-    const bins = await ensureServerBinaries({ log });
+    const recorded = await readState(dataDir);
+    const settled = settle(dataDir, recorded, options);
+    // What runs decides what must start; the ports of what must start are checked before anything is made.
+    const server = settled.keep ? recorded?.processes.find((p) => p.name === SERVER) : undefined;
+    const running = { server: server !== undefined && runs(server), pg: postmasterPid(path.join(dataDir, 'postgres')) !== null };
+    await checkPorts(running.server ? null : serverPorts(settled.portBase), running.pg ? null : settled.portBase + 10);
     await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
-    const databases = await databasesOf(dataDir, portBase + 10);
-    const fleetDir = options.fleetDir ? path.resolve(options.fleetDir) : await prepareDemoFleet(dataDir);
-    const pg = await OwnedPostgres.prepare({ dir: path.join(dataDir, 'postgres'), port: portBase + 10 }, log);
-    const state = initialState(dataDir, portBase, fleetDir, databases, pg);
-    const cluster = new Cluster(dataDir, ports, bins, pg, databases, fleetDir, log, state);
+    const databases = await databasesOf(dataDir, settled.portBase + 10);
+    const fleetDir = settled.fleetDir ?? (await prepareDemoFleet(dataDir));
+    const pg = await OwnedPostgres.prepare({ dir: path.join(dataDir, 'postgres'), port: settled.portBase + 10 }, log);
+    const state = settled.keep && recorded ? recorded : initialState(dataDir, settled.portBase, fleetDir, databases, NAMESPACE);
+    const cluster = new Cluster(dataDir, serverPorts(settled.portBase), serverBinaries(), pg, databases, fleetDir, log, state);
+    const ranBefore = cluster.status().some((p) => p.running);
     try {
-      await cluster.startStorage();
-      await cluster.startServer(options.shards ?? 16, options.pprofPort);
-      log('registering search attributes (deploy/temporal/register-search-attributes.sh)');
-      await registerSearchAttributes(projectRoot(), temporalCliPath(), cluster.address, NAMESPACE);
-      for (let i = 1; i <= (options.workers ?? 1); i++) await cluster.startWorker();
-      for (const agent of await listFleetAgents(fleetDir)) await cluster.startAgent(agent);
+      await cluster.converge(options, running);
       return cluster;
     } catch (error) {
-      await cluster.down().catch(() => undefined);
+      if (!ranBefore) await cluster.down().catch(() => undefined);
       throw error;
     }
+  }
+
+  /** Each part in order, started unless it runs. */
+  private async converge(options: ClusterOptions, running: { server: boolean; pg: boolean }): Promise<void> {
+    if (!running.server) await this.checkBinaries(); // a build (minutes, once per machine) before anything starts
+    // 1. Storage.
+    if (!running.pg) await this.startPostgres();
+    this.upResults.push({ name: 'postgres', pid: this.pg.pid() ?? 0, did: running.pg ? 'running' : 'started' });
+    await this.save();
+    // 2. The server: the databases and schemas first (compose's one-shot jobs, idempotent), then the search attributes.
+    const server = this.recorded(SERVER);
+    if (server && running.server) this.upResults.push({ name: SERVER, pid: server.pid, did: 'running' });
+    else {
+      await this.setUpDatabases();
+      await this.startServer(await this.shards(options.shards), options.pprofPort);
+      this.log('registering search attributes (deploy/temporal/register-search-attributes.sh)');
+      await registerSearchAttributes(projectRoot(), temporalCliPath(), this.address, NAMESPACE);
+      this.upResults.push(this.result(SERVER, server));
+    }
+    // 3. Workers and agents, each as recorded (its own command), then the ones missing.
+    await this.ensureWorkersAndAgents(options.workers ?? 1);
+    await writeEnvFile(this.dataDir, this.clientEnv as Record<string, string>);
+  }
+
+  /**
+   * The workers and agents: those that run are left, the others started all at once (they wait
+   * on nothing but the server). Recorded ones are started again with their own command line.
+   */
+  private async ensureWorkersAndAgents(workers: number): Promise<void> {
+    const starts: Array<{ name: string; was?: ProcessRecord; start: () => Promise<ProcessRecord> }> = [];
+    const keepOrStart = (was: ProcessRecord | undefined, name: string, start: () => Promise<ProcessRecord>) => {
+      if (was && runs(was)) this.upResults.push({ name, pid: was.pid, did: 'running' });
+      else starts.push({ name, was, start });
+    };
+    const names = new Set(this.state.processes.filter(isWorker).map((p) => p.name));
+    for (let i = 1; i <= workers; i++) names.add(`worker-${i}`);
+    for (const name of [...names].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))) {
+      const was = this.recorded(name);
+      keepOrStart(was, name, () => this.launch(name, was?.command ?? this.workerCommand(name, DATUM_BIN()), WORKER_READY));
+    }
+    const agents = this.state.processes.filter(isAgent);
+    for (const was of agents) keepOrStart(was, was.name, () => this.launch(was.name, was.command, AGENT_READY));
+    const served = new Set(agents.flatMap((p) => configsOf(p.command)));
+    for (const agent of await listFleetAgents(this.fleetDir))
+      if (!served.has(path.resolve(agent.file))) keepOrStart(undefined, `agent-${agent.node}`, () => this.startAgent(agent));
+
+    if (starts.length > 0) this.log(`starting ${starts.map((s) => s.name).join(', ')}`);
+    // Settled, not raced: a failure must not leave another start running unrecorded in the results.
+    const outcomes = await Promise.allSettled(starts.map((s) => s.start()));
+    outcomes.forEach((o, i) => {
+      if (o.status === 'fulfilled') this.upResults.push(this.result(starts[i].name, starts[i].was, o.value));
+    });
+    const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /** `started`, or `restarted` when a record of it was there (its process had died). */
+  private result(name: string, was: ProcessRecord | undefined, now = this.process(name)): UpResult {
+    return was ? { name, pid: now.pid, did: 'restarted', was: was.pid } : { name, pid: now.pid, did: 'started' };
+  }
+
+  private recorded(name: string): ProcessRecord | undefined {
+    return this.state.processes.find((p) => p.name === name);
   }
 
   /** The cluster recorded in DATA/cluster.json, for `down` and `status` from another process. */
   static async attach(dataDir: string, log: (line: string) => void = () => undefined): Promise<Cluster | null> {
     const state = await readState(path.resolve(dataDir));
     if (!state) return null;
-    const bins = await ensureServerBinaries({ log });
     const pg = await OwnedPostgres.prepare(state.postgres, log);
     const databases = await databasesOf(state.data_dir, state.postgres.port);
+    const bins = serverBinaries(); // checked only before the server is started again (launchServer)
     return new Cluster(state.data_dir, serverPorts(state.port_base), bins, pg, databases, state.fleet_dir, log, state);
   }
 
-  private async startStorage(): Promise<void> {
+  /** Builds the server binaries when the cache has none, and checks them against their pins. */
+  private async checkBinaries(): Promise<void> {
+    if (this.binsChecked) return;
+    await ensureServerBinaries({ log: this.log });
+    this.binsChecked = true;
+  }
+
+  private async startPostgres(): Promise<void> {
     this.log(`starting PostgreSQL on 127.0.0.1:${this.pg.port} (${this.pg.dataDir})`);
     await this.pg.start();
-    await this.save();
+  }
+
+  private async setUpDatabases(): Promise<void> {
     this.log('roles and databases (deploy/postgres/setup.sh)');
     await setupDatabases(projectRoot(), this.pg.adminEnv, this.pg.bin, this.databases);
     this.log("Temporal's schema (deploy/temporal/setup-schema.sh)");
     await setupSchema(projectRoot(), this.bins, this.databases);
+  }
+
+  /** The shards of the server's config if one was written (they cannot change), else `given` or 16. */
+  private async shards(given: number | undefined): Promise<number> {
+    const config = path.join(this.dataDir, 'temporal', 'cluster.yaml');
+    const fixed = await recordedShards(config);
+    if (fixed !== null && given !== undefined && given !== fixed)
+      throw new ClusterError(
+        `the cluster in ${this.dataDir} has ${fixed} history shards (${config}); a Temporal cluster's shard count cannot change`,
+        `leave out --shards, or start another cluster with its own --data`,
+      );
+    return fixed ?? given ?? 16;
   }
 
   private async startServer(shards: number, pprofPort?: number): Promise<void> {
@@ -181,22 +283,27 @@ export class Cluster {
 
   /** (Re)starts the server process on the written config and waits until its frontend serves. */
   async launchServer(): Promise<void> {
+    await this.checkBinaries();
     await checkSchemaVersions(this.bins, this.databases);
     const configDir = path.join(this.dataDir, 'temporal');
     const command = [this.bins.server, '--root', configDir, '--config', '.', '--env', 'cluster', '--allow-no-auth', 'start'];
     this.log(`starting Temporal server ${this.bins.version} on ${this.address}`);
-    const p = startProcess('temporal-server', command, logPath(this.dataDir, 'temporal-server'), process.env, configDir);
+    const log = logPath(this.dataDir, SERVER);
+    const from = await logSize(log);
+    const p = startProcess(SERVER, command, log, process.env, configDir);
     await this.track(p);
-    await waitForFrontend(this.address, p, 120_000);
+    await waitForFrontend(this.address, p, 120_000, from);
+  }
+
+  private workerCommand(name: string, datum: string): string[] {
+    return [process.execPath, datum, 'worker', '--fleet', this.fleetDir, '--data', path.join(this.dataDir, name)];
   }
 
   /** A `datum worker` process; `datum` names another release's bin/datum.js (the upgrade test runs the previous one). */
   async startWorker(datum = DATUM_BIN()): Promise<ProcessRecord> {
-    const n = this.state.processes.filter((p) => p.name.startsWith('worker-')).length + 1;
-    const name = `worker-${n}`;
-    const command = [process.execPath, datum, 'worker', '--fleet', this.fleetDir, '--data', path.join(this.dataDir, name)];
+    const name = `worker-${this.state.processes.filter(isWorker).length + 1}`;
     this.log(`starting ${name} (datum worker, ledger in PostgreSQL)`);
-    return await this.launch(name, command, 'datum worker: task queue');
+    return await this.launch(name, this.workerCommand(name, datum), WORKER_READY);
   }
 
   async startAgent(agent: FleetAgentFile): Promise<ProcessRecord> {
@@ -210,7 +317,7 @@ export class Cluster {
       const root = (parseYaml(await fs.readFile(file, 'utf8')) as { root?: string }).root;
       if (root && !this.state.agent_roots.includes(root)) this.state.agent_roots.push(root);
     }
-    return await this.launch(name, command, 'datum agent: serving');
+    return await this.launch(name, command, AGENT_READY);
   }
 
   private async launch(name: string, command: string[], ready: string): Promise<ProcessRecord> {
@@ -219,7 +326,7 @@ export class Cluster {
     const env = { ...process.env, ...this.clientEnv };
     const p = startProcess(name, command, log, env, this.dataDir);
     await this.track(p);
-    await waitForLog(p, ready, 60_000, from);
+    await waitForLog(p, ready, READY_WITHIN_MS, from);
     return p;
   }
 
@@ -245,14 +352,14 @@ export class Cluster {
 
   /** A crash and a restart of the Temporal server. */
   async crashServer(): Promise<void> {
-    await this.kill('temporal-server');
+    await this.kill(SERVER);
     await this.launchServer();
   }
 
   async restartWorker(name: string): Promise<void> {
     const p = this.process(name);
     await stopProcess(p);
-    await this.launch(name, p.command, 'datum worker: task queue');
+    await this.launch(name, p.command, WORKER_READY);
   }
 
   /** Stops one process gracefully (SIGTERM, then SIGKILL after the grace) and forgets it. */
@@ -262,10 +369,14 @@ export class Cluster {
     await this.save();
   }
 
-  /** Stops every process it started (agents and workers first, then the server), their node services, and PostgreSQL. */
+  /**
+   * Stops every process it started (agents and workers first, then the server), their node
+   * services, and PostgreSQL. The record stays, with no process in it: the next `up` on this data
+   * starts the same cluster again (its port base and fleet).
+   */
   async down(): Promise<string[]> {
     const said: string[] = [];
-    const order = (p: ProcessRecord) => (p.name.startsWith('agent-') ? 0 : p.name.startsWith('worker-') ? 1 : 2);
+    const order = (p: ProcessRecord) => (isAgent(p) ? 0 : isWorker(p) ? 1 : 2);
     for (const group of [0, 1, 2]) {
       const stopping = this.state.processes.filter((p) => order(p) === group);
       const results = await Promise.all(stopping.map(async (p) => `${p.name} (pid ${p.pid}): ${await stopProcess(p)}`));
@@ -275,7 +386,7 @@ export class Cluster {
     await this.pg.stop('fast');
     said.push(`postgres (port ${this.pg.port}): stopped`);
     this.state.processes = [];
-    await fs.rm(path.join(this.dataDir, STATE_FILE), { force: true });
+    await this.save();
     return said;
   }
 
@@ -291,143 +402,31 @@ export class Cluster {
 
   /** Each recorded process and whether it still runs. */
   status(): Array<{ name: string; pid: number; running: boolean; log: string }> {
-    const rows = this.state.processes.map((p) => ({ name: p.name, pid: p.pid, running: alive(p.pid), log: p.log }));
+    const rows = this.state.processes.map((p) => ({ name: p.name, pid: p.pid, running: runs(p), log: p.log }));
     return [...rows, { name: 'postgres', pid: this.pg.pid() ?? 0, running: this.pg.running(), log: this.pg.logFile }];
   }
 
+  /** Saves are queued: starts running at once would otherwise write DATA/cluster.json over each other. */
   private async save(): Promise<void> {
-    const file = path.join(this.dataDir, STATE_FILE);
-    await fs.writeFile(`${file}.tmp`, `${JSON.stringify(this.state, null, 2)}\n`, { mode: 0o600 });
-    await fs.rename(`${file}.tmp`, file);
+    const saving = this.saving.then(() => saveState(this.state));
+    this.saving = saving.catch(() => undefined);
+    await saving;
   }
 }
 
-function initialState(dataDir: string, portBase: number, fleetDir: string, databases: Databases, pg: OwnedPostgres): State {
-  return {
-    version: 1,
-    data_dir: dataDir,
-    port_base: portBase,
-    address: `127.0.0.1:${portBase}`,
-    namespace: NAMESPACE,
-    fleet_dir: fleetDir,
-    postgres: { dir: pg.dir, port: pg.port },
-    ledger_url: datumLedgerUrl(databases),
-    processes: [],
-    agent_roots: [],
-    started_at: new Date().toISOString(),
-  };
-}
-
-async function readState(dataDir: string): Promise<State | null> {
-  const file = path.join(dataDir, STATE_FILE);
-  if (!existsSync(file)) return null;
-  try {
-    return JSON.parse(await fs.readFile(file, 'utf8')) as State;
-  } catch (error) {
-    throw new ClusterError(
-      `${file} is not readable (${(error as Error).message})`,
-      `stop the processes it lists by hand, then remove it`,
-    );
-  }
-}
-
-async function refuseRunning(dataDir: string): Promise<void> {
-  const state = await readState(dataDir);
-  const running = state?.processes.filter((p) => alive(p.pid)) ?? [];
-  if (running.length > 0)
-    throw new ClusterError(
-      `a cluster already runs from ${dataDir} (${running.map((p) => `${p.name} pid ${p.pid}`).join(', ')})`,
-      `\`npm run cluster -- down --data ${dataDir}\` first, or use another --data`,
-    );
-}
-
-async function checkPorts(ports: ServerPorts, pgPort: number): Promise<void> {
-  const wanted: Array<[number, string]> = [
-    [ports.frontend, 'Temporal frontend gRPC'],
-    [ports.http, 'Temporal frontend HTTP'],
-    [ports.history, 'Temporal history'],
-    [ports.matching, 'Temporal matching'],
-    [ports.worker, 'Temporal worker service'],
-    ...Object.entries(ports.membership).map(([s, p]): [number, string] => [p, `Temporal ${s} membership`]),
-    [ports.metrics, 'Temporal metrics'],
-    [pgPort, 'PostgreSQL'],
-  ];
+/** Refuses a port in use among those of what must start (null: it runs already), before anything starts. */
+async function checkPorts(ports: ServerPorts | null, pgPort: number | null): Promise<void> {
+  const wanted: Array<[number, string]> = ports
+    ? [
+        [ports.frontend, 'Temporal frontend gRPC'],
+        [ports.http, 'Temporal frontend HTTP'],
+        [ports.history, 'Temporal history'],
+        [ports.matching, 'Temporal matching'],
+        [ports.worker, 'Temporal worker service'],
+        ...Object.entries(ports.membership).map(([s, p]): [number, string] => [p, `Temporal ${s} membership`]),
+        [ports.metrics, 'Temporal metrics'],
+      ]
+    : [];
+  if (pgPort !== null) wanted.push([pgPort, 'PostgreSQL']);
   for (const [port, what] of wanted) await ensurePortFree(port, what);
-}
-
-/** The two application roles' passwords, generated at the first `up` and kept in DATA/secrets.json (0600). */
-async function databasesOf(dataDir: string, port: number): Promise<Databases> {
-  const file = path.join(dataDir, 'secrets.json');
-  if (!existsSync(file)) {
-    await fs.mkdir(dataDir, { recursive: true });
-    const secrets = { temporal: randomBytes(18).toString('base64url'), datum: randomBytes(18).toString('base64url') };
-    await fs.writeFile(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
-  }
-  const secrets = JSON.parse(await fs.readFile(file, 'utf8')) as { temporal: string; datum: string };
-  return {
-    host: '127.0.0.1',
-    port,
-    temporal: { user: 'temporal', password: secrets.temporal, db: 'temporal', visibility: 'temporal_visibility' },
-    datum: { user: 'datum', password: secrets.datum, db: 'datum' },
-  };
-}
-
-/** The bundled demo fleet (examples/fleet) copied to DATA/fleet, its nodes rooted in DATA/nodes. */
-async function prepareDemoFleet(dataDir: string): Promise<string> {
-  const fleetDir = path.join(dataDir, 'fleet');
-  if (existsSync(path.join(fleetDir, 'desired', 'nodes'))) return fleetDir;
-  await fs.cp(path.join(projectRoot(), 'examples', 'fleet'), fleetDir, { recursive: true });
-  for (const { file } of await listFleetAgents(fleetDir)) {
-    const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
-    doc.root = path.join(dataDir, 'nodes', doc.node);
-    await fs.writeFile(file, `# Rooted by npm run cluster under its data dir.\n${stringify(doc)}`);
-    await fs.mkdir(doc.root, { recursive: true });
-  }
-  // As `datum dev` does: N-24's maintenance flag is the operator's (the seed's worked example).
-  const flag = path.join(dataDir, 'nodes', 'N-24', 'flags', 'maintenance.json');
-  await fs.mkdir(path.dirname(flag), { recursive: true });
-  await fs.writeFile(flag, 'true\n');
-  return fleetDir;
-}
-
-/** Until the frontend answers GetSystemInfo; fails early with the server's log when it exits. */
-async function waitForFrontend(address: string, p: ProcessRecord, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  while (Date.now() < deadline) {
-    if (!alive(p.pid)) break;
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 2_000 });
-      try {
-        await connection.workflowService.getSystemInfo({});
-        return;
-      } finally {
-        await connection.close();
-      }
-    } catch (error) {
-      last = (error as Error).message;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-  const log = existsSync(p.log) ? serverFailure(await fs.readFile(p.log, 'utf8')) : '';
-  throw new ClusterError(
-    alive(p.pid)
-      ? `the Temporal server did not serve on ${address} within ${timeoutMs / 1000} s (${last}):\n${log}`
-      : `the Temporal server exited during start-up:\n${log}`,
-    `read ${p.log}`,
-  );
-}
-
-/** The server's fatal lines (its JSON log), else its last lines: why it did not come up. */
-export function serverFailure(log: string): string {
-  const lines = log.trim().split('\n');
-  const fatal = lines.flatMap((line) => {
-    try {
-      const entry = JSON.parse(line) as { level?: string; msg?: string; error?: string };
-      return entry.level === 'fatal' ? [`${entry.msg ?? ''}${entry.error ? `: ${entry.error}` : ''}`] : [];
-    } catch {
-      return [];
-    }
-  });
-  return (fatal.length > 0 ? fatal : lines.slice(-15)).join('\n');
 }

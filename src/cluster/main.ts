@@ -7,24 +7,28 @@ import { codecDataConverter } from '../codec';
 import { DesiredStateAuthority } from '../activities/authority';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../contract';
 import { ensureServerBinaries } from './binaries';
-import { Cluster } from './cluster';
+import { Cluster, type UpResult } from './cluster';
+import { ENV_FILE } from './state';
 import { ClusterError } from './errors';
 
 const USAGE = `usage: npm run cluster -- <up|down|status|build> [options]
 
-  up      PostgreSQL, the pinned Temporal server on it (schema, dynamic config and search
-          attributes by the scripts docker-compose.yml runs), --workers datum workers with the
-          ledger in PostgreSQL, one agent per FLEET/agents/*.yaml, then a first rollout.
-          Returns once everything serves; the processes keep running.
+  up      as \`docker compose up -d\`: starts what is missing or dead and leaves what runs, then
+          says which it did for each part. PostgreSQL; the pinned Temporal server on it (schema,
+          dynamic config and search attributes by the scripts docker-compose.yml runs); --workers
+          datum workers with the ledger in PostgreSQL; one agent per FLEET/agents/*.yaml; and, when
+          nothing ran before, a first rollout. Returns once everything serves; the processes keep
+          running. A dead part comes back alone: what runs (agents, their services) is left alone.
   down    stops every process \`up\` started (agents, their services, workers, server, PostgreSQL)
-  status  what runs, with pids and logs
+  status  what runs, with pids and logs (exit 1 when a part is STOPPED)
   build   builds (once per machine) and verifies the Temporal server binaries
 
 options:
   --data DIR        state: databases, logs, fleet copy, node roots (default ./.datum/cluster)
   --port-base N     the frontend's gRPC port; the server's other ports are N+1…N+9, PostgreSQL
-                    N+10 (default 7233; at most 32757: Temporal keeps ports in a smallint)
-  --workers N       controller worker processes (default 1)
+                    N+10 (default: the cluster's own, else 7233; at most 32757: Temporal keeps
+                    ports in a smallint)
+  --workers N       controller worker processes (default 1; up starts missing ones, stops none)
   --fleet DIR       a fleet directory instead of the bundled demo fleet
   --shards N        history shards, fixed at the first up (default 16; compose uses 128)
   --no-rollout      do not start the first rollout
@@ -47,13 +51,13 @@ function options(argv: string[]) {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const whole = (name: string, given: string | undefined, fallback: number, min: number, max: number) => {
-    if (given === undefined) return fallback;
+  const whole = (name: string, given: string | undefined, example: number, min: number, max: number) => {
+    if (given === undefined) return undefined;
     const n = Number(given);
     if (!Number.isInteger(n) || n < min || n > max)
       throw new ClusterError(
         `--${name} ${given} is not a whole number from ${min} to ${max}`,
-        `pass one, such as --${name} ${fallback}`,
+        `pass one, such as --${name} ${example}`,
       );
     return n;
   };
@@ -119,21 +123,28 @@ async function up(o: ReturnType<typeof options>): Promise<number> {
     shards: o.shards,
     log: say,
   });
-  say(
-    `serving on ${cluster.address}: ${cluster.processes.map((p) => p.name).join(', ')}, PostgreSQL on 127.0.0.1:${cluster.pg.port}`,
-  );
-  if (o.rollout) await firstRollout(cluster);
-  const env = `TEMPORAL_ADDRESS=${cluster.address} DATUM_FLEET=${cluster.fleetDir}`;
+  for (const r of cluster.upResults) say(`${r.name.padEnd(18)} ${upLine(r)}`);
+  say(`serving on ${cluster.address}, PostgreSQL on 127.0.0.1:${cluster.pg.port}`);
+  if (o.rollout && cluster.upResults.every((r) => r.did !== 'running')) await firstRollout(cluster);
+  const data = o.dataDir === path.resolve('.datum/cluster') ? '' : ` --data ${o.dataDir}`;
+  // The ledger URL holds the datum role's password: the banner names the 0600 file that has it.
   process.stdout.write(`
 The cluster is up. Logs: ${path.join(cluster.dataDir, 'logs')}
-  ${env} npx datum status
-  ${env} npx datum describe N-24
-  DATUM_LEDGER_URL='${cluster.ledgerUrl}' npx datum ledger N-24
+  set -a; . ${path.join(cluster.dataDir, ENV_FILE)}; set +a     # its address, fleet and ledger URL (mode 0600)
+  npx datum status
+  npx datum describe N-24
+  npx datum ledger N-24
   temporal workflow list --address ${cluster.address}
-  npm run cluster -- status${o.dataDir === path.resolve('.datum/cluster') ? '' : ` --data ${o.dataDir}`}
-  npm run cluster -- down${o.dataDir === path.resolve('.datum/cluster') ? '' : ` --data ${o.dataDir}`}      # stops everything above
+  npm run cluster -- status${data}
+  npm run cluster -- down${data}      # stops everything above
 `);
   return 0;
+}
+
+function upLine(r: UpResult): string {
+  if (r.did === 'running') return `running    pid ${r.pid} (left as it was)`;
+  if (r.did === 'started') return `started    pid ${r.pid}`;
+  return `restarted  pid ${r.pid} (pid ${r.was} had stopped)`;
 }
 
 /** One rollout per desired generation in the fleet (attaching to one already started). */
@@ -181,8 +192,13 @@ async function status(dataDir: string): Promise<number> {
     say(withFix(`no cluster recorded in ${dataDir}`, '`npm run cluster -- up` starts one'));
     return 3;
   }
-  for (const p of cluster.status()) say(`${p.name.padEnd(18)} ${p.running ? 'running' : 'STOPPED'}  pid ${p.pid}  ${p.log}`);
-  return cluster.status().every((p) => p.running) ? 0 : 1;
+  const rows = cluster.status();
+  if (rows.every((p) => !p.running) && cluster.processes.length === 0) {
+    say(withFix(`the cluster in ${dataDir} is down: nothing runs`, '`npm run cluster -- up` starts it again on its data'));
+    return 3;
+  }
+  for (const p of rows) say(`${p.name.padEnd(18)} ${p.running ? 'running' : 'STOPPED'}  pid ${p.pid}  ${p.log}`);
+  return rows.every((p) => p.running) ? 0 : 1;
 }
 
 if (require.main === module) {

@@ -205,19 +205,24 @@ export class OwnedPostgres {
 
   /** The postmaster's pid from postmaster.pid while it runs, else null. */
   pid(): number | null {
-    const file = path.join(this.dataDir, 'postmaster.pid');
-    if (!existsSync(file)) return null;
-    const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-    try {
-      process.kill(pid, 0);
-      return pid;
-    } catch {
-      return null;
-    }
+    return postmasterPid(this.dir);
   }
 
   running(): boolean {
     return this.pid() !== null;
+  }
+}
+
+/** The postmaster's pid of the instance in `dir` (an OwnedPostgres's dir) while it runs, else null. */
+export function postmasterPid(dir: string): number | null {
+  const file = path.join(dir, 'data', 'postmaster.pid');
+  if (!existsSync(file)) return null;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return null;
   }
 }
 

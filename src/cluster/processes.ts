@@ -3,7 +3,7 @@
 // stops every one of them.
 
 import { spawn } from 'node:child_process';
-import { openSync, closeSync, promises as fs } from 'node:fs';
+import { openSync, closeSync, promises as fs, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { ClusterError } from './errors';
@@ -26,6 +26,21 @@ export function alive(pid: number): boolean {
   }
 }
 
+/**
+ * Whether a recorded process still runs: its pid is alive and, where /proc tells, still runs the
+ * recorded command. A pid the system gave to another program since, or a zombie, is not it.
+ */
+export function runs(p: ProcessRecord): boolean {
+  if (!alive(p.pid)) return false;
+  let cmdline: string;
+  try {
+    cmdline = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8');
+  } catch {
+    return process.platform !== 'linux'; // without /proc the pid is all there is to go by
+  }
+  return cmdline.replace(/\0$/, '') === p.command.join('\0');
+}
+
 /** Starts `command` detached (its own process group), output appended to `log`. */
 export function startProcess(name: string, command: string[], log: string, env: NodeJS.ProcessEnv, cwd: string): ProcessRecord {
   const fd = openSync(log, 'a');
@@ -44,15 +59,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** SIGTERM to the process group, SIGKILL after `graceMs`; resolves once the leader is gone. */
 export async function stopProcess(p: ProcessRecord, graceMs = 20_000): Promise<'stopped' | 'killed' | 'gone'> {
-  if (!alive(p.pid)) return 'gone';
+  if (!runs(p)) return 'gone';
   signalGroup(p.pid, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
-    if (!alive(p.pid)) return 'stopped';
+    if (!runs(p)) return 'stopped';
     await sleep(100);
   }
   signalGroup(p.pid, 'SIGKILL');
-  while (alive(p.pid)) await sleep(50);
+  while (runs(p)) await sleep(50);
   return 'killed';
 }
 
@@ -60,7 +75,7 @@ export async function stopProcess(p: ProcessRecord, graceMs = 20_000): Promise<'
 export async function killProcess(p: ProcessRecord): Promise<void> {
   signalGroup(p.pid, 'SIGKILL');
   const deadline = Date.now() + 10_000;
-  while (alive(p.pid) && Date.now() < deadline) await sleep(25);
+  while (runs(p) && Date.now() < deadline) await sleep(25);
 }
 
 function signalGroup(pid: number, signal: NodeJS.Signals): void {
@@ -90,7 +105,7 @@ export async function waitForLog(p: ProcessRecord, text: string | RegExp, timeou
     seen.push(...lines);
     seen.splice(0, Math.max(0, seen.length - 20));
     const shown = () => tail([...seen, reader.partial()].join('\n'));
-    if (!alive(p.pid)) throw new ClusterError(`${p.name} exited during start-up:\n${shown()}`, `read ${p.log}`);
+    if (!runs(p)) throw new ClusterError(`${p.name} exited during start-up:\n${shown()}`, `read ${p.log}`);
     if (Date.now() > deadline)
       throw new ClusterError(`${p.name} did not become ready within ${timeoutMs / 1000} s:\n${shown()}`, `read ${p.log}`);
     await sleep(200);

@@ -5,12 +5,15 @@
 // list docker-compose.yml passes it). The same scripts the compose file runs, run for real.
 
 import { existsSync, promises as fs, readdirSync } from 'node:fs';
+import { Connection } from '@temporalio/client';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { parse as parseYaml, stringify } from 'yaml';
 import type { ServerBinaries } from './binaries';
 import { ClusterError } from './errors';
+import { LogLines } from './log-lines';
 import { exec, tail } from './postgres';
+import { runs, type ProcessRecord } from './processes';
 
 /**
  * Every port the server binds, from one base (the frontend's gRPC port). The SQL persistence
@@ -290,4 +293,48 @@ export async function registerSearchAttributes(
       `registering Datum's search attributes failed:\n${tail(result.output)}`,
       `check that the server at ${address} is serving (see its log)`,
     );
+}
+
+/** Until the frontend answers GetSystemInfo; fails early with the server's log when it exits. */
+export async function waitForFrontend(address: string, p: ProcessRecord, timeoutMs: number, from: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (!runs(p)) break;
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 2_000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (error) {
+      last = (error as Error).message;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  // This start's output only: the log holds every earlier run's too.
+  const output = new LogLines(p.log, from);
+  const log = serverFailure([...output.read(), output.partial()].join('\n'));
+  throw new ClusterError(
+    runs(p)
+      ? `the Temporal server did not serve on ${address} within ${timeoutMs / 1000} s (${last}):\n${log}`
+      : `the Temporal server exited during start-up:\n${log}`,
+    `read ${p.log}`,
+  );
+}
+
+/** The server's fatal lines (its JSON log), else its last lines: why it did not come up. */
+export function serverFailure(log: string): string {
+  const lines = log.trim().split('\n');
+  const fatal = lines.flatMap((line) => {
+    try {
+      const entry = JSON.parse(line) as { level?: string; msg?: string; error?: string };
+      return entry.level === 'fatal' ? [`${entry.msg ?? ''}${entry.error ? `: ${entry.error}` : ''}`] : [];
+    } catch {
+      return [];
+    }
+  });
+  return (fatal.length > 0 ? fatal : lines.slice(-15)).join('\n');
 }
