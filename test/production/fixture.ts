@@ -21,7 +21,9 @@ export const D7 = createHash('sha256')
   .digest('hex');
 
 export interface ProductionStack {
+  /** The cluster as this process last started or attached to it (`reattach` after another process's `up`). */
   cluster: Cluster;
+  dataDir: string;
   client: Client;
   connection: Connection;
   ledger: LedgerStore;
@@ -42,12 +44,14 @@ export async function startProductionStack(workers: number, options: { ledger?: 
   const evidenceDir = path.join(base, 'evidence');
   for (const d of ['desired/nodes', 'agents', 'artifacts', 'nodes']) await fs.mkdir(path.join(fleetDir, d), { recursive: true });
   await fs.mkdir(evidenceDir, { recursive: true });
-  const cluster = await upOnFreePorts(path.join(base, 'cluster'), fleetDir, workers);
+  const dataDir = path.join(base, 'cluster');
+  const cluster = await upOnFreePorts(dataDir, fleetDir, workers);
   const connection = await Connection.connect({ address: cluster.address });
   const client = new Client({ connection, namespace: cluster.namespace });
   const ledger = options.ledger === false ? unopened() : await openLedgerStore({ url: cluster.ledgerUrl });
-  return {
+  const stack: ProductionStack = {
     cluster,
+    dataDir,
     client,
     connection,
     ledger,
@@ -56,11 +60,13 @@ export async function startProductionStack(workers: number, options: { ledger?: 
     async stop() {
       await ledger.close().catch(() => undefined);
       await connection.close().catch(() => undefined);
-      await cluster.down();
+      // What DATA/cluster.json records now: an `up` by another process may have started parts anew.
+      await ((await Cluster.attach(dataDir).catch(() => null)) ?? stack.cluster).down();
       killProcessesUnder(base); // the services the agents started outlive them, as on a real node
       await fs.rm(base, { recursive: true, force: true });
     },
   };
+  return stack;
 }
 
 async function upOnFreePorts(dataDir: string, fleetDir: string, workers: number): Promise<Cluster> {
@@ -120,6 +126,8 @@ export interface NodeSpec {
   workers?: number;
   maintenance?: boolean;
   policy?: Record<string, unknown>;
+  /** More managed files, by resource key: a path under the node's root and its content. */
+  files?: Record<string, { path: string; content: string }>;
 }
 
 export async function writeNode(stack: ProductionStack, node: string, generation: number, spec: NodeSpec): Promise<string> {
@@ -132,6 +140,7 @@ export async function writeNode(stack: ProductionStack, node: string, generation
       config: { type: 'file', path: 'etc/app/config.json', content: { workers: spec.workers ?? 8 } },
       app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] },
       maintenance: { type: 'flag', value: spec.maintenance ?? false },
+      ...Object.fromEntries(Object.entries(spec.files ?? {}).map(([key, f]) => [key, { type: 'file', ...f }])),
     },
     policy: { ...FAST_POLICY, node_timeout: '20s', ...spec.policy },
   };

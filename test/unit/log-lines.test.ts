@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -19,6 +19,12 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+/** This test's own process stands in for the agent (the unit tier starts none): alive while the reader waits. */
+function standInAgent(): ProcessRecord {
+  const cmdline = existsSync('/proc/self/cmdline') ? readFileSync('/proc/self/cmdline', 'utf8') : '';
+  return { name: 'agent-N-21', pid: process.pid, log, command: cmdline.replace(/\0$/, '').split('\0') };
+}
+
 const EARLIER_RUN = 'datum agent: N-21 lost its server — fix: it retries\n'.repeat(4) + 'bye ✓ — ünïcödé 🚀\n';
 const READY = 'datum agent: serving datum-node-N-21';
 
@@ -27,17 +33,16 @@ describe('the readiness reader', () => {
     writeFileSync(log, EARLIER_RUN);
     const from = await logSize(log);
     expect(from).toBeGreaterThan(EARLIER_RUN.length); // the offset is in bytes, not characters
+    const p = standInAgent();
     appendFileSync(log, `${READY}\n`);
-    // This process stands in for the agent: alive while the reader waits.
-    const agent: ProcessRecord = { name: 'agent-N-21', pid: process.pid, log, command: [] };
-    await expect(waitForLog(agent, 'datum agent: serving', 2_000, from)).resolves.toBeUndefined();
+    await expect(waitForLog(p, 'datum agent: serving', 2_000, from)).resolves.toBeUndefined();
     expect(new LogLines(log, from).read()).toEqual([READY]);
   });
 
   it('does not take a ready line from before the offset', async () => {
     writeFileSync(log, `${EARLIER_RUN}${READY}\n`);
-    const agent: ProcessRecord = { name: 'agent-N-21', pid: process.pid, log, command: [] };
-    const error = await waitForLog(agent, 'datum agent: serving', 500, await logSize(log)).catch((e: Error) => e);
+    const from = await logSize(log);
+    const error = await waitForLog(standInAgent(), 'datum agent: serving', 500, from).catch((e: Error) => e);
     expect(String(error)).toMatch(/agent-N-21 did not become ready within 0.5 s/);
   });
 
