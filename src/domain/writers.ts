@@ -227,8 +227,7 @@ export function standingRefusals(refusals: History['refused'], snapshot: Classif
   for (const [key, r] of Object.entries(refused)) {
     const a = snapshot.byKey.get(key);
     if (refusedNow.includes(key)) continue;
-    if (!a || !a.drift || !sameMarker(a.observed?.marker ?? null, r.marker) || a.effective_mode !== r.mode)
-      delete refused[key];
+    if (!a || !a.drift || !sameMarker(a.observed?.marker ?? null, r.marker) || a.effective_mode !== r.mode) delete refused[key];
   }
   return refused;
 }

@@ -94,7 +94,12 @@ function observationJudged(decision: Decision, decidedAt: string): void {
 export function markerTimeMs(marker: string | null): number | null {
   const parts = marker?.split(':') ?? [];
   // file:<mtimeMs>:<ino>:<size>[:<ctimeMs>[:<digest>]], and link:<target>:<ctimeMs> (a target may hold colons).
-  const at = parts[0] === 'file' && parts.length >= 4 && parts.length <= 6 ? parts[1] : parts[0] === 'link' && parts.length >= 3 ? parts.at(-1) : '';
+  const at =
+    parts[0] === 'file' && parts.length >= 4 && parts.length <= 6
+      ? parts[1]
+      : parts[0] === 'link' && parts.length >= 3
+        ? parts.at(-1)
+        : '';
   const ms = at ? Number(at) : NaN;
   return Number.isFinite(ms) && ms > 0 ? ms : null;
 }

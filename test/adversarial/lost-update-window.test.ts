@@ -63,7 +63,7 @@ function said(racer: ChildProcess): (prefix: RegExp) => Promise<string> {
 /** Every backup's bytes. */
 async function backups(root: string): Promise<string[]> {
   const dir = path.join(root, '.datum/backup');
-  const all = await snapshot(dir).catch(() => ({}) as Record<string, string>);
+  const all = await snapshot(dir).catch(() => ({}));
   const files = Object.entries(all).filter(([, kind]) => kind.startsWith('file:'));
   return await Promise.all(files.map(([rel]) => fs.readFile(path.join(dir, rel), 'utf8')));
 }

@@ -59,7 +59,7 @@ async function swappedWhileInstalling(move: 'out of the root' | 'aside in the ro
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   const result = await t.apply(releaseAction(t, '7.4', art)).then(
     (ev) => ({ ok: true as const, ev }),
-    (err: unknown) => ({ ok: false as const, err }),
+    (err: unknown) => ({ ok: false as const, err: err as Error }),
   );
   if (child.exitCode === null) await once(child, 'exit');
   expect(out, 'the swap happened while the unpack ran').toBe('swapped');

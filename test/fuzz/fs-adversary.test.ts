@@ -147,7 +147,7 @@ async function tree(dir: string): Promise<Record<string, string>> {
 
 /** The bytes of every regular file under .datum/backup. */
 async function backups(root: string): Promise<Set<string>> {
-  const all = await tree(path.join(root, '.datum/backup')).catch(() => ({}) as Record<string, string>);
+  const all = await tree(path.join(root, '.datum/backup')).catch(() => ({}));
   const out = new Set<string>();
   for (const [rel, kind] of Object.entries(all))
     if (kind.startsWith('file:')) out.add(await fs.readFile(path.join(root, '.datum/backup', rel), 'utf8'));

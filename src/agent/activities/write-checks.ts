@@ -98,7 +98,12 @@ async function markerMoved(
   return { refusal: sameMarker(current, action.observed_marker) ? null : await movedBy(ctx, action, journal, current), current };
 }
 
-async function movedBy(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal, current: string | null): Promise<Refusal> {
+async function movedBy(
+  ctx: NodeContext,
+  action: AuthorizedAction,
+  journal: AgentJournal,
+  current: string | null,
+): Promise<Refusal> {
   // Moved by Datum's own write since the snapshot (another action or generation, say during a
   // hand-over, under this key or another that wrote the same target): the plan is out of date,
   // not contested. Re-observe and plan again; no conflict.
