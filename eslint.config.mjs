@@ -10,6 +10,8 @@ import datum from './eslint.layers.mjs';
 
 const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts', 'bench/*-workflows.js'];
 const DOMAIN_FILES = ['src/domain/**/*.ts'];
+// The one module that calls Temporal's patched() and deprecatePatch().
+const PATCH_ASKER = 'src/workflows/patches.ts';
 
 // Every Node built-in under both spellings (`fs` and `node:fs`, `fs/promises` …). Node 20's
 // list has no `node:` entries except prefix-only modules such as `node:test`; dedupe anyway.
@@ -162,9 +164,29 @@ export default tseslint.config(
   },
   {
     // Workflow code runs in Temporal's deterministic sandbox (samples-typescript
-    // .shared/.eslintrc.js): no Node built-ins, none of the SDK's non-workflow packages.
+    // .shared/.eslintrc.js): no Node built-ins, none of the SDK's non-workflow packages. A patch is
+    // asked through the registry only (src/workflows/patches.ts), so each id is spelled once.
     files: WORKFLOW_FILES,
-    ignores: DOMAIN_FILES,
+    ignores: [...DOMAIN_FILES, PATCH_ASKER],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            ...builtinRestrictions('workflow code'),
+            ...nonWorkflowTemporalPackages('workflow code'),
+            {
+              name: '@temporalio/workflow',
+              importNames: ['patched', 'deprecatePatch'],
+              message: "ask a patch with inForce(<id from src/contract/patches.ts>) from './patches', never patched() itself.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: [PATCH_ASKER],
     rules: {
       'no-restricted-imports': [
         'error',

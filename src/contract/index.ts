@@ -12,3 +12,4 @@ export * from './agent';
 export * from './control';
 export * from './failures';
 export * from './metrics';
+export * from './patches';

@@ -1,3 +1,4 @@
+import { DECISION_RULE, type DecisionRule } from '../contract/patches';
 import type { BoundIntent } from './desired';
 import { durationMs, msBetween } from './duration';
 import type { ConflictRecord, History } from './history';
@@ -12,18 +13,11 @@ import type { Classified } from './verdict';
  */
 
 /**
- * Decision rules added after loops were already running. A running loop replays its history on
- * new code, so the workflow answers each from patched(): a rule is in force only where no earlier
- * decision was made without it. Each is asked only where it changes the outcome, so its marker
- * is written only there.
+ * The decision rules (src/contract/patches.ts) reach these stages as `rules`, which the workflow
+ * answers from patched(). Each is asked only where it changes the outcome, so its marker is
+ * written only there.
  */
-export type DecisionRule =
-  /** Datum's own write that did not take ends the repair record (the probe shows our marker). */
-  | 'own-ineffective-write-ends-proof'
-  /** The agent's answers (MARKER_MOVED, refusals) are judged even when a gate closed on the probe. */
-  | 'answers-outlive-lost-probe'
-  /** Any write of this pass ends the repair record of its resource, whatever the probe says. */
-  | 'own-executed-write-ends-proof';
+export type { DecisionRule };
 
 /** What both judgement stages start from. */
 export interface StageInput {
@@ -94,7 +88,7 @@ export function trackConflicts(
   const repaired = { ...repairsInWindow(history.repaired, now, conflictWindow), ...probe.repaired };
   // Our own write that did not take has moved the marker since the repair: that proof is gone.
   const ended = probe.ineffective.filter((key) => key in repaired);
-  if (ended.length > 0 && rules('own-ineffective-write-ends-proof')) for (const key of ended) delete repaired[key];
+  if (ended.length > 0 && rules(DECISION_RULE.ownIneffectiveWriteEndsProof)) for (const key of ended) delete repaired[key];
   // So has any other write of this pass the probe does not settle as taken or overwritten: one
   // that failed on the way (a restart that crashed, an apply that timed out after writing).
   const settled = new Set([...Object.keys(probe.repaired), ...probe.ineffective, ...Object.keys(probe.overwritten)]);
@@ -140,7 +134,7 @@ export function trackWithoutProbe(
   const written = answers.executed.filter((key) => key in inWindow);
   endOwnWrites(repaired, written, rules);
   const heard = Object.keys(answers.overwritten).length > 0 || answers.refused_now.length > 0;
-  if (!heard || !rules('answers-outlive-lost-probe'))
+  if (!heard || !rules(DECISION_RULE.answersOutliveLostProbe))
     return { repaired, conflicts: history.conflicts, evidence: null, refused: history.refused, opened: [], standing: [] };
   const opened = Object.keys(answers.overwritten);
   const conflicts = openConflicts(history.conflicts, answers.overwritten, now);
@@ -161,7 +155,7 @@ export function trackWithoutProbe(
  */
 function endOwnWrites(repaired: History['repaired'], written: string[], rules: (rule: DecisionRule) => boolean): void {
   const ended = written.filter((key) => key in repaired);
-  if (ended.length > 0 && rules('own-executed-write-ends-proof')) for (const key of ended) delete repaired[key];
+  if (ended.length > 0 && rules(DECISION_RULE.ownExecutedWriteEndsProof)) for (const key of ended) delete repaired[key];
 }
 
 /** Each fresh sequence opens (or reopens) its resource's conflict, unresolved. */

@@ -8,6 +8,7 @@ import { workflowInterceptorModules, workflowSource } from './bundle';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 import { tracingWorkerOptions } from '../tracing';
 import { workflowMetricSinks } from './workflow-metrics';
+import { workflowPatchSinks } from './workflow-patches';
 
 export interface ControllerOptions {
   connection: NativeConnection;
@@ -40,8 +41,9 @@ export async function createControllerWorker(options: ControllerOptions): Promis
       ...('workflowsPath' in source ? { workflowModules: workflowInterceptorModules() } : {}),
       activity: tracing.activityInterceptors,
     },
-    // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts.
-    sinks: { ...workflowMetricSinks(), ...tracing.sinks },
+    // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts;
+    // the old branches replaying runs still take: workflow-patches.ts.
+    sinks: { ...workflowMetricSinks(), ...workflowPatchSinks(), ...tracing.sinks },
     ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).

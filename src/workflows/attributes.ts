@@ -3,7 +3,7 @@
  * its memo and its current details. Written only when a value changed: status churn is a defect
  * (STYLE.md), and every upsert is a history event.
  */
-import { patched, setCurrentDetails, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { setCurrentDetails, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { SearchAttributePair, SearchAttributeUpdatePair, TypedSearchAttributes } from '@temporalio/common';
 import type { BoundIntent, Decision } from '../domain';
 import {
@@ -19,7 +19,9 @@ import {
   MEMO_SINCE,
   MEMO_SUMMARY,
   MEMO_VERIFIED_EVERY_MS,
+  WORKFLOW_PATCH,
 } from '../contract';
+import { inForce } from './patches';
 
 /** The values last written, by attribute name (JSON), seeded from what the run started with. */
 export interface AttributeWriter {
@@ -42,14 +44,10 @@ export function openAttributes(): AttributeWriter {
   return { written, verifiedAt: text(memo[MEMO_LAST_VERIFIED]), since: text(memo[MEMO_SINCE]) };
 }
 
-/**
- * The memo `datum nodes` reads (reason, last_verified_at, since), next to the summary. Patched:
- * runs recorded before wrote the summary alone, and steady passes wrote nothing.
- */
-const NODE_VIEW_PATCH = 'memo-node-view';
+/** The memo `datum nodes` reads (reason, last_verified_at, since), next to the summary. */
 
 function nodeView(w: AttributeWriter, decision: Decision, verifiedAt: string | null): Record<string, string> {
-  if (!patched(NODE_VIEW_PATCH)) return {};
+  if (!inForce(WORKFLOW_PATCH.memoNodeView)) return {};
   w.since ??= workflowInfo().runStartTime.toISOString();
   w.verifiedAt = verifiedAt;
   return {
@@ -67,7 +65,7 @@ function nodeView(w: AttributeWriter, decision: Decision, verifiedAt: string | n
 export function publishVerified(w: AttributeWriter, verifiedAt: string | null): void {
   if (!verifiedAt) return;
   const behind = w.verifiedAt ? Date.parse(verifiedAt) - Date.parse(w.verifiedAt) : Infinity;
-  if (behind < MEMO_VERIFIED_EVERY_MS || !patched(NODE_VIEW_PATCH)) return;
+  if (behind < MEMO_VERIFIED_EVERY_MS || !inForce(WORKFLOW_PATCH.memoNodeView)) return;
   w.verifiedAt = verifiedAt;
   upsertMemo({ [MEMO_LAST_VERIFIED]: verifiedAt });
 }

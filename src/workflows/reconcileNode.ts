@@ -7,7 +7,6 @@ import {
   condition,
   continueAsNew,
   log,
-  patched,
   proxyActivities,
   type ActivityInterfaceFor,
   proxyLocalActivities,
@@ -60,6 +59,8 @@ import {
   LEDGER_PERMANENT_ERRORS,
   MAX_HISTORY_EVENTS,
   REFUSALS,
+  WATCH_RULE,
+  WORKFLOW_PATCH,
   WORKFLOW_TYPES,
   agentTaskQueue,
   outcomeOfFailure,
@@ -94,6 +95,7 @@ import {
 } from './attributes';
 import { decisionRecorded, ledgerBacklog, passJudged } from './metrics';
 import { summaryLine, waitSummary } from './summaries';
+import { inForce } from './patches';
 import { awaitReply, checkNotHandedOver, checkPayload, refuseQueued, replyOf, type Reply } from './updates';
 
 /**
@@ -166,7 +168,7 @@ interface Loop {
   observedMarkers: Record<string, string | null> | null;
   /** False right after a watch reported a change against its baseline: the next one goes without. */
   baselineTrusted: boolean;
-  /** A watch ended without a change under WATCH_RETRY_SOON: the wait starts the next one (after its pause, if it failed). */
+  /** A watch ended without a change under WATCH_RULE.failureRetriesSoon: the wait starts the next one (after its pause, if it failed). */
   watchRetry: boolean;
   agents: NodeAgents;
   attributes: AttributeWriter;
@@ -213,34 +215,26 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
 }
 
 /**
- * The patches a new run chain's opening depends on. Each used to be asked right after the first
- * local activity (readAuthority), and a query arriving while that activity ran could make the
- * server end the first workflow task with the activity's marker alone: the patch marker then
- * landed in the next task, and a replay asked patched() before it was told of that marker, which
- * is a non-determinism error on every later replay of the loop (test/adversarial/hostile-input).
- * A run that records OPENING_PATCHES_FIRST asks before any activity and takes both as in force;
- * runs recorded before it ask them where they always did.
+ * The patches a new run chain's opening depends on, asked before its first local activity (see
+ * the registry for why); runs recorded before asked each where it is used.
  */
-const OPENING_PATCHES_FIRST = 'opening-patches-first';
-
 interface OpeningPatches {
   storedDecisions(): boolean;
   waitForValid(): boolean;
 }
 
 function openingPatches(): OpeningPatches {
-  if (patched(OPENING_PATCHES_FIRST)) return { storedDecisions: () => true, waitForValid: () => true };
+  if (inForce(WORKFLOW_PATCH.openingPatchesFirst)) return { storedDecisions: () => true, waitForValid: () => true };
   return {
-    storedDecisions: () => patched('stored-operator-decisions'),
-    waitForValid: () => patched('wait-for-valid-desired-state'),
+    storedDecisions: () => inForce(WORKFLOW_PATCH.storedOperatorDecisions),
+    waitForValid: () => inForce(WORKFLOW_PATCH.waitForValidDesiredState),
   };
 }
 
 /**
  * A new run chain starts from the operator decisions (yields, open conflicts) the ledger store
  * kept for the node, so they hold even when the node lost its own record under .datum/. A store
- * that cannot answer leaves the agent's record as the only one. Patched: runs recorded before
- * started from an empty history.
+ * that cannot answer leaves the agent's record as the only one.
  */
 async function freshHistory(node: string, opening: OpeningPatches): Promise<History> {
   if (!opening.storedDecisions()) return emptyHistory();
@@ -380,12 +374,11 @@ async function handleSignal(loop: Loop, pending: Pending): Promise<boolean> {
 /**
  * A valid recheck closes the INVALID_SIGNAL an earlier malformed one raised, as a valid signal of
  * any other name does. Recorded by the loop, not the handler, so a pass in flight cannot undo it.
- * Patched: runs recorded before kept the rejection, and their next entries must replay as they were.
  */
 function acceptRecheck(loop: Loop): void {
   if (!loop.recheckAccepted) return;
   loop.recheckAccepted = false;
-  if (loop.history.rejected_signals[recheckSignal.name] && patched('valid-recheck-clears-rejection')) {
+  if (loop.history.rejected_signals[recheckSignal.name] && inForce(WORKFLOW_PATCH.validRecheckClearsRejection)) {
     loop.history = recordSignal(loop.history, recheckSignal.name, null);
   }
 }
@@ -483,13 +476,11 @@ async function startSuccessor(node: string, target: { generation: number; digest
 /**
  * Operator decisions kept on the node (docs/architecture.md §4 "Targets and operator decisions"):
  * the agent refuses to overwrite a yielded or contested target, and the next generation starts
- * from them. Patched: runs recorded before this existed issue no recordDecision. A node that
- * cannot take one now is told again after the next pass (decide lists what it lacks).
+ * from them. A node that cannot take one now is told again after the next pass (decide lists
+ * what it lacks).
  */
-const DURABLE_DECISIONS_PATCH = 'durable-operator-decisions';
-
 async function recordDecisions(loop: Loop, requests: RecordDecisionRequest[]): Promise<void> {
-  if (requests.length === 0 || !patched(DURABLE_DECISIONS_PATCH)) return;
+  if (requests.length === 0 || !inForce(WORKFLOW_PATCH.durableOperatorDecisions)) return;
   for (const request of requests) {
     try {
       await loop.agents.observer.recordDecision.executeWithOptions(
@@ -557,7 +548,7 @@ async function flushEntries(loop: Loop): Promise<void> {
       ]);
       loop.unstored.shift();
     } catch (error) {
-      if (isSeqConflict(error) && patched('ledger-seq-conflict-moves-on')) {
+      if (isSeqConflict(error) && inForce(WORKFLOW_PATCH.ledgerSeqConflictMovesOn)) {
         // The store holds another decision under this seq for good (retrying cannot change it):
         // its record stands, and this one must not hold back every later entry of the chain.
         log.error('ledger store holds a different entry under this seq; the later entries go on', {
@@ -680,7 +671,7 @@ function passPorts(loop: Loop): PassPorts {
       }
     },
     now: nowIso,
-    ruleInForce: (rule) => patched(rule),
+    ruleInForce: inForce,
   };
 }
 
@@ -691,7 +682,7 @@ function markersOf(observation: Observation): Record<string, string | null> {
 
 /**
  * Waits for a signal, the watch seeing a change, or the recheck trigger's time. A watch that
- * ends meanwhile without a change (under WATCH_RETRY_SOON) is started again, after a pause if it
+ * ends meanwhile without a change (under WATCH_RULE.failureRetriesSoon) is started again, after a pause if it
  * failed, and the wait goes on to the same wake time: a restarted agent or a missed heartbeat
  * costs the node at most that pause of watching, not the rest of its resync interval. A loop
  * whose watch runs until the wake waits exactly as before, on one timer.
@@ -714,15 +705,6 @@ async function waitForEvidence(loop: Loop): Promise<void> {
   }
 }
 
-/**
- * A watch that ends without a change while the loop waits no longer leaves the node unwatched
- * until the next pass: one whose agent shut down or whose window ran out is started again at
- * once, and one that failed (its agent died or missed a heartbeat) after watchRetrySoonAtMs's
- * pause. Asked where the watch's end arrives, so a run recorded before this rule replays its
- * ended watches as they were.
- */
-const WATCH_RETRY_SOON = 'watch-failure-retries-soon';
-
 /** Event-driven observation: one watch at a time; its return (a change) wakes the loop. */
 function startWatch(loop: Loop): void {
   if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
@@ -735,9 +717,9 @@ function startWatch(loop: Loop): void {
       loop.watch.running = false;
       if (result.changed.length > 0) loop.watchFired = true;
       // Ended with nothing seen (its agent shut down, or its window ran out): under
-      // WATCH_RETRY_SOON the wait starts the next one at once; its baseline, the last
+      // the watch rule the wait starts the next one at once; its baseline, the last
       // observation, still catches a change made in between.
-      else if (patched(WATCH_RETRY_SOON)) loop.watchRetry = true;
+      else if (inForce(WATCH_RULE.failureRetriesSoon)) loop.watchRetry = true;
       // A change found against the baseline sends the next watch without one: should the
       // observation and the watch ever spell a marker differently, that costs one extra pass per
       // real change instead of a pass after pass.
@@ -745,7 +727,7 @@ function startWatch(loop: Loop): void {
     },
     () => {
       loop.watch.running = false;
-      if (patched(WATCH_RETRY_SOON)) {
+      if (inForce(WATCH_RULE.failureRetriesSoon)) {
         // The agent restarted, missed a heartbeat or refused: watch again after a short pause.
         loop.watch.retry_at_ms = watchRetrySoonAtMs(loop.intent.policy, Date.now());
         loop.watchRetry = true;

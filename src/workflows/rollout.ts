@@ -7,7 +7,6 @@ import {
   condition,
   continueAsNew,
   isCancellation,
-  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -16,11 +15,13 @@ import {
 } from '@temporalio/workflow';
 import { nodeId } from '../domain';
 import { echo } from '../domain/bounds';
+import { inForce } from './patches';
 import { summaryLine } from './summaries';
 import {
   MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
+  WORKFLOW_PATCH,
   rolloutProgressQuery,
   withFix,
   type ControlActivities,
@@ -42,9 +43,7 @@ const acts = proxyActivities<ControlActivities>({
  * A cancelled rollout starts no node it has not started yet (`datum rollout cancel`), so nodes are
  * prepared in small batches, a few at a time, and no batch starts once the rollout is cancelled;
  * batches in flight finish (WAIT_CANCELLATION_COMPLETED), so the rollout knows what it started.
- * Patched: runs recorded before prepared every node in batches of 100 at once.
  */
-const CANCEL_PATCH = 'rollout-cancel-stops-starting';
 const PREPARE_BATCH = 25;
 const PREPARE_LANES = 8;
 const preparing = proxyActivities<ControlActivities>({
@@ -63,7 +62,7 @@ const POLL_MS = 1000;
  */
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   checkInput(input);
-  const cancellable = patched(CANCEL_PATCH);
+  const cancellable = inForce(WORKFLOW_PATCH.rolloutCancelStopsStarting);
   const prepared = input.prepared ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
   if (!cancellable) return await follow(input, prepared);
   if (CancellationScope.current().consideredCancelled) return endCancelled(input, prepared, null);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ApplyFailure, AuthorizedAction, DecisionRule, ExecutionEvidence, History, Observation } from '../../src/domain';
+import { DECISION_RULE } from '../../src/contract';
 import {
   D6,
   D7,
@@ -112,7 +113,7 @@ describe('MARKER_MOVED, then no probe: the conflict opens anyway', () => {
   it('asks its rule only where the agent answered something the probe would have judged', async () => {
     const moved = ruleLog();
     await pass(snapshot(n24Before()), null, { answer: buildMoved, rules: moved.rules });
-    expect(moved.asked).toEqual(['answers-outlive-lost-probe']);
+    expect(moved.asked).toEqual([DECISION_RULE.answersOutliveLostProbe]);
     // Every action applied, nothing repaired before: no rule changes this pass, so none is asked.
     const quiet = ruleLog();
     await pass(snapshot(n24Before()), null, { rules: quiet.rules });
@@ -120,7 +121,7 @@ describe('MARKER_MOVED, then no probe: the conflict opens anyway', () => {
   });
 
   it('not in force (a loop that started before it): the conflict is lost and the next pass writes build again', async () => {
-    const rules = allBut('answers-outlive-lost-probe');
+    const rules = allBut(DECISION_RULE.answersOutliveLostProbe);
     const { final } = await pass(snapshot(n24Before()), null, { answer: buildMoved, rules });
     expect([final.decision.convergence_status, final.decision.reason]).toEqual(['BLOCKED', 'NODE_UNREACHABLE']);
     expect(conditionsOf(final.decision)).not.toContain('CONFLICTING_WRITER:build');
@@ -149,7 +150,7 @@ describe('a refusal, then no probe: it stands like one the probe saw', () => {
   });
 
   it('not in force: the next pass sends it again', async () => {
-    const rules = allBut('answers-outlive-lost-probe');
+    const rules = allBut(DECISION_RULE.answersOutliveLostProbe);
     const { final } = await pass(snapshot(n24Before()), null, { answer: digestMismatch, rules });
     expect(conditionsOf(final.decision)).not.toContain('ACTION_REFUSED:build');
     const next = await pass(snapshot(n24Before(), { at: later(MIN) }), null, { history: final.history, now: later(MIN), rules });
@@ -209,11 +210,11 @@ describe('an ineffective repair, then no probe: the next pass retries, it does n
     const history = await afterRepair();
     const log = ruleLog();
     await pass(node('ours:app', later(MIN)), null, { history, now: later(MIN), answer: restarted, rules: log.rules });
-    expect(log.asked).toEqual(['own-executed-write-ends-proof']);
+    expect(log.asked).toEqual([DECISION_RULE.ownExecutedWriteEndsProof]);
   });
 
   it('not in force: the next pass takes the marker of Datum’s own restart for another writer (CONFLICT), as before', async () => {
-    const rules = allBut('own-executed-write-ends-proof');
+    const rules = allBut(DECISION_RULE.ownExecutedWriteEndsProof);
     const history = await afterRepair();
     const { final } = await pass(node('ours:app', later(MIN)), null, { history, now: later(MIN), answer: restarted, rules });
     const next = await pass(node('ours:app-2', later(2 * MIN)), null, { history: final.history, now: later(2 * MIN), rules });
@@ -241,7 +242,7 @@ describe('a restart that failed on the way, with a probe: its marker is Datum’
   });
 
   it('not in force: CONFLICT on the next pass, as before', async () => {
-    const rules = allBut('own-executed-write-ends-proof');
+    const rules = allBut(DECISION_RULE.ownExecutedWriteEndsProof);
     const history = await afterRepair();
     const { final } = await pass(node('ours:app', later(MIN)), () => node('pid:restarted', later(MIN)), {
       history,

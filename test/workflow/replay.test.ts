@@ -1,8 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
-import { describe, expect, it } from 'vitest';
+import { Worker, type InjectedSinks } from '@temporalio/worker';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { PATCHES, PATCH_SINK, type DatumPatchSinks, type PatchId } from '../../src/contract';
 import { workflowsPath } from '../../src/worker/paths';
 import { workflowInterceptorModules } from '../../src/worker/bundle';
 import { installTestRuntime } from '../helpers/temporal';
@@ -11,32 +12,65 @@ import { installTestRuntime } from '../helpers/temporal';
  * Histories recorded from the integration run of each release (DATUM_RECORD_HISTORIES=1 npx
  * vitest run test/integration writes test/histories/<version>/, never over a committed file),
  * replayed against today's workflow code: a change that would break a workflow still running on
- * an older release (non-determinism) fails here, before it reaches a fleet.
+ * an older release (non-determinism) fails here, before it reaches a fleet. The patch registry
+ * (src/contract/patches.ts) says which histories take which patch's old branch; the replay
+ * reports each old branch it takes (PATCH_SINK), and the two must agree.
  */
 const DIR = path.join(__dirname, '..', 'histories');
 
+/** Each history's name (<release>/<file> without .json) and the patches whose old branch its replay took. */
+const replayed = new Map<string, { error?: Error; oldBranches: Set<PatchId> }>();
+let names: string[] = [];
+
+beforeAll(async () => {
+  installTestRuntime();
+  // One directory per release that recorded them (test/helpers/stack.ts recordHistory).
+  const files = (await fs.readdir(DIR, { recursive: true })).filter((f) => f.endsWith('.json')).sort();
+  names = files.map((f) =>
+    f
+      .replace(/\.json$/, '')
+      .split(path.sep)
+      .join('/'),
+  );
+  const histories = await Promise.all(
+    files.map(async (f, i) => ({
+      workflowId: names[i],
+      history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))),
+    })),
+  );
+  const oldBranches = new Map<string, Set<PatchId>>(names.map((n) => [n, new Set()]));
+  const sinks: InjectedSinks<DatumPatchSinks> = {
+    [PATCH_SINK]: {
+      oldBranch: { fn: (info, patch) => void oldBranches.get(info.workflowId)?.add(patch), callDuringReplay: true },
+    },
+  };
+  for await (const result of Worker.runReplayHistories(
+    { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules() }, sinks },
+    histories,
+  )) {
+    replayed.set(result.workflowId, { error: result.error, oldBranches: oldBranches.get(result.workflowId)! });
+  }
+}, 600_000);
+
 describe('replay of recorded histories', () => {
-  it('every recorded history replays without non-determinism', async () => {
-    installTestRuntime();
-    // One directory per release that recorded them (test/helpers/stack.ts recordHistory).
-    const files = (await fs.readdir(DIR, { recursive: true })).filter((f) => f.endsWith('.json')).sort();
-    expect(files.filter((f) => f.startsWith(`0.1.0${path.sep}`)).length).toBeGreaterThanOrEqual(8);
-    const histories = await Promise.all(
-      files.map(async (f) => ({
-        workflowId: f.replace(/\.json$/, ''),
-        history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))),
-      })),
-    );
-    const failures: string[] = [];
-    let replayed = 0;
-    for await (const result of Worker.runReplayHistories(
-      { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules() } },
-      histories,
-    )) {
-      replayed++;
-      if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
-    }
-    expect(failures).toEqual([]);
-    expect(replayed).toBe(files.length);
+  it('every recorded history is replayed, 0.1.0 among them', () => {
+    expect(names.filter((n) => n.startsWith('0.1.0/')).length).toBeGreaterThanOrEqual(8);
+    expect([...replayed.keys()].sort()).toEqual(names);
   });
+
+  it('every recorded history replays without non-determinism', () => {
+    const failures = [...replayed].filter(([, r]) => r.error).map(([name, r]) => `${name}: ${r.error!.message}`);
+    expect(failures).toEqual([]);
+  });
+});
+
+describe('the patch registry against the recorded histories', () => {
+  for (const [id, patch] of Object.entries(PATCHES) as Array<[PatchId, (typeof PATCHES)[PatchId]]>) {
+    it(`${id}: its old branch is taken by exactly the histories the registry lists`, () => {
+      const taking = names.filter((n) => replayed.get(n)?.oldBranches.has(id));
+      expect(taking).toEqual([...patch.histories].sort());
+      // deprecatePatch() takes the new branch in every replay: no history may still need the old one.
+      if (patch.stage === 'deprecated') expect(taking).toEqual([]);
+    });
+  }
 });

@@ -1,0 +1,200 @@
+/*
+ * Every patch Datum's workflows ask Temporal's `patched()` for, in one table. A reconcile loop
+ * runs for weeks and replays its history on whatever code the worker runs now, so a change of
+ * what a workflow decides or which commands it issues is asked as a patch: a run recorded before
+ * it keeps the old branch up to where its history ends, and takes the new one from there.
+ *
+ * Each id is spelled once, below; every call site names it through WORKFLOW_PATCH, DECISION_RULE
+ * or WATCH_RULE. Each entry says the release it came in, what it changes for a loop that was already running, which recorded histories
+ * (test/histories/, replayed by test/workflow/replay.test.ts) take its old branch, and its stage.
+ * The replay test checks the `histories` lists against what each history really asks.
+ *
+ * Retiring a patch (README "Upgrading"): it is deprecated, `deprecatePatch()` with the old branch
+ * deleted (stage 'deprecated'), once no open run began before its release (`temporal workflow
+ * list --query "ExecutionStatus='Running' AND StartTime < '<release date>'"` finds none: every
+ * loop has continued as new or ended since) and none of its `histories` is still replayed (the
+ * release that recorded them is no longer run by any fleet, and its directory is removed). It is
+ * removed, call and entry, one release later, once no open run began before the deprecating one.
+ */
+
+/** The patches workflow code asks itself. */
+export const WORKFLOW_PATCH = {
+  openingPatchesFirst: 'opening-patches-first',
+  storedOperatorDecisions: 'stored-operator-decisions',
+  waitForValidDesiredState: 'wait-for-valid-desired-state',
+  validRecheckClearsRejection: 'valid-recheck-clears-rejection',
+  durableOperatorDecisions: 'durable-operator-decisions',
+  ledgerSeqConflictMovesOn: 'ledger-seq-conflict-moves-on',
+  rolloutCancelStopsStarting: 'rollout-cancel-stops-starting',
+  memoNodeView: 'memo-node-view',
+} as const;
+
+/**
+ * Decision rules added after loops were already running: src/domain asks each through its `rules`
+ * callback, only where it changes the outcome, and the workflow answers with patched().
+ */
+export const DECISION_RULE = {
+  /** Datum's own write that did not take ends the repair record (the probe shows our marker). */
+  ownIneffectiveWriteEndsProof: 'own-ineffective-write-ends-proof',
+  /** The agent's answers (MARKER_MOVED, refusals) are judged even when a gate closed on the probe. */
+  answersOutliveLostProbe: 'answers-outlive-lost-probe',
+  /** Any write of this pass ends the repair record of its resource, whatever the probe says. */
+  ownExecutedWriteEndsProof: 'own-executed-write-ends-proof',
+} as const;
+
+/** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
+export const WATCH_RULE = {
+  failureRetriesSoon: 'watch-failure-retries-soon',
+} as const;
+
+type ValueOf<T> = T[keyof T];
+export type WorkflowPatch = ValueOf<typeof WORKFLOW_PATCH>;
+export type DecisionRule = ValueOf<typeof DECISION_RULE>;
+export type WatchRule = ValueOf<typeof WATCH_RULE>;
+export type PatchId = WorkflowPatch | DecisionRule | WatchRule;
+
+export interface PatchEntry {
+  /**
+   * The release that first asked it: the commit of a release fleets ran (the upgrade test's
+   * PREVIOUS_RELEASE), or 'unreleased' until the next release is cut.
+   */
+  readonly since: string;
+  /** What a loop that was running before `since` does differently once it runs this code. */
+  readonly changes: string;
+  /** Recorded histories (test/histories/<release>/<name>, without .json) whose replay asks it and takes the branch from before it. */
+  readonly histories: readonly string[];
+  /** 'patched': both branches kept; 'deprecated': deprecatePatch() and the new branch only (then no history may depend on it). */
+  readonly stage: 'patched' | 'deprecated';
+  /** Why it exists: what went wrong before it (kept here rather than at the call site). */
+  readonly story: string;
+}
+
+/** The release running fleets have (test/production/upgrade.test.ts PREVIOUS_RELEASE). */
+const FLEET_RELEASE = '875215a';
+const UNRELEASED = 'unreleased';
+
+/** Histories recorded by release 0.1.0, before any patch here existed. */
+const H = (...names: string[]) => names.map((name) => `0.1.0/${name}`);
+/** Every one of them: each opens a new run chain and writes its memo. */
+const EVERY_0_1_0 = H(
+  'conflict-then-yield',
+  'controller-killed-mid-pass',
+  'malformed-signals',
+  'observe-then-enforce',
+  'offline-stale-intent-handover',
+  'probe4-retry-then-blocked',
+  'worked-example-gen11-superseded',
+  'worked-example-gen12',
+);
+
+export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
+  [WORKFLOW_PATCH.openingPatchesFirst]: {
+    since: UNRELEASED,
+    changes:
+      'A new run chain asks stored-operator-decisions and wait-for-valid-desired-state before its first local activity, as one patch, instead of after readAuthority.',
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      "The two opening patches were asked right after readAuthority. A query arriving while that activity ran could make the server end the first workflow task with the activity's marker alone; the patch marker then landed in the next task, and every later replay asked patched() before it knew of that marker: non-determinism (test/adversarial/hostile-input).",
+  },
+  [WORKFLOW_PATCH.storedOperatorDecisions]: {
+    since: FLEET_RELEASE,
+    changes:
+      'A new run chain reads the operator decisions the ledger store kept for the node (one more local activity at the start) instead of starting from an empty history.',
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      'A node that lost its own record under .datum/ lost its yields and open conflicts with it, and the next generation could overwrite a yielded target.',
+  },
+  [WORKFLOW_PATCH.waitForValidDesiredState]: {
+    since: FLEET_RELEASE,
+    changes:
+      'A loop started on desired state that does not validate shows BLOCKED/INVALID_DESIRED_STATE and reads the file again every 30 s instead of failing at once.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A hand-over whose successor found the file broken meanwhile failed the successor: outside input ended a loop, which the design forbids.',
+  },
+  [WORKFLOW_PATCH.validRecheckClearsRejection]: {
+    since: FLEET_RELEASE,
+    changes: 'A valid recheck closes the INVALID_SIGNAL an earlier malformed recheck raised.',
+    histories: H(),
+    stage: 'patched',
+    story: 'A malformed recheck left INVALID_SIGNAL open for good: no valid recheck cleared it.',
+  },
+  [WORKFLOW_PATCH.durableOperatorDecisions]: {
+    since: FLEET_RELEASE,
+    changes: 'Operator decisions (yields, open conflicts, retakes) are sent to the agent (recordDecision activities).',
+    histories: H('conflict-then-yield'),
+    stage: 'patched',
+    story:
+      'Yields and open conflicts lived only in the workflow: the agent could not refuse a write to a yielded target, and the next generation started without them (issue 10, docs/architecture.md §4).',
+  },
+  [WORKFLOW_PATCH.ledgerSeqConflictMovesOn]: {
+    since: FLEET_RELEASE,
+    changes:
+      'A ledger entry the store refuses for a different entry under its seq is dropped from the queue instead of holding back every later one.',
+    histories: H(),
+    stage: 'patched',
+    story: 'One real seq conflict held back every later entry of the chain from the fleet-wide store (found by npm run faults).',
+  },
+  [WATCH_RULE.failureRetriesSoon]: {
+    since: UNRELEASED,
+    changes:
+      'A watch that ends without a change while the loop waits is started again: at once after its window or its agent shut down, within 30 s after a failure, instead of at the next pass.',
+    histories: H('offline-stale-intent-handover'),
+    stage: 'patched',
+    story:
+      "A watch lost to a missed heartbeat or an agent restart left the node unwatched until its next pass: the 1000-node cluster bench missed a file edit for a whole 10 minute resync that way (B-0793's history).",
+  },
+  [WORKFLOW_PATCH.rolloutCancelStopsStarting]: {
+    since: UNRELEASED,
+    changes:
+      'A rollout prepares nodes 25 at a time, 8 batches at once, and starts no batch once cancelled, instead of 100 at a time with no stop.',
+    histories: H(),
+    stage: 'patched',
+    story: '`datum rollout cancel` could not stop a rollout from starting the nodes it had not reached yet.',
+  },
+  [WORKFLOW_PATCH.memoNodeView]: {
+    since: UNRELEASED,
+    changes:
+      'The memo carries reason, since and last_verified_at next to the summary, and a steady pass moves last_verified_at at most every 5 minutes.',
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      '`datum nodes` (issue 12) reads reason, since and last verification from the workflow list alone; the memo held the summary line only.',
+  },
+  [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
+    since: UNRELEASED,
+    changes: "Datum's own write that did not take (the probe shows its own marker) ends the resource's repair record.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      "The sequence properties found Datum taking its own ineffective write for another writer's and opening a false CONFLICT.",
+  },
+  [DECISION_RULE.answersOutliveLostProbe]: {
+    since: UNRELEASED,
+    changes: "The agent's answers (MARKER_MOVED, refusals) are judged even when a gate closed on the post-action probe.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      "A compare-and-swap refusal followed by a lost probe was forgotten: the other writer's evidence never opened a conflict.",
+  },
+  [DECISION_RULE.ownExecutedWriteEndsProof]: {
+    since: UNRELEASED,
+    changes: 'Any write a pass carried out ends the repair record of its resource, whatever the probe says.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'An ineffective repair followed by a lost probe kept its old repair record, and the next pass read our own write as a CONFLICT.',
+  },
+};
+
+/**
+ * The workflow sink a replaying run reports an old branch through: which patch it asked and found
+ * not in force. Only a run recorded before a patch does (a live run always takes the new branch),
+ * so these calls are how the replay test and a worker see which patches loops still depend on.
+ */
+export const PATCH_SINK = 'datumPatches';
+
+export type DatumPatchSinks = { [PATCH_SINK]: { oldBranch(patch: PatchId): void } };
