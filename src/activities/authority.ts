@@ -86,7 +86,7 @@ export class DesiredStateAuthority {
     try {
       const { revision, author } = await this.provenance(file, text, stat);
       const intent = parseDesiredStateText(text, source, { revision, author, loaded_at: now.toISOString() }, node);
-      const problems = await this.resolveArtifacts(intent);
+      const { locations, problems } = await this.resolveArtifacts(intent);
       if (problems.length > 0) {
         return {
           ok: false,
@@ -94,7 +94,7 @@ export class DesiredStateAuthority {
           error: `${source}: invalid desired state; nothing from this file was applied:\n${problems.join('\n')}`,
         };
       }
-      return { ok: true, intent };
+      return { ok: true, intent: { ...intent, locations } };
     } catch (error) {
       if (error instanceof InvalidInputError) return { ok: false, kind: 'invalid', error: error.message };
       // Anything else a parse can throw is still this file's fault: the typed outcome, never a raw error.
@@ -109,8 +109,8 @@ export class DesiredStateAuthority {
     }
   }
 
-  /** Fills intent.locations with where the agent fetches each artifact; a missing file is a problem. */
-  private async resolveArtifacts(intent: BoundIntent): Promise<string[]> {
+  /** Where the agent fetches each release's artifact (the intent's `locations`); a missing file is a problem. */
+  private async resolveArtifacts(intent: BoundIntent): Promise<{ locations: Record<string, string>; problems: string[] }> {
     const problems: string[] = [];
     const locations: Record<string, string> = {};
     for (const [key, spec] of Object.entries(intent.resources)) {
@@ -134,8 +134,7 @@ export class DesiredStateAuthority {
         );
       }
     }
-    intent.locations = locations;
-    return problems;
+    return { locations, problems };
   }
 
   private async provenance(file: string, text: string, stat: Stats): Promise<{ revision: string; author: string | null }> {

@@ -9,6 +9,7 @@ import {
   resourceSpec,
   type DesiredProvenance,
   type Policy,
+  type ReleaseSpec,
   type ResourceSpec,
 } from './schemas';
 
@@ -26,7 +27,8 @@ export interface BoundIntent extends DesiredState {
   provenance: DesiredProvenance;
   /**
    * Where the agent fetches each release's artifact (absolute path or URL), resolved by the
-   * controller. Outside the digest: the digest binds what the author wrote.
+   * controller when it reads the authority. Outside the digest: the digest binds what the author
+   * wrote. Read through artifactLocation only.
    */
   locations?: Record<string, string>;
 }
@@ -71,6 +73,20 @@ export function validateDesiredState(data: unknown, source: string, expectedNode
 
 export function bindIntent(desired: DesiredState, provenance: DesiredProvenance): BoundIntent {
   return { ...desired, digest: desiredDigest(desired.resources, desired.policy), provenance };
+}
+
+/** Where the agent fetches a release's artifact: the location the controller resolved, else as written. */
+export function artifactLocation(intent: BoundIntent, key: string, spec: ReleaseSpec): string {
+  return intent.locations?.[key] ?? spec.artifact;
+}
+
+/** The resources as the agent reads and writes them: each release's artifact at artifactLocation. */
+export function agentResources(intent: BoundIntent): Record<string, ResourceSpec> {
+  const out: Record<string, ResourceSpec> = {};
+  for (const [key, spec] of Object.entries(intent.resources)) {
+    out[key] = spec.type === 'release' ? { ...spec, artifact: artifactLocation(intent, key, spec) } : spec;
+  }
+  return out;
 }
 
 function checkResources(raw: Record<string, unknown>, problems: Problem[]): Record<string, ResourceSpec> {

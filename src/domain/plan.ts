@@ -1,5 +1,5 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import { fileBytes, type BoundIntent } from './desired';
+import { artifactLocation, fileBytes, type BoundIntent } from './desired';
 import { withheldBecause } from './causes';
 import type { Assessment } from './classify';
 import type { ActionKind, PlannedAction, ResourceSpec } from './schemas';
@@ -85,7 +85,7 @@ function actionSpec(a: Assessment, spec: ResourceSpec, intent: BoundIntent): Jso
   const all = intent.resources;
   switch (spec.type) {
     case 'release':
-      return { version: spec.version, artifact: intent.locations?.[a.resource_key] ?? spec.artifact, sha256: spec.sha256 };
+      return { version: spec.version, artifact: artifactLocation(intent, a.resource_key, spec), sha256: spec.sha256 };
     case 'file': {
       const content = fileBytes(spec.content);
       return { path: spec.path, content, sha256: sha256Hex(content) };

@@ -18,6 +18,7 @@ import {
 import { TimeoutType, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   LEDGER_VERSION,
+  agentResources,
   desiredDigest,
   decisionRequest,
   durationMs,
@@ -206,7 +207,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     observedMarkers: null,
     baselineTrusted: true,
     watchRetry: false,
-    agents: nodeAgents(input.node, intent.policy.node_timeout),
+    agents: nodeAgents(input.node, intent),
     attributes: openAttributes(),
   };
   installHandlers(loop);
@@ -439,7 +440,7 @@ async function refreshDesired(loop: Loop, payload: unknown): Promise<boolean> {
   if (verdict.verdict === 'rebind') {
     if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
     loop.intent = read.intent;
-    loop.agents = nodeAgents(loop.node, read.intent.policy.node_timeout);
+    loop.agents = nodeAgents(loop.node, read.intent);
     rebindAttributes(loop.attributes, read.intent);
     note(loop, { reason: 'REBOUND', detail: verdict.detail, trigger: PASS_FOLLOWS_NOW });
     loop.recheckRequested = true;
@@ -613,15 +614,18 @@ interface NodeAgents {
   observer: ActivityInterfaceFor<AgentActivities>;
   watcher: ActivityInterfaceFor<AgentActivities>;
   nodeTimeout: string;
+  /** What the agents are asked about: the bound intent's resources, artifacts where the controller resolved them. */
+  resources: BoundIntent['resources'];
 }
 
 /**
- * The node's agent. scheduleToStartTimeout is node_timeout: an agent that does not pick the
- * task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang. The agent
- * heartbeats every 5 s while it works: a silent task is lost, and is retried. The watch is
- * long-lived and never retried by Temporal; the loop decides when to start the next one.
+ * The node's agent for one bound intent. scheduleToStartTimeout is node_timeout: an agent that does
+ * not pick the task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang.
+ * The agent heartbeats every 5 s while it works: a silent task is lost, and is retried. The watch
+ * is long-lived and never retried by Temporal; the loop decides when to start the next one.
  */
-function nodeAgents(node: string, nodeTimeout: string): NodeAgents {
+function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
+  const nodeTimeout = intent.policy.node_timeout;
   const base = {
     taskQueue: agentTaskQueue(node),
     scheduleToStartTimeout: durationMs(nodeTimeout),
@@ -637,12 +641,13 @@ function nodeAgents(node: string, nodeTimeout: string): NodeAgents {
       retry: { maximumAttempts: 1 },
     }),
     nodeTimeout,
+    resources: agentResources(intent),
   };
 }
 
 function passPorts(loop: Loop): PassPorts {
   const { node, agents } = loop;
-  const resources = resolvedResources(loop.intent);
+  const resources = agents.resources;
   const generation = loop.intent.generation;
   // The observation after an apply is the pass's proof: the UI names it the probe.
   let acted = false;
@@ -710,7 +715,7 @@ function startWatch(loop: Loop): void {
   if (!mayWatch(loop.intent.policy, loop.watch, loop.lastDecision?.convergence_status ?? null, Date.now())) return;
   loop.watch.running = true;
   loop.watchRetry = false;
-  const request: WatchRequest = { node: loop.node, resources: resolvedResources(loop.intent), window_ms: WATCH_WINDOW_MS };
+  const request: WatchRequest = { node: loop.node, resources: loop.agents.resources, window_ms: WATCH_WINDOW_MS };
   if (loop.observedMarkers && loop.baselineTrusted) request.baseline = loop.observedMarkers;
   void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
     (result) => {
@@ -743,15 +748,6 @@ function authorityView(read: AuthorityRead): AuthorityView {
   return read.ok
     ? { ok: true, generation: read.intent.generation, digest: read.intent.digest }
     : { ok: false, error: read.error };
-}
-
-/** The resources as the agent needs them: artifacts at the locations the controller resolved. */
-function resolvedResources(intent: BoundIntent): BoundIntent['resources'] {
-  const out: BoundIntent['resources'] = {};
-  for (const [key, spec] of Object.entries(intent.resources)) {
-    out[key] = spec.type === 'release' && intent.locations?.[key] ? { ...spec, artifact: intent.locations[key] } : spec;
-  }
-  return out;
 }
 
 /** A failed apply as the domain reads it: the agent's typed refusal, or a failure to act. */
