@@ -12,6 +12,7 @@ export * from './conditions';
 export * from './decide';
 export * from './signals';
 export * from './loop';
+export * from './watch';
 export * from './pass';
 export * from './targets';
 export * from './markers';

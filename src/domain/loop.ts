@@ -1,13 +1,13 @@
 import type { BoundIntent } from './desired';
 import { durationMs } from './duration';
 import { decisionFingerprint } from './signals';
-import type { AuthorizedAction, ConvergenceStatus, Decision, ExecutionEvidence } from './schemas';
+import type { AuthorizedAction, Decision, ExecutionEvidence } from './schemas';
 
 /*
- * The loop's own rules, apart from the judgement in decide.ts: when the next pass runs, when the
- * watch may run, how a failed apply becomes evidence, and what is written to the ledger. The
- * workflow (src/workflows/reconcileNode.ts) only carries them out; the rules are tested by table
- * in test/unit/loop.test.ts.
+ * The loop's own rules, apart from the judgement in decide.ts: when the next pass runs, how a
+ * failed apply becomes evidence, and what is written to the ledger (the watch's are in watch.ts).
+ * The workflow (src/workflows/reconcileNode.ts) only carries them out; the rules are tested by
+ * table in test/unit/loop.test.ts.
  */
 
 type Policy = BoundIntent['policy'];
@@ -26,47 +26,6 @@ export function nextWakeMs(decision: Decision | null, policy: Policy, nowMs: num
   if (!notBefore) return resync;
   const cap = decision.convergence_status === 'RETRY' ? Number.MAX_SAFE_INTEGER : resync;
   return Math.max(0, Math.min(Date.parse(notBefore) - nowMs, cap));
-}
-
-export interface WatchState {
-  /** A watch activity is running now. */
-  running: boolean;
-  /** The last watch failed (agent away): do not start another before this time (epoch ms). */
-  retry_at_ms: number;
-}
-
-/**
- * Event-driven observation may run only when the policy asks for it, one watch at a time, not
- * right after a failed one, and never while a backoff timer runs: a change the other writer
- * makes must not bring the next repair attempt forward.
- */
-export function mayWatch(policy: Policy, watch: WatchState, lastStatus: ConvergenceStatus | null, nowMs: number): boolean {
-  return watchWanted(policy, lastStatus) && !watch.running && nowMs >= watch.retry_at_ms;
-}
-
-/** Whether the loop watches at all now: the policy asks for it, and no backoff timer runs. */
-export function watchWanted(policy: Policy, lastStatus: ConvergenceStatus | null): boolean {
-  return policy.watch && lastStatus !== 'RETRY';
-}
-
-/** After a failed watch, the next one waits one resync interval (resync keeps observing meanwhile). */
-export function watchRetryAtMs(policy: Policy, nowMs: number): number {
-  return nowMs + durationMs(policy.resync_interval);
-}
-
-/** The longest a loop goes unwatched after a failed watch, under the rule below. */
-export const WATCH_RETRY_MAX_MS = 30_000;
-
-/**
- * After a failed watch, under `watch-failure-retries-soon`: the next one starts within
- * WATCH_RETRY_MAX_MS (or the resync interval, if shorter), while the loop waits. A watch fails
- * when its agent restarts or misses a heartbeat under load, and then a node whose resync is
- * minutes was blind to changes for all of them (bench/, 2026-12-01: a file edit unrecorded for
- * ten minutes after a heartbeat timeout). The pause keeps an agent that refuses every watch from
- * being asked more than once per pause; an agent that is away holds the next watch in its queue.
- */
-export function watchRetrySoonAtMs(policy: Policy, nowMs: number): number {
-  return nowMs + Math.min(durationMs(policy.resync_interval), WATCH_RETRY_MAX_MS);
 }
 
 /**

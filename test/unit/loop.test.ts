@@ -3,13 +3,9 @@ import {
   decisionFingerprint,
   evidenceOfFailure,
   evidenceOfSkip,
-  mayWatch,
   nextWakeMs,
   shouldWrite,
   verifiedAt,
-  watchRetryAtMs,
-  watchRetrySoonAtMs,
-  WATCH_RETRY_MAX_MS,
   type AuthorizedAction,
   type ConvergenceStatus,
   type Decision,
@@ -17,8 +13,8 @@ import {
 import { NOW, n24, pass, snapshot, n24After, n24Before, oursFor } from './fixtures';
 
 /*
- * The loop's own rules (src/domain/loop.ts), one table per rule: when the next pass runs, when
- * the watch may run, how a failed apply becomes evidence, and what is written to the ledger.
+ * The loop's own rules (src/domain/loop.ts), one table per rule: when the next pass runs, how a
+ * failed apply becomes evidence, and what is written to the ledger (the watch: watch.test.ts).
  */
 
 const nowMs = Date.parse(NOW);
@@ -63,41 +59,6 @@ describe('nextWakeMs: when the next pass runs', () => {
     { name: 'a time already passed: at once, never negative', decision: () => decisionWith('CONVERGED', at(-1000)), wake: 0 },
   ];
   for (const row of rows) it(row.name, () => expect(nextWakeMs(row.decision(), policy, nowMs)).toBe(row.wake));
-});
-
-describe('mayWatch: when event-driven observation may run', () => {
-  const idle = { running: false, retry_at_ms: 0 };
-  const rows: { name: string; args: Parameters<typeof mayWatch>; may: boolean }[] = [
-    { name: 'policy.watch on, idle, converged: yes', args: [policy, idle, 'CONVERGED', nowMs], may: true },
-    { name: 'policy.watch off: no', args: [{ ...policy, watch: false }, idle, 'CONVERGED', nowMs], may: false },
-    {
-      name: 'one watch already running: no second one',
-      args: [policy, { running: true, retry_at_ms: 0 }, 'CONVERGED', nowMs],
-      may: false,
-    },
-    {
-      name: 'the last watch failed a moment ago: not before its retry time',
-      args: [policy, { running: false, retry_at_ms: nowMs + 1 }, 'CONVERGED', nowMs],
-      may: false,
-    },
-    { name: 'the retry time has come: yes', args: [policy, { running: false, retry_at_ms: nowMs }, 'BLOCKED', nowMs], may: true },
-    {
-      name: 'a backoff timer runs (RETRY): no, a change must not bring the attempt forward',
-      args: [policy, idle, 'RETRY', nowMs],
-      may: false,
-    },
-    { name: 'no decision yet: yes', args: [policy, idle, null, nowMs], may: true },
-  ];
-  for (const row of rows) it(row.name, () => expect(mayWatch(...row.args)).toBe(row.may));
-
-  it('a failed watch waits one resync interval', () => expect(watchRetryAtMs(policy, nowMs)).toBe(nowMs + 30_000));
-  it('under watch-failure-retries-soon, a failed watch waits at most 30 s, whatever the resync', () => {
-    expect(WATCH_RETRY_MAX_MS).toBe(30_000);
-    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '10m' }, nowMs)).toBe(nowMs + 30_000);
-    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '6h' }, nowMs)).toBe(nowMs + 30_000);
-    // A resync shorter than the pause: the resync observes sooner anyway.
-    expect(watchRetrySoonAtMs({ ...policy, resync_interval: '5s' }, nowMs)).toBe(nowMs + 5_000);
-  });
 });
 
 describe('evidence of an apply that did not answer', () => {

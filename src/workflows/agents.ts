@@ -1,0 +1,209 @@
+/*
+ * The node's agent as the loop reaches it: activity proxies on the node's task queue, the ports a
+ * pass runs on (observe, apply, and the authority read), the operator decisions kept on the node,
+ * and the watch. The watch's rules are one state machine (src/domain/watch.ts): this module feeds
+ * it events and starts the watches it asks for.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  log,
+  proxyActivities,
+  type ActivityInterfaceFor,
+} from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
+import {
+  agentResources,
+  durationMs,
+  watchStep,
+  type ApplyFailure,
+  type AuthorizedAction,
+  type BoundIntent,
+  type Decision,
+  type ExecutionEvidence,
+  type Markers,
+  type Observation,
+  type PassPorts,
+  type RecordDecisionRequest,
+  type Snapshot,
+  type WatchEffect,
+  type WatchEvent,
+  type WatchState,
+} from '../domain';
+import { REFUSALS, WORKFLOW_PATCH, agentTaskQueue, outcomeOfFailure, type AgentActivities, type WatchRequest } from '../contract';
+import { authorityView, readAuthority } from './intent';
+import { nowIso } from './ledger';
+import { inForce } from './patches';
+import { summaryLine } from './summaries';
+
+/** An apply may fetch and unpack a release or wait for a service to become healthy. */
+const APPLY_TIMEOUT = '10m';
+/**
+ * An observation reads files and /proc and probes health with short timeouts: seconds. Past this
+ * the task is taken as lost (an agent that died holding it, a poll answered after the agent
+ * stopped waiting for it) and retried, instead of holding the loop for an apply's ten minutes.
+ */
+const OBSERVE_TIMEOUT = '1m';
+/** How long one watch runs before it returns "nothing changed" and the loop starts another. */
+const WATCH_WINDOW_MS = 10 * 60_000;
+
+export interface NodeAgents {
+  agent: ActivityInterfaceFor<AgentActivities>;
+  observer: ActivityInterfaceFor<AgentActivities>;
+  watcher: ActivityInterfaceFor<AgentActivities>;
+  nodeTimeout: string;
+  /** What the agents are asked about: the bound intent's resources, artifacts where the controller resolved them. */
+  resources: BoundIntent['resources'];
+}
+
+/**
+ * The node's agent for one bound intent. scheduleToStartTimeout is node_timeout: an agent that does
+ * not pick the task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang.
+ * The agent heartbeats every 5 s while it works: a silent task is lost, and is retried. The watch
+ * is long-lived and never retried by Temporal; the loop decides when to start the next one.
+ */
+export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
+  const nodeTimeout = intent.policy.node_timeout;
+  const base = {
+    taskQueue: agentTaskQueue(node),
+    scheduleToStartTimeout: durationMs(nodeTimeout),
+    heartbeatTimeout: '30s',
+  } as const;
+  const retry = { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] };
+  return {
+    agent: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: APPLY_TIMEOUT, retry }),
+    observer: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
+    watcher: proxyActivities<AgentActivities>({
+      ...base,
+      startToCloseTimeout: WATCH_WINDOW_MS + 60_000,
+      retry: { maximumAttempts: 1 },
+    }),
+    nodeTimeout,
+    resources: agentResources(intent),
+  };
+}
+
+/** The part of the loop the agents and the watch read and move. */
+export interface Watched {
+  readonly node: string;
+  readonly intent: BoundIntent;
+  readonly lastDecision: Decision | null;
+  readonly agents: NodeAgents;
+  watch: WatchState;
+}
+
+export function passPorts(loop: Watched): PassPorts {
+  const { node, agents } = loop;
+  const generation = loop.intent.generation;
+  // The observation after an apply is the pass's proof: the UI names it the probe.
+  let acted = false;
+  return {
+    observe: async (): Promise<Snapshot> => {
+      const summary = summaryLine(`${acted ? 'probe' : 'observe'} ${node}`);
+      try {
+        const observation = await agents.observer.observe.executeWithOptions({ summary }, [
+          { node, resources: agents.resources, generation },
+        ]);
+        watchEvent(loop, { kind: 'observed', markers: markersOf(observation) });
+        return { observation, unreachable: null };
+      } catch (error) {
+        watchEvent(loop, { kind: 'observed', markers: null });
+        return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
+      }
+    },
+    readAuthority: async () => authorityView(await readAuthority(node)),
+    apply: async (action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure> => {
+      acted = true;
+      try {
+        return await agents.agent.apply.executeWithOptions(
+          { summary: summaryLine(`apply ${action.action} ${action.resource_key}`) },
+          [{ node, action }],
+        );
+      } catch (error) {
+        return applyFailure(error, agents.nodeTimeout);
+      }
+    },
+    now: nowIso,
+    ruleInForce: inForce,
+  };
+}
+
+/** The change marker of each observed resource, as the watch compares them. */
+function markersOf(observation: Observation): Markers {
+  return Object.fromEntries(Object.entries(observation.resources).map(([key, r]) => [key, r.marker]));
+}
+
+/** Feeds one event to the watch's state machine and carries out what it asks. */
+export function watchEvent(loop: Watched, event: WatchEvent): void {
+  const { state, effects } = watchStep(loop.watch, event, {
+    now_ms: Date.now(),
+    policy: loop.intent.policy,
+    status: loop.lastDecision?.convergence_status ?? null,
+    rules: inForce,
+  });
+  loop.watch = state;
+  for (const effect of effects) startWatch(loop, effect);
+}
+
+/** Event-driven observation: its return (a change, or an end without one) is the watch's next event. */
+function startWatch(loop: Watched, effect: WatchEffect): void {
+  const request: WatchRequest = { node: loop.node, resources: loop.agents.resources, window_ms: WATCH_WINDOW_MS };
+  if (effect.baseline) request.baseline = effect.baseline;
+  const watch = effect.watch;
+  void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
+    (result) =>
+      watchEvent(loop, {
+        kind: 'ended',
+        watch,
+        changed: result.changed,
+        against_baseline: result.reason === 'changed since observation',
+      }),
+    () => watchEvent(loop, { kind: 'failed', watch }),
+  );
+}
+
+/**
+ * Operator decisions kept on the node (docs/architecture.md §4 "Targets and operator decisions"):
+ * the agent refuses to overwrite a yielded or contested target, and the next generation starts
+ * from them. A node that cannot take one now is told again after the next pass (decide lists what
+ * it lacks).
+ */
+export async function recordDecisions(loop: Pick<Watched, 'node' | 'agents'>, requests: RecordDecisionRequest[]): Promise<void> {
+  if (requests.length === 0 || !inForce(WORKFLOW_PATCH.durableOperatorDecisions)) return;
+  for (const request of requests) {
+    try {
+      await loop.agents.observer.recordDecision.executeWithOptions(
+        { summary: summaryLine(`record decision on ${loop.node}: ${request.kind} ${request.resource_key}`) },
+        [request],
+      );
+    } catch (error) {
+      log.warn('the agent did not keep an operator decision; the next pass sends it again', {
+        resource_key: request.resource_key,
+        kind: request.kind,
+        error: describeFailure(error, loop.agents.nodeTimeout),
+      });
+    }
+  }
+}
+
+/** A failed apply as the domain reads it: the agent's typed refusal, or a failure to act. */
+function applyFailure(error: unknown, nodeTimeout: string): ApplyFailure {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (cause instanceof ApplicationFailure && outcomeOfFailure(cause.type) === 'refused') {
+    return { kind: 'refused', refusal_type: cause.type ?? '', message: cause.message };
+  }
+  return { kind: 'failed', detail: describeFailure(error, nodeTimeout) };
+}
+
+function describeFailure(error: unknown, nodeTimeout: string): string {
+  if (
+    error instanceof ActivityFailure &&
+    error.cause instanceof TimeoutFailure &&
+    error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
+  ) {
+    return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
+  }
+  if (error instanceof ActivityFailure && error.cause) return `${error.cause.name}: ${error.cause.message}`;
+  return error instanceof Error ? error.message : String(error);
+}
