@@ -21,7 +21,9 @@ const NODE_ACTIVITY_SLOTS = 8;
 /**
  * Long polls per node's task queue. One is enough: a poll returns as soon as a task comes and
  * the next starts at once, and a running watch holds a slot, not the poll. The server sees one
- * poll per node, so its concurrent-poll limit bounds how many nodes it can serve.
+ * poll per node, so its concurrent-poll limit bounds how many nodes it can serve. SDK 1.24 sizes
+ * its pollers by `activityTaskPollerBehavior` alone (`maxConcurrentActivityTaskPolls` leaves
+ * them at min(10, slots)).
  */
 const NODE_ACTIVITY_POLLS = 1;
 
@@ -96,7 +98,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
           // (100 slots, 10 long polls per worker) would have an agent serving 1000 virtual nodes
           // hold 10,000 polls open on the server for work that rarely comes.
           maxConcurrentActivityTaskExecutions: NODE_ACTIVITY_SLOTS,
-          maxConcurrentActivityTaskPolls: NODE_ACTIVITY_POLLS,
+          activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
         }),
       );
     }

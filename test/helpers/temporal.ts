@@ -78,7 +78,7 @@ export async function startDevEnv(options: DevEnvOptions = {}): Promise<TestWork
   return env;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return await new Promise<number>((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
