@@ -30,7 +30,11 @@ export function interceptErrors(program: CommandUnknownOpts, quiet = false): Err
 
 export async function main(argv: string[]): Promise<number> {
   const inv = new Invocation();
-  const program = buildProgram(inv);
+  return runProgram(buildProgram(inv), inv, argv);
+}
+
+/** Parses and runs `argv` on a command tree whose actions go through `inv`; the exit code. */
+export async function runProgram(program: CommandUnknownOpts, inv: Invocation, argv: string[]): Promise<number> {
   const site = interceptErrors(program);
   try {
     await program.parseAsync(argv, { from: 'user' });

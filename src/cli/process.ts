@@ -21,3 +21,26 @@ export function untilSignal(stop: () => void | Promise<void>, force: () => void 
     process.on('SIGTERM', onSignal);
   });
 }
+
+/**
+ * Runs a command line as this process: its exit code becomes the process's, and a failure (a
+ * non-zero code or a thrown error, printed with its stack as `<name>: …`) ends the process within
+ * a second even when a connection or worker it opened still holds the event loop, so a unit or a
+ * container restarts it instead of watching it hang. The timer is unreferenced: a process that
+ * ends by itself is not held back. bin/datum.js runs `datum` through it, the packaged agent
+ * `datum-agent`.
+ */
+export function runAsProcess(name: string, run: () => Promise<number>): void {
+  const exitSoon = (code: number) => setTimeout(() => process.exit(code), 1000).unref();
+  run().then(
+    (code) => {
+      process.exitCode = code;
+      if (code !== 0) exitSoon(code);
+    },
+    (error: unknown) => {
+      process.stderr.write(`${name}: ${error instanceof Error && error.stack ? error.stack : String(error)}\n`);
+      process.exitCode = 1;
+      exitSoon(1);
+    },
+  );
+}

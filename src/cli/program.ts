@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
 import { projectRoot } from '../worker/paths';
+import type { AgentInput, AgentRaw } from './commands/agent';
 import { traced } from './tracing';
 
 /** A command's module: checks what commander parsed (the parse layer), then runs. */
@@ -123,6 +124,30 @@ const timeoutOption = (what: string) => new Option('--timeout <duration>', `how 
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+/**
+ * `datum agent`'s options, help and action, on the `datum` tree's command or on `datum-agent`'s
+ * own (src/cli/agent-main.ts, the packaged agent): declared once, so the two cannot drift. `load`
+ * gives the command's module. The return type is declared: the inferred one (every option's
+ * type) is costly for tsc to write out.
+ */
+export function agentCommandOn(
+  command: Command,
+  inv: Invocation,
+  load: () => Promise<CommandModule<AgentRaw, AgentInput>>,
+): CommandUnknownOpts {
+  return connection(
+    command
+      .summary('run the node agent for one or more agent.yaml files')
+      .description(
+        `Serves task queue datum-node-<node> for each agent.yaml: observes the node from the things themselves and applies only what its local config allows (mode, overrides). agent.yaml is re-read on every observation, so a new override or mode takes effect without a restart.`,
+      )
+      .option('--config <path>', 'an agent.yaml (repeat for each node this process serves)', collect, [] as string[])
+      .addOption(metricsOption())
+      .addOption(logOptions()[0])
+      .addOption(logOptions()[1]),
+  ).action((opts, cmd) => inv.go(cmd, load, opts));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The commands. Each action loads its module only when that command runs.
 
@@ -162,18 +187,7 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(logOptions()[1]),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/worker.js')).workerCommand, opts));
 
-  connection(
-    program
-      .command('agent')
-      .summary('run the node agent for one or more agent.yaml files')
-      .description(
-        `Serves task queue datum-node-<node> for each agent.yaml: observes the node from the things themselves and applies only what its local config allows (mode, overrides). agent.yaml is re-read on every observation, so a new override or mode takes effect without a restart.`,
-      )
-      .option('--config <path>', 'an agent.yaml (repeat for each node this process serves)', collect, [] as string[])
-      .addOption(metricsOption())
-      .addOption(logOptions()[0])
-      .addOption(logOptions()[1]),
-  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/agent.js')).agentCommand, opts));
+  agentCommandOn(program.command('agent'), inv, async () => (await import('./commands/agent.js')).agentCommand);
 
   program
     .command('codec-server')

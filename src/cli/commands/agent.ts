@@ -7,7 +7,7 @@ import { datumVersion, type CommandModule } from '../program';
 import { pinoLog, startTracing, stopTracing } from '../../tracing';
 import { untilSignal } from '../process';
 
-interface AgentRaw extends ConnectionFlags {
+export interface AgentRaw extends ConnectionFlags {
   config: string[];
   metricsAddress?: string;
   logLevel?: string;
