@@ -110,8 +110,11 @@ export async function ensureServerBinaries(
   return bins;
 }
 
-/** One build at a time per machine: a lock directory holding the builder's pid; a dead builder's lock is taken over. */
-async function withBuildLock(dir: string, work: () => Promise<void>): Promise<void> {
+/**
+ * One build at a time per machine: a lock directory holding the builder's pid; a dead builder's
+ * lock is taken over. Also for the packaging tool (src/packaging/nfpm.ts), cached the same way.
+ */
+export async function withBuildLock(dir: string, work: () => Promise<void>): Promise<void> {
   const lock = `${dir}.lock`;
   await fs.mkdir(path.dirname(dir), { recursive: true });
   for (;;) {
@@ -231,7 +234,8 @@ async function makeWritable(dir: string): Promise<void> {
   }
 }
 
-function findGo(): string {
+/** A Go to build with: any from 1.21, which fetches the pinned toolchain (GOTOOLCHAIN) itself. */
+export function findGo(): string {
   const explicit = process.env.DATUM_GO?.trim();
   const candidates = [explicit, 'go', '/usr/local/go/bin/go', path.join(homedir(), 'go', 'bin', 'go')].filter(
     Boolean,
@@ -240,18 +244,25 @@ function findGo(): string {
     if (spawnSync(go, ['version'], { stdio: 'ignore' }).status === 0) return go;
   }
   throw new ClusterError(
-    `building the Temporal server needs Go (any version from 1.21: it fetches ${GO_TOOLCHAIN} itself), and none was found on PATH or in /usr/local/go`,
+    `building the Temporal server and the packaging tool needs Go (any version from 1.21: it fetches ${GO_TOOLCHAIN} itself), and none was found on PATH or in /usr/local/go`,
     'install Go from https://go.dev/dl/ (or your package manager), or set DATUM_GO to its binary',
   );
 }
 
-function runGo(go: string, args: string[], env: NodeJS.ProcessEnv, capture = false): string {
+/** Runs `go ARGS…`; its stdout when `capture`. A failure names the command, its output's tail and `retry`. */
+export function runGo(
+  go: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  capture = false,
+  retry = 'run `npm run cluster -- build` again',
+): string {
   const result = spawnSync(go, args, { env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] });
   if (result.status !== 0) {
     const output = `${result.stdout ?? ''}\n${result.stderr ?? ''}`.trim().split('\n').slice(-30).join('\n');
     throw new ClusterError(
       `\`go ${args.join(' ')}\` failed (exit ${result.status ?? result.signal}):\n${output}`,
-      'check that the Go module proxy is reachable (GOPROXY) and the disk has a few GB free, then run `npm run cluster -- build` again',
+      `check that the Go module proxy is reachable (GOPROXY) and the disk has a few GB free, then ${retry}`,
     );
   }
   return capture ? result.stdout : '';
