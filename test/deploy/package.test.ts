@@ -1,0 +1,269 @@
+// The agent's packages (`npm run package`, src/packaging): built here into a scratch directory;
+// the .deb unpacked into a scratch root with no dpkg (test/helpers/packages.ts reads ar, tar and
+// the RPM header); its files checked against the .rpm's and the tarball's; then the seed's worked
+// example run against the agent started from that root, by the unit's own command line, on a
+// real dev server with the real controller worker.
+//
+// The first run on a machine builds nfpm from the Go module proxy into the cache (a few minutes,
+// once: src/packaging/nfpm.ts); every later run finds it there.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { promises as fs, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { execFile } from 'node:child_process';
+import * as tar from 'tar';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, recheckSignal, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
+import { fileBytes } from '../../src/domain';
+import { projectRoot } from '../../src/worker/paths';
+import { MAINTENANCE } from '../helpers/fleet';
+import { arMembers, gunzip, readRpm, tarEntries, type Installed, type RpmPackage } from '../helpers/packages';
+import { Stack, statusesOf } from '../helpers/stack';
+
+const run = promisify(execFile);
+const ROOT = projectRoot();
+const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const UNIT = '/usr/lib/systemd/system/datum-agent@.service';
+const PROGRAM = '/usr/lib/datum-agent/datum-agent.js';
+
+interface Built {
+  tarball: string;
+  deb: string;
+  rpm: string;
+  meta: string;
+}
+
+let scratch: string;
+let built: Built;
+/** The .deb, unpacked: its data.tar under `sysroot`, its control files by name. */
+let sysroot: string;
+let debFiles: Map<string, Installed>;
+let control: Map<string, string>;
+let rpm: RpmPackage;
+
+beforeAll(async () => {
+  scratch = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-package-test-')));
+  const out = path.join(scratch, 'out');
+  // The command `npm run package` runs once set-up is done (the global set-up built dist/).
+  const { stdout } = await run(process.execPath, [path.join(ROOT, 'dist/src/packaging/main.js'), '--out', out], {
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const names = await fs.readdir(out);
+  const one = (suffix: string) =>
+    path.join(
+      out,
+      names.find((n) => n.endsWith(suffix))!,
+    );
+  built = { tarball: one('.tar.gz'), deb: one('.deb'), rpm: one('.rpm'), meta: one('.meta.json') };
+  expect(stdout).toContain(built.deb);
+
+  const members = arMembers(await fs.readFile(built.deb));
+  expect([...members.keys()]).toEqual(['debian-binary', 'control.tar.gz', 'data.tar.gz']);
+  sysroot = path.join(scratch, 'sysroot');
+  await fs.mkdir(sysroot);
+  const data = path.join(scratch, 'data.tar.gz');
+  await fs.writeFile(data, members.get('data.tar.gz')!);
+  await tar.x({ file: data, cwd: sysroot, preservePaths: false });
+  debFiles = tarEntries(gunzip(members.get('data.tar.gz')!)).entries;
+  control = tarEntries(gunzip(members.get('control.tar.gz')!), ['/control', '/postinst', '/postrm', '/conffiles']).texts;
+  rpm = readRpm(await fs.readFile(built.rpm));
+}, 20 * 60_000);
+
+afterAll(async () => {
+  if (scratch) await fs.rm(scratch, { recursive: true, force: true });
+});
+
+/** Files and links (directories aside: a .deb lists every parent, an .rpm only those it owns). */
+const leaves = (files: Map<string, Installed>) =>
+  new Map([...files].filter(([, f]) => f.type !== 'dir').sort(([a], [b]) => a.localeCompare(b)));
+
+describe('the datum-agent packages', () => {
+  it('hold the same files, modes and links in the tarball, the .deb and the .rpm', async () => {
+    const tarball = tarEntries(gunzip(await fs.readFile(built.tarball))).entries;
+    expect(leaves(rpm.files)).toEqual(leaves(debFiles));
+    expect(leaves(tarball)).toEqual(leaves(debFiles));
+    // The directories the .rpm owns (so removing it removes them) are in the .deb too.
+    for (const [dir, f] of rpm.files) if (f.type === 'dir') expect(debFiles.get(dir), dir).toMatchObject({ type: 'dir' });
+  });
+
+  it('install the agent, its unit, the datum user and the /etc/datum layout', () => {
+    expect(debFiles.get('/usr/bin/datum-agent')).toEqual({
+      type: 'symlink',
+      mode: 0,
+      target: '../lib/datum-agent/datum-agent.js',
+    });
+    expect(debFiles.get(PROGRAM)).toEqual({ type: 'file', mode: 0o755 });
+    expect(debFiles.get('/usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node')).toMatchObject({ type: 'file' });
+    expect(debFiles.get(UNIT)).toEqual({ type: 'file', mode: 0o644 });
+    expect(debFiles.get('/usr/lib/sysusers.d/datum.conf')).toEqual({ type: 'file', mode: 0o644 });
+    for (const dir of ['/etc/datum', '/etc/datum/agents']) expect(rpm.files.get(dir)).toMatchObject({ type: 'dir' });
+    expect(debFiles.get('/etc/datum/temporal.env.example')).toMatchObject({ type: 'file' });
+    // The unit's command is the packaged program, on the agent.yaml of its instance.
+    const unit = readFileSync(path.join(sysroot, UNIT), 'utf8');
+    expect(unit).toMatch(
+      new RegExp(`^ExecStart=/usr/bin/node (--[\\w-]+(=\\S+)? )*${PROGRAM} --config /etc/datum/agents/%i\\.yaml$`, 'm'),
+    );
+    expect(readFileSync(path.join(sysroot, 'usr/lib/sysusers.d/datum.conf'), 'utf8')).toMatch(/^u datum /m);
+    // The example is a conffile: an upgrade keeps an operator's edit.
+    expect(control.get('/conffiles')?.trim()).toBe('/etc/datum/temporal.env.example');
+    expect(rpm.configFiles).toEqual(['/etc/datum/temporal.env.example']);
+  });
+
+  it('depend on Node.js and create the datum user and reload systemd on install, nothing more', () => {
+    const fields = Object.fromEntries(
+      control
+        .get('/control')!
+        .split('\n')
+        .filter((l) => /^\w[\w-]*:/.test(l))
+        .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+    );
+    expect(fields).toMatchObject({
+      Package: 'datum-agent',
+      Version: `${VERSION}-1`,
+      Architecture: 'amd64',
+      Depends: 'nodejs (>= 20.10)',
+    });
+    expect(fields.Maintainer).toBeTruthy();
+    expect(rpm).toMatchObject({ name: 'datum-agent', version: VERSION, release: '1' });
+    expect(rpm.requires).toContain('nodejs 20.10');
+    for (const script of [control.get('/postinst')!, rpm.postin]) {
+      expect(script).toMatch(/systemd-sysusers datum\.conf/);
+      expect(script).toMatch(/systemctl daemon-reload/);
+    }
+    expect(rpm.postun).toMatch(/systemctl daemon-reload/);
+  });
+
+  it('bundle the agent with none of the workflow code or the workflow bundler', async () => {
+    const meta = JSON.parse(await fs.readFile(built.meta, 'utf8')) as {
+      outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }>;
+    };
+    const inputs = Object.values(meta.outputs).flatMap((o) =>
+      Object.entries(o.inputs)
+        .filter(([, i]) => i.bytesInOutput > 0)
+        .map(([n]) => n),
+    );
+    expect(inputs).toContain('src/agent/worker.ts');
+    expect(inputs.filter((n) => n.startsWith('src/workflows/') || /node_modules\/(webpack|@swc)\//.test(n))).toEqual([]);
+    const text = readFileSync(path.join(sysroot, PROGRAM), 'utf8');
+    expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
+  });
+});
+
+describe('the worked example, against the agent from the unpacked .deb', () => {
+  let stack: Stack;
+  let agent: ChildProcess | undefined;
+  let output = '';
+  const node = 'N-24';
+  const config = () => path.join(sysroot, 'etc/datum/agents', `${node}.yaml`);
+
+  beforeAll(async () => {
+    stack = await Stack.start();
+    await stack.startController();
+  });
+  afterAll(async () => {
+    agent?.kill('SIGTERM');
+    if (agent && agent.exitCode === null) await new Promise((r) => agent!.once('exit', r));
+    await stack?.stop();
+  });
+
+  /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the unpacked root. */
+  async function writeAgent(overrides?: Record<string, typeof MAINTENANCE>) {
+    await fs.copyFile(await stack.fleet.writeAgent(node, { mode: 'enforce', overrides }), config());
+  }
+
+  /** The unit's ExecStart, rooted in the unpacked tree; the connection as temporal.env would give it. */
+  function startPackagedAgent(): ChildProcess {
+    const unit = readFileSync(path.join(sysroot, UNIT), 'utf8');
+    const [, ...args] = /^ExecStart=(.*)$/m.exec(unit)![1].replaceAll('%i', node).split(/\s+/);
+    const rooted = args.map((a) => (a.startsWith('/') ? path.join(sysroot, a) : a));
+    // Only what a unit's environment has: no NODE_PATH or NODE_OPTIONS, nothing of this checkout.
+    const env: Record<string, string> = {
+      PATH: process.env.PATH!,
+      TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: 'default',
+    };
+    for (const [, key, value] of unit.matchAll(/^Environment=(\w+)=(.*)$/gm)) env[key] = value;
+    const child = spawn(process.execPath, rooted, { cwd: scratch, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    return child;
+  }
+
+  /** The seed's starting point: 7.3 converged at generation 11, maintenance overridden and on. Its flag file. */
+  async function n24At11WithMaintenance(): Promise<string> {
+    await stack.fleet.writeDesired(node, 11, { version: '7.3' });
+    await writeAgent();
+    agent = startPackagedAgent();
+    const gen11 = await stack.startNode(node, 11);
+    await stack
+      .waitFor(gen11, (s) => s.convergence_status === 'CONVERGED', 90_000)
+      .catch((e: Error) => {
+        throw new Error(`${e.message}\nagent output:\n${output}`);
+      });
+    expect(output).toContain(`serving datum-node-${node}`);
+    // The operator approves maintenance locally and turns it on by hand.
+    await writeAgent({ maintenance: MAINTENANCE });
+    const flag = path.join(stack.fleet.root(node), 'flags/maintenance.json');
+    await fs.writeFile(flag, 'true\n');
+    await gen11.signal(recheckSignal, {});
+    await stack.waitFor(
+      gen11,
+      (s, ledger) => ledger.some((e) => e.operator_exceptions.length > 0) && s.convergence_status === 'CONVERGED',
+    );
+    return flag;
+  }
+
+  it('rolls N-24 out to 7.4: the ledger shows the repair, the app answers 7.4 + D7, maintenance untouched', async () => {
+    const flag = await n24At11WithMaintenance();
+    const flagBefore = await fs.stat(flag);
+
+    await stack.fleet.writeDesired(node, 12, { version: '7.4' });
+    const result = await stack.client.workflow.execute<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: 'datum-rollout/package-test',
+      args: [{ generation: 12, nodes: [node] }],
+    });
+    expect(result.nodes[0]).toMatchObject({ node, status: 'CONVERGED', handed_over_from: [reconcileWorkflowId(node, 11)] });
+
+    // The ledger store holds the repair: only build and app acted on, maintenance an exception.
+    const stored = (await stack.ledgerStore.list(node)).filter((e) => e.workflow_id === reconcileWorkflowId(node, 12));
+    const repair = stored.find((e) => e.authorized_actions.length > 0)!;
+    expect(repair).toMatchObject({ convergence_status: 'CONVERGED', reason: 'CONVERGED_AFTER_REPAIR' });
+    expect(repair.authorized_actions.map((a) => `${a.resource_key}:${a.action}`)).toEqual([
+      'build:release.install',
+      'app:service.restart',
+    ]);
+    expect(repair.execution_evidence.map((e) => e.outcome)).toEqual(['applied', 'applied']);
+    expect(repair.operator_exceptions).toEqual([
+      { resource_key: 'maintenance', provenance: MAINTENANCE, desired: false, observed: true },
+    ]);
+    expect(statusesOf(await stack.ledger(stack.client.workflow.getHandle(reconcileWorkflowId(node, 11)))).at(-1)).toBe(
+      'SUPERSEDED/NEWER_GENERATION',
+    );
+
+    // Proof from the thing itself: the app answers 7.4 and D7; the flag was not touched.
+    const root = stack.fleet.root(node);
+    const { port } = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as { port: number };
+    const D7 = createHash('sha256')
+      .update(fileBytes({ workers: 8 }))
+      .digest('hex');
+    expect(await (await fetch(`http://127.0.0.1:${port}/health`)).json()).toMatchObject({ build: '7.4', config_sha256: D7 });
+    expect(await fs.readFile(flag, 'utf8')).toBe('true\n');
+    expect((await fs.stat(flag)).mtimeMs).toBe(flagBefore.mtimeMs);
+  });
+
+  it("ran the package's program and native module, nothing of this checkout", async () => {
+    expect(agent?.exitCode, output).toBeNull();
+    const maps = await fs.readFile(`/proc/${agent!.pid}/maps`, 'utf8');
+    const natives = new Set(
+      maps
+        .split('\n')
+        .map((l) => l.split(/\s+/)[5])
+        .filter((f) => f?.endsWith('.node')),
+    );
+    expect([...natives]).toEqual([path.join(sysroot, 'usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node')]);
+    expect(maps).not.toContain(path.join(ROOT, 'node_modules'));
+  });
+});
