@@ -10,10 +10,15 @@
 //   - semi-space: `datum agent` under --max-semi-space-size=1 (V8's young generation, 16 MB
 //                 a semi-space by default on 64-bit, is most of an idle agent's heap headroom);
 //   - agent-only+semi-space, and the same with --lite-mode (V8 without its optimizing
-//                 compiler: less code memory, slower code; an agent mostly waits).
-// Each variant also reports the packages it loaded (require.cache, by package) and their count.
+//                 compiler: less code memory, slower code; an agent mostly waits);
+//   - bundle:     the packaged agent's one program (`npm run package`: datum-agent.js, bundled
+//                 and staged here as the packages install it, src/packaging/layout.ts), run plainly;
+//   - unit:       the same as datum-agent@.service runs it: its ExecStart (Node's flags included)
+//                 and its Environment= lines, in the staged tree.
+// Each variant also reports the packages it loaded (require.cache, by package) and their count;
+// the bundle loads one module, so its rows also count the source files bundled into it.
 //
-//   node bench/agent-rss.mjs [--variants cli,agent-only,semi-space] [--settle 20]
+//   node bench/agent-rss.mjs [--variants cli,agent-only,semi-space,bundle,unit] [--settle 20]
 import { mkdtemp, readFile, rm, mkdir } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -46,7 +51,30 @@ const VARIANTS = {
     address,
     config,
   ],
+  bundle: (datum, config, address) => [packaged.program, '--address', address, '--config', config],
+  unit: (datum, config, address) => [...packaged.unitArgs(config), '--address', address],
 };
+
+/** The packaged agent, staged by stagePackaged when a bundle variant runs. */
+const packaged = { program: '', inputs: 0, unitArgs: (config) => [config], unitEnv: {} };
+
+/** Bundles the agent and lays it out as the packages install it, under `dir`. */
+async function stagePackaged(dir) {
+  const { bundleAgent } = require(path.join(root, 'dist', 'src', 'packaging', 'bundle.js'));
+  const { stagePackage, AGENT_PROGRAM } = require(path.join(root, 'dist', 'src', 'packaging', 'layout.js'));
+  await mkdir(path.join(dir, 'bundle'), { recursive: true });
+  const bundle = await bundleAgent(path.join(dir, 'bundle', 'datum-agent.js'));
+  const version = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')).version;
+  await stagePackage(path.join(dir, 'root'), bundle, version);
+  packaged.program = path.join(dir, 'root', AGENT_PROGRAM);
+  packaged.inputs = bundle.inputs.length;
+  // The unit's command line, rooted in the staged tree, on this bench's agent.yaml.
+  const unit = await readFile(path.join(dir, 'root', 'usr/lib/systemd/system/datum-agent@.service'), 'utf8');
+  const [, ...exec] = /^ExecStart=(.*)$/m.exec(unit)[1].split(/\s+/);
+  packaged.unitArgs = (config) =>
+    exec.map((a, i) => (exec[i - 1] === '--config' ? config : a.startsWith('/') ? path.join(dir, 'root', a) : a));
+  for (const [, key, value] of unit.matchAll(/^Environment=(\w+)=(.*)$/gm)) packaged.unitEnv[key] = value;
+}
 
 const { values } = parseArgs({
   options: { variants: { type: 'string', default: Object.keys(VARIANTS).join(',') }, settle: { type: 'string', default: '20' } },
@@ -85,7 +113,9 @@ function byPackage(modules) {
       at < 0
         ? m.file.includes('/dist/src/')
           ? 'datum (dist/src)'
-          : 'other'
+          : m.file.includes('/usr/lib/datum-agent/')
+            ? 'datum-agent (package)'
+            : 'other'
         : m.file
             .slice(at + 13)
             .split('/')
@@ -106,6 +136,7 @@ async function measure(variant, dir, logs, address, client, node, generation) {
   const args = VARIANTS[variant](path.join(root, 'bin', 'datum.js'), config, address);
   const env = {
     ...process.env,
+    ...(variant === 'unit' ? packaged.unitEnv : {}),
     NODE_OPTIONS: `--require ${path.join(root, 'bench', 'memory-report.js')}`,
     DATUM_BENCH_REPORT: report,
   };
@@ -137,6 +168,7 @@ async function measure(variant, dir, logs, address, client, node, generation) {
       heap_total_mb: heap ? Math.round(heap.memory.heapTotal / 2 ** 20) : null,
       external_mb: heap ? Math.round((heap.memory.external + heap.memory.arrayBuffers) / 2 ** 20) : null,
       modules: heap?.modules.length ?? null,
+      ...(packaged.inputs && ['bundle', 'unit'].includes(variant) ? { bundled_source_files: packaged.inputs } : {}),
       packages: heap ? byPackage(heap.modules).slice(0, 12) : [],
     };
   } finally {
@@ -149,6 +181,7 @@ async function measure(variant, dir, logs, address, client, node, generation) {
 const dir = await mkdtemp(path.join(os.tmpdir(), 'datum-agent-rss-'));
 const logs = path.join(dir, 'logs');
 await mkdir(logs);
+if (variants.some((v) => ['bundle', 'unit'].includes(v))) await stagePackaged(path.join(dir, 'package'));
 const server = await startServer('dev', dir, logs, {});
 const node = 'R-0001';
 await writeFleet(dir, [node], {
