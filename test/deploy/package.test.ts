@@ -183,6 +183,8 @@ describe('the worked example, against the agent from the unpacked .deb', () => {
       PATH: process.env.PATH!,
       TEMPORAL_ADDRESS: stack.env.address,
       TEMPORAL_NAMESPACE: 'default',
+      // The suite's own TMPDIR (test/global-setup.ts), by which it finds a process a test left running.
+      ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
     };
     for (const [, key, value] of unit.matchAll(/^Environment=(\w+)=(.*)$/gm)) env[key] = value;
     const child = spawn(process.execPath, rooted, { cwd: scratch, env, stdio: ['ignore', 'pipe', 'pipe'] });
