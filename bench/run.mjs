@@ -242,6 +242,9 @@ async function serverMetrics(port) {
     for (const line of text.split('\n')) {
       const m = /^(persistence_latency|service_latency)_(sum|count)\{([^}]*)\} ([0-9.e+-]+)$/.exec(line);
       if (!m) continue;
+      // A client's request is timed by the frontend and again by the service it forwards to
+      // (history, matching): count it where it enters, once.
+      if (m[1] === 'service_latency' && !m[3].includes('service_name="frontend"')) continue;
       const op = /operation="([^"]*)"/.exec(m[3])?.[1] ?? '?';
       const key = `${m[1]}:${op}`;
       sums[key] ??= { sum: 0, count: 0 };
@@ -438,6 +441,8 @@ async function runSize(n, mode, serverKind, workerCount) {
   let server = null;
   // Other work on the machine competes with every process measured: the row says how much there was.
   const load0 = os.loadavg()[0];
+  // What the row measured so far: a later phase that fails keeps the finished phases' figures.
+  const partial = { server: serverKind, workers: workerCount, nodes: n, mode };
   try {
     const services = Math.min(serviceNodes, n);
     const nodes = await fleetOf(dir, n, mode === 'watch', services);
@@ -504,6 +509,12 @@ async function runSize(n, mode, serverKind, workerCount) {
     const rolloutBackends = backends ? await backends.stop() : null;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
+    Object.assign(partial, {
+      converged,
+      rollout_s: rolloutMs / 1000,
+      ceiling_s: ceilingMs / 1000,
+      datum_over_ceiling: round(rolloutMs / ceilingMs),
+    });
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
     // Per node: from the rollout's start to the node's recorded convergence.
@@ -535,6 +546,10 @@ async function runSize(n, mode, serverKind, workerCount) {
     const unverified = verifiedAt.filter((v) => v === null).length;
     if (unverified > 0) say(`verification pass did not finish in 15 min; ${unverified} nodes left`);
     const verifyMs = unverified > 0 ? null : Math.max(...verifiedAt) - t1;
+    Object.assign(partial, {
+      verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
+      verification_unfinished_nodes: unverified,
+    });
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const verifyPhaseMs = Date.now() - t1;
     // Where the slowest node's pass spent the time: its history from the recheck on, by offset.
@@ -579,6 +594,9 @@ async function runSize(n, mode, serverKind, workerCount) {
           return {
             kind,
             ms: Date.parse(entry.decided_at) - at,
+            // The node's own latency: from the change to the observation that saw it, before the
+            // controller's queueing and decision.
+            observed_ms: entry.observed_at ? Date.parse(entry.observed_at) - at : null,
             events: (await patiently(() => handles[i].describe())).historyLength - eventsBefore,
           };
         }
@@ -588,6 +606,7 @@ async function runSize(n, mode, serverKind, workerCount) {
     };
     const detections = await Promise.all(changes.map(detect));
     const ms = (kind) => detections.filter((d) => (kind === 'all' || d.kind === kind) && d.ms !== null).map((d) => d.ms / 1000);
+    const observedS = detections.filter((d) => typeof d.observed_ms === 'number').map((d) => d.observed_ms / 1000);
     const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
     return {
       server: serverKind,
@@ -619,6 +638,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents },
       detection_p50_s: pct(ms('all'), 50),
       detection_p99_s: pct(ms('all'), 99),
+      detection_observed_p50_s: pct(observedS, 50),
+      detection_observed_p99_s: pct(observedS, 99),
       detection_file_p99_s: pct(ms('file'), 99),
       detection_service_p99_s: pct(ms('service'), 99),
       detections: `${ms('all').length}/${changes.length}`,
@@ -655,6 +676,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       },
       logs,
     };
+  } catch (error) {
+    throw Object.assign(error instanceof Error ? error : new Error(String(error)), { partial });
   } finally {
     for (const p of [...procs].reverse()) if (p.exitCode === null) p.kill('SIGTERM');
     // A profiled process writes its profile on exit, which takes a moment for a big one.
@@ -740,7 +763,10 @@ for (const n of sizes) {
           // One row that fails (a server that does not come up, a pass that never ends) is
           // recorded with its error; the rest of the matrix still runs.
           console.error(`bench: ${row} failed: ${error.stack ?? error}`);
-          results.push({ server: serverKind, workers: workerCount, nodes: n, mode, error: String(error.message ?? error) });
+          results.push({
+            ...(error.partial ?? { server: serverKind, workers: workerCount, nodes: n, mode }),
+            error: String(error.message ?? error),
+          });
           await writeResults();
           continue;
         }
@@ -784,6 +810,7 @@ function markdown(rows, soaked) {
     ['verification_pass_s', 'verify s'],
     ['detection_p50_s', 'detect p50 s'],
     ['detection_p99_s', 'detect p99 s'],
+    ['detection_observed_p99_s', 'observed p99 s'],
     ['detection_service_p99_s', 'service detect p99 s'],
     ['detections', 'detected'],
     ['events_per_steady_pass_p50', 'events/steady pass'],
