@@ -3,10 +3,8 @@
  * this on every start (`datum --help` included), so it must not bring in zod or Temporal.
  */
 
-/** The contract's "<problem> — fix: <fix>" separator (src/contract/identifiers.ts FIX; a test keeps them equal). */
-export const FIX = ' — fix: ';
-
-export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
+/** The one "<problem> — fix: <fix>" shape (src/contract/fix.ts, which imports nothing). */
+export { FIX, withFix } from '../contract/fix';
 
 /** A usage error: printed to stderr with the command's usage, exit code 2. */
 export class UsageError extends Error {

@@ -1,4 +1,4 @@
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 
 /** A cluster that cannot start or stop as asked: says what is wrong and what to do about it. */
 export class ClusterError extends Error {

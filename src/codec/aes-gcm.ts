@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { CODEC_KEYS_ENV, type Keyring } from './keyring';
 
 /*

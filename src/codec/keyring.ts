@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 
 /*
  * The payload codec's keys: a keyring of AES-256 keys by id, and the id new payloads are

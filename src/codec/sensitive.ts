@@ -1,5 +1,5 @@
 import type { AuthorityRead } from '../contract';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { CODEC_KEYS_ENV, codecConfigured } from './keyring';
 
 /*

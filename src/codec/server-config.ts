@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { CODEC_KEYS_ENV, CodecConfigError, keyringFromEnv } from './keyring';
 import type { CodecServerOptions } from './server';
 

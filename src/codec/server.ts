@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Payload } from '@temporalio/common';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { AesGcmCodec, PayloadDecryptionError } from './aes-gcm';
 import type { Keyring } from './keyring';
 

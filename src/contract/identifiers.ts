@@ -6,17 +6,7 @@
 import { sha256 } from '@noble/hashes/sha2';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
 import { z } from 'zod';
-
-/*
- * Every message Datum writes for a person reads "<what is wrong> — fix: <what to do>". withFix
- * builds that shape everywhere (schemas, the agent, the CLI, the activities), so problemsFromZod
- * (src/domain/errors.ts) can always cut a schema's message back into its problem and its fix.
- * Here because the identifiers below use it and the contract imports nothing from the project.
- */
-export const FIX = ' — fix: ';
-
-/** "<problem> — fix: <fix>". */
-export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
+import { withFix } from './fix';
 
 const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const RESOURCE_KEY = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;

@@ -4,6 +4,7 @@
  * @noble/hashes and nothing else at run time (src/domain only as types), so importing it never
  * brings in the workflow sandbox. eslint.config.mjs keeps it that way.
  */
+export * from './fix';
 export * from './identifiers';
 export * from './names';
 export * from './workflows';

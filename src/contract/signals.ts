@@ -10,7 +10,8 @@
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import type { Condition, ConvergenceStatus, Decision, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
-import { DESIRED_DIGEST, resourceKey, withFix } from './identifiers';
+import { withFix } from './fix';
+import { DESIRED_DIGEST, resourceKey } from './identifiers';
 import type { RolloutProgress } from './workflows';
 
 // ---------------------------------------------------------------------------------------------

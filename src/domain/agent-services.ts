@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 
 /*
  * agent.yaml's `services`: how the agent runs the services it manages. `process` (the default)

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
-import { FIX, withFix } from '../contract/identifiers';
+import { FIX, withFix } from '../contract/fix';
 
-// "<what is wrong> — fix: <what to do>": the one shape, defined with the contract's identifiers.
+// "<what is wrong> — fix: <what to do>": the one shape (src/contract/fix.ts).
 export { FIX, withFix };
 
 export interface Problem {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { DURATION_HINT, formatDuration, parseDuration } from './duration';
 import type { Json } from './canonical';
-import { nodeId, resourceKey, withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
+import { nodeId, resourceKey } from '../contract/identifiers';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 import { namesTarget, targetNameProblem } from './targets';
 import { agentServices } from './agent-services';

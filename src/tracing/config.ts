@@ -13,7 +13,7 @@
  * OTEL_RESOURCE_ATTRIBUTES (the resource), OTEL_EXPORTER_OTLP_HEADERS / _TIMEOUT / _COMPRESSION
  * (and their _TRACES_ forms), OTEL_TRACES_SAMPLER / _ARG and OTEL_BSP_* (the batch processor).
  */
-import { withFix } from '../cli/errors';
+import { withFix } from '../contract/fix';
 
 export type TracingConfig =
   | { on: false; warnings: string[] }

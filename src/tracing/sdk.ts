@@ -20,7 +20,7 @@ import {
 } from '@temporalio/interceptors-opentelemetry/lib/worker';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
-import { withFix } from '../cli/errors';
+import { withFix } from '../contract/fix';
 import type { TracingConfig } from './config';
 import type { Tracing, TracingLog, TracingOptions } from './index';
 

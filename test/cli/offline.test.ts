@@ -6,8 +6,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import prettier from 'prettier';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIX } from '../../src/contract';
-import { FIX as CLI_FIX } from '../../src/cli/errors';
 import { renderCliDocs } from '../../src/cli/docs';
 import { jsonSchemas } from '../../src/cli/schemas';
 import { projectRoot } from '../../src/worker/paths';
@@ -396,9 +394,5 @@ describe('generated from the tree and the schemas', () => {
       expect(path.basename(m![1])).toBe(`${kind}.schema.json`);
       expect(existsSync(path.resolve(ROOT, path.dirname(file), m![1])), file).toBe(true);
     }
-  });
-
-  it("the CLI's message shape is the contract's", () => {
-    expect(CLI_FIX).toBe(FIX);
   });
 });
