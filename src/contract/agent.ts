@@ -2,14 +2,9 @@
  * The node agent's activities (task queue `datum-node-<node>`, see names.ts): what the
  * controller sends and what the agent answers. The agent imports these, never workflow code.
  */
-import type {
-  AuthorizedAction,
-  ExecutionEvidence,
-  Observation,
-  OperatorDecision,
-  RecordDecisionRequest,
-  ResourceSpec,
-} from '../domain';
+import type { ResourceSpec } from './desired';
+import type { AuthorizedAction, ExecutionEvidence } from './ledger';
+import type { Observation, OperatorDecision, WriterEvidence } from './observation';
 
 export interface ObserveRequest {
   node: string;
@@ -62,12 +57,22 @@ export interface AgentActivities {
   recordDecision: (request: RecordDecisionRequest) => Promise<RecordDecisionResult>;
 }
 
+/** What the workflow sends the agent's recordDecision: a decision to keep, or a retake that ends one. */
+export interface RecordDecisionRequest {
+  node: string;
+  resource_key: string;
+  target: string;
+  kind: 'yield' | 'conflict' | 'retake';
+  spec_digest: string;
+  generation: number;
+  by: string;
+  at: string;
+  note: string | null;
+  sequence: WriterEvidence[];
+}
+
 export interface RecordDecisionResult {
   target: string;
   /** The decision now kept for the target; null after a retake. */
   holds: OperatorDecision | null;
 }
-
-export type { RecordDecisionRequest } from '../domain';
-
-export type { Decision, ExecutionEvidence, Observation } from '../domain';

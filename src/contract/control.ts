@@ -4,7 +4,9 @@
  * activity module at all, not even for its types, and the sandbox code compiles without Node's
  * types (tsconfig.sandbox.json).
  */
-import type { BoundIntent, LedgerEntry, OperatorDecision } from '../domain';
+import type { BoundIntent } from './desired';
+import type { LedgerEntry } from './ledger';
+import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
 import type { PreparedNode } from './workflows';
 

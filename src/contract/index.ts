@@ -6,6 +6,12 @@
  */
 export * from './fix';
 export * from './identifiers';
+export * from './json';
+export * from './vocabulary';
+export * from './desired';
+export * from './observation';
+export * from './ledger';
+export * from './history';
 export * from './names';
 export * from './workflows';
 export * from './signals';

@@ -9,7 +9,8 @@
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
-import type { Condition, ConvergenceStatus, Decision, LedgerEntry, Mode, Reason, RecheckTrigger } from '../domain';
+import type { Condition, Decision, LedgerEntry, RecheckTrigger } from './ledger';
+import type { ConvergenceStatus, Mode, Reason } from './vocabulary';
 import { withFix } from './fix';
 import { DESIRED_DIGEST, resourceKey } from './identifiers';
 import type { RolloutProgress } from './workflows';

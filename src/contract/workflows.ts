@@ -3,7 +3,10 @@
  * `client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, …)`, so the
  * arguments are checked without importing workflow code.
  */
-import type { BoundIntent, ConvergenceStatus, Decision, History, LedgerEntry, Reason } from '../domain';
+import type { BoundIntent } from './desired';
+import type { History } from './history';
+import type { Decision, LedgerEntry } from './ledger';
+import type { ConvergenceStatus, Reason } from './vocabulary';
 import type { WorkflowType } from './names';
 
 export interface ReconcileNodeInput {

@@ -1,12 +1,12 @@
 import { withheldBecause, type WithheldCause } from './causes';
 import type { Assessment } from './classify';
-import type { History } from './history';
 import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
-import type { AuthorizedAction, PlannedAction } from './schemas';
 import { standingRefusals, trackConflicts, NO_FINDINGS, type StageInput } from './writers';
 import type { Classified } from './verdict';
+import type { History } from '../contract/history';
+import type { AuthorizedAction, PlannedAction } from '../contract/ledger';
 
 /** A planned action and why it is withheld (null: authorized). */
 export interface Authorization {

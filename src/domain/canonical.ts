@@ -1,7 +1,5 @@
 export { sha256Hex } from '../contract/identifiers';
-
-/** A JSON value as it crosses every boundary (workflow history, ledger, agent). */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type { Json } from '../contract/json';
 
 /**
  * Canonical JSON in the style of RFC 8785: object keys sorted by code unit, no whitespace,

@@ -1,7 +1,9 @@
 import { jsonEqual, type Json } from './canonical';
-import { desiredValue, type BoundIntent } from './desired';
-import type { History } from './history';
-import type { Mode, ObservedResource, Observation, Ownership, ResourceSpec, ResourceType } from './schemas';
+import { desiredValue } from './desired';
+import type { BoundIntent, ResourceSpec } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { Observation, ObservedResource } from '../contract/observation';
+import type { Mode, Ownership, ResourceType } from '../contract/vocabulary';
 
 /** One resource_key as this pass sees it: who owns it, what should be, what is. */
 export interface Assessment {

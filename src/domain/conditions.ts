@@ -1,5 +1,6 @@
 import type { Json } from './canonical';
-import type { Condition, ConditionType } from './schemas';
+import type { Condition } from '../contract/ledger';
+import type { ConditionType } from '../contract/vocabulary';
 
 export type ConditionDraft = Omit<Condition, 'since'>;
 

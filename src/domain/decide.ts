@@ -1,62 +1,26 @@
 import type { Json } from './canonical';
-import type { DecisionRule } from './writers';
 export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
-import type { BoundIntent } from './desired';
 import { durationMs, formatDuration, msBetween } from './duration';
 import { laterGateConditions, runGates, type ClosedGate, type GateInput } from './gates';
-import type { History } from './history';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
+import type { DecideInput, DecideResult } from './inputs';
 import { idempotencyKey } from './plan';
-import {
-  decisionsToRecord,
-  heldDecisions,
-  newIntentSentence,
-  seedDecisions,
-  type RecordDecisionRequest,
-  type SeededHistory,
-} from './decisions';
-import type { AuthorizedAction, Decision, ExecutionEvidence, Observation, PlannedAction } from './schemas';
+import { decisionsToRecord, heldDecisions, newIntentSentence, seedDecisions, type SeededHistory } from './decisions';
 import { signalConditions } from './signals';
 import { classified, type Classified, type Verdict } from './verdict';
 import type { StageInput } from './writers';
+import type { BoundIntent } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { Decision } from '../contract/ledger';
+import type { Observation } from '../contract/observation';
 
 export { backoffMs } from './verdict';
 
-/** What the authority says right now (re-read before every decision that could act). */
-export type AuthorityView = { ok: true; generation: number; digest: string } | { ok: false; error: string };
-
-/** A pass that acted: what was planned and authorized, what the agent reported, from which snapshot. */
-export interface ActedPass {
-  planned: PlannedAction[];
-  actions: AuthorizedAction[];
-  evidence: ExecutionEvidence[];
-  pre: Observation;
-}
-
-export interface DecideInput {
-  intent: BoundIntent;
-  authority: AuthorityView;
-  /** The snapshot this decision is made from (after acting: the fresh post-action probe); null = no snapshot. */
-  observation: Observation | null;
-  /** Why there is no snapshot, when there is none. */
-  unreachable?: string | null;
-  history: History;
-  now: string;
-  acted?: ActedPass | null;
-  /** Whether a rule added after a loop started is in force for it; default: every rule is. */
-  rules?: ((rule: DecisionRule) => boolean) | undefined;
-}
-
-export interface DecideResult {
-  decision: Decision;
-  history: History;
-  /** What the agent must be told so its record of operator decisions follows the history (decisions.ts). */
-  decisions_to_record?: RecordDecisionRequest[];
-}
+export type { ActedPass, AuthorityView, DecideInput, DecideResult } from './inputs';
 
 /**
  * The one place where a pass's evidence becomes a status. Pure: the same input always gives

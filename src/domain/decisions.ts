@@ -1,7 +1,9 @@
-import type { BoundIntent } from './desired';
-import type { History } from './history';
-import type { Decision, Observation, OperatorDecision, WriterEvidence } from './schemas';
 import { specDigest, targetOf } from './targets';
+import type { RecordDecisionRequest } from '../contract/agent';
+import type { BoundIntent } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { NewIntent } from '../contract/ledger';
+import type { Observation, OperatorDecision, WriterEvidence } from '../contract/observation';
 
 /*
  * Operator decisions that outlive a generation (docs/architecture.md §4 "Targets and operator
@@ -9,22 +11,6 @@ import { specDigest, targetOf } from './targets';
  * them per target; each pass carries the ones whose spec is unchanged into the loop's history and
  * lists what the agent must be told, so its record follows the history by level.
  */
-
-/** What the workflow sends the agent's recordDecision: a decision to keep, or a retake that ends one. */
-export interface RecordDecisionRequest {
-  node: string;
-  resource_key: string;
-  target: string;
-  kind: 'yield' | 'conflict' | 'retake';
-  spec_digest: string;
-  generation: number;
-  by: string;
-  at: string;
-  note: string | null;
-  sequence: WriterEvidence[];
-}
-
-export type NewIntent = NonNullable<Decision['new_intent']>[number];
 
 export interface SeededHistory {
   history: History;

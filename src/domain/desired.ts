@@ -1,37 +1,9 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import { InvalidDesiredState, problemsFromZod, type Problem } from './errors';
 import { RELEASE_TARGET, sharedTargets } from './targets';
-import {
-  RESOURCE_TYPES,
-  desiredStateFile,
-  normalizePolicy,
-  resourceKey,
-  resourceSpec,
-  type DesiredProvenance,
-  type Policy,
-  type ReleaseSpec,
-  type ResourceSpec,
-} from './schemas';
-
-/** A node's desired state after validation: defaults applied, every reference checked. */
-export interface DesiredState {
-  node: string;
-  generation: number;
-  resources: Record<string, ResourceSpec>;
-  policy: Policy;
-}
-
-/** Desired state bound to its digest and provenance: the only form a decision accepts. */
-export interface BoundIntent extends DesiredState {
-  digest: string;
-  provenance: DesiredProvenance;
-  /**
-   * Where the agent fetches each release's artifact (absolute path or URL), resolved by the
-   * controller when it reads the authority. Outside the digest: the digest binds what the author
-   * wrote. Read through artifactLocation only.
-   */
-  locations?: Record<string, string>;
-}
+import { desiredStateFile, normalizePolicy, resourceKey, resourceSpec } from './schemas';
+import type { BoundIntent, DesiredProvenance, DesiredState, Policy, ReleaseSpec, ResourceSpec } from '../contract/desired';
+import { RESOURCE_TYPES } from '../contract/vocabulary';
 
 /**
  * desired_digest = "sha256:" + hex sha256 of the canonical JSON of {resources, policy} with

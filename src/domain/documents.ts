@@ -1,8 +1,9 @@
 import { Composer, LineCounter, Parser, isAlias, isMap, isScalar, isSeq, visit, type CST, type Document } from 'yaml';
 import { breachProblem, jsonBreach, pathOf, type Frame, type JsonBreach } from './bounds';
 import { InvalidAgentConfig, InvalidDesiredState, problemsFromZod, type InvalidInputError, type Problem } from './errors';
-import { bindIntent, validateDesiredState, type BoundIntent } from './desired';
-import { agentConfig, type AgentConfig, type DesiredProvenance } from './schemas';
+import { bindIntent, validateDesiredState } from './desired';
+import { agentConfig, type AgentConfig } from './schemas';
+import type { BoundIntent, DesiredProvenance } from '../contract/desired';
 
 /*
  * Text → validated documents. Pure (no file access): callers read the bytes and pass them in

@@ -1,10 +1,11 @@
 import type { Json } from './canonical';
 import { draft, type ConditionDraft } from './conditions';
-import type { AuthorityView } from './decide';
-import type { BoundIntent } from './desired';
+import type { AuthorityView } from './inputs';
 import { addMs, durationMs, formatDuration, msBetween } from './duration';
-import type { Condition, ConditionType, Reason, RecheckTriggerKind } from './schemas';
 import { backoffMs, trigger, type Classified, type Verdict } from './verdict';
+import type { BoundIntent } from '../contract/desired';
+import type { Condition } from '../contract/ledger';
+import type { ConditionType, Reason, RecheckTriggerKind } from '../contract/vocabulary';
 
 /*
  * Stage 2: the gates. Before anything is judged the pass must reach the node, know its intent is

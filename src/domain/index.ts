@@ -1,4 +1,12 @@
 // The pure reconcile core. Safe to import from workflow code: no I/O, no clock, no Node built-ins.
+// The formats it reads and writes, and the closed sets they use, are the contract's; re-exported
+// here for the domain's callers.
+export * from '../contract/vocabulary';
+export type * from '../contract/desired';
+export type * from '../contract/observation';
+export * from '../contract/ledger';
+export type * from '../contract/history';
+export type { RecordDecisionRequest } from '../contract/agent';
 export * from './canonical';
 export * from './duration';
 export * from './schemas';

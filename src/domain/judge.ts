@@ -1,11 +1,9 @@
 import { authorizePlan } from './authorize';
 import { effectiveMode } from './classify';
 import type { ConditionDraft } from './conditions';
-import type { ActedPass } from './decide';
+import type { ActedPass } from './inputs';
 import { conflictDrafts, refusalDrafts, resourceConcerns, type Judgement } from './ladder';
 import { planItems } from './plan';
-import type { History } from './history';
-import type { AuthorizedAction, Decision, ExecutionEvidence, WriterEvidence } from './schemas';
 import { sameMarker } from './markers';
 import { list, type Classified } from './verdict';
 import {
@@ -17,6 +15,9 @@ import {
   type RepairRecord,
   type StageInput,
 } from './writers';
+import type { History } from '../contract/history';
+import type { AuthorizedAction, Decision, ExecutionEvidence } from '../contract/ledger';
+import type { WriterEvidence } from '../contract/observation';
 
 /** What the fresh probe says about one action of this pass. */
 type ActionVerdict =

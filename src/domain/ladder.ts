@@ -1,13 +1,14 @@
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
-import type { ActedPass } from './decide';
-import type { BoundIntent } from './desired';
+import type { ActedPass } from './inputs';
 import { addMs, durationMs, formatDuration } from './duration';
-import type { ConflictRecord, History } from './history';
-import type { AuthorizedAction, ConvergenceStatus, Decision, PlannedAction, Reason, RecheckTriggerKind } from './schemas';
 import { backoffMs, list, trigger, type Classified, type Verdict } from './verdict';
 import type { RefusalRecord } from './writers';
 import { restaleMs } from './gates';
+import type { BoundIntent } from '../contract/desired';
+import type { ConflictRecord, History } from '../contract/history';
+import type { AuthorizedAction, Decision, PlannedAction } from '../contract/ledger';
+import type { ConvergenceStatus, Reason, RecheckTriggerKind } from '../contract/vocabulary';
 
 /*
  * Stage 4: the status ladder. Once the gates are open and a stage has judged the snapshot

@@ -1,7 +1,7 @@
-import type { BoundIntent } from './desired';
 import { durationMs } from './duration';
 import { decisionFingerprint } from './signals';
-import type { AuthorizedAction, Decision, ExecutionEvidence } from './schemas';
+import type { BoundIntent } from '../contract/desired';
+import type { AuthorizedAction, Decision, ExecutionEvidence } from '../contract/ledger';
 
 /*
  * The loop's own rules, apart from the judgement in decide.ts: when the next pass runs, how a

@@ -1,9 +1,10 @@
 import type { AuthorityView, DecideResult, DecisionRule } from './decide';
 import { decide } from './decide';
-import type { BoundIntent } from './desired';
-import type { History } from './history';
 import { evidenceOfFailure, evidenceOfSkip, type ApplyFailure } from './loop';
-import type { AuthorizedAction, ExecutionEvidence, Observation } from './schemas';
+import type { BoundIntent } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { AuthorizedAction, ExecutionEvidence } from '../contract/ledger';
+import type { Observation } from '../contract/observation';
 
 /** A snapshot from the node, or why there is none. */
 export interface Snapshot {

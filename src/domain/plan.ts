@@ -1,9 +1,11 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import { artifactLocation, fileBytes, type BoundIntent } from './desired';
+import { artifactLocation, fileBytes } from './desired';
 import { withheldBecause } from './causes';
 import type { Assessment } from './classify';
-import type { ActionKind, PlannedAction, ResourceSpec } from './schemas';
 import { specDigest } from './targets';
+import type { BoundIntent, ResourceSpec } from '../contract/desired';
+import type { PlannedAction } from '../contract/ledger';
+import type { ActionKind } from '../contract/vocabulary';
 
 /** idempotency_key = sha256 of (node, resource_key, desired_generation, desired_digest). */
 export function idempotencyKey(node: string, resourceKey: string, generation: number, digest: string): string {

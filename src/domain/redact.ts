@@ -1,7 +1,7 @@
 import { utf8ToBytes } from '@noble/hashes/utils';
 import { sha256Hex, type Json } from './canonical';
-import type { BoundIntent } from './desired';
-import type { Decision } from './schemas';
+import type { BoundIntent } from '../contract/desired';
+import type { Decision } from '../contract/ledger';
 
 /*
  * What the ledger keeps of a file's content: its digest and size, never the bytes. The ledger

@@ -1,8 +1,42 @@
 import { z } from 'zod';
 import { DURATION_HINT, formatDuration, parseDuration } from './duration';
-import type { Json } from './canonical';
 import { withFix } from '../contract/fix';
 import { nodeId, resourceKey } from '../contract/identifiers';
+import type { Json } from '../contract/json';
+import type { DesiredProvenance, FileSpec, FlagSpec, Policy, ReleaseSpec, ResourceSpec, ServiceSpec } from '../contract/desired';
+import type {
+  AuthorizedAction,
+  BackoffRecord,
+  Condition,
+  Decision,
+  ExecutionEvidence,
+  LedgerEntry,
+  OperatorResolution,
+  PlannedAction,
+  RecheckTrigger,
+  ResourceEntry,
+} from '../contract/ledger';
+import { LEDGER_VERSION } from '../contract/ledger';
+import type {
+  Observation,
+  ObservedResource,
+  OperatorDecision,
+  Protection,
+  Provenance,
+  WriterEvidence,
+} from '../contract/observation';
+import {
+  CONDITION_TYPES,
+  EXECUTION_OUTCOMES,
+  MODES,
+  OPERATOR_DECISION_KINDS,
+  OWNERSHIPS,
+  REASONS,
+  RECHECK_TRIGGERS,
+  RESOLVERS,
+  RESOURCE_TYPES,
+  STATUSES,
+} from '../contract/vocabulary';
 import { hasParentSegment, pathSegments, pathSpellingProblem, type PathSpellingProblem } from './rootPath';
 import { namesTarget, targetNameProblem } from './targets';
 import { agentServices } from './agent-services';
@@ -10,6 +44,8 @@ import { agentServices } from './agent-services';
 /*
  * The wire and file formats of Datum, one zod schema each, with the field names of
  * docs/architecture.md (§2 desired state and agent.yaml, §3 the agent's wire types, §5 the ledger entry).
+ * The types are the contract's (src/contract); each schema here validates exactly its type
+ * (`exactly`), so a field added to one and not to the other does not compile.
  * Messages that a person will read are written as "<what is wrong> — fix: <what to do>", so the
  * error formatter (errors.ts) can always name the field, the problem and the fix. The primitive
  * identifiers (node names, resource keys) belong to the contract, which signals are built from.
@@ -17,8 +53,16 @@ import { agentServices } from './agent-services';
 
 export { nodeId, resourceKey };
 
-export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
-export type ResourceType = (typeof RESOURCE_TYPES)[number];
+type Equals<A, B> = (<G>() => G extends A ? 1 : 2) extends <G>() => G extends B ? 1 : 2 ? true : false;
+
+/**
+ * `exactly<T>()(schema)`: the schema, when what it parses to is exactly T (no field more or less,
+ * none optional on one side only); otherwise a compile error naming T.
+ */
+const exactly =
+  <T>() =>
+  <S extends z.ZodType<T>>(schema: S & (Equals<z.output<S>, T> extends true ? unknown : { 'parses to exactly': T })): S =>
+    schema;
 
 const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
 const SHA256_HEX = /^[a-f0-9]{64}$/;
@@ -103,52 +147,55 @@ const artifactRef = z
     }
   });
 
-export const releaseSpec = z.strictObject({
-  type: z.literal('release'),
-  version: z
-    .string()
-    .regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
-  artifact: artifactRef,
-  sha256: sha256Field,
-});
-export const fileSpec = z.strictObject({
-  type: z.literal('file'),
-  path: nodePath,
-  /**
-   * The content is a secret: the ledger and the CLI show only its digest and size (as for every
-   * file) and say so. Optional and never defaulted, so existing digests do not change.
-   */
-  sensitive: z.boolean().optional(),
-  content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
-    error: withFix(
-      'content must be text or a JSON/YAML object',
-      'write the file body as a string, or as a mapping that Datum writes as JSON',
+export const releaseSpec = exactly<ReleaseSpec>()(
+  z.strictObject({
+    type: z.literal('release'),
+    version: z
+      .string()
+      .regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
+    artifact: artifactRef,
+    sha256: sha256Field,
+  }),
+);
+export const fileSpec = exactly<FileSpec>()(
+  z.strictObject({
+    type: z.literal('file'),
+    path: nodePath,
+    /**
+     * The content is a secret: the ledger and the CLI show only its digest and size (as for every
+     * file) and say so. Optional and never defaulted, so existing digests do not change.
+     */
+    sensitive: z.boolean().optional(),
+    content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
+      error: withFix(
+        'content must be text or a JSON/YAML object',
+        'write the file body as a string, or as a mapping that Datum writes as JSON',
+      ),
+    }),
+  }),
+);
+export const serviceSpec = exactly<ServiceSpec>()(
+  z.strictObject({
+    type: z.literal('service'),
+    release: resourceKey,
+    config: resourceKey,
+    command: z
+      .array(z.string().min(1))
+      .min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
+  }),
+);
+export const flagSpec = exactly<FlagSpec>()(
+  z.strictObject({
+    type: z.literal('flag'),
+    // null is how an absent flag is observed, so it cannot also be a desired value.
+    value: jsonValue.refine(
+      (v): boolean => v !== null,
+      withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource'),
     ),
   }),
-});
-export const serviceSpec = z.strictObject({
-  type: z.literal('service'),
-  release: resourceKey,
-  config: resourceKey,
-  command: z
-    .array(z.string().min(1))
-    .min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
-});
-export const flagSpec = z.strictObject({
-  type: z.literal('flag'),
-  // null is how an absent flag is observed, so it cannot also be a desired value.
-  value: jsonValue.refine(
-    (v) => v !== null,
-    withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource'),
-  ),
-});
+);
 
-export const resourceSpec = z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]);
-export type ReleaseSpec = z.infer<typeof releaseSpec>;
-export type FileSpec = z.infer<typeof fileSpec>;
-export type ServiceSpec = z.infer<typeof serviceSpec>;
-export type FlagSpec = z.infer<typeof flagSpec>;
-export type ResourceSpec = z.infer<typeof resourceSpec>;
+export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
 
 export const POLICY_DEFAULTS = {
   observation_ttl: '60s',
@@ -195,17 +242,6 @@ export const policyInput = z
   })
   .optional();
 
-export interface Policy {
-  observation_ttl: string;
-  retry_budget: number;
-  backoff: { initial: string; factor: number; max: string };
-  resync_interval: string;
-  node_timeout: string;
-  conflict_window: string;
-  /** Event-driven observation: the agent watches what it manages and a change triggers a pass. */
-  watch: boolean;
-}
-
 /** The policy with defaults applied and every duration in its one stored spelling. */
 export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
   const d = (text: string | undefined, fallback: string) => formatDuration(parseDuration(text ?? fallback) ?? 0);
@@ -241,23 +277,25 @@ export const desiredStateFile = z.strictObject({
   policy: policyInput,
 });
 
-export const provenance = z.strictObject({
-  approved_by: z
-    .string({
-      error: withFix(
-        'an override needs approved_by',
-        'record who approved the override (approved_by), why (reason) and since when (since)',
-      ),
-    })
-    .min(1),
-  reason: z
-    .string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') })
-    .min(1),
-  since: z.iso.datetime({ offset: true, error: withFix('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z') }),
-});
-export type Provenance = z.infer<typeof provenance>;
-
-export const MODES = ['observe', 'enforce'] as const;
+export const provenance = exactly<Provenance>()(
+  z.strictObject({
+    approved_by: z
+      .string({
+        error: withFix(
+          'an override needs approved_by',
+          'record who approved the override (approved_by), why (reason) and since when (since)',
+        ),
+      })
+      .min(1),
+    reason: z
+      .string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') })
+      .min(1),
+    since: z.iso.datetime({
+      offset: true,
+      error: withFix('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z'),
+    }),
+  }),
+);
 
 /**
  * An agent.yaml entry's name: a resource key ("config"), or a target ("file:etc/app/config.json",
@@ -287,7 +325,6 @@ export const agentEntryName = z.string().superRefine((name, ctx) => {
       ),
     });
 });
-export type Mode = (typeof MODES)[number];
 
 export const agentConfig = z.strictObject({
   node: nodeId,
@@ -332,293 +369,239 @@ export type AgentConfig = z.infer<typeof agentConfig>;
 // ---------------------------------------------------------------------------------------------
 // Observation: what the agent read from the node itself.
 
-export const observedResource = z.object({
-  type: z.enum(RESOURCE_TYPES),
-  /** The observed value in the same shape desiredValue() gives; null = absent / not running. */
-  value: jsonValue,
-  /** Change marker read from the thing itself (mtime+inode+size, symlink target+ctime, pid+start). */
-  marker: z.string().nullable(),
-  /** Set when the ordinary path cannot repair this resource without destroying something. */
-  obstruction: z.string().nullable().default(null),
-  detail: z.record(z.string(), jsonValue).default({}),
-});
-export type ObservedResource = z.infer<typeof observedResource>;
+export const observedResource = exactly<ObservedResource>()(
+  z.object({
+    type: z.enum(RESOURCE_TYPES),
+    /** The observed value in the same shape desiredValue() gives; null = absent / not running. */
+    value: jsonValue,
+    /** Change marker read from the thing itself (mtime+inode+size, symlink target+ctime, pid+start). */
+    marker: z.string().nullable(),
+    /** Set when the ordinary path cannot repair this resource without destroying something. */
+    obstruction: z.string().nullable().default(null),
+    detail: z.record(z.string(), jsonValue).default({}),
+  }),
+);
 
 /**
  * An operator decision the agent keeps per target across generations: a yield, or an open
  * conflict, about the resource spec with this digest (docs/architecture.md §4 "Targets and
  * operator decisions").
  */
-export const OPERATOR_DECISION_KINDS = ['yield', 'conflict'] as const;
-export const operatorDecision = z.object({
-  /** The key that claimed the target when the decision was recorded. */
-  resource_key: z.string(),
-  target: z.string(),
-  kind: z.enum(OPERATOR_DECISION_KINDS),
-  spec_digest: z.string(),
-  generation: z.number().int().nullable().default(null),
-  by: z.string(),
-  at: z.string(),
-  note: z.string().nullable().default(null),
-  /** A conflict's evidence of the other writer. */
-  sequence: z
-    .array(z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() }))
-    .default([]),
-});
-export type OperatorDecision = z.infer<typeof operatorDecision>;
+export const operatorDecision = exactly<OperatorDecision>()(
+  z.object({
+    /** The key that claimed the target when the decision was recorded. */
+    resource_key: z.string(),
+    target: z.string(),
+    kind: z.enum(OPERATOR_DECISION_KINDS),
+    spec_digest: z.string(),
+    generation: z.number().int().nullable().default(null),
+    by: z.string(),
+    at: z.string(),
+    note: z.string().nullable().default(null),
+    /** A conflict's evidence of the other writer. */
+    sequence: z
+      .array(z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() }))
+      .default([]),
+  }),
+);
 
 /**
  * An operator's resolveConflict as the ledger records it on the note that acknowledges it: the
  * yield the agent is told to keep, or the retake that ends the target's decision, for the key's
  * spec at the time. The ledger store's copy of the decisions follows it (src/activities/ledger-store/decisions.ts).
  */
-export const operatorResolution = operatorDecision.extend({ kind: z.enum(['yield', 'retake']) });
-export type OperatorResolution = z.infer<typeof operatorResolution>;
+export const operatorResolution = exactly<OperatorResolution>()(operatorDecision.extend({ kind: z.enum(['yield', 'retake']) }));
 
 /** Which agent.yaml entry protects a key now, and through which target (null: by the key itself). */
-export const protection = z.object({
-  entry: z.string(),
-  kind: z.enum(['override', 'observe']),
-  target: z.string().nullable(),
-});
-export type Protection = z.infer<typeof protection>;
+export const protection = exactly<Protection>()(
+  z.object({
+    entry: z.string(),
+    kind: z.enum(['override', 'observe']),
+    target: z.string().nullable(),
+  }),
+);
 
-export const observation = z.object({
-  node_id: nodeId,
-  observed_at: z.iso.datetime(),
-  heartbeat_at: z.iso.datetime().nullable().default(null),
-  mode: z.enum(MODES),
-  resource_modes: z.record(z.string(), z.enum(MODES)).default({}),
-  /** Local overrides; null provenance means an override was found without proof of who owns it. */
-  overrides: z.record(z.string(), provenance.nullable()).default({}),
-  resources: z.record(z.string(), observedResource),
-  undeclared: z
-    .array(z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() }))
-    .default([]),
-  config_error: z.string().nullable().default(null),
-  /** Per key: the agent.yaml entries that protect it (by its target or by name). Absent from older agents. */
-  protections: z.record(z.string(), z.array(protection)).default({}),
-  /** Per current key: the operator decision the agent holds for the target it claims. */
-  decisions: z.record(z.string(), operatorDecision).default({}),
-});
-export type Observation = z.infer<typeof observation>;
+export const observation = exactly<Observation>()(
+  z.object({
+    node_id: nodeId,
+    observed_at: z.iso.datetime(),
+    heartbeat_at: z.iso.datetime().nullable().default(null),
+    mode: z.enum(MODES),
+    resource_modes: z.record(z.string(), z.enum(MODES)).default({}),
+    /** Local overrides; null provenance means an override was found without proof of who owns it. */
+    overrides: z.record(z.string(), provenance.nullable()).default({}),
+    resources: z.record(z.string(), observedResource),
+    undeclared: z
+      .array(
+        z.object({ resource_key: z.string(), type: z.enum(RESOURCE_TYPES), value: jsonValue, marker: z.string().nullable() }),
+      )
+      .default([]),
+    config_error: z.string().nullable().default(null),
+    /** Per key: the agent.yaml entries that protect it (by its target or by name). Absent from older agents. */
+    protections: z.record(z.string(), z.array(protection)).default({}),
+    /** Per current key: the operator decision the agent holds for the target it claims. */
+    decisions: z.record(z.string(), operatorDecision).default({}),
+  }),
+);
 export type ObservationInput = z.input<typeof observation>;
 
 // ---------------------------------------------------------------------------------------------
 // Decisions, conditions and the ledger.
 
-export const STATUSES = ['CONVERGED', 'DRIFTED', 'RETRY', 'BLOCKED', 'CONFLICT', 'SUPERSEDED'] as const;
-export type ConvergenceStatus = (typeof STATUSES)[number];
+export const recheckTrigger = exactly<RecheckTrigger>()(
+  z.object({
+    trigger: z.enum(RECHECK_TRIGGERS),
+    not_before: z.string().nullable().default(null),
+    detail: z.string(),
+  }),
+);
 
-/** The closed set of reasons. Each decision carries exactly one, plus a human sentence. */
-export const REASONS = [
-  'ALREADY_CONVERGED',
-  'CONVERGED_AFTER_REPAIR',
-  'DRIFT_DETECTED',
-  'OBSERVE_MODE_DRIFT',
-  'ACTION_INEFFECTIVE',
-  'ACTION_FAILED',
-  'STALE_OBSERVATION',
-  'STALE_INTENT',
-  'INTENT_DIGEST_MISMATCH',
-  'AUTHORITY_REGRESSED',
-  'INVALID_DESIRED_STATE',
-  'AGENT_CONFIG_INVALID',
-  'NODE_UNREACHABLE',
-  'RETRY_BUDGET_EXHAUSTED',
-  'UNKNOWN_OWNERSHIP',
-  'DESTRUCTIVE_REPAIR_REQUIRED',
-  'DEPENDENCY_BLOCKED',
-  'ACTION_REFUSED',
-  'CONFLICTING_WRITER',
-  'NEWER_GENERATION',
-  'REFRESH_REFUSED',
-  'REBOUND',
-  'OPERATOR_RESOLUTION_RECORDED',
-  'SIGNAL_REJECTED',
-] as const;
-export type Reason = (typeof REASONS)[number];
+export const condition = exactly<Condition>()(
+  z.object({
+    type: z.enum(CONDITION_TYPES),
+    resource_key: z.string().nullable(),
+    since: z.string(),
+    message: z.string(),
+    evidence: jsonValue,
+    tried: z.array(z.string()),
+    resolver: z.enum(RESOLVERS),
+    needs_judgement: z.boolean(),
+  }),
+);
 
-export const RECHECK_TRIGGERS = [
-  'FRESH_OBSERVATION',
-  'REFRESHED_INTENT',
-  'DESIRED_STATE_CHANGE',
-  'OPERATOR_RESOLUTION',
-  'AGENT_CONFIG_CHANGE',
-  'TIMER',
-  'NONE',
-] as const;
-export type RecheckTriggerKind = (typeof RECHECK_TRIGGERS)[number];
-export const recheckTrigger = z.object({
-  trigger: z.enum(RECHECK_TRIGGERS),
-  not_before: z.string().nullable().default(null),
-  detail: z.string(),
-});
-export type RecheckTrigger = z.infer<typeof recheckTrigger>;
+export const authorizedAction = exactly<AuthorizedAction>()(
+  z.object({
+    resource_key: z.string(),
+    action: z.string(),
+    desired_generation: z.number().int(),
+    desired_digest: z.string(),
+    idempotency_key: z.string(),
+    /** The marker the plan was made against; with action_seq it tells a replay from a new attempt. */
+    observed_marker: z.string().nullable(),
+    action_seq: z.number().int(),
+    spec: jsonValue,
+    /**
+     * When the snapshot the plan was made from was taken, and the TTL it was judged against: the
+     * agent refuses the write once that snapshot is older than the TTL (StaleSnapshotRefusal).
+     * Optional so ledger entries written before they existed stay valid; the agent refuses an
+     * action without them, since a snapshot of unknown age never drives a write.
+     */
+    observed_at: z.string().nullable().optional(),
+    observation_ttl: z.string().nullable().optional(),
+    /**
+     * The digest of the resource spec the action carries out (specDigest): the agent refuses it while
+     * a yield or an open conflict stands for the same spec on its target. Optional: older entries lack it.
+     */
+    spec_digest: z.string().nullable().optional(),
+  }),
+);
 
-export const CONDITION_TYPES = [
-  'NODE_UNREACHABLE',
-  'STALE_OBSERVATION',
-  'STALE_INTENT',
-  'INTENT_DIGEST_MISMATCH',
-  'INVALID_DESIRED_STATE',
-  'AGENT_CONFIG_INVALID',
-  'UNKNOWN_OWNERSHIP',
-  'DESTRUCTIVE_REPAIR_REQUIRED',
-  'RETRY_BUDGET_EXHAUSTED',
-  'REPAIR_RETRYING',
-  'ACTION_REFUSED',
-  'CONFLICTING_WRITER',
-  'OBSERVED_DRIFT',
-  'INVALID_SIGNAL',
-] as const;
-export type ConditionType = (typeof CONDITION_TYPES)[number];
-export const RESOLVERS = ['datum', 'operator', 'desired-state author'] as const;
+export const executionEvidence = exactly<ExecutionEvidence>()(
+  z.object({
+    resource_key: z.string(),
+    action: z.string(),
+    idempotency_key: z.string(),
+    /** skipped: not attempted, because an earlier action of the same batch failed or was refused. */
+    outcome: z.enum(EXECUTION_OUTCOMES),
+    executed_at: z.string(),
+    /** The change marker our own write left; null when nothing was written. */
+    marker_after: z.string().nullable(),
+    detail: z.string(),
+    refusal: z.string().nullable().default(null),
+    /** The refusal's failure type (REFUSALS), so the judgement reads a type, not the sentence. Optional: older entries lack it. */
+    refusal_type: z.string().nullable().optional(),
+  }),
+);
 
-export const condition = z.object({
-  type: z.enum(CONDITION_TYPES),
-  resource_key: z.string().nullable(),
-  since: z.string(),
-  message: z.string(),
-  evidence: jsonValue,
-  tried: z.array(z.string()),
-  resolver: z.enum(RESOLVERS),
-  needs_judgement: z.boolean(),
-});
-export type Condition = z.infer<typeof condition>;
+export const writerEvidence = exactly<WriterEvidence>()(
+  z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() }),
+);
 
-export const OWNERSHIPS = ['MANAGED', 'OPERATOR_OWNED', 'UNKNOWN'] as const;
-export type Ownership = (typeof OWNERSHIPS)[number];
+export const desiredProvenance = exactly<DesiredProvenance>()(
+  z.object({
+    source: z.string(),
+    revision: z.string(),
+    author: z.string().nullable().default(null),
+    loaded_at: z.string(),
+  }),
+);
 
-export const ACTIONS = ['release.install', 'file.write', 'service.start', 'service.restart', 'flag.write'] as const;
-export type ActionKind = (typeof ACTIONS)[number];
-/** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
-export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill'] as const;
+export const resourceEntry = exactly<ResourceEntry>()(
+  z.object({
+    resource_key: z.string(),
+    type: z.enum(RESOURCE_TYPES).nullable(),
+    ownership: z.enum(OWNERSHIPS),
+    ownership_provenance: jsonValue,
+    desired: jsonValue,
+    observed: jsonValue,
+    drift: z.boolean(),
+    effective_mode: z.enum(MODES),
+    idempotency_key: z.string().nullable(),
+  }),
+);
 
-export const authorizedAction = z.object({
-  resource_key: z.string(),
-  action: z.string(),
-  desired_generation: z.number().int(),
-  desired_digest: z.string(),
-  idempotency_key: z.string(),
-  /** The marker the plan was made against; with action_seq it tells a replay from a new attempt. */
-  observed_marker: z.string().nullable(),
-  action_seq: z.number().int(),
-  spec: jsonValue,
-  /**
-   * When the snapshot the plan was made from was taken, and the TTL it was judged against: the
-   * agent refuses the write once that snapshot is older than the TTL (StaleSnapshotRefusal).
-   * Optional so ledger entries written before they existed stay valid; the agent refuses an
-   * action without them, since a snapshot of unknown age never drives a write.
-   */
-  observed_at: z.string().nullable().optional(),
-  observation_ttl: z.string().nullable().optional(),
-  /**
-   * The digest of the resource spec the action carries out (specDigest): the agent refuses it while
-   * a yield or an open conflict stands for the same spec on its target. Optional: older entries lack it.
-   */
-  spec_digest: z.string().nullable().optional(),
-});
-export type AuthorizedAction = z.infer<typeof authorizedAction>;
+export const plannedAction = exactly<PlannedAction>()(
+  authorizedAction.extend({
+    destructive: z.boolean(),
+    authorized: z.boolean(),
+    /** Why a planned action is not authorized (observe mode, destructive, budget, …); null when it is. */
+    withheld_because: z.string().nullable(),
+  }),
+);
 
-export const executionEvidence = z.object({
-  resource_key: z.string(),
-  action: z.string(),
-  idempotency_key: z.string(),
-  /** skipped: not attempted, because an earlier action of the same batch failed or was refused. */
-  outcome: z.enum(['applied', 'replayed', 'refused', 'failed', 'skipped']),
-  executed_at: z.string(),
-  /** The change marker our own write left; null when nothing was written. */
-  marker_after: z.string().nullable(),
-  detail: z.string(),
-  refusal: z.string().nullable().default(null),
-  /** The refusal's failure type (REFUSALS), so the judgement reads a type, not the sentence. Optional: older entries lack it. */
-  refusal_type: z.string().nullable().optional(),
-});
-export type ExecutionEvidence = z.infer<typeof executionEvidence>;
+export const backoffRecord = exactly<BackoffRecord>()(
+  z.object({
+    initial: z.string(),
+    factor: z.number(),
+    max: z.string(),
+    next_delay: z.string().nullable(),
+  }),
+);
 
-export const writerEvidence = z.object({ at: z.string(), value: jsonValue, marker: z.string().nullable(), source: z.string() });
-export type WriterEvidence = z.infer<typeof writerEvidence>;
+export const decision = exactly<Decision>()(
+  z.object({
+    node_id: z.string(),
+    desired_generation: z.number().int(),
+    desired_digest: z.string(),
+    desired_provenance: desiredProvenance.nullable(),
+    observed_at: z.string().nullable(),
+    observation_ttl: z.string(),
+    observation_fresh: z.boolean(),
+    mode: z.enum(MODES).nullable(),
+    resources: z.array(resourceEntry),
+    operator_exceptions: z.array(
+      z.object({ resource_key: z.string(), provenance: jsonValue, desired: jsonValue, observed: jsonValue }),
+    ),
+    planned_actions: z.array(plannedAction),
+    authorized_actions: z.array(authorizedAction),
+    execution_evidence: z.array(executionEvidence),
+    attempt_count: z.number().int(),
+    retry_budget: z.number().int(),
+    backoff: backoffRecord,
+    post_action_observation: jsonValue,
+    conflicting_writer_evidence: z.array(z.object({ resource_key: z.string(), sequence: z.array(writerEvidence) })).nullable(),
+    convergence_status: z.enum(STATUSES),
+    reason: z.enum(REASONS),
+    reason_detail: z.string(),
+    recheck_trigger: recheckTrigger,
+    conditions: z.array(condition),
+    /**
+     * The operator decisions (yields, open conflicts) this loop holds for the node's current keys:
+     * the ledger store's durable copy of them. Optional: older entries lack it.
+     */
+    operator_decisions: z.array(operatorDecision).optional(),
+    /** Decisions not carried because the key's spec changed since: new intent, a new episode. */
+    new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
+    /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
+    operator_resolution: operatorResolution.optional(),
+  }),
+);
 
-export const desiredProvenance = z.object({
-  source: z.string(),
-  revision: z.string(),
-  author: z.string().nullable().default(null),
-  loaded_at: z.string(),
-});
-export type DesiredProvenance = z.infer<typeof desiredProvenance>;
-
-export const resourceEntry = z.object({
-  resource_key: z.string(),
-  type: z.enum(RESOURCE_TYPES).nullable(),
-  ownership: z.enum(OWNERSHIPS),
-  ownership_provenance: jsonValue,
-  desired: jsonValue,
-  observed: jsonValue,
-  drift: z.boolean(),
-  effective_mode: z.enum(MODES),
-  idempotency_key: z.string().nullable(),
-});
-export type ResourceEntry = z.infer<typeof resourceEntry>;
-
-export const plannedAction = authorizedAction.extend({
-  destructive: z.boolean(),
-  authorized: z.boolean(),
-  /** Why a planned action is not authorized (observe mode, destructive, budget, …); null when it is. */
-  withheld_because: z.string().nullable(),
-});
-export type PlannedAction = z.infer<typeof plannedAction>;
-
-export const backoffRecord = z.object({
-  initial: z.string(),
-  factor: z.number(),
-  max: z.string(),
-  next_delay: z.string().nullable(),
-});
-
-export const decision = z.object({
-  node_id: z.string(),
-  desired_generation: z.number().int(),
-  desired_digest: z.string(),
-  desired_provenance: desiredProvenance.nullable(),
-  observed_at: z.string().nullable(),
-  observation_ttl: z.string(),
-  observation_fresh: z.boolean(),
-  mode: z.enum(MODES).nullable(),
-  resources: z.array(resourceEntry),
-  operator_exceptions: z.array(
-    z.object({ resource_key: z.string(), provenance: jsonValue, desired: jsonValue, observed: jsonValue }),
-  ),
-  planned_actions: z.array(plannedAction),
-  authorized_actions: z.array(authorizedAction),
-  execution_evidence: z.array(executionEvidence),
-  attempt_count: z.number().int(),
-  retry_budget: z.number().int(),
-  backoff: backoffRecord,
-  post_action_observation: jsonValue,
-  conflicting_writer_evidence: z.array(z.object({ resource_key: z.string(), sequence: z.array(writerEvidence) })).nullable(),
-  convergence_status: z.enum(STATUSES),
-  reason: z.enum(REASONS),
-  reason_detail: z.string(),
-  recheck_trigger: recheckTrigger,
-  conditions: z.array(condition),
-  /**
-   * The operator decisions (yields, open conflicts) this loop holds for the node's current keys:
-   * the ledger store's durable copy of them. Optional: older entries lack it.
-   */
-  operator_decisions: z.array(operatorDecision).optional(),
-  /** Decisions not carried because the key's spec changed since: new intent, a new episode. */
-  new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
-  /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
-  operator_resolution: operatorResolution.optional(),
-});
-export type Decision = z.infer<typeof decision>;
-
-export const LEDGER_VERSION = 1;
-export const ledgerEntry = decision.extend({
-  ledger_version: z.literal(LEDGER_VERSION),
-  seq: z.number().int().min(1),
-  decided_at: z.string(),
-  workflow_id: z.string(),
-});
-export type LedgerEntry = z.infer<typeof ledgerEntry>;
+export const ledgerEntry = exactly<LedgerEntry>()(
+  decision.extend({
+    ledger_version: z.literal(LEDGER_VERSION),
+    seq: z.number().int().min(1),
+    decided_at: z.string(),
+    workflow_id: z.string(),
+  }),
+);

@@ -1,12 +1,8 @@
 import { breachProblem, clip, jsonBreach, type JsonBreach } from './bounds';
 import { canonicalJson } from './canonical';
 import { draft, mergeConditions } from './conditions';
-import type { AuthorityView } from './decide';
-import type { BoundIntent } from './desired';
+import type { AuthorityView } from './inputs';
 import { problemsFromZod } from './errors';
-import type { History } from './history';
-import type { RecordDecisionRequest } from './decisions';
-import type { ConvergenceStatus, Decision, OperatorResolution, Reason, RecheckTrigger } from './schemas';
 import {
   MAX_SIGNAL_CHARS,
   MAX_SIGNAL_DEPTH,
@@ -16,6 +12,11 @@ import {
   type SignalName,
   type SignalPayload,
 } from '../contract/signals';
+import type { RecordDecisionRequest } from '../contract/agent';
+import type { BoundIntent } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { Decision, OperatorResolution, RecheckTrigger } from '../contract/ledger';
+import type { ConvergenceStatus, Reason } from '../contract/vocabulary';
 
 /*
  * The payloads of the three signals, validated before they touch the loop (their schemas are the

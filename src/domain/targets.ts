@@ -1,6 +1,6 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import { pathSegments } from './rootPath';
-import type { ResourceSpec } from './schemas';
+import type { ResourceSpec } from '../contract/desired';
 
 /*
  * Targets: what the agent writes, as opposed to the resource key that names it in one

@@ -1,9 +1,11 @@
 import { classify, type Assessment } from './classify';
 import type { ConditionDraft } from './conditions';
-import type { BoundIntent } from './desired';
 import { durationMs } from './duration';
-import type { History } from './history';
-import type { ConvergenceStatus, Observation, Reason, RecheckTrigger, RecheckTriggerKind } from './schemas';
+import type { BoundIntent } from '../contract/desired';
+import type { History } from '../contract/history';
+import type { RecheckTrigger } from '../contract/ledger';
+import type { Observation } from '../contract/observation';
+import type { ConvergenceStatus, Reason, RecheckTriggerKind } from '../contract/vocabulary';
 
 /*
  * What the stages of decide() share: a snapshot classified once, and the verdict a gate or a

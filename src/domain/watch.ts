@@ -1,7 +1,7 @@
 import { WATCH_RULE, type WatchRule } from '../contract/patches';
-import type { BoundIntent } from './desired';
 import { durationMs } from './duration';
-import type { ConvergenceStatus } from './schemas';
+import type { BoundIntent } from '../contract/desired';
+import type { ConvergenceStatus } from '../contract/vocabulary';
 
 /*
  * The loop's watch as one state machine: event-driven observation beside the passes. At most one

@@ -1,10 +1,11 @@
 import { DECISION_RULE, type DecisionRule } from '../contract/patches';
-import type { BoundIntent } from './desired';
 import { durationMs, msBetween } from './duration';
-import type { ConflictRecord, History } from './history';
-import type { Decision, WriterEvidence } from './schemas';
 import { sameMarker } from './markers';
 import type { Classified } from './verdict';
+import type { BoundIntent } from '../contract/desired';
+import type { ConflictRecord, History } from '../contract/history';
+import type { Decision } from '../contract/ledger';
+import type { WriterEvidence } from '../contract/observation';
 
 /*
  * What the loop carries about other writers and refusals from one pass to the next. Both stages

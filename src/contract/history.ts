@@ -1,0 +1,58 @@
+/*
+ * What a loop carries from one decision to the next: the state continue-as-new hands over
+ * (ReconcileCarry) and the workflow's queries show, as plain JSON. The domain keeps it
+ * (src/domain/history.ts); its shape is here because it crosses runs of the workflow.
+ */
+import type { Json } from './json';
+import type { Condition } from './ledger';
+import type { OperatorDecision, WriterEvidence } from './observation';
+import type { ConvergenceStatus, Mode, Reason, Resolution } from './vocabulary';
+
+/**
+ * What the loop carries from one decision to the next, as plain JSON (it crosses
+ * continue-as-new and the workflow's queries). It never stands in for observation: it only
+ * holds what observation cannot show, such as the marker our own repair left or an operator's
+ * resolution.
+ */
+export interface History {
+  /** Repairs tried in the current episode; compared with retry_budget. */
+  attempt_count: number;
+  /** Monotonic across the whole run chain; tells a replayed apply from a new attempt. */
+  action_seq: number;
+  /** Resources a repair brought to desired, with the marker seen then (conflict_window starts here). */
+  repaired: Record<string, { at: string; value: Json; marker: string | null }>;
+  /** Evidence of another writer, per resource, and the operator's resolution once signalled. */
+  conflicts: Record<string, ConflictRecord>;
+  /** Resources an operator yielded to the other writer (treated as OPERATOR_OWNED). */
+  yielded: Record<string, { by: string; note: string | null; at: string }>;
+  /**
+   * Operator retakes, by key: a decision the agent reports from before the retake is not carried
+   * again (seedDecisions), and the retake is re-sent until the agent shows it. Absent in older carries.
+   */
+  retaken?: Record<string, { by: string; note: string | null; at: string }>;
+  /**
+   * Operator decisions read back from the ledger store when a run chain opens
+   * (ControlActivities.storedDecisions): carried like the agent's own record where the agent
+   * reports none for the target (its .datum/ was lost), then sent to it. Cleared by the first
+   * snapshot that seeds. Absent in older carries.
+   */
+  stored_decisions?: OperatorDecision[];
+  /** Refused applies: not tried again until what was observed about them changes. */
+  refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
+  /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
+  rejected_signals: Record<string, { error: string; at: string }>;
+  conditions: Condition[];
+  /**
+   * Stale snapshots in a row: each re-take waits longer (policy.backoff), so a node whose
+   * snapshots always arrive stale is not re-observed back to back. Absent in older carries.
+   */
+  stale_retakes?: number;
+  last_status: ConvergenceStatus | null;
+  last_reason: Reason | null;
+}
+
+export interface ConflictRecord {
+  since: string;
+  sequence: WriterEvidence[];
+  resolution: { resolution: Resolution; by: string; note: string | null; at: string } | null;
+}

@@ -1,0 +1,85 @@
+/*
+ * What the agent read from the node itself: the snapshot every decision is judged on, and the
+ * operator decisions the agent keeps per target (docs/architecture.md §3, §4). The agent builds
+ * it through its schema (src/domain/schemas.ts), which validates exactly these types: a
+ * field added here is added there too, with its default for snapshots from older agents.
+ */
+import type { Json } from './json';
+import type { Mode, OperatorDecisionKind, ResourceType } from './vocabulary';
+
+export type ObservedResource = {
+  type: ResourceType;
+  /** The observed value in the same shape desiredValue() gives; null = absent / not running. */
+  value: Json;
+  /** Change marker read from the thing itself (mtime+inode+size, symlink target+ctime, pid+start). */
+  marker: string | null;
+  /** Set when the ordinary path cannot repair this resource without destroying something. */
+  obstruction: string | null;
+  detail: Record<string, Json>;
+};
+
+/** Something on the node that no desired state and no override declares. */
+export type UndeclaredResource = {
+  resource_key: string;
+  type: ResourceType;
+  value: Json;
+  marker: string | null;
+};
+
+/** Who approved an operator's override, why and since when (agent.yaml `overrides`). */
+export type Provenance = {
+  approved_by: string;
+  reason: string;
+  since: string;
+};
+
+/** Which agent.yaml entry protects a key now, and through which target (null: by the key itself). */
+export type Protection = {
+  entry: string;
+  kind: 'override' | 'observe';
+  target: string | null;
+};
+
+/** One sighting of another writer: the time, the value and marker seen, and who saw it. */
+export type WriterEvidence = {
+  at: string;
+  value: Json;
+  marker: string | null;
+  source: string;
+};
+
+/**
+ * An operator decision the agent keeps per target across generations: a yield, or an open
+ * conflict, about the resource spec with this digest (docs/architecture.md §4 "Targets and
+ * operator decisions").
+ */
+export type OperatorDecision = {
+  /** The key that claimed the target when the decision was recorded. */
+  resource_key: string;
+  target: string;
+  kind: OperatorDecisionKind;
+  spec_digest: string;
+  generation: number | null;
+  by: string;
+  at: string;
+  note: string | null;
+  /** A conflict's evidence of the other writer. */
+  sequence: WriterEvidence[];
+};
+
+export type Observation = {
+  node_id: string;
+  observed_at: string;
+  heartbeat_at: string | null;
+  mode: Mode;
+  resource_modes: Record<string, Mode>;
+  /** Local overrides; null provenance means an override was found without proof of who owns it. */
+  overrides: Record<string, Provenance | null>;
+  resources: Record<string, ObservedResource>;
+  undeclared: UndeclaredResource[];
+  config_error: string | null;
+  /** Per key: the agent.yaml entries that protect it (by its target or by name). Empty from older agents. */
+  protections: Record<string, Protection[]>;
+  /** Per current key: the operator decision the agent holds for the target it claims. */
+  decisions: Record<string, OperatorDecision>;
+};
