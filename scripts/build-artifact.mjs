@@ -19,7 +19,7 @@ import * as tar from 'tar';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const DEMO_APP_DIR = path.resolve(HERE, '..', 'examples', 'demo-app');
-// Same rule as a release version in desired state (src/domain/schemas.ts).
+// Same rule as a release version in desired state (src/schemas/desired.ts).
 const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
 const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 

@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { withFix, type AuthorityRead } from '../contract';
-import { InvalidDesiredState, InvalidInputError, nodeId, problemLine, type BoundIntent } from '../domain';
+import { isNodeId, withFix, type AuthorityRead } from '../contract';
+import { InvalidDesiredState, InvalidInputError, problemLine, type BoundIntent } from '../domain';
 import { clip } from '../domain/bounds';
-import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../domain/documents';
+import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../schemas/documents';
 
 const run = promisify(execFile);
 
@@ -52,7 +52,7 @@ export class DesiredStateAuthority {
   }
 
   async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
-    if (!nodeId.safeParse(node).success) {
+    if (!isNodeId(node)) {
       return {
         ok: false,
         kind: 'unknown_node',

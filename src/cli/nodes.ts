@@ -1,5 +1,4 @@
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
-import { nodeId } from '../domain';
 import {
   DatumConditions,
   DatumGeneration,
@@ -11,6 +10,7 @@ import {
   MEMO_SINCE,
   MEMO_SUMMARY,
   WORKFLOW_TYPES,
+  isNodeId,
   stateQuery,
   withFix,
   type NodeState,
@@ -26,8 +26,7 @@ export interface NodeLoop {
 
 export function checkNode(node: string | undefined): string {
   if (!node) throw new UsageError(withFix('which node?', 'name it, for example `N-24`'));
-  if (!nodeId.safeParse(node).success)
-    throw new UsageError(withFix(`"${node}" is not a node name`, 'letters, digits, ".", "_" or "-"'));
+  if (!isNodeId(node)) throw new UsageError(withFix(`"${node}" is not a node name`, 'letters, digits, ".", "_" or "-"'));
   return node;
 }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfig, desiredStateFile, resourceKey, resourceSpec } from '../domain';
+import { agentConfig, desiredStateFile, resourceKey, resourceSpec } from '../schemas';
 
 /*
  * JSON Schemas of the two files an operator writes, generated from the zod schemas the controller

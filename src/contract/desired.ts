@@ -2,7 +2,7 @@
  * Desired state as it crosses from the authority to the loop and on to the agent: the resource
  * specs of desired/nodes/<node>.yaml with the policy's defaults applied, bound to its digest and
  * provenance. The file's own format (what a person may leave out) is its schema's:
- * src/domain/schemas.ts, which validates exactly these types (docs/architecture.md §2).
+ * src/schemas/desired.ts, which validates exactly these types (docs/architecture.md §2).
  */
 import type { Json } from './json';
 

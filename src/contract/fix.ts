@@ -8,3 +8,11 @@ export const FIX = ' — fix: ';
 
 /** "<problem> — fix: <fix>". */
 export const withFix = (problem: string, fix: string): string => `${problem}${FIX}${fix}`;
+
+/** One thing wrong with an input, in that shape: which field, what is wrong, and how to fix it. */
+export interface Problem {
+  /** Dotted path of the offending field, or "(file)" / "(payload)" for the input as a whole. */
+  field: string;
+  problem: string;
+  fix: string;
+}

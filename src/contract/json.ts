@@ -3,6 +3,6 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 
 /**
  * `A` with the fields of `B` added, as one object type: what a schema's `.extend()` parses to, so
- * the format and its schema can be checked to be exactly alike (src/domain/schemas.ts `exactly`).
+ * the format and its schema can be checked to be exactly alike (src/schemas/base.ts `exactly`).
  */
 export type Extend<A, B> = { [K in keyof (A & B)]: (A & B)[K] };

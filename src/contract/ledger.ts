@@ -1,7 +1,7 @@
 /*
  * A decision and the ledger entry that records it (ledger v1, docs/architecture.md §5): the
  * fields users, dashboards and the ledger store rely on. The ledger store validates entries with
- * their schema (src/domain/schemas.ts), which validates exactly these types. A field added to a
+ * their schema (src/schemas/ledger.ts), which validates exactly these types. A field added to a
  * stored format is optional here (entries written before it still read), with a line saying so.
  */
 import type { Extend, Json } from './json';

@@ -1,7 +1,7 @@
 /*
  * What the agent read from the node itself: the snapshot every decision is judged on, and the
  * operator decisions the agent keeps per target (docs/architecture.md §3, §4). The agent builds
- * it through its schema (src/domain/schemas.ts), which validates exactly these types: a
+ * it through its schema (src/schemas/observation.ts), which validates exactly these types: a
  * field added here is added there too, with its default for snapshots from older agents.
  */
 import type { Json } from './json';

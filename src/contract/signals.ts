@@ -1,29 +1,30 @@
 /*
- * Signals and queries of reconcileNode and rollout. Each signal's payload is written once, as a
- * zod schema; its TypeScript type and the signal definition are derived from it, so the CLI,
- * the workflow and src/domain's validation cannot disagree on the shape.
+ * Signals and queries of reconcileNode and rollout. Each signal's payload is a plain type here,
+ * with the check the workflow and the CLI judge it by (SIGNAL_CHECKS): small, deterministic code
+ * that runs in the workflow sandbox on every replay. Its zod schema (src/schemas/signals.ts, for
+ * the edges) parses to exactly the same type, and test/unit/guards.test.ts keeps the two in
+ * agreement on generated payloads, valid and invalid.
  *
  * The definitions are the plain objects `defineSignal`/`defineQuery` return (`{type, name}`),
  * built here without @temporalio/workflow so that importing the contract never loads the
  * workflow sandbox's code; client `handle.signal/query` and workflow `setHandler` take them.
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
-import { z } from 'zod';
+import type { Problem } from './fix';
+import { DESIRED_DIGEST, RESOURCE_KEY_RULE, isResourceKey } from './identifiers';
 import type { Condition, Decision, LedgerEntry, RecheckTrigger } from './ledger';
-import type { ConvergenceStatus, Mode, Reason } from './vocabulary';
-import { withFix } from './fix';
-import { DESIRED_DIGEST, resourceKey } from './identifiers';
+import { RESOLUTIONS, type ConvergenceStatus, type Mode, type Reason, type Resolution } from './vocabulary';
 import type { RolloutProgress } from './workflows';
 
 // ---------------------------------------------------------------------------------------------
-// Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts validates
-// it with these schemas, records it and raises INVALID_SIGNAL, and the loop goes on.
+// Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts checks it
+// with SIGNAL_CHECKS, records it and raises INVALID_SIGNAL, and the loop goes on.
 
 /**
- * Caps on every signal payload, checked (iteratively, src/domain/bounds.ts) before zod, canonical
- * JSON or the rejection's echo touch it: each of those recurses, and a payload nested ~4,000
- * levels deep (~8 KB) would overflow the workflow's stack on every replay. The three payloads are
- * flat objects, so the caps leave room and still bound what a signal can put in the ledger.
+ * Caps on every signal payload, checked (iteratively, src/domain/bounds.ts) before the check,
+ * canonical JSON or the rejection's echo touch it: those recurse, and a payload nested ~4,000
+ * levels deep (~8 KB) would overflow the workflow's stack on every replay. The three payloads
+ * are flat objects, so the caps leave room and still bound what a signal can put in the ledger.
  * docs/architecture.md §3 "Input caps".
  */
 export const MAX_SIGNAL_DEPTH = 4;
@@ -32,50 +33,113 @@ export const MAX_SIGNAL_CHARS = 16_384;
 /** The characters of a rejected payload echoed into the error (and so the ledger and INVALID_SIGNAL). */
 export const MAX_SIGNAL_ECHO = 200;
 
-export const refreshDesiredPayload = z.strictObject({
-  generation: z
-    .number({ error: withFix('must be a whole number', 'send {"generation": <G>, "digest": "sha256:…"}') })
-    .int()
-    .min(1),
-  digest: z
-    .string({
-      error: withFix('is missing', 'send the desired_digest the authority shows for that generation (datum refresh does this)'),
-    })
-    .regex(
-      DESIRED_DIGEST,
-      withFix(
-        'must look like "sha256:<64 hex digits>"',
-        'copy desired_digest from `datum describe` or let `datum refresh` send it',
-      ),
-    ),
-});
-export const resolveConflictPayload = z.strictObject({
-  resource_key: resourceKey,
-  resolution: z.enum(['retake', 'yield'], {
-    error: withFix(
-      'must be "retake" or "yield"',
-      'retake to let Datum own the resource again, yield to leave it to the other writer',
-    ),
-  }),
-  by: z
-    .string({ error: withFix('is missing', 'say who resolves the conflict, such as "oncall"') })
-    .min(1, withFix('is empty', 'say who resolves the conflict')),
-  note: z.string().nullable().optional(),
-});
-export const recheckPayload = z.union([z.strictObject({}), z.null(), z.undefined()]);
+/** refreshDesired: bind the generation and digest the authority holds now (`datum refresh`). */
+export type RefreshDesiredPayload = { generation: number; digest: string };
+/** resolveConflict: an operator's answer to an open conflict on one resource (`datum resolve`). */
+export type ResolveConflictPayload = { resource_key: string; resolution: Resolution; by: string; note?: string | null };
+/** recheck: `{}` or nothing at all (`temporal workflow signal --name recheck`). */
+export type RecheckPayload = Record<string, never> | null | undefined;
 
-export type RefreshDesiredPayload = z.infer<typeof refreshDesiredPayload>;
-export type ResolveConflictPayload = z.infer<typeof resolveConflictPayload>;
-export type RecheckPayload = z.infer<typeof recheckPayload>;
+/** Each signal's payload, by the signal's name. */
+export interface SignalPayloads {
+  refreshDesired: RefreshDesiredPayload;
+  resolveConflict: ResolveConflictPayload;
+  recheck: RecheckPayload;
+}
+export type SignalName = keyof SignalPayloads;
+export type SignalPayload<N extends SignalName> = SignalPayloads[N];
 
-/** Each signal's name and payload schema: the one table the definitions below are built from. */
-export const SIGNAL_SCHEMAS = {
-  refreshDesired: refreshDesiredPayload,
-  resolveConflict: resolveConflictPayload,
-  recheck: recheckPayload,
-} as const;
-export type SignalName = keyof typeof SIGNAL_SCHEMAS;
-export type SignalPayload<N extends SignalName> = z.infer<(typeof SIGNAL_SCHEMAS)[N]>;
+/** The field a problem with the payload as a whole is reported under. */
+export const PAYLOAD_FIELD = '(payload)';
+
+const REFRESH_FIX = 'send {"generation": <G>, "digest": "sha256:…"}';
+const DIGEST_FIX = 'send the desired_digest the authority shows for that generation (datum refresh does this)';
+const RESOURCE_FIX = 'name the resource whose conflict this resolves (`datum describe` lists the open ones)';
+const RESOLUTION_FIX = 'retake to let Datum own the resource again, yield to leave it to the other writer';
+const BY_FIX = 'say who resolves the conflict, such as "oncall"';
+
+const isFields = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+const at = (field: string, problem: string, fix: string): Problem => ({ field, problem, fix });
+
+/** Fields a payload has that its signal does not take (reported after the fields it does take). */
+function unknownFields(payload: Record<string, unknown>, known: readonly string[]): Problem[] {
+  const extra = Object.keys(payload).filter((key) => !known.includes(key));
+  if (extra.length === 0) return [];
+  const names = extra.map((key) => `"${key}"`).join(', ');
+  return [at(PAYLOAD_FIELD, `has unknown field${extra.length > 1 ? 's' : ''} ${names}`, 'remove it or correct its spelling')];
+}
+
+/** A text field's problem (absent, not text, or what `check` finds in the text), or null. */
+function textProblem(
+  field: string,
+  value: unknown,
+  fix: string,
+  check: (text: string) => Problem | null = () => null,
+): Problem[] {
+  if (value === undefined) return [at(field, 'is missing', fix)];
+  if (typeof value !== 'string') return [at(field, 'must be a string', fix)];
+  const found = check(value);
+  return found ? [found] : [];
+}
+
+function checkRefreshDesired(payload: unknown): Problem[] {
+  if (!isFields(payload)) return [at(PAYLOAD_FIELD, payload === undefined ? 'is missing' : 'must be an object', REFRESH_FIX)];
+  const { generation, digest } = payload;
+  const problems: Problem[] = [];
+  if (generation === undefined) problems.push(at('generation', 'is missing', REFRESH_FIX));
+  else if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)
+    problems.push(at('generation', 'must be a whole number of 1 or more', REFRESH_FIX));
+  problems.push(
+    ...textProblem('digest', digest, DIGEST_FIX, (d) =>
+      DESIRED_DIGEST.test(d)
+        ? null
+        : at(
+            'digest',
+            'must look like "sha256:<64 hex digits>"',
+            'copy desired_digest from `datum describe` or let `datum refresh` send it',
+          ),
+    ),
+  );
+  return [...problems, ...unknownFields(payload, ['generation', 'digest'])];
+}
+
+function checkResolveConflict(payload: unknown): Problem[] {
+  const shape = 'send {"resource_key": "<key>", "resolution": "retake" | "yield", "by": "<who>"}';
+  if (!isFields(payload)) return [at(PAYLOAD_FIELD, payload === undefined ? 'is missing' : 'must be an object', shape)];
+  const { resource_key, resolution, by, note } = payload;
+  const problems = [
+    ...textProblem('resource_key', resource_key, RESOURCE_FIX, (key) =>
+      isResourceKey(key) ? null : at('resource_key', RESOURCE_KEY_RULE.problem, RESOURCE_KEY_RULE.fix),
+    ),
+    ...((RESOLUTIONS as readonly unknown[]).includes(resolution)
+      ? []
+      : [at('resolution', 'must be "retake" or "yield"', RESOLUTION_FIX)]),
+    ...textProblem('by', by, BY_FIX, (who) => (who === '' ? at('by', 'is empty', 'say who resolves the conflict') : null)),
+  ];
+  if (note !== undefined && note !== null && typeof note !== 'string')
+    problems.push(at('note', 'must be a string or null', 'write the note as text, or leave it out'));
+  return [...problems, ...unknownFields(payload, ['resource_key', 'resolution', 'by', 'note'])];
+}
+
+function checkRecheck(payload: unknown): Problem[] {
+  if (payload === undefined || payload === null) return [];
+  if (!isFields(payload)) return [at(PAYLOAD_FIELD, 'must be {} or nothing', 'send {} or no payload at all')];
+  return unknownFields(payload, []);
+}
+
+/**
+ * Each signal's check: the problems of a payload, none when it is valid. Deterministic and
+ * without recursion (a payload is flat), so it runs inside the workflow on every replay; the caps
+ * above are checked before it.
+ */
+export const SIGNAL_CHECKS: { readonly [N in SignalName]: (payload: unknown) => Problem[] } = {
+  refreshDesired: checkRefreshDesired,
+  resolveConflict: checkResolveConflict,
+  recheck: checkRecheck,
+};
+export const SIGNAL_NAMES = Object.keys(SIGNAL_CHECKS) as SignalName[];
 
 // The brand fields of SignalDefinition/QueryDefinition exist only at the type level (the SDK's
 // own defineSignal casts the same way).

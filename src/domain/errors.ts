@@ -1,15 +1,7 @@
-import type { z } from 'zod';
-import { FIX, withFix } from '../contract/fix';
+import { FIX, withFix, type Problem } from '../contract/fix';
 
 // "<what is wrong> — fix: <what to do>": the one shape (src/contract/fix.ts).
-export { FIX, withFix };
-
-export interface Problem {
-  /** Dotted path of the offending field, or "(file)" for the document as a whole. */
-  field: string;
-  problem: string;
-  fix: string;
-}
+export { FIX, withFix, type Problem };
 
 /**
  * A file Datum was given that it cannot use. The message names the file, each field, what is
@@ -46,38 +38,4 @@ export const problemLine = (p: Problem): string => withFix(`  - ${p.field}: ${p.
 export function formatProblems(file: string, what: string, problems: Problem[]): string {
   const lines = problems.map(problemLine);
   return `${file}: invalid ${what}; nothing from this file was applied:\n${lines.join('\n')}`;
-}
-
-export function fieldPath(path: ReadonlyArray<PropertyKey>, prefix: ReadonlyArray<PropertyKey> = []): string {
-  const all = [...prefix, ...path];
-  if (all.length === 0) return '(file)';
-  return all.reduce<string>(
-    (acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)),
-    '',
-  );
-}
-
-/** Turns zod's issues into problems a person can act on. */
-export function problemsFromZod(error: z.ZodError, prefix: ReadonlyArray<PropertyKey> = []): Problem[] {
-  return error.issues.map((issue) => {
-    const field = fieldPath(issue.path, prefix);
-    // A bad record key: what is wrong with the key says more than the record's own message.
-    const message = (issue.code === 'invalid_key' ? issue.issues[0]?.message : undefined) ?? issue.message;
-    const cut = message.indexOf(FIX);
-    if (cut >= 0) return { field, problem: message.slice(0, cut), fix: message.slice(cut + FIX.length) };
-    if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined) {
-      return { field, problem: 'is missing', fix: `add ${field.split('.').pop() ?? field} (expected ${issue.expected})` };
-    }
-    if (issue.code === 'unrecognized_keys') {
-      const keys = issue.keys.map((k) => `"${k}"`).join(', ');
-      return {
-        field,
-        problem: `has unknown field${issue.keys.length > 1 ? 's' : ''} ${keys}`,
-        fix: 'remove it or correct its spelling',
-      };
-    }
-    if (issue.code === 'invalid_type')
-      return { field, problem: `must be ${issue.expected}`, fix: `write a ${issue.expected} value` };
-    return { field, problem: issue.message, fix: 'correct the value as the configuration reference in README.md describes' };
-  });
 }

@@ -9,7 +9,6 @@ export type * from '../contract/history';
 export type { RecordDecisionRequest } from '../contract/agent';
 export * from './canonical';
 export * from './duration';
-export * from './schemas';
 export * from './rootPath';
 export * from './errors';
 export * from './desired';
@@ -26,3 +25,6 @@ export * from './targets';
 export * from './markers';
 export * from './decisions';
 export * from './redact';
+// Temporary, until the agent imports its zod schemas from src/schemas (the next commit, after the
+// agent's split lands on main): the names it imports from here today.
+export { authorizedAction, executionEvidence, observation, operatorDecision, releaseSpec, type AgentConfig } from '../schemas';

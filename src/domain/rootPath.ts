@@ -1,6 +1,6 @@
 /*
  * The one rule for how a path under a node root may be spelled. Desired-state validation
- * (schemas.ts) and the agent (src/agent/paths.ts) both judge a path by it; the agent then also
+ * (src/schemas/desired.ts) and the agent (src/agent/paths.ts) both judge a path by it; the agent then also
  * checks what is really on disk (symlinked parents), which only it can see.
  */
 
@@ -37,3 +37,26 @@ export function pathSpellingProblem(path: string): PathSpellingProblem | null {
   if (segments.some((s) => s === '' || s === '.')) return 'empty_or_dot_segment';
   return null;
 }
+
+/** Top-level names under a node root that belong to Datum itself and may not be written as files. */
+export const RESERVED_ROOT_ENTRIES = ['.datum', 'releases', 'current', 'flags'];
+
+/**
+ * Why a path would not stay inside a node's root, or null when it does. Checked when desired
+ * state is validated and again on the agent (which also resolves symlinks).
+ */
+export function nodePathProblem(path: string): string | null {
+  const spelling = pathSpellingProblem(path);
+  if (spelling) return NODE_PATH_PROBLEMS[spelling](path);
+  const top = pathSegments(path)[0];
+  if (top !== undefined && RESERVED_ROOT_ENTRIES.includes(top)) return `"${path}" is inside "${top}", which Datum manages itself`;
+  return null;
+}
+
+const NODE_PATH_PROBLEMS: Record<PathSpellingProblem, (path: string) => string> = {
+  absolute: (path) => `"${path}" is absolute and would leave the node root`,
+  parent_segment: (path) => `"${path}" has a ".." segment and could leave the node root`,
+  empty: () => 'is empty',
+  nul: () => 'contains a NUL byte',
+  empty_or_dot_segment: (path) => `"${path}" has an empty or "." segment`,
+};

@@ -2,12 +2,11 @@ import { breachProblem, clip, jsonBreach, type JsonBreach } from './bounds';
 import { canonicalJson } from './canonical';
 import { draft, mergeConditions } from './conditions';
 import type { AuthorityView } from './inputs';
-import { problemsFromZod } from './errors';
 import {
   MAX_SIGNAL_CHARS,
   MAX_SIGNAL_DEPTH,
   MAX_SIGNAL_ECHO,
-  SIGNAL_SCHEMAS,
+  SIGNAL_CHECKS,
   type RefreshDesiredPayload,
   type SignalName,
   type SignalPayload,
@@ -19,9 +18,9 @@ import type { Decision, OperatorResolution, RecheckTrigger } from '../contract/l
 import type { ConvergenceStatus, Reason } from '../contract/vocabulary';
 
 /*
- * The payloads of the three signals, validated before they touch the loop (their schemas are the
- * contract's). A malformed signal is never half-applied: it is recorded, raises INVALID_SIGNAL,
- * and the loop goes on.
+ * The payloads of the three signals, validated before they touch the loop (by the contract's
+ * SIGNAL_CHECKS). A malformed signal is never half-applied: it is recorded, raises
+ * INVALID_SIGNAL, and the loop goes on.
  */
 
 /** `problems` are the bad fields alone ("<field>: <problem> (fix: <fix>)"), for a caller that names the payload itself. */
@@ -32,7 +31,7 @@ const SIGNAL_CAPS = { depth: MAX_SIGNAL_DEPTH, chars: MAX_SIGNAL_CHARS, values: 
 /**
  * Validates a signal payload; the error names the signal, the payload, each bad field and how to
  * fix it. The caps come first and are checked without recursion: only a payload within them
- * reaches zod and canonicalJson, which recurse. The echo of a rejected payload is clipped.
+ * reaches the check and canonicalJson. The echo of a rejected payload is clipped.
  */
 export function parseSignal<N extends SignalName>(name: N, payload: unknown): Parsed<SignalPayload<N>> {
   const breach = jsonBreach(payload, SIGNAL_CAPS);
@@ -40,9 +39,9 @@ export function parseSignal<N extends SignalName>(name: N, payload: unknown): Pa
     const problem = `${breach.field}: ${breachProblem(breach)} (fix: ${SIGNAL_CAP_FIX[breach.cap]})`;
     return { ok: false, error: `${name} payload rejected before it was read: ${problem}`, problems: [problem] };
   }
-  const result = SIGNAL_SCHEMAS[name].safeParse(payload, { reportInput: true });
-  if (result.success) return { ok: true, value: result.data as SignalPayload<N> };
-  const problems = problemsFromZod(result.error).map((p) => `${p.field}: ${clip(p.problem, MAX_SIGNAL_ECHO)} (fix: ${p.fix})`);
+  const found = SIGNAL_CHECKS[name](payload);
+  if (found.length === 0) return { ok: true, value: payload as SignalPayload<N> };
+  const problems = found.map((p) => `${p.field}: ${clip(p.problem, MAX_SIGNAL_ECHO)} (fix: ${p.fix})`);
   const echo = clip(canonicalJson(payload ?? null), MAX_SIGNAL_ECHO);
   return { ok: false, error: `${name} payload ${echo} rejected: ${problems.join('; ')}`, problems };
 }

@@ -4,7 +4,7 @@
  * generation the loop was started for; and the operator decisions a new run chain starts from.
  */
 import { ApplicationFailure, log, proxyLocalActivities, sleep, workflowInfo } from '@temporalio/workflow';
-import { desiredDigest, emptyHistory, nodeId, type AuthorityView, type BoundIntent, type History } from '../domain';
+import { desiredDigest, emptyHistory, type AuthorityView, type BoundIntent, type History } from '../domain';
 import { echo } from '../domain/bounds';
 import {
   CONTROL_PERMANENT_ERRORS,
@@ -14,6 +14,7 @@ import {
   type ControlActivities,
   type ReconcileCarry,
   type ReconcileNodeInput,
+  isNodeId,
 } from '../contract';
 import { showInvalidAtStart } from './attributes';
 import { inForce } from './patches';
@@ -91,7 +92,7 @@ function checkInput(input: ReconcileNodeInput): void {
   const problems: string[] = [];
   if (!input || typeof input !== 'object') problems.push('input must be {"node": "<node>", "generation": <G>}');
   else {
-    if (!nodeId.safeParse(input.node).success) problems.push(`node ${echo(input.node)} is not a node name`);
+    if (!isNodeId(input.node)) problems.push(`node ${echo(input.node)} is not a node name`);
     if (!Number.isInteger(input.generation) || input.generation < 1)
       problems.push(`generation ${echo(input.generation)} must be a whole number of 1 or more`);
   }

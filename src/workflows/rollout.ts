@@ -13,7 +13,6 @@ import {
   upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
-import { nodeId } from '../domain';
 import { echo } from '../domain/bounds';
 import { inForce } from './patches';
 import { summaryLine } from './summaries';
@@ -22,6 +21,7 @@ import {
   ROLLOUT_OUTCOMES,
   ROLLOUT_SETTLED,
   WORKFLOW_PATCH,
+  isNodeId,
   rolloutProgressQuery,
   withFix,
   type ControlActivities,
@@ -203,7 +203,7 @@ function checkInput(input: RolloutInput): void {
     problems.push(`generation ${echo(input?.generation)} must be a whole number of 1 or more`);
   if (!Array.isArray(input?.nodes) || input.nodes.length === 0) problems.push('nodes must be a non-empty list of node names');
   else {
-    const bad = input.nodes.filter((n) => !nodeId.safeParse(n).success);
+    const bad = input.nodes.filter((n) => !isNodeId(n));
     if (bad.length) problems.push(`not node names: ${bad.map((n) => echo(n)).join(', ')}`);
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
   }

@@ -6,9 +6,10 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
-import { observation, type ResourceSpec } from '../../src/domain';
+import { type ResourceSpec } from '../../src/domain';
 import type { ApplyRequest, ObserveRequest } from '../../src/contract';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode, runActivity } from './helpers';
+import { observation } from '../../src/schemas';
 
 afterEach(cleanupNodes);
 

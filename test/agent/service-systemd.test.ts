@@ -25,7 +25,7 @@ import {
 import { startTicks, stopServices } from '../../src/agent/services';
 import { runAgents } from '../../src/agent/worker';
 import { InvalidAgentConfig, desiredValue, fileBytes, type AuthorizedAction, type ResourceSpec } from '../../src/domain';
-import { parseAgentConfigText } from '../../src/domain/documents';
+import { parseAgentConfigText } from '../../src/schemas/documents';
 import {
   action,
   buildArtifact,

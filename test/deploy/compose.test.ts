@@ -16,7 +16,7 @@ import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
-import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
+import { parseAgentConfigText, parseDesiredStateText } from '../../src/schemas/documents';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
 import { SHUTDOWN_BUDGET_S, SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from '../../src/worker/shutdown';
 import { WORKFLOW_BUNDLE_ENV } from '../../src/worker/bundle';

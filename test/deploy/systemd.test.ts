@@ -8,7 +8,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileS
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseAgentConfigText } from '../../src/domain/documents';
+import { parseAgentConfigText } from '../../src/schemas/documents';
 import { projectRoot } from '../../src/worker/paths';
 import { SHUTDOWN_BUDGET_S } from '../../src/worker/shutdown';
 

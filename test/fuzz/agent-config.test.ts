@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InvalidAgentConfig } from '../../src/domain';
-import { parseAgentConfigText } from '../../src/domain/documents';
+import { parseAgentConfigText } from '../../src/schemas/documents';
 import { checkRejection, outcome } from './documents';
 import { RUNS, mutations, relativeRoot, validAgent } from './generators';
 

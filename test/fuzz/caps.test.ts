@@ -8,7 +8,7 @@ import { loadAgentConfig } from '../../src/agent/config';
 import { FIX, MAX_SIGNAL_DEPTH } from '../../src/contract';
 import { InvalidAgentConfig, InvalidDesiredState, parseSignal, type InvalidInputError } from '../../src/domain';
 import { echo } from '../../src/domain/bounds';
-import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
+import { parseAgentConfigText, parseDesiredStateText } from '../../src/schemas/documents';
 import { aliasBomb, deep } from './generators';
 
 /*

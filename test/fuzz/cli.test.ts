@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FIX, nodeId } from '../../src/contract';
+import { FIX } from '../../src/contract';
 import { UsageError } from '../../src/cli/args';
 import { agentArgs } from '../../src/cli/commands/agent';
 import { describeArgs } from '../../src/cli/commands/describe';
@@ -12,6 +12,7 @@ import { rolloutArgs } from '../../src/cli/commands/rollout';
 import { statusArgs } from '../../src/cli/commands/status';
 import { workerArgs } from '../../src/cli/commands/worker';
 import { RUNS } from './generators';
+import { nodeId } from '../../src/schemas';
 
 /*
  * Fuzzing the `datum` CLI's arguments (issue 10, must-show 2), in-process: each command's parse

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InvalidDesiredState } from '../../src/domain';
-import { parseDesiredStateText } from '../../src/domain/documents';
+import { parseDesiredStateText } from '../../src/schemas/documents';
 import { PROVENANCE, checkRejection, outcome } from './documents';
 import { RUNS, escapingPath, mutations, validDesired } from './generators';
 

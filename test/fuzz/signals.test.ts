@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_SIGNAL_CHARS, MAX_SIGNAL_DEPTH, MAX_SIGNAL_ECHO, SIGNAL_SCHEMAS, type SignalName } from '../../src/contract';
+import { MAX_SIGNAL_CHARS, MAX_SIGNAL_DEPTH, MAX_SIGNAL_ECHO, type SignalName } from '../../src/contract';
 import { parseSignal } from '../../src/domain';
 import { RUNS, deep } from './generators';
+import { SIGNAL_SCHEMAS } from '../../src/schemas';
 
 /*
  * Fuzzing the three signals' payloads (issue 10, must-show 2). parseSignal runs inside the

@@ -15,7 +15,6 @@ import {
   emptyHistory,
   LEDGER_VERSION,
   noteDecision,
-  operatorDecision,
   type ApplyFailure,
   type AuthorizedAction,
   type BoundIntent,
@@ -27,6 +26,7 @@ import {
 import { reconcileWorkflowId } from '../../src/contract';
 import { startPostgres, type TestPostgres } from '../helpers/postgres';
 import { applied, later, n24, n24After, n24Before, oursFor, pass, SHA_73, snapshot } from '../unit/fixtures';
+import { operatorDecision } from '../../src/schemas';
 
 // --- the node's generations and what their loops record ---------------------------------------
 

@@ -22,10 +22,11 @@ import {
   resolveLedgerLocation,
   type LedgerStore,
 } from '../../src/activities/ledger-store';
-import { canonicalJson, LEDGER_VERSION, ledgerEntry, type Decision, type LedgerEntry } from '../../src/domain';
+import { canonicalJson, LEDGER_VERSION, type Decision, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId } from '../../src/contract';
 import { startPostgres, type TestPostgres } from '../helpers/postgres';
 import { later, n24After, n24Before, NOW, oursFor, pass, snapshot } from '../unit/fixtures';
+import { ledgerEntry } from '../../src/schemas';
 
 // --- realistic entries, made by the domain -------------------------------------------------------
 

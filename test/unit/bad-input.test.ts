@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidAgentConfig, InvalidDesiredState, type InvalidInputError } from '../../src/domain';
-import { parseAgentConfigText, parseDesiredStateText } from '../../src/domain/documents';
+import { parseAgentConfigText, parseDesiredStateText } from '../../src/schemas/documents';
 
 const DESIRED = 'fleet/desired/nodes/N-24.yaml';
 const AGENT = 'fleet/agents/N-24.yaml';

@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  authorizedAction,
-  executionEvidence,
-  type ApplyFailure,
-  type AuthorizedAction,
-  type ExecutionEvidence,
-} from '../../src/domain';
+import { type ApplyFailure, type AuthorizedAction, type ExecutionEvidence } from '../../src/domain';
 import { SHA_74, NOW, applied, later, n24After, n24Before, pass, snapshot } from './fixtures';
+import { authorizedAction, executionEvidence } from '../../src/schemas';
 
 /*
  * Hole 3 of issue 10 on the controller's side: every action carries what its plan saw, and the

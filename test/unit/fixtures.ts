@@ -4,8 +4,6 @@ import {
   runPass,
   desiredValue,
   emptyHistory,
-  observation as observationSchema,
-  validateDesiredState,
   type ApplyFailure,
   type AuthorityView,
   type AuthorizedAction,
@@ -18,8 +16,8 @@ import {
   type History,
   type Json,
   type Observation,
-  type ObservationInput,
 } from '../../src/domain';
+import { observation as observationSchema, type ObservationInput, validateDesiredState } from '../../src/schemas';
 
 export const NOW = '2026-11-29T12:00:00.000Z';
 export const later = (ms: number, from = NOW) => addMs(from, ms);

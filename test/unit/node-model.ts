@@ -1,6 +1,5 @@
 import {
   InvalidDesiredState,
-  agentConfig,
   bindIntent,
   decisionRequest,
   durationMs,
@@ -10,7 +9,6 @@ import {
   namesTarget,
   nextWakeMs,
   noteDecision,
-  operatorDecision,
   recordResolution,
   recordSignal,
   sha256Hex,
@@ -18,8 +16,6 @@ import {
   specDigest,
   targetOf,
   targetOfAction,
-  validateDesiredState,
-  type AgentConfig,
   type ApplyFailure,
   type AuthorityView,
   type AuthorizedAction,
@@ -35,6 +31,7 @@ import {
 } from '../../src/domain';
 import { claimResources, observedProtections, protecting, resolveEntries, type ClaimsFile } from '../../src/agent/claims';
 import { MAINTENANCE_OVERRIDE, NOW, pass } from './fixtures';
+import { type AgentConfig, agentConfig, operatorDecision, validateDesiredState } from '../../src/schemas';
 
 /*
  * A node carried through a sequence of generations, as the workflow carries it: one loop per

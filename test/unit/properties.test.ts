@@ -6,7 +6,6 @@ import {
   emptyHistory,
   jsonEqual,
   msBetween,
-  observation as observationSchema,
   type ApplyFailure,
   type AuthorizedAction,
   type DecideResult,
@@ -16,6 +15,7 @@ import {
 } from '../../src/domain';
 import { D6, MAINTENANCE_OVERRIDE, NOW, SHA_73, applied, authorityOf, later, n24, pass } from './fixtures';
 import { coverage, propertyRuns, timeoutFor } from './generators';
+import { observation as observationSchema } from '../../src/schemas';
 
 /*
  * Invariants over generated snapshots of N-24. The oracle below is written independently of

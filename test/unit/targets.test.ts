@@ -1,21 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import {
   InvalidDesiredState,
-  agentConfig,
-  problemsFromZod,
   decide,
   decisionRequest,
   emptyHistory,
   specDigest,
   targetOf,
   targetOfAction,
-  validateDesiredState,
   type BoundIntent,
   type History,
   type OperatorDecision,
   type ResourceSpec,
 } from '../../src/domain';
 import { NOW, actionsOf, authorityOf, n24, n24After, snapshot } from './fixtures';
+import { agentConfig, problemsFromZod, validateDesiredState } from '../../src/schemas';
 
 /*
  * Targets and operator decisions (docs/architecture.md §4 "Targets and operator decisions"): what

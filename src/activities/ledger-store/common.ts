@@ -3,13 +3,12 @@ import { withFix } from '../../contract';
 import {
   canonicalJson,
   decisionFingerprint,
-  ledgerEntry,
   problemLine,
-  problemsFromZod,
   type LedgerEntry,
   type OperatorDecision,
   type Problem,
 } from '../../domain';
+import { ledgerEntry, problemsFromZod } from '../../schemas';
 
 /*
  * What both ledger back ends share: the public types, the typed errors (their names are the

@@ -1,11 +1,5 @@
-import {
-  canonicalJson,
-  operatorDecision,
-  problemsFromZod,
-  targetOfAction,
-  type LedgerEntry,
-  type OperatorDecision,
-} from '../../domain';
+import { canonicalJson, targetOfAction, type LedgerEntry, type OperatorDecision } from '../../domain';
+import { operatorDecision, problemsFromZod } from '../../schemas';
 import { InvalidLedgerEntry } from './common';
 
 /*

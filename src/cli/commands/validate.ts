@@ -8,7 +8,7 @@ import {
   MAX_DESIRED_STATE_BYTES,
   parseAgentConfigText,
   parseDesiredStateText,
-} from '../../domain/documents';
+} from '../../schemas/documents';
 import { UsageError, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
 import { parseOnly } from '../main';
@@ -18,7 +18,7 @@ import { fleetDirFrom } from '../dirs';
 
 /*
  * `datum validate`: desired-state and agent.yaml files checked offline, with the parsers the
- * controller and the agent use (src/domain/documents.ts), so a file that passes here is one they
+ * controller and the agent use (src/schemas/documents.ts), so a file that passes here is one they
  * accept. Every problem is located: the file, the line of the field (from yaml's source
  * positions), the field, what is wrong and the fix.
  */

@@ -1,0 +1,285 @@
+import { z } from 'zod';
+import type { FileSpec, FlagSpec, Policy, ReleaseSpec, ResourceSpec, ServiceSpec } from '../contract/desired';
+import { withFix } from '../contract/fix';
+import type { Provenance } from '../contract/observation';
+import { MODES } from '../contract/vocabulary';
+import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
+import { hasParentSegment, nodePathProblem } from '../domain/rootPath';
+import { namesTarget, targetNameProblem } from '../domain/targets';
+import { agentServices } from './agent-services';
+import { exactly, jsonValue, nodeId, resourceKey } from './base';
+
+/*
+ * The two files a person writes, as zod schemas: desired/nodes/<node>.yaml (docs/architecture.md
+ * §2) and agent.yaml. The resource specs parse to exactly the contract's types (src/contract/
+ * desired.ts). Messages a person will read are written "<what is wrong> — fix: <what to do>", so
+ * problemsFromZod can always name the field, the problem and the fix; the readers that use these
+ * are in documents.ts.
+ */
+
+const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
+const SHA256_HEX = /^[a-f0-9]{64}$/;
+export const nodePath = z.string().superRefine((p, ctx) => {
+  const problem = nodePathProblem(p);
+  if (problem)
+    ctx.addIssue({
+      code: 'custom',
+      message: withFix(problem, 'write a path relative to the node root, such as "etc/app/config.json"'),
+    });
+});
+
+const duration = (what: string, allowZero = false) =>
+  z.string({ error: withFix(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === null) ctx.addIssue({ code: 'custom', message: withFix(`"${text}" is not a duration`, DURATION_HINT) });
+    else if (ms === 0 && !allowZero)
+      ctx.addIssue({ code: 'custom', message: withFix(`${what} cannot be zero`, 'give a positive duration') });
+  });
+
+const sha256Field = z
+  .string({ error: withFix('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') })
+  .regex(SHA256_HEX, withFix('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'));
+
+const artifactRef = z
+  .string({
+    error: withFix(
+      'the artifact is missing',
+      'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL',
+    ),
+  })
+  .superRefine((ref, ctx) => {
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
+    if (scheme && !/^https?$/i.test(scheme[1] ?? '')) {
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path'),
+      });
+    } else if (!scheme && hasParentSegment(ref)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(
+          `"${ref}" has a ".." segment`,
+          'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL',
+        ),
+      });
+    }
+  });
+
+export const releaseSpec = exactly<ReleaseSpec>()(
+  z.strictObject({
+    type: z.literal('release'),
+    version: z
+      .string()
+      .regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
+    artifact: artifactRef,
+    sha256: sha256Field,
+  }),
+);
+export const fileSpec = exactly<FileSpec>()(
+  z.strictObject({
+    type: z.literal('file'),
+    path: nodePath,
+    /**
+     * The content is a secret: the ledger and the CLI show only its digest and size (as for every
+     * file) and say so. Optional and never defaulted, so existing digests do not change.
+     */
+    sensitive: z.boolean().optional(),
+    content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
+      error: withFix(
+        'content must be text or a JSON/YAML object',
+        'write the file body as a string, or as a mapping that Datum writes as JSON',
+      ),
+    }),
+  }),
+);
+export const serviceSpec = exactly<ServiceSpec>()(
+  z.strictObject({
+    type: z.literal('service'),
+    release: resourceKey,
+    config: resourceKey,
+    command: z
+      .array(z.string().min(1))
+      .min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
+  }),
+);
+export const flagSpec = exactly<FlagSpec>()(
+  z.strictObject({
+    type: z.literal('flag'),
+    // null is how an absent flag is observed, so it cannot also be a desired value.
+    value: jsonValue.refine(
+      (v): boolean => v !== null,
+      withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource'),
+    ),
+  }),
+);
+
+export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
+
+export const POLICY_DEFAULTS = {
+  observation_ttl: '60s',
+  retry_budget: 3,
+  backoff: { initial: '5s', factor: 2, max: '5m' },
+  resync_interval: '30s',
+  node_timeout: '30s',
+  conflict_window: '10m',
+  watch: true,
+} as const;
+
+const retryBudget = z
+  .number({ error: withFix('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3') })
+  .int(withFix('retry_budget must be a whole number', 'write how many repairs Datum may try, such as 3'))
+  .min(0, withFix('retry_budget cannot be negative', 'write 0 to never retry a repair, or a positive count such as 3'))
+  .max(100, withFix('retry_budget above 100 hides oscillation', 'use a budget of at most 100'));
+
+export const policyInput = z
+  .strictObject({
+    observation_ttl: duration('observation_ttl').optional(),
+    retry_budget: retryBudget.optional(),
+    backoff: z
+      .strictObject({
+        initial: duration('backoff.initial').optional(),
+        factor: z
+          .number()
+          .min(1, withFix('backoff.factor below 1 would shrink the delay', 'use a factor of 1 or more, such as 2'))
+          .max(10)
+          .optional(),
+        max: duration('backoff.max').optional(),
+      })
+      .optional(),
+    resync_interval: duration('resync_interval').optional(),
+    node_timeout: duration('node_timeout').optional(),
+    conflict_window: duration('conflict_window', true).optional(),
+    watch: z
+      .boolean({
+        error: withFix(
+          'watch must be true or false',
+          'write watch: true (observe on change as well as every resync_interval) or watch: false (resync only)',
+        ),
+      })
+      .optional(),
+  })
+  .optional();
+
+/** The policy with defaults applied and every duration in its one stored spelling. */
+export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
+  const d = (text: string | undefined, fallback: string) => formatDuration(parseDuration(text ?? fallback) ?? 0);
+  return {
+    observation_ttl: d(input?.observation_ttl, POLICY_DEFAULTS.observation_ttl),
+    retry_budget: input?.retry_budget ?? POLICY_DEFAULTS.retry_budget,
+    backoff: {
+      initial: d(input?.backoff?.initial, POLICY_DEFAULTS.backoff.initial),
+      factor: input?.backoff?.factor ?? POLICY_DEFAULTS.backoff.factor,
+      max: d(input?.backoff?.max, POLICY_DEFAULTS.backoff.max),
+    },
+    resync_interval: d(input?.resync_interval, POLICY_DEFAULTS.resync_interval),
+    node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
+    conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
+    watch: input?.watch ?? POLICY_DEFAULTS.watch,
+  };
+}
+
+export const desiredStateFile = z.strictObject({
+  node: nodeId,
+  generation: z
+    .number({
+      error: withFix(
+        'generation is missing or not a number',
+        'add generation: <whole number>, raised by one for every change of intent',
+      ),
+    })
+    .int(withFix('generation must be a whole number', 'write the generation as a whole number such as 12'))
+    .min(1, withFix('generation must be 1 or more', 'start generations at 1 and raise them by one for every change')),
+  resources: z.record(z.string(), z.unknown(), {
+    error: withFix('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
+  }),
+  policy: policyInput,
+});
+
+export const provenance = exactly<Provenance>()(
+  z.strictObject({
+    approved_by: z
+      .string({
+        error: withFix(
+          'an override needs approved_by',
+          'record who approved the override (approved_by), why (reason) and since when (since)',
+        ),
+      })
+      .min(1),
+    reason: z
+      .string({ error: withFix('an override needs a reason', 'record why the override exists, such as a change ticket') })
+      .min(1),
+    since: z.iso.datetime({
+      offset: true,
+      error: withFix('since must be an ISO 8601 time', 'write since: 2026-11-28T10:00:00Z'),
+    }),
+  }),
+);
+
+/**
+ * An agent.yaml entry's name: a resource key ("config"), or a target ("file:etc/app/config.json",
+ * "flag:maintenance", "release:current", "service:app") that protects what is written whatever key
+ * claims it (docs/architecture.md §4 "Targets and operator decisions").
+ */
+export const agentEntryName = z.string().superRefine((name, ctx) => {
+  if (namesTarget(name)) {
+    const problem = targetNameProblem(name);
+    if (problem)
+      ctx.addIssue({
+        code: 'custom',
+        message: withFix(
+          problem,
+          'name a resource key, or a target as Datum names it: file:<path under the root>, flag:<name>, release:current or service:<key>',
+        ),
+      });
+    return;
+  }
+  const key = resourceKey.safeParse(name);
+  if (!key.success)
+    ctx.addIssue({
+      code: 'custom',
+      message: withFix(
+        `"${name}" is neither a resource key nor a target`,
+        'start a key with a letter and use letters, digits, "_" or "-"; or name a target such as file:etc/app/config.json',
+      ),
+    });
+});
+
+export const agentConfig = z.strictObject({
+  node: nodeId,
+  root: z
+    .string({ error: withFix('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
+    .refine(
+      (r) => r.startsWith('/'),
+      withFix('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24'),
+    ),
+  reconciliation: z
+    .strictObject({
+      mode: z
+        .enum(MODES, {
+          error: withFix('mode must be observe or enforce', 'write mode: observe (report only) or mode: enforce (repair)'),
+        })
+        .default('observe'),
+      resources: z
+        .record(
+          agentEntryName,
+          z.literal('observe', {
+            error: withFix(
+              'a per-resource mode can only be observe',
+              'remove the entry to follow the host mode, or write observe',
+            ),
+          }),
+        )
+        .default({}),
+    })
+    .default({ mode: 'observe', resources: {} }),
+  overrides: z
+    .record(agentEntryName, provenance, {
+      error: withFix(
+        'overrides must be a mapping of resource keys to provenance',
+        'write overrides: { <key>: { approved_by: …, reason: …, since: … } }',
+      ),
+    })
+    .default({}),
+  services: agentServices,
+});
+export type AgentConfig = z.infer<typeof agentConfig>;
