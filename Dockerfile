@@ -35,7 +35,8 @@ COPY scripts/ ./scripts/
 COPY src/ ./src/
 RUN node scripts/build.mjs --force && test -f dist/src/cli/main.js
 # The controller's workflow code, bundled once here rather than by webpack at every worker start
-# (src/worker/bundle.ts); the runtime stage points DATUM_WORKFLOW_BUNDLE at it.
+# (src/worker/bundle.ts), with and without the tracing interceptor (workflow-bundle.traced.js);
+# the runtime stage points DATUM_WORKFLOW_BUNDLE at the first, and a worker that traces loads the other.
 RUN node scripts/bundle-workflows.mjs dist/workflow-bundle.js
 
 # ── prod-deps: production dependencies; install scripts only where package.json allows ────

@@ -6,7 +6,7 @@ import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowInterceptorModules, workflowSource } from './bundle';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
-import { tracingWorkerOptions } from '../tracing';
+import { activeTracing, tracingWorkerOptions } from '../tracing';
 import { workflowMetricSinks } from './workflow-metrics';
 import { workflowPatchSinks } from './workflow-patches';
 
@@ -27,9 +27,11 @@ export interface ControllerOptions {
 
 /** The controller worker: reconcileNode and rollout workflows plus their activities, on datum-control. */
 export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
-  // OpenTelemetry when this process traces (src/tracing); the workflow span sink always.
+  // OpenTelemetry when this process traces (src/tracing), in the activities and in the workflow
+  // bundle (bundle.ts: without tracing, the sandbox loads none of it); the workflow span sink always.
   const tracing = tracingWorkerOptions();
-  const source = options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource();
+  const variant = { tracing: activeTracing() !== undefined };
+  const source = options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource(variant);
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? 'default',
@@ -38,7 +40,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     interceptors: {
       // Bundled at start only: a prebuilt bundle carries them already (bundle.ts), and the SDK
       // warns when they are given with one.
-      ...('workflowsPath' in source ? { workflowModules: workflowInterceptorModules() } : {}),
+      ...('workflowsPath' in source ? { workflowModules: workflowInterceptorModules(variant) } : {}),
       activity: tracing.activityInterceptors,
     },
     // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts;

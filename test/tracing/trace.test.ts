@@ -198,7 +198,7 @@ describe('one trace from `datum rollout start` to the node', () => {
     for await (const result of Worker.runReplayHistories(
       {
         workflowsPath: workflowsPath(),
-        interceptors: { workflowModules: workflowInterceptorModules() },
+        interceptors: { workflowModules: workflowInterceptorModules({ tracing: true }) },
         sinks: tracingWorkerOptions(undefined).sinks,
       },
       histories,

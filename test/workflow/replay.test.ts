@@ -19,8 +19,30 @@ import { installTestRuntime } from '../helpers/temporal';
 const DIR = path.join(__dirname, '..', 'histories');
 
 /** Each history's name (<release>/<file> without .json) and the patches whose old branch its replay took. */
-const replayed = new Map<string, { error?: Error; oldBranches: Set<PatchId> }>();
+type Replays = Map<string, { error?: Error; oldBranches: Set<PatchId> }>;
+/**
+ * By bundle: a loop may move between workers that trace and workers that do not (the tracing
+ * interceptor is bundled only for the first), so every history replays with both bundles.
+ */
+const replayed = new Map<boolean, Replays>();
 let names: string[] = [];
+
+async function replayAll(tracing: boolean, histories: { workflowId: string; history: ReturnType<typeof historyFromJSON> }[]) {
+  const oldBranches = new Map<string, Set<PatchId>>(names.map((n) => [n, new Set()]));
+  const sinks: InjectedSinks<DatumPatchSinks> = {
+    [PATCH_SINK]: {
+      oldBranch: { fn: (info, patch) => void oldBranches.get(info.workflowId)?.add(patch), callDuringReplay: true },
+    },
+  };
+  const out: Replays = new Map();
+  for await (const result of Worker.runReplayHistories(
+    { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules({ tracing }) }, sinks },
+    histories,
+  )) {
+    out.set(result.workflowId, { error: result.error, oldBranches: oldBranches.get(result.workflowId)! });
+  }
+  replayed.set(tracing, out);
+}
 
 beforeAll(async () => {
   installTestRuntime();
@@ -38,28 +60,17 @@ beforeAll(async () => {
       history: historyFromJSON(JSON.parse(await fs.readFile(path.join(DIR, f), 'utf8'))),
     })),
   );
-  const oldBranches = new Map<string, Set<PatchId>>(names.map((n) => [n, new Set()]));
-  const sinks: InjectedSinks<DatumPatchSinks> = {
-    [PATCH_SINK]: {
-      oldBranch: { fn: (info, patch) => void oldBranches.get(info.workflowId)?.add(patch), callDuringReplay: true },
-    },
-  };
-  for await (const result of Worker.runReplayHistories(
-    { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules() }, sinks },
-    histories,
-  )) {
-    replayed.set(result.workflowId, { error: result.error, oldBranches: oldBranches.get(result.workflowId)! });
-  }
-}, 600_000);
+  for (const tracing of [false, true]) await replayAll(tracing, histories);
+}, 900_000);
 
 describe('replay of recorded histories', () => {
   it('every recorded history is replayed, 0.1.0 among them', () => {
     expect(names.filter((n) => n.startsWith('0.1.0/')).length).toBeGreaterThanOrEqual(8);
-    expect([...replayed.keys()].sort()).toEqual(names);
+    for (const tracing of [false, true]) expect([...replayed.get(tracing)!.keys()].sort()).toEqual(names);
   });
 
-  it('every recorded history replays without non-determinism', () => {
-    const failures = [...replayed].filter(([, r]) => r.error).map(([name, r]) => `${name}: ${r.error!.message}`);
+  it.each([false, true])('every recorded history replays without non-determinism (bundle with tracing: %s)', (tracing) => {
+    const failures = [...replayed.get(tracing)!].filter(([, r]) => r.error).map(([name, r]) => `${name}: ${r.error!.message}`);
     expect(failures).toEqual([]);
   });
 });
@@ -67,8 +78,10 @@ describe('replay of recorded histories', () => {
 describe('the patch registry against the recorded histories', () => {
   for (const [id, patch] of Object.entries(PATCHES) as Array<[PatchId, (typeof PATCHES)[PatchId]]>) {
     it(`${id}: its old branch is taken by exactly the histories the registry lists`, () => {
-      const taking = names.filter((n) => replayed.get(n)?.oldBranches.has(id));
+      const taking = names.filter((n) => replayed.get(false)!.get(n)?.oldBranches.has(id));
       expect(taking).toEqual([...patch.histories].sort());
+      // The traced bundle decides the same: tracing adds headers to commands, never commands.
+      expect(names.filter((n) => replayed.get(true)!.get(n)?.oldBranches.has(id))).toEqual(taking);
       // deprecatePatch() takes the new branch in every replay: no history may still need the old one.
       if (patch.stage === 'deprecated') expect(taking).toEqual([]);
     });
