@@ -1,9 +1,7 @@
 import { promises as fs } from 'node:fs';
 import {
   namesTarget,
-  operatorDecision,
   targetOf,
-  type AgentConfig,
   type Observation,
   type OperatorDecision,
   type Protection,
@@ -14,6 +12,7 @@ import {
 import { readJsonAt, writeJsonAt } from './fsx';
 import { withLock } from './lock';
 import { inDatumDir } from './paths';
+import { type AgentConfig, operatorDecision } from '../schemas';
 
 /*
  * What the agent remembers about targets, per node, under <root>/.datum/ (docs/architecture.md §4

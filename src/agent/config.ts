@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type AgentConfig, type Mode } from '../domain';
-import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../domain/documents';
+import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type Mode } from '../domain';
+import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../schemas/documents';
+import type { AgentConfig } from '../schemas';
 import { FileTooLarge, NotRegularFile, readRegular } from './held';
 import { rootProblems } from './roots';
 

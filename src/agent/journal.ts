@@ -1,10 +1,11 @@
 import { promises as fs } from 'node:fs';
-import { canonicalJson, executionEvidence, targetOfAction, type AuthorizedAction, type ExecutionEvidence } from '../domain';
+import { canonicalJson, targetOfAction, type AuthorizedAction, type ExecutionEvidence } from '../domain';
 import { readClaims } from './claims';
 import { readJsonAt, sha256, writeJsonAt } from './fsx';
 import { withLock } from './lock';
 import { sameMarker } from './markers';
 import { inDatumDir } from './paths';
+import { executionEvidence } from '../schemas';
 
 export { withLock } from './lock';
 

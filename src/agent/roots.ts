@@ -1,7 +1,7 @@
 import { promises as fs, type Stats } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseAgentConfigText } from '../domain/documents';
+import { parseAgentConfigText } from '../schemas/documents';
 import type { Problem } from '../domain';
 import { readRegular } from './held';
 

@@ -3,12 +3,12 @@ import path from 'node:path';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
 import { codecDataConverter } from '../codec';
-import type { AgentConfig } from '../domain';
 import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
+import type { AgentConfig } from '../schemas';
 
 /*
  * `datum agent`: one activities-only Temporal worker per agent.yaml. Several virtual nodes may

@@ -25,6 +25,3 @@ export * from './targets';
 export * from './markers';
 export * from './decisions';
 export * from './redact';
-// Temporary, until the agent imports its zod schemas from src/schemas (the next commit, after the
-// agent's split lands on main): the names it imports from here today.
-export { authorizedAction, executionEvidence, observation, operatorDecision, releaseSpec, type AgentConfig } from '../schemas';

@@ -2,11 +2,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import {
   InvalidAgentConfig,
-  authorizedAction,
   canonicalJson,
-  executionEvidence,
   targetOfAction,
-  type AgentConfig,
   type AuthorizedAction,
   type ExecutionEvidence,
   type Json,
@@ -28,6 +25,7 @@ import { assertNode } from './assert-node';
 import { ACTION_CHECKS, type Refuse, type TargetScope } from './refusals';
 import { specOf, targetNow } from './target';
 import { staleGeneration, writeChecks } from './write-checks';
+import { type AgentConfig, authorizedAction, executionEvidence } from '../../schemas';
 
 /*
  * apply: one authorized action, carried out only once the agent's own checks pass, in numbered

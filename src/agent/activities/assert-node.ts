@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { withFix } from '../../contract';
-import type { AgentConfig } from '../../domain';
+import type { AgentConfig } from '../../schemas';
 
 /** Every activity first checks that it was sent to the agent of its node (a misrouted task queue). */
 export function assertNode(config: AgentConfig, node: string, configPath: string, subject: string): void {

@@ -1,12 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import {
-  InvalidAgentConfig,
-  observation,
-  type AgentConfig,
-  type Observation,
-  type ObservedResource,
-  type ResourceSpec,
-} from '../../domain';
+import { InvalidAgentConfig, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
 import type { ObserveRequest } from '../../contract';
 import { guardFor, observedProtections, requestGuard } from '../claims';
 import { loadAgentConfig } from '../config';
@@ -19,6 +12,7 @@ import { observeService } from '../providers/service';
 import type { NodeContext } from '../providers/types';
 import { AgentRefusal } from '../refusal';
 import { assertNode } from './assert-node';
+import { type AgentConfig, observation } from '../../schemas';
 
 const now = () => new Date();
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidAgentConfig, namesTarget, targetNameProblem, type AgentConfig, type RecordDecisionRequest } from '../../domain';
+import { InvalidAgentConfig, namesTarget, targetNameProblem, type RecordDecisionRequest } from '../../domain';
 import { withFix, type RecordDecisionResult } from '../../contract';
 import { recordDecisionAt } from '../claims';
 import { loadAgentConfig } from '../config';
@@ -8,6 +8,7 @@ import { realRoot } from '../paths';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { staleGeneration } from './write-checks';
+import type { AgentConfig } from '../../schemas';
 
 const now = () => new Date();
 

@@ -1,15 +1,9 @@
 import type { ApplicationFailure } from '@temporalio/common';
-import {
-  ACTIONS,
-  DESTRUCTIVE_ACTIONS,
-  type AgentConfig,
-  type AuthorizedAction,
-  type Json,
-  type OperatorDecision,
-} from '../../domain';
+import { ACTIONS, DESTRUCTIVE_ACTIONS, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
 import { UNKNOWN_SPEC, type ResolvedEntry } from '../claims';
 import { effectiveMode } from '../config';
 import type { AgentRefusal } from '../refusal';
+import type { AgentConfig } from '../../schemas';
 
 /** Why the agent will not act, as a check finds it; apply turns it into the failure. */
 export interface Refusal {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { releaseSpec, type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
+import { type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
 import { RECORD, fetchArtifact, inspectArchive } from './artifact';
 import { readJsonAt, sha256Handle } from '../fsx';
 import { DirectorySwapped, lstatAt, openRegular, type Identity } from '../held';
@@ -12,6 +12,7 @@ import { inDatumDir, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
 import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { releaseSpec } from '../../schemas';
 
 /*
  * release: <root>/releases/<version>/ holds an unpacked artifact and its record

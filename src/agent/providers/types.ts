@@ -1,6 +1,7 @@
 import { withFix } from '../../contract';
 import { FileTooLarge, NotRegularFile } from '../held';
-import type { AgentConfig, Json, ObservedResource } from '../../domain';
+import type { Json, ObservedResource } from '../../domain';
+import type { AgentConfig } from '../../schemas';
 
 /** The node an activity works on: its name and the real path of its root. */
 export interface NodeContext {

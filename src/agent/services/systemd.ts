@@ -3,8 +3,9 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import { withFix } from '../../contract';
-import { InvalidAgentConfig, type AgentConfig } from '../../domain';
+import { InvalidAgentConfig } from '../../domain';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
+import type { AgentConfig } from '../../schemas';
 
 /*
  * The systemd backend of managed services (agent.yaml `services: { backend: systemd }`): each
