@@ -5,13 +5,13 @@
 // created and started there, each running its first activation up to its first command (the
 // authority read), as a worker does when a loop starts or is evicted and replayed.
 //
-//   node bench/workflow-sandbox.mjs [--loops 50] [--tracing] [--snapshot FILE.heapsnapshot]
+//   node bench/workflow-sandbox.mjs [--loops 50] [--tracing] [--snapshot FILE.heapsnapshot] [--list]
 //
 // Prints JSON: the bundle (bytes, modules, by package), the modules each loop evaluates (its own
 // module cache), the heap each cached loop retains (used heap after a full GC, divided by N) and
 // the CPU to create one (creation + first activation, the median of N). --tracing bundles the
 // tracing interceptor as a worker with tracing on does. --snapshot writes a heap snapshot with
-// the N loops alive, for bench/heap-snapshot.mjs.
+// the N loops alive, for bench/heap-snapshot.mjs; --list names the modules each loop evaluates.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,11 +28,12 @@ const { values: args } = parseArgs({
     loops: { type: 'string', default: '50' },
     tracing: { type: 'boolean', default: false },
     snapshot: { type: 'string' },
+    list: { type: 'boolean', default: false },
   },
 });
 const LOOPS = Number(args.loops);
 if (!Number.isInteger(LOOPS) || LOOPS < 1) {
-  console.error('usage: node bench/workflow-sandbox.mjs [--loops N] [--tracing] [--snapshot FILE]');
+  console.error('usage: node bench/workflow-sandbox.mjs [--loops N] [--tracing] [--snapshot FILE] [--list]');
   process.exit(2);
 }
 
@@ -163,6 +164,7 @@ const result = {
   heap_per_loop_mb: Number(((heapAfter - heapBefore) / LOOPS / 2 ** 20).toFixed(3)),
   cpu_to_create_ms: { p50: Number(at(0.5).toFixed(2)), p90: Number(at(0.9).toFixed(2)), max: Number(sorted.at(-1).toFixed(2)) },
   ...(args.snapshot ? { snapshot: args.snapshot } : {}),
+  ...(args.list ? { evaluated_per_loop: evaluated } : {}),
 };
 console.log(JSON.stringify(result, null, 2));
 for (const w of loops) await w.dispose();
