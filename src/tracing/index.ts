@@ -8,48 +8,17 @@
  *
  * This module imports types only: the `datum` client commands load it on every run.
  */
-import type { Span } from '@opentelemetry/api';
-import type { ClientInterceptors } from '@temporalio/client';
-import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
+import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import { tracingConfig } from './config';
+import type { Tracing, TracingLog, TracingOptions } from './types';
 
 export { tracingConfig, type TracingConfig } from './config';
-
-export interface TracingLog {
-  warn(message: string, fields?: Record<string, unknown>): void;
-  info?(message: string): void;
-}
+export type { Tracing, TracingLog, TracingOptions } from './types';
 
 /** A pino logger as a TracingLog: the worker's and the agent's warnings are log lines. */
 export function pinoLog(logger: { warn(fields: object, message: string): void; info(message: string): void }): TracingLog {
   return { warn: (message, fields) => logger.warn(fields ?? {}, message), info: (message) => logger.info(message) };
-}
-
-export interface TracingOptions {
-  /** The default service.name is datum-<component> (OTEL_SERVICE_NAME wins). */
-  component: 'cli' | 'worker' | 'agent';
-  /** service.version: Datum's version. */
-  version: string;
-  /** Where configuration and export warnings go: the process's logger, or stderr for the CLI. */
-  log: TracingLog;
-  env?: Record<string, string | undefined>;
-}
-
-/** A process's tracing, once on. */
-export interface Tracing {
-  /** Where spans are sent. */
-  readonly url: string;
-  /** For every Temporal Client the process makes. */
-  readonly clientInterceptors: ClientInterceptors;
-  /** For every Worker the process runs. */
-  readonly activityInterceptors: ActivityInterceptorsFactory[];
-  /** The workflow interceptor's span sink, exporting with the process's resource. */
-  readonly workflowExporter: InjectedSinks<OpenTelemetrySinks>['exporter'];
-  /** Runs `fn` in a new trace whose root span is `name` (a CLI command). */
-  inRootSpan<T>(name: string, fn: (span: Span) => Promise<T>): Promise<T>;
-  /** Sends the spans still buffered (bounded in time) and stops. */
-  shutdown(): Promise<void>;
 }
 
 let active: Tracing | undefined;

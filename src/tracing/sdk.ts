@@ -22,7 +22,7 @@ import type { ActivityExecuteInput, ActivityInboundCallsInterceptor } from '@tem
 import type { WorkflowInfo } from '@temporalio/workflow';
 import { withFix } from '../contract/fix';
 import type { TracingConfig } from './config';
-import type { Tracing, TracingLog, TracingOptions } from './index';
+import type { Tracing, TracingLog, TracingOptions } from './types';
 
 /** On shutdown, spans still buffered get this long to reach the collector: within every stop budget (src/worker/shutdown.ts). */
 const FLUSH_MS = 3000;
