@@ -8,12 +8,13 @@
 import { Command, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { agentCommand } from './commands/agent';
 import { runProgram } from './main';
-import { Invocation, agentCommandOn, datumVersion } from './program';
+import { datumVersion } from './command';
+import { Invocation, agentCommandOn } from './program';
 
 export function buildAgentProgram(inv: Invocation): CommandUnknownOpts {
   const program = new Command('datum-agent').version(`datum-agent ${datumVersion()}`, '-V, --version', 'print the version');
   // Imported statically, unlike in the `datum` tree: a module reached by import() keeps all its
-  // exports in a bundle, and agentArgs would pull in the whole tree through parseOnly.
+  // exports in a bundle.
   return agentCommandOn(program, inv, () => Promise.resolve(agentCommand));
 }
 

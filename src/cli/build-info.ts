@@ -1,6 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import { BUILD_INFO_METRIC } from '../contract';
-import { datumVersion } from './program';
+import { datumVersion } from './command';
 
 /**
  * datum_build_info{version="…"} 1 on a worker's or an agent's metrics endpoint: the version

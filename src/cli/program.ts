@@ -7,19 +7,11 @@
  * Temporal client, the worker) is imported inside its action, so `datum --help` and
  * `datum --version` stay about as fast as `node -e 0` (bench/cli-start.mjs measures it).
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
-import { projectRoot } from '../worker/paths';
 import type { AgentInput, AgentRaw } from './commands/agent';
+import { datumVersion, type CommandModule } from './command';
 import { traced } from './tracing';
-
-/** A command's module: checks what commander parsed (the parse layer), then runs. */
-export interface CommandModule<Raw, Input> {
-  input(raw: Raw): Input | Promise<Input>;
-  run(input: Input): Promise<number>;
-}
 
 /**
  * One invocation of the tree. An action records the command it belongs to, loads its module,
@@ -40,13 +32,6 @@ export class Invocation {
     // In a trace of its own when OTEL_* turn tracing on (src/cli/tracing.ts).
     else this.code = await traced(command, datumVersion, () => module.run(input));
   }
-}
-
-let version: string | undefined;
-/** Datum's version, from its package.json (the same one datum_build_info carries). */
-export function datumVersion(): string {
-  version ??= (JSON.parse(readFileSync(path.join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
-  return version;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,7 +387,10 @@ function checkCommands(program: Program, inv: Invocation): void {
     )
     .argument('<shell>', 'bash, zsh or fish')
     .action((shell, _opts, cmd) =>
-      inv.go(cmd, async () => (await import('./commands/completion.js')).completionCommand, { shell }),
+      inv.go(cmd, async () => (await import('./commands/completion.js')).completionCommand, {
+        shell,
+        tree: cmd.parent ?? cmd,
+      }),
     );
 
   output(

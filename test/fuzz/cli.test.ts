@@ -2,15 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FIX } from '../../src/contract';
 import { UsageError } from '../../src/cli/args';
-import { agentArgs } from '../../src/cli/commands/agent';
-import { describeArgs } from '../../src/cli/commands/describe';
-import { devArgs } from '../../src/cli/commands/dev';
-import { ledgerArgs } from '../../src/cli/commands/ledger';
-import { refreshArgs } from '../../src/cli/commands/refresh';
-import { resolveArgs } from '../../src/cli/commands/resolve';
-import { rolloutArgs } from '../../src/cli/commands/rollout';
-import { statusArgs } from '../../src/cli/commands/status';
-import { workerArgs } from '../../src/cli/commands/worker';
+import { parseOnly } from '../../src/cli/main';
 import { RUNS } from './generators';
 import { nodeId } from '../../src/schemas';
 
@@ -23,6 +15,12 @@ import { nodeId } from '../../src/schemas';
  */
 
 type ArgsFn = (argv: string[]) => unknown;
+
+/** A command's parse layer, in-process: argv → its checked input, or a UsageError. */
+const parse =
+  (...command: string[]): ArgsFn =>
+  (argv) =>
+    parseOnly([...command, ...argv]);
 
 interface Surface {
   fn: ArgsFn;
@@ -40,18 +38,18 @@ const justNode = aNode.map((n) => [n]);
 const none = fc.constant<string[]>([]);
 const node = (r: { node: string }) => expect(nodeId.safeParse(r.node).success).toBe(true);
 const COMMANDS: Record<string, Surface> = {
-  describe: { fn: describeArgs, base: justNode, values: ['address', 'namespace'], flags: ['json'], check: node },
-  ledger: { fn: ledgerArgs, base: justNode, values: ['since', 'data'], flags: ['json'], check: node },
-  refresh: { fn: refreshArgs, base: justNode, values: ['fleet', 'address', 'namespace'], flags: ['json'], check: node },
-  status: { fn: statusArgs, base: none, values: ['address', 'namespace'], flags: ['json'] },
+  describe: { fn: parse('describe'), base: justNode, values: ['address', 'namespace'], flags: ['json'], check: node },
+  ledger: { fn: parse('ledger'), base: justNode, values: ['since', 'data'], flags: ['json'], check: node },
+  refresh: { fn: parse('refresh'), base: justNode, values: ['fleet', 'address', 'namespace'], flags: ['json'], check: node },
+  status: { fn: parse('status'), base: none, values: ['address', 'namespace'], flags: ['json'] },
   worker: {
-    fn: workerArgs,
+    fn: parse('worker'),
     base: none,
     values: ['fleet', 'data', 'task-queue', 'address', 'namespace', 'metrics-address'],
     flags: [],
   },
   agent: {
-    fn: agentArgs,
+    fn: parse('agent'),
     base: fc
       .array(fc.constantFrom('a.yaml', '/etc/datum/N-1.yaml'), { minLength: 1, maxLength: 3 })
       .map((cs) => cs.flatMap((c) => ['--config', c])),
@@ -60,7 +58,7 @@ const COMMANDS: Record<string, Surface> = {
     check: (r: { configPaths: string[] }) => expect(r.configPaths.length).toBeGreaterThan(0),
   },
   dev: {
-    fn: devArgs,
+    fn: parse('dev'),
     base: fc.integer({ min: 1, max: 65535 }).map((p) => ['--port', String(p)]),
     values: ['fleet', 'port', 'ui-port', 'data'],
     flags: [],
@@ -69,7 +67,7 @@ const COMMANDS: Record<string, Surface> = {
     },
   },
   resolve: {
-    fn: resolveArgs,
+    fn: parse('resolve'),
     base: fc
       .tuple(
         aNode,
@@ -86,7 +84,7 @@ const COMMANDS: Record<string, Surface> = {
     },
   },
   rollout: {
-    fn: async (argv) => await rolloutArgs(['start', ...argv]),
+    fn: parse('rollout', 'start'),
     base: fc
       .tuple(fc.integer({ min: 1, max: 10_000 }), fc.uniqueArray(aNode, { minLength: 1, maxLength: 4 }))
       .map(([g, ns]) => ['--generation', String(g), '--nodes', ns.join(',')]),

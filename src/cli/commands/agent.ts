@@ -2,8 +2,7 @@ import { agentTaskQueue, withFix } from '../../contract';
 import { UsageError } from '../args';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
-import { datumVersion, type CommandModule } from '../program';
+import { datumVersion, type CommandModule } from '../command';
 import { pinoLog, startTracing, stopTracing } from '../../tracing';
 import { untilSignal } from '../process';
 
@@ -18,9 +17,6 @@ export interface AgentInput {
   values: AgentRaw;
   configPaths: string[];
 }
-
-/** The parse layer: options and at least one agent.yaml, checked before anything starts (fuzzed in test/fuzz/cli.test.ts). */
-export const agentArgs = (argv: string[]) => parseOnly(['agent', ...argv]);
 
 export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
   input(values) {

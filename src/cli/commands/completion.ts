@@ -1,9 +1,8 @@
 import type { CommandUnknownOpts, Option } from '@commander-js/extra-typings';
 import { UsageError } from '../args';
 import { withFix } from '../errors';
-import { parseOnly } from '../main';
 import { print } from '../output';
-import { buildProgram, type CommandModule } from '../program';
+import type { CommandModule } from '../command';
 
 /*
  * Shell completion scripts generated from the command tree: every command, subcommand and
@@ -14,16 +13,20 @@ import { buildProgram, type CommandModule } from '../program';
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 type Shell = (typeof SHELLS)[number];
 
-export const completionArgs = (argv: string[]) => parseOnly(['completion', ...argv]);
+/** `tree`: the command tree this invocation parsed (the module never imports the tree that loads it). */
+interface CompletionInput {
+  shell: Shell;
+  tree: CommandUnknownOpts;
+}
 
-export const completionCommand: CommandModule<{ shell: string }, { shell: Shell }> = {
-  input({ shell }) {
+export const completionCommand: CommandModule<{ shell: string; tree: CommandUnknownOpts }, CompletionInput> = {
+  input({ shell, tree }) {
     if (!(SHELLS as readonly string[]).includes(shell))
       throw new UsageError(withFix(`no completion for shell "${shell}"`, `use one of ${SHELLS.join(', ')}`));
-    return { shell: shell as Shell };
+    return { shell: shell as Shell, tree };
   },
-  run({ shell }) {
-    print(completionScript(shell));
+  run({ shell, tree }) {
+    print(completionScript(shell, commandNodes(tree)));
     return Promise.resolve(0);
   },
 };
@@ -54,7 +57,7 @@ function optionOf(o: Option) {
 }
 
 /** Every command of the tree, depth first, with `--help` (and `--version` at the top). */
-export function commandNodes(program: CommandUnknownOpts = buildProgram()): Node[] {
+export function commandNodes(program: CommandUnknownOpts): Node[] {
   const out: Node[] = [];
   const visit = (c: CommandUnknownOpts, path: string) => {
     const help = { flags: ['-h', '--help'], description: 'show help', takesValue: false, choices: [], path: null };
@@ -72,7 +75,7 @@ export function commandNodes(program: CommandUnknownOpts = buildProgram()): Node
   return out;
 }
 
-export function completionScript(shell: Shell, nodes: Node[] = commandNodes()): string {
+export function completionScript(shell: Shell, nodes: Node[]): string {
   return shell === 'bash' ? bashScript(nodes) : shell === 'zsh' ? zshScript(nodes) : fishScript(nodes);
 }
 

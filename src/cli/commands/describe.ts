@@ -2,10 +2,9 @@ import { ledgerQuery, type NodeState } from '../../contract';
 import type { LedgerEntry } from '../../domain';
 import { outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
 import { ago, print, printDocument, short, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 
 /** What an operator does about each status, in one sentence. */
 const NEXT: Record<string, string> = {
@@ -28,9 +27,6 @@ export interface DescribeInput {
   format: OutputFormat;
   values: DescribeRaw;
 }
-
-/** The parse layer: options and the node, checked before anything connects (fuzzed in test/fuzz/cli.test.ts). */
-export const describeArgs = (argv: string[]) => parseOnly(['describe', ...argv]);
 
 export const describeCommand: CommandModule<DescribeRaw, DescribeInput> = {
   input(values) {

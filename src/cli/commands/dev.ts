@@ -19,8 +19,7 @@ import {
   type RolloutWorkflow,
 } from '../../contract';
 import { UsageError } from '../args';
-import { parseOnly } from '../main';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { print, table } from '../output';
 import { untilSignal } from '../process';
 import { dataDirFrom } from '../dirs';
@@ -37,9 +36,6 @@ export interface DevInput {
   port: number;
   uiPort: number;
 }
-
-/** The parse layer: options and ports, checked before anything starts (fuzzed in test/fuzz/cli.test.ts). */
-export const devArgs = (argv: string[]) => parseOnly(['dev', ...argv]);
 
 export const devCommand: CommandModule<DevRaw, DevInput> = {
   input(values) {

@@ -15,10 +15,9 @@ import {
 } from '../../domain';
 import { outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
-import { parseOnly } from '../main';
 import { checkNode } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { dataDirFrom, fleetDirFrom } from '../dirs';
 
 /*
@@ -41,8 +40,6 @@ export interface DiffInput {
   dataDir: string;
   format: OutputFormat;
 }
-
-export const diffArgs = (argv: string[]) => parseOnly(['diff', ...argv]);
 
 /** A snapshot rebuilt from a ledger entry: what the pass that recorded it saw. */
 interface Snapshot {

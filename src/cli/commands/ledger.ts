@@ -3,10 +3,9 @@ import { parseDuration } from '../../domain/duration';
 import type { LedgerEntry } from '../../domain';
 import { UsageError, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
-import { parseOnly } from '../main';
 import { checkNode } from '../nodes';
 import { print, printDocument, printLine, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { dataDirFrom } from '../dirs';
 
 interface LedgerRaw extends OutputFlags {
@@ -24,9 +23,6 @@ export interface LedgerInput {
   limit: number | null;
   dataDir: string;
 }
-
-/** The parse layer: options and the node, checked before the store is opened (fuzzed in test/fuzz/cli.test.ts). */
-export const ledgerArgs = (argv: string[]) => parseOnly(['ledger', ...argv]);
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const ZONED_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;

@@ -1,10 +1,9 @@
 import { CONDITION_TYPES, STATUSES } from '../../domain';
 import { listFlag, oneOf, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { listNodes, type NodeFilter, type NodeRow } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 
 interface NodesRaw extends ConnectionFlags, OutputFlags {
   status?: string;
@@ -17,8 +16,6 @@ export interface NodesInput {
   format: OutputFormat;
   filter: NodeFilter;
 }
-
-export const nodesArgs = (argv: string[]) => parseOnly(['nodes', ...argv]);
 
 /** --status, --condition and --generation, checked against the closed sets before they go into a query. */
 export function nodeFilterOf(values: { status?: string; condition?: string; generation?: string }): NodeFilter {

@@ -2,10 +2,9 @@ import { DesiredStateAuthority } from '../../activities/authority';
 import { refreshDesiredUpdate } from '../../contract';
 import { durationFlag, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { checkNode, loopFor } from '../nodes';
 import { print, printDocument } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { sendUpdate } from '../updates';
 import { fleetDirFrom } from '../dirs';
 
@@ -22,9 +21,6 @@ export interface RefreshInput {
   fleetDir: string;
   timeoutMs: number;
 }
-
-/** The parse layer: options and the node, checked before the authority is read (fuzzed in test/fuzz/cli.test.ts). */
-export const refreshArgs = (argv: string[]) => parseOnly(['refresh', ...argv]);
 
 /** The decisions a refresh can come to that mean it did not take. */
 const REFUSED = new Set(['REFRESH_REFUSED', 'SIGNAL_REJECTED']);

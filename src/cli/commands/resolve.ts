@@ -2,10 +2,9 @@ import { parseSignal } from '../../domain';
 import { resolveConflictUpdate, withFix, type ResolveConflictPayload } from '../../contract';
 import { UsageError, durationFlag, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { checkNode, loopFor, stateOf } from '../nodes';
 import { print, printDocument } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { sendUpdate } from '../updates';
 
 interface ResolveRaw extends ConnectionFlags, OutputFlags {
@@ -24,9 +23,6 @@ export interface ResolveInput {
   parsed: { ok: true; value: ResolveConflictPayload };
   timeoutMs: number;
 }
-
-/** The parse layer: options, the node and the payload as the workflow will judge it (fuzzed in test/fuzz/cli.test.ts). */
-export const resolveArgs = (argv: string[]) => parseOnly(['resolve', ...argv]);
 
 export const resolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
   input(values) {

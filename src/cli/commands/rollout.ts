@@ -23,17 +23,13 @@ import {
 import type { ConvergenceStatus } from '../../domain';
 import { UsageError, durationFlag, listFlag, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { checkNode } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { fleetDirFrom } from '../dirs';
 
 const SETTLED_BAD = new Set<ConvergenceStatus>(['BLOCKED', 'CONFLICT']);
 const ROLLOUT_ID = /^datum-rollout\/gen-(\d+)\/(.+)$/;
-
-/** The parse layer of `rollout SUBCOMMAND …` (fuzzed in test/fuzz/cli.test.ts). */
-export const rolloutArgs = (argv: string[]) => parseOnly(['rollout', ...argv]);
 
 interface WaitFlags {
   wait?: boolean;

@@ -2,10 +2,9 @@ import type { Client } from '@temporalio/client';
 import { CONDITION_TYPES } from '../../domain';
 import { listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { parseOnly } from '../main';
 import { handleOf, listNodes, mapLimit, nodeQuery, stateOf } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 
 export interface OpenCondition {
   node: string;
@@ -29,9 +28,6 @@ export interface StatusInput {
   format: OutputFormat;
   conditions: string[];
 }
-
-/** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
-export const statusArgs = (argv: string[]) => parseOnly(['status', ...argv]);
 
 interface Report {
   nodes: number;

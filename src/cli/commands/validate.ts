@@ -11,9 +11,8 @@ import {
 } from '../../schemas/documents';
 import { UsageError, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
-import { parseOnly } from '../main';
 import { print, printDocument, printLine } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { fleetDirFrom } from '../dirs';
 
 /*
@@ -47,8 +46,6 @@ export interface ValidateInput {
   files: Array<{ file: string; kind: Kind | null; fleetDir: string | null }>;
   format: OutputFormat;
 }
-
-export const validateArgs = (argv: string[]) => parseOnly(['validate', ...argv]);
 
 /** A file's kind by where it sits in a fleet (desired/nodes/, agents/); null: decided by its content. */
 function kindByPath(file: string): Kind | null {

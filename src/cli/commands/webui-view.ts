@@ -2,7 +2,7 @@ import { DatumConditions, DatumGeneration, DatumMode, DatumNode, DatumStatus, WO
 import { UsageError, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
 import { print, printDocument, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 
 /*
  * Datum's view of the Temporal Web UI's workflow list: saved views (visibility queries) and the

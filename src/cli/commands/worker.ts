@@ -4,8 +4,7 @@ import { UsageError } from '../errors';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
 import { dataDirFrom, fleetDirFrom } from '../dirs';
-import { parseOnly } from '../main';
-import { datumVersion, type CommandModule } from '../program';
+import { datumVersion, type CommandModule } from '../command';
 import { pinoLog, startTracing, stopTracing } from '../../tracing';
 import { untilSignal } from '../process';
 
@@ -41,9 +40,6 @@ function cacheSize(raw: string | undefined): number | undefined {
   }
   return n;
 }
-
-/** The parse layer (fuzzed in test/fuzz/cli.test.ts). */
-export const workerArgs = (argv: string[]) => parseOnly(['worker', ...argv]);
 
 export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
   input(values) {
