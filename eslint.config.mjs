@@ -6,7 +6,8 @@ import { builtinModules } from 'node:module';
 import eslint from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
-import datum from './eslint.layers.mjs';
+import { layers } from './eslint.layers.mjs';
+import { noCycle } from './eslint.cycles.mjs';
 
 const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts', 'bench/*-workflows.js'];
 const DOMAIN_FILES = ['src/domain/**/*.ts'];
@@ -26,9 +27,10 @@ const builtinRestrictions = (where) =>
   }));
 
 // Who may import whom inside src/ (the `datum/layers` rule of eslint.layers.mjs resolves each
-// relative import to the file it names). The contract is the leaf everyone shares; the domain
-// is the pure core everyone calls; the agent, a separate process on every node, never loads
-// workflow or controller code.
+// relative import to the file it names). The contract is the leaf everyone shares, for types too;
+// the domain is the pure core everyone calls; the workflow sandbox (workflows and the domain)
+// never reaches zod or the schemas; the agent, a separate process on every node, never loads
+// workflow or controller code; the services (codec, tracing) import only the contract.
 const LAYERS = [
   {
     in: 'src/agent/',
@@ -42,6 +44,17 @@ const LAYERS = [
   },
   {
     in: 'src/domain/',
+    forbid: ['src/schemas/'],
+    message:
+      'src/domain runs in the workflow sandbox, where every loop evaluates its modules again: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (src/contract/identifiers.ts, signals.ts).',
+  },
+  {
+    in: 'src/domain/',
+    packages: ['@noble/hashes'],
+    message: 'src/domain loads only @noble/hashes at run time: it runs in the workflow sandbox (no zod there, issue 19).',
+  },
+  {
+    in: 'src/domain/',
     forbid: ['src/contract/index', 'src/contract/names'],
     allowTypes: true,
     message:
@@ -50,20 +63,38 @@ const LAYERS = [
   {
     in: 'src/contract/',
     forbid: ['src/', 'test/', 'bench/', 'scripts/'],
-    except: ['src/contract/', 'src/domain/'],
-    message: 'src/contract is a leaf: it imports nothing from the project but `import type` from src/domain.',
-  },
-  {
-    in: 'src/contract/',
-    forbid: ['src/domain/'],
-    allowTypes: true,
-    message: 'src/contract imports src/domain only as types (`import type`); at run time it is a leaf.',
-  },
-  {
-    in: 'src/contract/',
-    packages: ['zod', '@temporalio/common', '@noble/hashes'],
+    except: ['src/contract/'],
     message:
-      'src/contract loads only zod, @temporalio/common and @noble/hashes at run time, so importing it never brings in the workflow sandbox.',
+      'src/contract is the leaf, for types too: it imports nothing from the project. A format or a closed set the contract needs moves into it.',
+  },
+  {
+    in: 'src/contract/',
+    packages: ['@temporalio/common', '@noble/hashes'],
+    message:
+      'src/contract loads only @temporalio/common and @noble/hashes at run time: the agent, the CLI and the workflow sandbox all load it (zod stays in src/schemas).',
+  },
+  {
+    in: 'src/schemas/',
+    forbid: ['src/workflows/', 'src/activities/', 'src/agent/', 'src/cli/', 'src/worker/', 'src/cluster/'],
+    message: 'src/schemas are the formats’ zod schemas, which the edges import: they build on the contract and the domain only.',
+  },
+  {
+    in: 'src/codec/',
+    forbid: ['src/'],
+    except: ['src/codec/', 'src/contract/'],
+    message: 'src/codec is a service the worker, the agent, the CLI and the cluster load: it imports only src/contract.',
+  },
+  {
+    in: 'src/tracing/',
+    forbid: ['src/'],
+    except: ['src/tracing/', 'src/contract/'],
+    message:
+      'src/tracing is a service every process loads: it imports only src/contract (withFix is src/contract/fix.ts, not the CLI).',
+  },
+  {
+    in: 'src/cluster/',
+    forbid: ['src/cli/', 'src/workflows/'],
+    message: 'src/cluster launches the processes: it starts them as programs, never loads the CLI or the workflow code.',
   },
   {
     in: 'src/workflows/',
@@ -76,6 +107,12 @@ const LAYERS = [
     in: 'src/workflows/',
     forbid: ['src/cli/', 'src/worker/'],
     message: 'workflow code runs in the sandbox; the CLI and the workers do not.',
+  },
+  {
+    in: 'src/workflows/',
+    forbid: ['src/schemas/'],
+    message:
+      'every loop evaluates the workflow bundle’s modules again: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (isNodeId, parseSignal).',
   },
 ];
 
@@ -196,8 +233,12 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    plugins: { datum },
-    rules: { 'datum/layers': ['error', LAYERS] },
+    plugins: { datum: { rules: { layers, 'no-cycle': noCycle } } },
+    rules: {
+      'datum/layers': ['error', LAYERS],
+      // No import cycle in src/, type-only imports included (eslint.cycles.mjs).
+      'datum/no-cycle': ['error', { dirs: ['src'] }],
+    },
   },
   {
     // The contract is imported by the workflow sandbox and by the agent: no Node built-ins, and
