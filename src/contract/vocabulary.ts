@@ -17,6 +17,15 @@ export const STATUS_MEANINGS: Record<ConvergenceStatus, string> = {
   SUPERSEDED: "a newer generation's loop owns the node; this loop ended",
 };
 
+/** The reasons of a note: an entry that records a signal or a hand-over, not a pass. */
+export const NOTE_REASONS = [
+  'NEWER_GENERATION',
+  'REFRESH_REFUSED',
+  'REBOUND',
+  'OPERATOR_RESOLUTION_RECORDED',
+  'SIGNAL_REJECTED',
+] as const;
+
 /** The closed set of reasons. Each decision carries exactly one, plus a human sentence. */
 export const REASONS = [
   'ALREADY_CONVERGED',
@@ -38,11 +47,7 @@ export const REASONS = [
   'DEPENDENCY_BLOCKED',
   'ACTION_REFUSED',
   'CONFLICTING_WRITER',
-  'NEWER_GENERATION',
-  'REFRESH_REFUSED',
-  'REBOUND',
-  'OPERATOR_RESOLUTION_RECORDED',
-  'SIGNAL_REJECTED',
+  ...NOTE_REASONS,
 ] as const;
 export type Reason = (typeof REASONS)[number];
 export const REASON_MEANINGS: Record<Reason, string> = {

@@ -1,4 +1,4 @@
-import { canonicalJson, targetOfAction, type LedgerEntry, type OperatorDecision } from '../../domain';
+import { NOTE_REASONS, canonicalJson, targetOfAction, type LedgerEntry, type OperatorDecision } from '../../domain';
 import { operatorDecision, problemsFromZod } from '../../schemas';
 import { InvalidLedgerEntry } from './common';
 
@@ -99,19 +99,10 @@ function appliedWrites(entry: LedgerEntry): { target: string; spec_digest: strin
   return out;
 }
 
-/** Notes record a signal, not a pass: a release before this one kept no decisions on them. */
-const NOTE_REASONS = [
-  'NEWER_GENERATION',
-  'REFRESH_REFUSED',
-  'REBOUND',
-  'OPERATOR_RESOLUTION_RECORDED',
-  'SIGNAL_REJECTED',
-] as const;
-
 /**
  * The SQL both back ends run once, when they migrate a store written by an older release: per
- * node, its newest entry recorded by a pass (the copy that release answered with) and its
- * newest generation.
+ * node, its newest entry recorded by a pass (the copy that release answered with; notes record a
+ * signal, not a pass, and that release kept no decisions on them) and its newest generation.
  */
 export const LEGACY_SQL = `SELECT g.node_id AS node_id, g.generation AS generation, p.entry AS entry
      FROM (SELECT node_id, MAX(desired_generation) AS generation FROM ledger_entries GROUP BY node_id) g
