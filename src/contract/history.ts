@@ -37,6 +37,12 @@ export interface History {
    * snapshot that seeds. Absent in older carries.
    */
   stored_decisions?: OperatorDecision[];
+  /**
+   * Resources a work item's resolver left to whoever has them (UNKNOWN_OWNERSHIP resolved by
+   * `leave`): classified OPERATOR_OWNED with the resolver's provenance for this run chain.
+   * Absent in older carries.
+   */
+  left?: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
   refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */

@@ -88,6 +88,8 @@ function ownershipOf(base: Sighting, intent: BoundIntent, observation: Observati
     ownership_provenance: provenance,
     ownership_reason,
   });
+  const left = leftClaim(key, history, override === null || !base.spec);
+  if (left) return left;
   if (override === null) return unknown(`"${key}" has a local override without provenance (approved_by, reason, since)`);
   if (override && history.conflicts[key]?.resolution === null)
     return unknown(`"${key}" is both overridden locally and contested by another writer`, override);
@@ -125,6 +127,20 @@ function ownershipOf(base: Sighting, intent: BoundIntent, observation: Observati
     ownership: 'MANAGED',
     ownership_provenance: provenance,
     ownership_reason: 'declared in desired state; no local override',
+  };
+}
+
+/**
+ * A resolver's `leave` (a work item on UNKNOWN_OWNERSHIP) supplies the provenance that was
+ * missing: an override without one, or a resource nothing declares.
+ */
+function leftClaim(key: string, history: History, unproven: boolean): Claim | null {
+  const left = history.left?.[key];
+  if (!left || !unproven) return null;
+  return {
+    ownership: 'OPERATOR_OWNED',
+    ownership_provenance: { approved_by: left.by, reason: left.note ?? 'left to its owner', since: left.at, via: 'work item' },
+    ownership_reason: `left to its owner by ${left.by} (work item)`,
   };
 }
 

@@ -36,6 +36,11 @@ const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>
   INVALID_SIGNAL: { resolver: 'operator', needs_judgement: false },
 };
 
+/** Whether a condition of this type needs someone's judgement: each such condition opens a work item. */
+export function needsJudgement(type: ConditionType): boolean {
+  return WHO[type].needs_judgement;
+}
+
 export function draft(
   type: ConditionType,
   resourceKey: string | null,

@@ -25,3 +25,6 @@ export * from './targets';
 export * from './markers';
 export * from './decisions';
 export * from './redact';
+export * from './work-rules';
+export * from './work-payloads';
+export * from './work-items';

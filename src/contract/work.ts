@@ -1,0 +1,263 @@
+/*
+ * Work items (docs/work-items.md): a condition that needs judgement is handed over as work, a
+ * workflow of its own per condition episode, which a resolver (a person with `datum work`, or a
+ * program behind `datum work serve --exec`) claims and resolves by Update. These are its names,
+ * its wire types and its signal, Update and query definitions; the rules are src/domain/work-*.ts.
+ *
+ * Plain types only: the payloads are checked by the domain's guards (parseClaim, parseResolve),
+ * with no schema library, so the work item's workflow code loads none.
+ */
+import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
+// From the domain's leaf modules, not its index: no import circle through src/domain/index.ts.
+import type { Json } from '../domain/canonical';
+import type { Condition, ConditionType, ConvergenceStatus, LedgerEntry, Mode, Ownership, Reason } from '../domain/schemas';
+
+/** The workflow type (registered by the controller worker next to reconcileNode and rollout). */
+export const WORK_ITEM_TYPE = 'workItem';
+
+/**
+ * One id per node, condition type and resource, so an operator can guess it; each episode of
+ * the condition is a new run of it (the previous one closed when an observation cleared it).
+ */
+export const workItemId = (node: string, condition: ConditionType, resourceKey: string | null) =>
+  `datum-work/${node}/${condition}${resourceKey === null ? '' : `/${resourceKey}`}`;
+
+/** The conditions that open a work item: every type whose `needs_judgement` is true (src/domain/conditions.ts). */
+export type WorkCondition = Extract<
+  ConditionType,
+  | 'INTENT_DIGEST_MISMATCH'
+  | 'UNKNOWN_OWNERSHIP'
+  | 'DESTRUCTIVE_REPAIR_REQUIRED'
+  | 'RETRY_BUDGET_EXHAUSTED'
+  | 'ACTION_REFUSED'
+  | 'CONFLICTING_WRITER'
+  | 'OBSERVED_DRIFT'
+>;
+
+/** Every resolution any work item can take; which ones a given item allows is WORK_RULES's. */
+export const RESOLUTION_KINDS = [
+  'retake',
+  'yield',
+  'grant',
+  'hold',
+  'approve',
+  'decline',
+  'adopt',
+  'leave',
+  'retry',
+  'rebind',
+] as const;
+export type ResolutionKind = (typeof RESOLUTION_KINDS)[number];
+
+/**
+ * OPEN: waiting for a resolver. ESCALATED: open and unclaimed past the escalation time.
+ * CLAIMED: a resolver holds the lease. AWAITING_OBSERVATION: resolved; the next fresh
+ * observation closes it (or reopens it). HELD: resolved by a resolution that leaves the condition
+ * standing (hold, decline): closes when an observation shows it cleared. CLOSED: the workflow ended.
+ */
+export const WORK_STATES = ['OPEN', 'ESCALATED', 'CLAIMED', 'AWAITING_OBSERVATION', 'HELD', 'CLOSED'] as const;
+export type WorkState = (typeof WORK_STATES)[number];
+
+/** Default lease of a claim, its cap, and how long an item may stay unclaimed before it escalates. */
+export const WORK_LEASE_DEFAULT = '15m';
+export const WORK_LEASE_MAX = '24h';
+export const WORK_ESCALATE_AFTER_DEFAULT = '1h';
+
+// ---------------------------------------------------------------------------------------------
+// What the loop tells an item: one report per recorded pass.
+
+/** A resource as the pass judged it: what a resolution may do to it depends on these. */
+export interface ReportedResource {
+  resource_key: string;
+  ownership: Ownership;
+  effective_mode: Mode;
+  /** The desired state declares this key. */
+  declared: boolean;
+  /** agent.yaml entries that protect it (an override, a per-resource observe): a resolution never overrides them. */
+  protected_by: string[];
+}
+
+/** What one recorded decision of the loop found, sent to every work item of the node it concerns. */
+export interface PassReport {
+  node: string;
+  /** The reconcile loop's workflow id (the item forwards resolutions there). */
+  loop: string;
+  generation: number;
+  digest: string;
+  /** The ledger entry that records the decision. */
+  ledger_seq: number;
+  decided_at: string;
+  /** A pass that judged a fresh observation: only such a report may close or reopen an item. */
+  fresh: boolean;
+  status: ConvergenceStatus;
+  reason: Reason;
+  reason_detail: string;
+  mode: Mode | null;
+  retry_budget: number;
+  /** The open conditions of the decision. */
+  conditions: Condition[];
+  resources: ReportedResource[];
+}
+
+/** How the loop starts (or attaches to) an item: the first report, and the controller's escalation time. */
+export interface WorkItemInput {
+  node: string;
+  condition: WorkCondition;
+  resource_key: string | null;
+  report: PassReport;
+  escalate_after: string;
+  /** Set only by continue-as-new. */
+  carry?: WorkItem;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The item: what Datum knows, what may be done, and who holds it.
+
+/** A resolution the item allows, what it does, and why it would be refused on this node now (null: it would not). */
+export interface AllowedResolution {
+  resolution: ResolutionKind;
+  does: string;
+  refused: string | null;
+}
+
+/** A ledger entry that led to the item, as the item shows it. */
+export interface LedgerRef {
+  seq: number;
+  decided_at: string;
+  status: ConvergenceStatus;
+  reason: Reason;
+  reason_detail: string;
+}
+
+export interface WorkClaim {
+  by: string;
+  /** The identity Temporal recorded for the claim's Update (the client's, such as 1234@host). */
+  identity: string | null;
+  at: string;
+  until: string;
+}
+
+export interface WorkResolution {
+  resolution: ResolutionKind;
+  /** For grant: how many more attempts. */
+  attempts: number | null;
+  by: string;
+  identity: string | null;
+  note: string | null;
+  at: string;
+  /** The loop's ledger entry recording it (the loop's last seq, if that entry repeated the one before). */
+  ledger_seq: number;
+  loop: string;
+  expects: 'cleared' | 'standing';
+  /** Set when a fresh observation judged it: the condition cleared, or it did not (the item reopened). */
+  outcome: 'cleared' | 'not cleared' | null;
+}
+
+export interface WorkItem {
+  id: string;
+  node: string;
+  condition: WorkCondition;
+  resource_key: string | null;
+  state: WorkState;
+  /** When this episode opened (or last reopened): the escalation clock starts here. */
+  opened_at: string;
+  /** How many times a resolution did not clear the condition. */
+  reopened: number;
+  /** The condition as the last report showed it. */
+  since: string;
+  message: string;
+  evidence: Json;
+  tried: string[];
+  /** Who may resolve it, as the condition says (operator, desired-state author). */
+  resolver: Condition['resolver'];
+  loop: string;
+  target: { generation: number; digest: string };
+  mode: Mode | null;
+  retry_budget: number;
+  resource: ReportedResource | null;
+  allowed: AllowedResolution[];
+  /** The ledger entries that led here, oldest first (the last few). */
+  ledger: LedgerRef[];
+  claim: WorkClaim | null;
+  /** The current resolution, while it waits for an observation or holds. */
+  resolution: WorkResolution | null;
+  /** Every resolution given in this episode, the current one last. */
+  resolutions: WorkResolution[];
+  escalated_at: string | null;
+  closed: { at: string; ledger_seq: number; detail: string } | null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payloads of the item's Updates: what a resolver sends.
+
+export interface ClaimPayload {
+  by: string;
+  /** How long the claim holds unless renewed or resolved, such as "10m" (default WORK_LEASE_DEFAULT). */
+  lease?: string;
+}
+
+export interface ReleasePayload {
+  by: string;
+}
+
+export interface ResolvePayload {
+  resolution: ResolutionKind;
+  by: string;
+  note?: string | null;
+  /** grant only: how many more repair attempts (1 to the retry_budget). */
+  attempts?: number;
+}
+
+/** What the loop is told to do for a resolution (its `resolveWork` Update). */
+export interface LoopResolution {
+  item_id: string;
+  condition: WorkCondition;
+  resource_key: string | null;
+  resolution: ResolutionKind;
+  attempts: number | null;
+  by: string;
+  identity: string | null;
+  note: string | null;
+}
+
+/** What the loop answers a `resolveWork`: the entry it recorded, and its last seq. */
+export interface LoopResolutionResult {
+  entry: LedgerEntry | null;
+  seq: number;
+}
+
+/** What the item's resolve Update answers: the item after it, and the loop's ledger entry. */
+export interface ResolveResult {
+  item: WorkItem;
+  entry: LedgerEntry | null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Definitions: the plain objects defineSignal/defineUpdate/defineQuery return.
+
+export const workReportSignal = { type: 'signal', name: 'report' } as SignalDefinition<[PassReport], 'report'>;
+export const claimWorkUpdate = { type: 'update', name: 'claim' } as UpdateDefinition<WorkItem, [ClaimPayload], 'claim'>;
+export const releaseWorkUpdate = { type: 'update', name: 'release' } as UpdateDefinition<WorkItem, [ReleasePayload], 'release'>;
+export const resolveWorkUpdate = { type: 'update', name: 'resolve' } as UpdateDefinition<
+  ResolveResult,
+  [ResolvePayload],
+  'resolve'
+>;
+export const workItemQuery = { type: 'query', name: 'item' } as QueryDefinition<WorkItem, [], 'item'>;
+/** reconcileNode's Update that carries out a work item's resolution. */
+export const loopResolveWorkUpdate = { type: 'update', name: 'resolveWork' } as UpdateDefinition<
+  LoopResolutionResult,
+  [LoopResolution],
+  'resolveWork'
+>;
+
+export type WorkItemWorkflow = (input: WorkItemInput) => Promise<WorkItem>;
+
+// ---------------------------------------------------------------------------------------------
+// The resolver protocol of `datum work serve --exec PROGRAM` (docs/work-items.md).
+
+/** PROGRAM reads one item as JSON on stdin (the WorkItem above) and writes one of these on stdout. */
+export type ResolverAnswer =
+  | { resolution: ResolutionKind; note?: string | null; attempts?: number }
+  /** Leave the item to someone else: the claim is released. */
+  | { release: true; note?: string | null };

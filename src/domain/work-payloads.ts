@@ -1,0 +1,114 @@
+import {
+  RESOLUTION_KINDS,
+  WORK_LEASE_DEFAULT,
+  WORK_LEASE_MAX,
+  type ClaimPayload,
+  type ReleasePayload,
+  type ResolutionKind,
+  type ResolvePayload,
+} from '../contract/work';
+import { withFix } from '../contract/identifiers';
+import { breachProblem, clip, echo, jsonBreach } from './bounds';
+import { DURATION_HINT, parseDuration } from './duration';
+
+/*
+ * The work item's Update payloads, checked by plain guards (no schema library: the work item's
+ * workflow code loads none). A bad payload is refused by the Update's validator before anything
+ * is recorded; each problem says what is wrong and how to fix it.
+ */
+
+export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/** Who resolves: a name a person recognises, as the ledger records it. */
+const MAX_NAME = 200;
+const MAX_NOTE = 2000;
+const CAPS = { depth: 3, chars: 8192, values: 8192 } as const;
+
+const LEASE_MAX_MS = parseDuration(WORK_LEASE_MAX)!;
+
+export interface CheckedClaim {
+  by: string;
+  lease_ms: number;
+}
+
+export function parseClaim(payload: unknown): Checked<CheckedClaim> {
+  const object = objectOf('claim', payload, ['by', 'lease']);
+  if (!object.ok) return object;
+  const p = object.value as Partial<ClaimPayload>;
+  const problems = [nameProblem(p.by)];
+  const lease =
+    p.lease === undefined ? parseDuration(WORK_LEASE_DEFAULT) : typeof p.lease === 'string' ? parseDuration(p.lease) : null;
+  if (lease === null || lease < 1000 || lease > LEASE_MAX_MS)
+    problems.push(`lease ${echo(p.lease)} ${withFix(`must be a duration from 1s to ${WORK_LEASE_MAX}`, DURATION_HINT)}`);
+  return done('claim', problems, { by: p.by as string, lease_ms: lease ?? 0 });
+}
+
+export function parseRelease(payload: unknown): Checked<ReleasePayload> {
+  const object = objectOf('release', payload, ['by']);
+  if (!object.ok) return object;
+  const p = object.value as Partial<ReleasePayload>;
+  return done('release', [nameProblem(p.by)], { by: p.by as string });
+}
+
+export interface CheckedResolve {
+  resolution: ResolutionKind;
+  by: string;
+  note: string | null;
+  attempts: number | null;
+}
+
+export function parseResolve(payload: unknown): Checked<CheckedResolve> {
+  const object = objectOf('resolve', payload, ['resolution', 'by', 'note', 'attempts']);
+  if (!object.ok) return object;
+  const p = object.value as Partial<ResolvePayload>;
+  const problems = [nameProblem(p.by)];
+  if (!RESOLUTION_KINDS.includes(p.resolution as ResolutionKind))
+    problems.push(
+      `resolution ${echo(p.resolution)} ${withFix('is not a resolution', `use one of ${RESOLUTION_KINDS.join(', ')}; \`datum work show ID\` lists the ones this item allows`)}`,
+    );
+  if (p.note !== undefined && p.note !== null && (typeof p.note !== 'string' || p.note.length > MAX_NOTE))
+    problems.push(`note ${withFix(`must be text of at most ${MAX_NOTE} characters`, 'say why in a sentence or two')}`);
+  if (p.resolution === 'grant' && (!Number.isInteger(p.attempts) || (p.attempts as number) < 1))
+    problems.push(
+      `attempts ${echo(p.attempts)} ${withFix('must be a whole number of 1 or more for grant', 'grant --attempts 2, say')}`,
+    );
+  if (p.resolution !== 'grant' && p.attempts !== undefined)
+    problems.push(`attempts ${withFix('goes with grant only', 'leave it out')}`);
+  return done('resolve', problems, {
+    resolution: p.resolution as ResolutionKind,
+    by: p.by as string,
+    note: p.note ?? null,
+    attempts: p.resolution === 'grant' ? (p.attempts as number) : null,
+  });
+}
+
+function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
+  const breach = jsonBreach(payload, CAPS);
+  if (breach)
+    return {
+      ok: false,
+      error: `${name} payload rejected: ${withFix(`${breach.field} ${breachProblem(breach)}`, 'send a flat JSON object')}`,
+    };
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload))
+    return {
+      ok: false,
+      error: `${name} payload ${echo(payload)} rejected: ${withFix('it is not an object', `send {${fields.map((f) => `"${f}": …`).join(', ')}}`)}`,
+    };
+  const unknown = Object.keys(payload).filter((k) => !fields.includes(k));
+  if (unknown.length > 0)
+    return {
+      ok: false,
+      error: `${name} payload rejected: ${withFix(`unknown field(s) ${unknown.map((k) => clip(k, 40)).join(', ')}`, `use only ${fields.join(', ')}`)}`,
+    };
+  return { ok: true, value: payload as Record<string, unknown> };
+}
+
+function nameProblem(by: unknown): string | null {
+  if (typeof by === 'string' && by.trim().length > 0 && by.length <= MAX_NAME) return null;
+  return `by ${echo(by)} ${withFix(`must name who resolves (1 to ${MAX_NAME} characters)`, 'say who you are, such as "oncall" or "resolver-bot"')}`;
+}
+
+function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
+  const found = problems.filter((p): p is string => p !== null);
+  return found.length === 0 ? { ok: true, value } : { ok: false, error: `${name} refused: ${found.join('; ')}` };
+}
