@@ -6,6 +6,7 @@ import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRolloutActivities } from './rollout';
+import { createWorkActivities, workEscalateAfter } from './work';
 
 export interface ControlDeps {
   fleetDir: string;
@@ -13,6 +14,8 @@ export interface ControlDeps {
   client?: Client;
   /** The fleet-wide ledger (SQLite by default, PostgreSQL with DATUM_LEDGER_URL). */
   ledger?: LedgerStore;
+  /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
+  workEscalateAfter?: string;
 }
 
 /**
@@ -37,15 +40,15 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     async storedDecisions(node: string): Promise<OperatorDecision[]> {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
-    ...createRolloutActivities(authority, () => {
-      if (!deps.client)
-        throw ApplicationFailure.nonRetryable(
-          'this worker was started without a Temporal client for rollouts',
-          'MisconfiguredWorker',
-        );
-      return deps.client;
-    }),
+    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
+    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter()),
   };
+}
+
+function clientOf(deps: ControlDeps, what: string): Client {
+  if (!deps.client)
+    throw ApplicationFailure.nonRetryable(`this worker was started without a Temporal client for ${what}`, 'MisconfiguredWorker');
+  return deps.client;
 }
 
 export type { AuthorityRead, ControlActivities };

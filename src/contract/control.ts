@@ -9,6 +9,7 @@ import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
 import type { PreparedNode } from './workflows';
+import type { LoopResolution, LoopResolutionResult, PassReport, WorkTargetInput } from './work';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -34,4 +35,27 @@ export interface ControlActivities {
   prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]>;
   /** Each workflow's `state`, or null while visibility says it has not settled. */
   nodeStates(workflowIds: string[]): Promise<NodeStateReport[]>;
+  /**
+   * A loop's report of a recorded decision to the node's work items: starts (or attaches to) the
+   * item of each condition that needs judgement, tells the others the loop told before.
+   */
+  reportWork(input: { report: PassReport; open: WorkTargetInput[]; tell: string[] }): Promise<void>;
+  /** The identity Temporal recorded for an Update of a workflow (the client that sent it), or null. */
+  updateRequester(input: UpdateRef): Promise<string | null>;
+  /**
+   * A work item's resolution, carried to its loop (reconcileNode's resolveWork Update) with the
+   * identity Temporal recorded for the item's resolve Update. The loop's refusal is a
+   * non-retryable ResolutionRefused failure with its reason.
+   */
+  forwardResolution(input: { loop: string; resolution: Omit<LoopResolution, 'identity'>; update: UpdateRef }): Promise<{
+    identity: string | null;
+    result: LoopResolutionResult;
+  }>;
+}
+
+/** One Update of one workflow run. */
+export interface UpdateRef {
+  workflow_id: string;
+  run_id: string;
+  update_id: string;
 }

@@ -20,3 +20,4 @@ export * from './control';
 export * from './failures';
 export * from './metrics';
 export * from './patches';
+export * from './work';

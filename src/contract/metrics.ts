@@ -19,6 +19,8 @@ export const APPLY_DURATION_METRIC = 'datum_apply_duration_seconds';
 /** Controller, from visibility: running reconcile loops by status, and nodes with each condition type open. */
 export const FLEET_NODES_METRIC = 'datum_fleet_nodes';
 export const FLEET_CONDITIONS_METRIC = 'datum_fleet_conditions';
+/** Controller, from visibility: open work items by state (ESCALATED: unclaimed past the escalation time). */
+export const WORK_ITEMS_METRIC = 'datum_work_items';
 /** Controller: ledger entries a loop decided that the fleet-wide store has not taken yet. */
 export const LEDGER_BACKLOG_METRIC = 'datum_ledger_backlog';
 /**

@@ -14,7 +14,7 @@ export const agentTaskQueue = (node: string) => `datum-node-${node}`;
  * Workflow types, as registered by the controller worker (the export names of
  * src/workflows/index.ts, checked there against these).
  */
-export const WORKFLOW_TYPES = { reconcileNode: 'reconcileNode', rollout: 'rollout' } as const;
+export const WORKFLOW_TYPES = { reconcileNode: 'reconcileNode', rollout: 'rollout', workItem: 'workItem' } as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 
 /** One loop per (node, generation): starting it twice attaches instead. */

@@ -12,9 +12,6 @@ import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@tempo
 import type { Json } from '../domain/canonical';
 import type { Condition, ConditionType, ConvergenceStatus, LedgerEntry, Mode, Ownership, Reason } from '../domain/schemas';
 
-/** The workflow type (registered by the controller worker next to reconcileNode and rollout). */
-export const WORK_ITEM_TYPE = 'workItem';
-
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of
  * the condition is a new run of it (the previous one closed when an observation cleared it).
@@ -250,6 +247,13 @@ export const loopResolveWorkUpdate = { type: 'update', name: 'resolveWork' } as 
   [LoopResolution],
   'resolveWork'
 >;
+
+/** An item the loop's report opens: its id, condition and resource. */
+export interface WorkTargetInput {
+  id: string;
+  condition: WorkCondition;
+  resource_key: string | null;
+}
 
 export type WorkItemWorkflow = (input: WorkItemInput) => Promise<WorkItem>;
 

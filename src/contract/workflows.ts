@@ -8,6 +8,7 @@ import type { History } from './history';
 import type { Decision, LedgerEntry } from './ledger';
 import type { ConvergenceStatus, Reason } from './vocabulary';
 import type { WorkflowType } from './names';
+import type { WorkItemWorkflow } from './work';
 
 export interface ReconcileNodeInput {
   node: string;
@@ -107,4 +108,5 @@ export type RolloutWorkflow = (input: RolloutInput) => Promise<RolloutResult>;
 export interface DatumWorkflows extends Record<WorkflowType, (input: never) => Promise<unknown>> {
   reconcileNode: ReconcileNodeWorkflow;
   rollout: RolloutWorkflow;
+  workItem: WorkItemWorkflow;
 }

@@ -9,6 +9,7 @@ import {
   type WorkItemInput,
   type WorkResolution,
   type WorkState,
+  type WorkTargetInput,
 } from '../contract/work';
 import { withFix } from '../contract/identifiers';
 import { needsJudgement } from './conditions';
@@ -319,18 +320,12 @@ function protections(key: string, ownership: string, provenance: unknown): strin
   return entries.length > 0 ? entries : [`overrides.${key} (approved by ${String(p.approved_by)})`];
 }
 
-export interface WorkTarget {
-  id: string;
-  condition: WorkCondition;
-  resource_key: string | null;
-}
-
 /**
  * Which items a report goes to: every condition needing judgement opens (or attaches to) its
  * item; an item the loop told before whose condition is gone is told too, until a settled report
  * has reached it (that report closes it). `keep` is what the loop remembers for the next report.
  */
-export function workTargets(report: PassReport, known: string[]): { open: WorkTarget[]; tell: string[]; keep: string[] } {
+export function workTargets(report: PassReport, known: string[]): { open: WorkTargetInput[]; tell: string[]; keep: string[] } {
   const open = report.conditions
     .filter((c) => needsJudgement(c.type) && isWorkCondition(c.type))
     .map((c) => ({

@@ -21,11 +21,13 @@ export interface ControllerOptions {
   taskQueue?: string;
   /** A prebuilt bundle (tests share one); otherwise DATUM_WORKFLOW_BUNDLE's file, or bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
+  /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
+  workEscalateAfter?: string;
   /** Loops kept in memory between passes (Worker maxCachedWorkflows); unset: the SDK's default. */
   maxCachedWorkflows?: number;
 }
 
-/** The controller worker: reconcileNode and rollout workflows plus their activities, on datum-control. */
+/** The controller worker: the reconcileNode, rollout and workItem workflows plus their activities, on datum-control. */
 export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
   // OpenTelemetry when this process traces (src/tracing), in the activities and in the workflow
   // bundle (bundle.ts: without tracing, the sandbox loads none of it); the workflow span sink always.
@@ -47,7 +49,12 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     // the old branches replaying runs still take: workflow-patches.ts.
     sinks: { ...workflowMetricSinks(), ...workflowPatchSinks(), ...tracing.sinks },
     ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
-    activities: createControlActivities({ fleetDir: options.fleetDir, client: options.client, ledger: options.ledger }),
+    activities: createControlActivities({
+      fleetDir: options.fleetDir,
+      client: options.client,
+      ledger: options.ledger,
+      ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
+    }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
     shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,
     shutdownForceTime: SHUTDOWN_FORCE_TIME_MS,

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
-import { FLEET_CONDITIONS_METRIC, FLEET_NODES_METRIC, WORKFLOW_TYPES } from '../contract';
+import { FLEET_CONDITIONS_METRIC, FLEET_NODES_METRIC, WORKFLOW_TYPES, WORK_ITEMS_METRIC, WORK_STATES } from '../contract';
 import { CONDITION_TYPES, STATUSES } from '../domain';
 
 /*
@@ -8,11 +8,13 @@ import { CONDITION_TYPES, STATUSES } from '../domain';
  * kube-state-metrics): how many running reconcile loops are in each status, and how many nodes
  * have each condition type open. A per-process gauge set by each loop goes stale when its
  * workflow ends or moves to another worker; these are read fresh from the search attributes the
- * loops publish (DatumStatus, DatumConditions), one count call per series, every `everyMs`.
+ * loops publish (DatumStatus, DatumConditions), one count call per series, every `everyMs`; and how
+ * many work items are open in each state (the DatumStatus each item publishes).
  * Every controller worker may publish them: the dashboard and the alerts take max() across.
  */
 
 const running = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running"`;
+const openWork = `WorkflowType = "${WORKFLOW_TYPES.workItem}" AND ExecutionStatus = "Running"`;
 
 export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): void } {
   const meter = Runtime.instance().metricMeter;
@@ -23,6 +25,7 @@ export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): v
     '1',
     'Nodes with each condition type open, from visibility',
   );
+  const work = meter.createGauge(WORK_ITEMS_METRIC, 'int', '1', 'Open work items by state (DatumStatus), from visibility');
   // The namespace counted, like core's label; no task_queue or workflow_type: a count is fleet-wide.
   const namespace = client.options.namespace;
   let stopped = false;
@@ -32,6 +35,8 @@ export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): v
         nodes.set((await client.workflow.count(`${running} AND DatumStatus = "${status}"`)).count, { status, namespace });
       for (const type of CONDITION_TYPES)
         conditions.set((await client.workflow.count(`${running} AND DatumConditions = "${type}"`)).count, { type, namespace });
+      for (const state of WORK_STATES.filter((s) => s !== 'CLOSED'))
+        work.set((await client.workflow.count(`${openWork} AND DatumStatus = "${state}"`)).count, { state, namespace });
     } catch {
       // Visibility unavailable for a moment: the gauges keep their last values; the next tick tries again.
     }

@@ -5,5 +5,10 @@
 import type { DatumWorkflows } from '../contract';
 import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
 import { rollout as rolloutWorkflow } from './rollout';
+import { workItem as workItemWorkflow } from './workItem';
 
-export const { reconcileNode, rollout }: DatumWorkflows = { reconcileNode: reconcileNodeWorkflow, rollout: rolloutWorkflow };
+export const { reconcileNode, rollout, workItem }: DatumWorkflows = {
+  reconcileNode: reconcileNodeWorkflow,
+  rollout: rolloutWorkflow,
+  workItem: workItemWorkflow,
+};

@@ -73,6 +73,18 @@ export class Fleet {
     return { name, sha256: out.sha256 };
   }
 
+  /** Builds app-<version>-<label>.tgz from a service of the test's own (sourceDir/server.js) and returns its sha256. */
+  async artifactFrom(version: string, label: string, sourceDir: string): Promise<{ name: string; sha256: string }> {
+    const name = `app-${version}-${label}.tgz`;
+    const { buildArtifact } = await import('../../scripts/build-artifact.mjs');
+    const staging = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-art-'));
+    const out = await buildArtifact({ version, outDir: staging, sourceDir });
+    await fs.rename(out.file, path.join(this.dir, 'artifacts', name));
+    await fs.rm(staging, { recursive: true, force: true });
+    this.built.set(name, out.sha256);
+    return { name, sha256: out.sha256 };
+  }
+
   async writeDesired(node: string, generation: number, o: DesiredOptions = {}): Promise<void> {
     const version = o.version ?? '7.4';
     const art = o.artifact

@@ -69,7 +69,7 @@ export class Stack {
   }
 
   /** A controller worker on datum-control (or another queue, with another fleet: a lagging controller). */
-  async startController(options: { taskQueue?: string; fleetDir?: string } = {}): Promise<Worker> {
+  async startController(options: { taskQueue?: string; fleetDir?: string; workEscalateAfter?: string } = {}): Promise<Worker> {
     const worker = await createControllerWorker({
       connection: this.env.nativeConnection,
       client: this.env.client,
@@ -77,6 +77,7 @@ export class Stack {
       taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
       workflowBundle: this.bundle,
       ledger: this.ledgerStore,
+      ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
     });
     this.controllers.push({ worker, run: worker.run() });
     return worker;

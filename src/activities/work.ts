@@ -1,0 +1,134 @@
+import { log } from '@temporalio/activity';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure, TypedSearchAttributes } from '@temporalio/common';
+import {
+  CONTROL_TASK_QUEUE,
+  DatumConditions,
+  DatumNode,
+  DatumStatus,
+  MEMO_SUMMARY,
+  WORKFLOW_TYPES,
+  WORK_ESCALATE_AFTER_DEFAULT,
+  loopResolveWorkUpdate,
+  withFix,
+  workReportSignal,
+  type LoopResolution,
+  type LoopResolutionResult,
+  type PassReport,
+  type UpdateRef,
+  type WorkItemWorkflow,
+  type WorkTargetInput,
+} from '../contract';
+import { describeItem, parseDuration } from '../domain';
+
+/*
+ * The controller's side of work items (docs/work-items.md): the loop's reports reach its items,
+ * an item's resolution reaches its loop, and the identity Temporal recorded for an Update is read
+ * back from the workflow's history (workflow code is not told who sent an Update or a signal).
+ */
+
+/** How long an item may stay unclaimed before it escalates: DATUM_WORK_ESCALATE_AFTER, else 1h. */
+export function workEscalateAfter(env: NodeJS.ProcessEnv = process.env): string {
+  const value = env.DATUM_WORK_ESCALATE_AFTER;
+  if (value === undefined || value === '') return WORK_ESCALATE_AFTER_DEFAULT;
+  if (parseDuration(value) === null)
+    throw new Error(withFix(`DATUM_WORK_ESCALATE_AFTER=${value} is not a duration`, 'set it like 30m or 2h, or unset it (1h)'));
+  return value;
+}
+
+export function createWorkActivities(client: () => Client, escalateAfter: string) {
+  return {
+    reportWork: (input: ReportInput): Promise<void> => reportWork(client(), input, escalateAfter),
+    updateRequester: (ref: UpdateRef): Promise<string | null> => requesterOf(client(), ref),
+    forwardResolution: (input: ForwardInput) => forwardResolution(client(), input),
+  };
+}
+
+type ReportInput = { report: PassReport; open: WorkTargetInput[]; tell: string[] };
+
+/** Starts (or attaches to) the item of each open condition, and tells the others the loop told before. */
+async function reportWork(c: Client, input: ReportInput, escalateAfter: string): Promise<void> {
+  const { report } = input;
+  for (const target of input.open) {
+    const what = describeItem({ node: report.node, condition: target.condition, resource_key: target.resource_key });
+    await c.workflow.signalWithStart<WorkItemWorkflow, [PassReport]>(WORKFLOW_TYPES.workItem, {
+      workflowId: target.id,
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [
+        {
+          node: report.node,
+          condition: target.condition,
+          resource_key: target.resource_key,
+          report,
+          escalate_after: escalateAfter,
+        },
+      ],
+      signal: workReportSignal,
+      signalArgs: [report],
+      staticSummary: `work: ${what}`,
+      staticDetails: `Datum needs a judgement on ${what}. \`datum work show ${target.id}\` says what is known and which resolutions it takes; \`datum work resolve ${target.id} --resolution R --by NAME\` resolves it.`,
+      memo: { [MEMO_SUMMARY]: `OPEN: ${what}` },
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: DatumNode, value: report.node },
+        { key: DatumConditions, value: [target.condition] },
+        { key: DatumStatus, value: 'OPEN' },
+      ]),
+    });
+  }
+  for (const id of input.tell) {
+    try {
+      await c.workflow.getHandle(id).signal(workReportSignal, report);
+    } catch (error) {
+      // Closed since (an observation cleared it, or someone ended it): nothing left to tell.
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
+  }
+}
+
+type ForwardInput = { loop: string; resolution: Omit<LoopResolution, 'identity'>; update: UpdateRef };
+
+/** The item's resolution to its loop's resolveWork, with the identity Temporal recorded for the item's Update. */
+async function forwardResolution(
+  c: Client,
+  input: ForwardInput,
+): Promise<{ identity: string | null; result: LoopResolutionResult }> {
+  const identity = await requesterOf(c, input.update);
+  try {
+    const result = await c.workflow.getHandle(input.loop).executeUpdate(loopResolveWorkUpdate, {
+      args: [{ ...input.resolution, identity }],
+      // A retried activity sends the same Update again, which the loop does not apply twice.
+      updateId: `${input.update.workflow_id}/${input.update.run_id}/${input.update.update_id}`,
+    });
+    return { identity, result };
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError) {
+      const cause = (error.cause as { message?: string } | undefined)?.message ?? error.message;
+      throw ApplicationFailure.nonRetryable(`${input.loop} refused it: ${cause}`, 'ResolutionRefused');
+    }
+    if (error instanceof WorkflowNotFoundError)
+      throw ApplicationFailure.nonRetryable(
+        withFix(
+          `${input.loop} is not running`,
+          'the node has a newer loop now; its next report moves the item there, then resolve again',
+        ),
+        'ResolutionRefused',
+      );
+    throw error;
+  }
+}
+
+/**
+ * The identity the server recorded with an accepted Update (the sending client's `identity`,
+ * such as 4711@ops-laptop), read from the workflow's history. Workflow code never sees it, so the
+ * workflow asks for it by an activity scheduled after it accepted the Update, when the
+ * acceptance is already in the history.
+ */
+export async function requesterOf(client: Client, ref: UpdateRef): Promise<string | null> {
+  const history = await client.workflow.getHandle(ref.workflow_id, ref.run_id).fetchHistory();
+  for (const event of history.events ?? []) {
+    const request = event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
+    if (request?.meta?.updateId === ref.update_id) return request.meta.identity || null;
+  }
+  log.warn('the Update is not in the workflow history; its identity stays unknown', { ...ref });
+  return null;
+}

@@ -1,0 +1,288 @@
+import {
+  ApplicationFailure,
+  ActivityFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  currentUpdateInfo,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  claimRefusal,
+  claimWork,
+  durationMs,
+  itemSummary,
+  nextDeadline,
+  openWorkItem,
+  parseClaim,
+  parseRelease,
+  parseResolve,
+  releaseRefusal,
+  resolveRefusal,
+  resolvedWork,
+  takeReport,
+  tickWork,
+  unclaim,
+  type CheckedResolve,
+} from '../domain';
+import {
+  DatumStatus,
+  MAX_HISTORY_EVENTS,
+  MEMO_SUMMARY,
+  claimWorkUpdate,
+  releaseWorkUpdate,
+  resolveWorkUpdate,
+  workItemQuery,
+  workReportSignal,
+  type ControlActivities,
+  type PassReport,
+  type ResolveResult,
+  type UpdateRef,
+  type WorkItem,
+  type WorkItemInput,
+  type WorkItemWorkflow,
+} from '../contract';
+import { summaryLine } from './summaries';
+
+/**
+ * One condition episode that needs judgement, handed over as work (docs/work-items.md). The loop
+ * reports each recorded pass (signal `report`); a resolver claims (Update `claim`, a lease the
+ * timer ends) and resolves (Update `resolve`, forwarded to the loop's resolveWork); the item
+ * closes when a fresh observation shows the condition gone, and reopens when one after a
+ * resolution still shows it. Every judgement is src/domain/work-items.ts; this is the wiring.
+ */
+export const workItem: WorkItemWorkflow = async (input) => {
+  const w = openItem(input);
+  for (;;) {
+    await waitForWork(w);
+    takeReports(w);
+    w.item = tickWork(w.item, nowIso(), w.escalateMs);
+    publish(w);
+    if (w.item.state === 'CLOSED') break;
+    await continueAsNewIfDue(w, input);
+  }
+  await condition(allHandlersFinished);
+  return w.item;
+};
+
+interface Work {
+  item: WorkItem;
+  reports: PassReport[];
+  /** A resolution is being carried to the loop: reports wait, so none is judged against half a resolution. */
+  resolving: boolean;
+  escalateMs: number;
+  /** The state and summary last published (search attribute, memo). */
+  shown: { state: string | null; summary: string | null };
+}
+
+function openItem(input: WorkItemInput): Work {
+  const info = workflowInfo();
+  const item = input.carry ?? openWorkItem(info.workflowId, input, nowIso());
+  const w: Work = {
+    item,
+    reports: [],
+    resolving: false,
+    escalateMs: durationMs(input.escalate_after),
+    shown: { state: input.carry ? null : 'OPEN', summary: null },
+  };
+  installHandlers(w);
+  publish(w);
+  return w;
+}
+
+/** Until a report (not while a resolution is on its way), or the next lease end or escalation. */
+async function waitForWork(w: Work): Promise<void> {
+  const ready = () => w.reports.length > 0 && !w.resolving;
+  const deadline = nextDeadline(w.item, w.escalateMs);
+  if (deadline === null) return void (await condition(ready));
+  const summary = w.item.claim ? `claim by ${w.item.claim.by} ends` : 'escalate if still unclaimed';
+  await condition(ready, Math.max(0, Date.parse(deadline) - Date.now()), { summary: summaryLine(summary) });
+}
+
+function takeReports(w: Work): void {
+  if (w.resolving) return;
+  for (let report = w.reports.shift(); report; report = w.reports.shift()) {
+    const { item, change } = takeReport(w.item, report, nowIso());
+    w.item = item;
+    if (change === 'reopened' || change === 'closed')
+      log.info(`work item ${change}`, { id: item.id, ledger_seq: report.ledger_seq, status: report.status });
+  }
+}
+
+async function continueAsNewIfDue(w: Work, input: WorkItemInput): Promise<void> {
+  const info = workflowInfo();
+  if (!(info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS) || w.resolving || w.reports.length > 0) return;
+  await condition(allHandlersFinished);
+  await continueAsNew<WorkItemWorkflow>({ ...input, carry: w.item });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers. A report only queues; the Updates judge in their validators (a refused one records
+// nothing) and change the item in their handlers' first, synchronous step, so of two resolvers
+// racing the second one's validator already sees the first one's claim.
+
+function installHandlers(w: Work): void {
+  setHandler(workReportSignal, (report) => {
+    // Outside input never fails the item: a report that is not about this node is dropped.
+    if (!report || typeof report !== 'object' || report.node !== w.item.node || !Array.isArray(report.conditions)) {
+      log.warn('work item dropped a report that is not about its node', { id: w.item.id });
+      return;
+    }
+    w.reports.push(report);
+  });
+  setHandler(workItemQuery, () => w.item);
+  setHandler(claimWorkUpdate, (payload) => claim(w, payload), { validator: (payload) => validateClaim(w, payload) });
+  setHandler(releaseWorkUpdate, (payload) => release(w, payload), {
+    validator: (payload) => {
+      const parsed = parseRelease(payload);
+      if (!parsed.ok) throw new Error(parsed.error);
+      refuseIf(releaseRefusal(w.item, parsed.value.by, nowIso()));
+    },
+  });
+  setHandler(resolveWorkUpdate, (payload) => resolve(w, payload), { validator: (payload) => validateResolve(w, payload) });
+}
+
+const refuseIf = (reason: string | null) => {
+  if (reason) throw new Error(reason);
+};
+
+function validateClaim(w: Work, payload: unknown): void {
+  const parsed = parseClaim(payload);
+  if (!parsed.ok) throw new Error(parsed.error);
+  refuseIf(w.resolving ? 'claim refused: a resolution is being recorded right now' : null);
+  refuseIf(claimRefusal(w.item, parsed.value.by, nowIso()));
+}
+
+async function claim(w: Work, payload: unknown): Promise<WorkItem> {
+  const parsed = parseClaim(payload);
+  if (!parsed.ok) throw ApplicationFailure.nonRetryable(parsed.error, 'InvalidPayload');
+  const at = nowIso();
+  w.item = claimWork(w.item, parsed.value, null, at);
+  publish(w);
+  const identity = await requester(thisUpdate());
+  // The same claim still holds (not released or expired meanwhile): it records who sent it.
+  if (w.item.claim?.at === at && w.item.claim.by === parsed.value.by)
+    w.item = { ...w.item, claim: { ...w.item.claim, identity } };
+  return w.item;
+}
+
+function release(w: Work, payload: unknown): WorkItem {
+  const parsed = parseRelease(payload);
+  if (parsed.ok && w.item.claim?.by === parsed.value.by) w.item = unclaim(w.item);
+  publish(w);
+  return w.item;
+}
+
+function validateResolve(w: Work, payload: unknown): void {
+  const parsed = parseResolve(payload);
+  if (!parsed.ok) throw new Error(parsed.error);
+  refuseIf(w.resolving ? 'resolve refused: another resolution is being recorded right now' : null);
+  refuseIf(resolveRefusal(w.item, parsed.value, nowIso()));
+}
+
+/**
+ * Carries the resolution to the loop, which records it (with the identity Temporal recorded for
+ * this Update) and passes again at once. The loop may still refuse it (its history changed
+ * since the item's last report): then the item is as it was, and the caller is told why.
+ */
+async function resolve(w: Work, payload: unknown): Promise<ResolveResult> {
+  const parsed = parseResolve(payload);
+  if (!parsed.ok) throw ApplicationFailure.nonRetryable(parsed.error, 'InvalidPayload');
+  const r: CheckedResolve = parsed.value;
+  const before = w.item;
+  w.resolving = true;
+  w.item = claimWork(w.item, { by: r.by, lease_ms: FORWARD_TIMEOUT_MS }, before.claim?.identity ?? null, nowIso());
+  try {
+    const { identity, result } = await work.forwardResolution.executeWithOptions(
+      { summary: summaryLine(`${r.resolution} by ${r.by} → ${before.loop}`) },
+      [{ loop: before.loop, resolution: loopResolution(before, r), update: thisUpdate() }],
+    );
+    w.item = resolvedWork(w.item, r, identity, { seq: result.seq, loop: before.loop }, nowIso());
+    return { item: w.item, entry: result.entry };
+  } catch (error) {
+    w.item = before;
+    const cause = error instanceof ActivityFailure && error.cause ? error.cause.message : String(error);
+    throw ApplicationFailure.nonRetryable(`resolve refused: ${cause}`, 'ResolutionRefused');
+  } finally {
+    w.resolving = false;
+    publish(w);
+  }
+}
+
+function loopResolution(item: WorkItem, r: CheckedResolve) {
+  return {
+    item_id: item.id,
+    condition: item.condition,
+    resource_key: item.resource_key,
+    resolution: r.resolution,
+    attempts: r.attempts,
+    by: r.by,
+    note: r.note,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activities, and what the Web UI shows.
+
+/** The loop records a resolution between passes: a pass with an apply may take minutes. */
+const FORWARD_TIMEOUT_MS = 15 * 60_000;
+
+const work = proxyActivities<ControlActivities>({
+  startToCloseTimeout: FORWARD_TIMEOUT_MS,
+  retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 5, nonRetryableErrorTypes: ['ResolutionRefused'] },
+});
+
+function thisUpdate(): UpdateRef {
+  const info = workflowInfo();
+  return { workflow_id: info.workflowId, run_id: info.runId, update_id: currentUpdateInfo()?.id ?? '' };
+}
+
+/** Who sent the Update, as Temporal recorded it; unknown (null) if the history cannot be read. */
+async function requester(ref: UpdateRef): Promise<string | null> {
+  try {
+    return await work.updateRequester.executeWithOptions({ summary: 'who sent it' }, [ref]);
+  } catch (error) {
+    log.warn('the identity of an Update could not be read', { error: String(error) });
+    return null;
+  }
+}
+
+/** State as a search attribute, the one-line summary as the memo, the item as the page's details; only what changed. */
+function publish(w: Work): void {
+  const summary = itemSummary(w.item);
+  if (w.shown.state !== w.item.state) {
+    upsertSearchAttributes([{ key: DatumStatus, value: w.item.state }]);
+    w.shown.state = w.item.state;
+  }
+  if (w.shown.summary !== summary) {
+    upsertMemo({ [MEMO_SUMMARY]: summary });
+    w.shown.summary = summary;
+  }
+  setCurrentDetails(details(w.item));
+}
+
+function details(item: WorkItem): string {
+  const choices = item.allowed.map((a) => `- **${a.resolution}**: ${a.does}${a.refused ? ` _Refused here: ${a.refused}_` : ''}`);
+  const claim = item.claim
+    ? `claimed by ${item.claim.by}${item.claim.identity ? ` (${item.claim.identity})` : ''} until ${item.claim.until}`
+    : 'unclaimed';
+  return [
+    `**${item.state}** ${item.condition}${item.resource_key ? ` on \`${item.resource_key}\`` : ''} of **${item.node}** (${claim})`,
+    '',
+    item.message,
+    '',
+    `Resolver: ${item.resolver}. Loop: \`${item.loop}\` at generation ${item.target.generation}.`,
+    '',
+    ...choices,
+    '',
+    `\`datum work show ${item.id}\` · \`datum work resolve ${item.id} --resolution R --by NAME\``,
+  ].join('\n');
+}
+
+const nowIso = () => new Date(Date.now()).toISOString();

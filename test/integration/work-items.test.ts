@@ -1,0 +1,294 @@
+import { execFile, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fileBytes } from '../../src/domain';
+import { workItemId, workItemQuery, type WorkItem } from '../../src/contract';
+import { listWork } from '../../src/cli/work';
+import { projectRoot } from '../../src/worker/paths';
+import { startConflictingWriter } from '../helpers/fleet';
+import { Stack, statusesOf } from '../helpers/stack';
+
+/*
+ * Work items on real processes (issue 20, docs/work-items.md): a dev server, the controller
+ * worker, real agents on temp roots, the `datum` CLI as a person runs it, and a resolver program
+ * behind `datum work serve --exec`. An item opens when a condition needs judgement, is claimed
+ * under a lease, resolved by Update, recorded in the ledger, and closed only by observation.
+ */
+
+const run = promisify(execFile);
+const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
+let stack: Stack;
+let scratch: string;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  stack = await Stack.start();
+  // Short enough that an unclaimed item escalates while the test watches.
+  await stack.startController({ workEscalateAfter: '3s' });
+  scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-work-'));
+});
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
+});
+afterAll(async () => {
+  await stack?.stop();
+  await fs.rm(scratch, { recursive: true, force: true });
+});
+
+async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
+      env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+/** Polls `read` until `check` holds; fails with the last value otherwise. */
+async function until<T>(read: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    try {
+      last = await read();
+      if (check(last)) return last;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms; last: ${JSON.stringify(last)?.slice(0, 2000)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The item as its workflow holds it: the open one by query, a closed one by its result. */
+async function item(id: string): Promise<WorkItem> {
+  const handle = stack.client.workflow.getHandle(id);
+  const { status } = await handle.describe();
+  return status.name === 'RUNNING' ? handle.query(workItemQuery) : ((await handle.result()) as WorkItem);
+}
+
+const listed = (id: string) =>
+  until(
+    () => listWork(stack.client),
+    (rows) => rows.some((r) => r.id === id),
+  );
+
+async function enforcing(node: string, options: Parameters<Stack['fleet']['writeDesired']>[2] = {}) {
+  await stack.fleet.writeDesired(node, 1, options);
+  await stack.fleet.writeAgent(node, { mode: 'enforce' });
+  await stack.startAgent(node);
+  return stack.startNode(node, 1);
+}
+
+describe('a conflict, resolved by a program', () => {
+  it('opens a work item; `datum work serve --exec` claims it and retakes; the next observation closes it', async () => {
+    const node = 'W-1';
+    const loop = await enforcing(node);
+    await stack.waitFor(loop, (s) => s.convergence_status === 'CONVERGED');
+    const config = path.join(stack.fleet.root(node), 'etc/app/config.json');
+    const writer = startConflictingWriter(config, fileBytes({ workers: 2 }));
+    children.push(writer);
+    await stack.waitFor(loop, (s) => s.convergence_status === 'CONFLICT');
+
+    const id = workItemId(node, 'CONFLICTING_WRITER', 'config');
+    const open = await until(
+      () => item(id),
+      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+    );
+    expect(open).toMatchObject({
+      node,
+      condition: 'CONFLICTING_WRITER',
+      resource_key: 'config',
+      resolver: 'operator',
+      loop: loop.workflowId,
+    });
+    expect(open.allowed.map((a) => [a.resolution, a.refused])).toEqual([
+      ['retake', null],
+      ['yield', null],
+    ]);
+    expect((open.evidence as { sequence: unknown[] }).sequence.length).toBeGreaterThanOrEqual(2);
+    expect(open.ledger.map((l) => l.status)).toContain('CONFLICT');
+
+    // The other writer is stopped; the resolver program answers retake, and keeps what it was given.
+    writer.kill('SIGKILL');
+    const seen = path.join(scratch, 'seen.json');
+    const resolver = path.join(scratch, 'resolver.sh');
+    await fs.writeFile(
+      resolver,
+      `#!/bin/sh\ncat > ${seen}\necho '{"resolution": "retake", "note": "the tuning cron is gone"}'\n`,
+      { mode: 0o755 },
+    );
+    await listed(id);
+    const served = await datum('work', 'serve', '--exec', resolver, '--by', 'resolver-bot', '--node', node, '--once');
+    expect(served.stderr).toBe('');
+    expect(served.code).toBe(0);
+    expect(JSON.parse(served.stdout.trim().split('\n').pop()!)).toMatchObject({
+      item: id,
+      outcome: 'resolved',
+      resolution: 'retake',
+    });
+    const given = JSON.parse(await fs.readFile(seen, 'utf8')) as WorkItem;
+    expect(given).toMatchObject({ id, state: 'CLAIMED', claim: { by: 'resolver-bot' } });
+
+    // Closed by the observation after it: the loop repaired, and the item says so.
+    const closed = await until(
+      () => item(id),
+      (i) => i.state === 'CLOSED',
+    );
+    expect(closed.resolutions).toHaveLength(1);
+    expect(closed.resolutions[0]).toMatchObject({ resolution: 'retake', by: 'resolver-bot', outcome: 'cleared' });
+    expect(closed.resolutions[0].identity).toMatch(/@/); // the identity Temporal recorded for the resolve Update
+    expect(closed.closed?.detail).toMatch(/shows CONFLICTING_WRITER on "config" of W-1 cleared, after resolver-bot's retake/);
+    const ledger = await stack.ledger(loop);
+    const noted = ledger.find((e) => e.reason === 'OPERATOR_RESOLUTION_RECORDED')!;
+    expect(noted.reason_detail).toMatch(
+      /^resolver-bot \(.+@.+\) resolved CONFLICTING_WRITER on "config" by retake \(the tuning cron is gone\)/,
+    );
+    expect(statusesOf(ledger.filter((e) => e.seq > noted.seq))).toContain('CONVERGED/CONVERGED_AFTER_REPAIR');
+    expect(await fs.readFile(config, 'utf8')).toBe(fileBytes({ workers: 8 }));
+    await loop.terminate('test done');
+  });
+});
+
+/** A service of this test's own: it reports its real build only once `fixed` exists on the host. */
+async function fixableService(fixed: string): Promise<string> {
+  const dir = path.join(scratch, 'fixable');
+  await fs.mkdir(dir, { recursive: true });
+  await fs.writeFile(
+    path.join(dir, 'server.js'),
+    `'use strict';
+const fs = require('node:fs'), http = require('node:http'), path = require('node:path'), crypto = require('node:crypto');
+const real = JSON.parse(fs.readFileSync(path.join(__dirname, 'build.json'), 'utf8')).build;
+const build = fs.existsSync(${JSON.stringify(fixed)}) ? real : 'broken';
+const sha = crypto.createHash('sha256').update(fs.readFileSync(process.env.DATUM_CONFIG)).digest('hex');
+http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ build, config_sha256: sha })); })
+  .listen(Number(process.env.PORT), '127.0.0.1');
+`,
+  );
+  return dir;
+}
+
+describe('a spent retry budget, resolved by a person', () => {
+  it('a grant that does not fix the node reopens the item; the next grant, after the fix, closes it', async () => {
+    const node = 'W-2';
+    const fixed = path.join(scratch, 'W-2-fixed');
+    const art = await stack.fleet.artifactFrom('7.4', 'fixable', await fixableService(fixed));
+    const loop = await enforcing(node, { artifact: art.name, policy: { retry_budget: 1 } });
+    await stack.waitFor(loop, (s) => s.reason === 'RETRY_BUDGET_EXHAUSTED', 90_000);
+    const id = workItemId(node, 'RETRY_BUDGET_EXHAUSTED', 'app');
+    await until(
+      () => item(id),
+      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+    );
+
+    // Granted once, without the fix: the repair does not take, and the fresh observation reopens the item.
+    const first = await datum(
+      'work',
+      'resolve',
+      id,
+      '--resolution',
+      'grant',
+      '--attempts',
+      '1',
+      '--by',
+      'alice',
+      '--note',
+      'one more try',
+    );
+    expect(first.stderr).toBe('');
+    expect(first.stdout).toMatch(
+      new RegExp(
+        `^${id}: AWAITING_OBSERVATION\\n  ledger #\\d+: alice \\(.+\\) resolved RETRY_BUDGET_EXHAUSTED on "app" by granting 1 more attempt\\(s\\) \\(one more try\\)`,
+      ),
+    );
+    const reopened = await until(
+      () => item(id),
+      (i) => i.reopened === 1,
+    );
+    expect(reopened).toMatchObject({ state: 'OPEN', claim: null, resolution: null });
+    expect(reopened.resolutions.map((r) => [r.resolution, r.by, r.outcome])).toEqual([['grant', 'alice', 'not cleared']]);
+    expect(reopened.message).toMatch(/Repair of "app" did not take/);
+
+    // The person fixes the host, claims the item and grants again: the repair takes, and the item closes.
+    await fs.writeFile(fixed, 'yes\n');
+    expect((await datum('work', 'claim', id, '--by', 'alice')).code).toBe(0);
+    const second = await datum(
+      'work',
+      'resolve',
+      id,
+      '--resolution',
+      'grant',
+      '--attempts',
+      '1',
+      '--by',
+      'alice',
+      '--note',
+      'host fixed',
+      '-o',
+      'json',
+    );
+    expect(second.code).toBe(0);
+    expect((JSON.parse(second.stdout) as { item: WorkItem }).item.state).toBe('AWAITING_OBSERVATION');
+    const closed = await until(
+      () => item(id),
+      (i) => i.state === 'CLOSED',
+      90_000,
+    );
+    expect(closed.resolutions.map((r) => r.outcome)).toEqual(['not cleared', 'cleared']);
+    const state = await stack.state(loop);
+    expect([state.convergence_status, state.conditions]).toEqual(['CONVERGED', []]);
+    await loop.terminate('test done');
+  });
+});
+
+describe('claims and refusals', () => {
+  it('an expired claim is reclaimable; a resolution the condition does not take is refused and records nothing; an unclaimed item escalates', async () => {
+    const node = 'W-3';
+    await stack.fleet.writeDesired(node, 1);
+    await stack.fleet.writeAgent(node, { mode: 'observe' });
+    await stack.startAgent(node);
+    const loop = await stack.startNode(node, 1);
+    await stack.waitFor(loop, (s) => s.convergence_status === 'DRIFTED');
+    const id = workItemId(node, 'OBSERVED_DRIFT', 'config');
+    await until(
+      () => item(id),
+      (i) => i.state === 'ESCALATED',
+    ); // unclaimed past the controller's 3s
+    await until(
+      () => listWork(stack.client, { states: ['ESCALATED'] }),
+      (rows) => rows.some((r) => r.id === id),
+    );
+
+    expect((await datum('work', 'claim', id, '--by', 'bob', '--lease', '2s')).code).toBe(0);
+    const taken = await datum('work', 'claim', id, '--by', 'carol');
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toMatch(
+      new RegExp(
+        `claim refused: ${id} is claimed by bob \\(.+\\) until .+ — fix: wait for the lease to end, or ask bob to release it`,
+      ),
+    );
+    await until(
+      () => item(id),
+      (i) => i.claim === null,
+    ); // the lease's timer ended it
+    const reclaimed = await datum('work', 'claim', id, '--by', 'carol', '-o', 'json');
+    expect(reclaimed.code).toBe(0);
+    expect((JSON.parse(reclaimed.stdout) as WorkItem).claim?.by).toBe('carol');
+
+    const entries = (await stack.ledger(loop)).length;
+    const before = await item(id);
+    const refused = await datum('work', 'resolve', id, '--resolution', 'retake', '--by', 'carol');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/resolve refused: retake is not a resolution of OBSERVED_DRIFT — fix: choose one of: hold \(/);
+    const after = await item(id);
+    expect([after.state, after.resolutions, after.claim?.by]).toEqual([before.state, [], 'carol']);
+    expect((await stack.ledger(loop)).length).toBe(entries);
+    await loop.terminate('test done');
+  });
+});
