@@ -3,8 +3,7 @@
  * condition needs a judgement. Part of the tree in program.ts, kept apart for its size; like the
  * rest, each action loads its module only when that command runs.
  */
-import type { Command, CommandUnknownOpts } from '@commander-js/extra-typings';
-import { connection, output, timeoutOption } from './options';
+import type { Command, CommandUnknownOpts, Option } from '@commander-js/extra-typings';
 
 /** program.ts's Invocation, as far as these commands use it (no import of program.ts: no circle). */
 interface Runner {
@@ -15,9 +14,19 @@ interface Runner {
   ): Promise<void>;
 }
 
+/**
+ * program.ts's option sets, handed in rather than imported (no circle, and no exported generic
+ * whose inferred type tsc would have to print): each adds its options to a command.
+ */
+export interface OptionSets {
+  connection<C extends CommandUnknownOpts>(command: C): C;
+  output<C extends CommandUnknownOpts>(command: C): C;
+  timeoutOption(what: string): Option;
+}
+
 const ITEM = 'the work item, as `datum work list` prints it (datum-work/NODE/CONDITION/RESOURCE)';
 
-export function workCommands(program: Command, inv: Runner): void {
+export function workCommands(program: Command, inv: Runner, { connection, output, timeoutOption }: OptionSets): void {
   const work: Command = program
     .command('work')
     .summary('work items: the conditions that need a judgement, claimed and resolved by a person or a program')
@@ -69,11 +78,11 @@ export function workCommands(program: Command, inv: Runner): void {
     inv.go(cmd, async () => (await import('./commands/work.js')).workReleaseCommand, { item, ...opts }),
   );
 
-  resolvingCommands(work, inv);
+  resolvingCommands(work, inv, { connection, output, timeoutOption });
 }
 
 /** What changes an item: resolve, and serve (a program as the resolver). */
-function resolvingCommands(work: Command, inv: Runner): void {
+function resolvingCommands(work: Command, inv: Runner, { connection, output, timeoutOption }: OptionSets): void {
   connection(
     output(
       work

@@ -13,7 +13,6 @@ import type { AgentInput, AgentRaw } from './commands/agent';
 import { datumVersion, type CommandModule } from './command';
 import { traced } from './tracing';
 import { workCommands } from './program-work';
-import { connection, output, timeoutOption } from './options';
 
 /**
  * One invocation of the tree. An action records the command it belongs to, loads its module,
@@ -39,6 +38,57 @@ export class Invocation {
 // ---------------------------------------------------------------------------------------------
 // Option sets several commands share.
 
+const CONNECTION = 'Temporal connection (flags win over the environment, which wins over the profile):';
+
+/** The `temporal` CLI's connection flags, on top of envconfig. */
+function connection<A extends unknown[], O extends OptionValues, G extends OptionValues>(command: Command<A, O, G>) {
+  return command
+    .addOption(
+      new Option('--address <host:port>', 'Temporal frontend (env: TEMPORAL_ADDRESS; default localhost:7233)').helpGroup(
+        CONNECTION,
+      ),
+    )
+    .addOption(
+      new Option('-n, --namespace <namespace>', 'namespace (env: TEMPORAL_NAMESPACE; default "default")').helpGroup(CONNECTION),
+    )
+    .addOption(new Option('--profile <name>', 'profile of the envconfig file (env: TEMPORAL_PROFILE)').helpGroup(CONNECTION))
+    .addOption(
+      new Option(
+        '--config-file <path>',
+        'envconfig TOML file (env: TEMPORAL_CONFIG_FILE; default ~/.config/temporalio/temporal.toml)',
+      ).helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--api-key <key>', 'API key, for Temporal Cloud (env: TEMPORAL_API_KEY; turns TLS on)').helpGroup(CONNECTION),
+    )
+    .addOption(new Option('--tls', 'connect with TLS (env: TEMPORAL_TLS)').helpGroup(CONNECTION))
+    .addOption(
+      new Option('--tls-cert-path <path>', 'client certificate (env: TEMPORAL_TLS_CLIENT_CERT_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-key-path <path>', 'client private key (env: TEMPORAL_TLS_CLIENT_KEY_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-ca-path <path>', 'server CA certificate (env: TEMPORAL_TLS_SERVER_CA_CERT_PATH)').helpGroup(CONNECTION),
+    )
+    .addOption(
+      new Option('--tls-server-name <name>', 'server name to verify (env: TEMPORAL_TLS_SERVER_NAME)').helpGroup(CONNECTION),
+    );
+}
+
+/** `-o text|json|jsonl` on every reading command, `--json` kept as the alias of `-o json`. */
+function output<A extends unknown[], O extends OptionValues, G extends OptionValues>(command: Command<A, O, G>) {
+  return command
+    .addOption(
+      new Option('-o, --output <format>', 'text (default), json (one document) or jsonl (one object a line)').choices([
+        'text',
+        'json',
+        'jsonl',
+      ] as const),
+    )
+    .addOption(new Option('--json', 'same as -o json'));
+}
+
 const fleetOption = () =>
   new Option('--fleet <dir>', 'fleet directory: desired/nodes/<node>.yaml, agents/, artifacts/').env('DATUM_FLEET');
 const dataOption = () =>
@@ -56,6 +106,7 @@ const logOptions = () => [
   new Option('--log-level <level>', 'trace, debug, info, warn, error or never (env: DATUM_LOG_LEVEL; default info)'),
   new Option('--log-format <format>', 'json or text (env: DATUM_LOG_FORMAT; default json)'),
 ];
+const timeoutOption = (what: string) => new Option('--timeout <duration>', `how long to wait for ${what}, such as 90s or 10m`);
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -135,7 +186,12 @@ function runCommands(program: Program, inv: Invocation): void {
   rolloutCommands(program, inv);
   readingCommands(program, inv);
   operatorCommands(program, inv);
-  workCommands(program, inv);
+  // The work tree lives in its own module; it gets these option sets as plain decorators.
+  workCommands(program, inv, {
+    connection: (command) => (connection(command), command),
+    output: (command) => (output(command), command),
+    timeoutOption,
+  });
   checkCommands(program, inv);
 }
 
@@ -357,7 +413,7 @@ function checkCommands(program: Program, inv: Invocation): void {
 }
 
 const newProgram = () => new Command('datum');
-export type Program = ReturnType<typeof newProgram>;
+type Program = ReturnType<typeof newProgram>;
 
 /** The whole tree, for one invocation. */
 export function buildProgram(inv: Invocation = new Invocation()): CommandUnknownOpts {

@@ -136,6 +136,21 @@ export type OperatorResolution = Extend<
   }
 >;
 
+/**
+ * On the note of a work item's resolution (docs/work-items.md): which item, what was decided, the
+ * declared name and the identity Temporal recorded for the Update, and why.
+ */
+export interface WorkResolution {
+  item_id: string;
+  condition: ConditionType;
+  resource_key: string | null;
+  resolution: string;
+  attempts: number | null;
+  by: string;
+  identity: string | null;
+  note: string | null;
+}
+
 /** An operator decision not carried because the key's spec changed since: new intent, a new episode. */
 export type NewIntent = Extend<
   OperatorDecision,
@@ -177,6 +192,8 @@ export type Decision = {
   new_intent?: NewIntent[];
   /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
   operator_resolution?: OperatorResolution;
+  /** On the note of a work item's resolution. Optional: other entries have none. */
+  work_resolution?: WorkResolution;
 };
 
 export const LEDGER_VERSION = 1;

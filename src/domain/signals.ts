@@ -135,6 +135,8 @@ export function noteDecision(
     trigger?: RecheckTrigger;
     /** A resolveConflict's request to the agent, recorded so the ledger store's copy follows it at once. */
     resolution?: ResolutionRequest | null;
+    /** A work item's resolution: who gave it (declared and recorded identity), what, and why. */
+    work?: Decision['work_resolution'];
   },
   now: string,
 ): { decision: Decision; history: History } {
@@ -168,6 +170,7 @@ export function noteDecision(
     conditions,
   };
   if (note.resolution) decision.operator_resolution = resolutionRecord(note.resolution);
+  if (note.work) decision.work_resolution = note.work;
   return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
 }
 

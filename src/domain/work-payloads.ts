@@ -38,8 +38,11 @@ export function parseClaim(payload: unknown): Checked<CheckedClaim> {
   const problems = [nameProblem(p.by)];
   const lease =
     p.lease === undefined ? parseDuration(WORK_LEASE_DEFAULT) : typeof p.lease === 'string' ? parseDuration(p.lease) : null;
-  if (lease === null || lease < 1000 || lease > LEASE_MAX_MS)
-    problems.push(`lease ${echo(p.lease)} ${withFix(`must be a duration from 1s to ${WORK_LEASE_MAX}`, DURATION_HINT)}`);
+  if (lease === null) problems.push(`lease ${echo(p.lease)} ${withFix('is not a duration', DURATION_HINT)}`);
+  else if (lease < 1000 || lease > LEASE_MAX_MS)
+    problems.push(
+      `lease ${echo(p.lease)} ${withFix(`must be from 1s to ${WORK_LEASE_MAX}`, 'claim for less, and claim again to renew')}`,
+    );
   return done('claim', problems, { by: p.by as string, lease_ms: lease ?? 0 });
 }
 

@@ -183,6 +183,19 @@ export const decision = exactly<Decision>()(
     new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
     /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
     operator_resolution: operatorResolution.optional(),
+    /** On the note of a work item's resolution (docs/work-items.md). Optional: other entries have none. */
+    work_resolution: z
+      .object({
+        item_id: z.string(),
+        condition: z.enum(CONDITION_TYPES),
+        resource_key: z.string().nullable(),
+        resolution: z.string(),
+        attempts: z.number().int().nullable(),
+        by: z.string(),
+        identity: z.string().nullable(),
+        note: z.string().nullable(),
+      })
+      .optional(),
   }),
 );
 

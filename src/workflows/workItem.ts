@@ -96,10 +96,13 @@ function openItem(input: WorkItemInput): Work {
   return w;
 }
 
-/** Until a report (not while a resolution is on its way), or the next lease end or escalation. */
+/**
+ * Until a report (not while a resolution is on its way), the next lease end or escalation, or a
+ * change of when that is (a claim taken or released meanwhile).
+ */
 async function waitForWork(w: Work): Promise<void> {
-  const ready = () => w.reports.length > 0 && !w.resolving;
   const deadline = nextDeadline(w.item, w.escalateMs);
+  const ready = () => (w.reports.length > 0 && !w.resolving) || nextDeadline(w.item, w.escalateMs) !== deadline;
   if (deadline === null) return void (await condition(ready));
   const summary = w.item.claim ? `claim by ${w.item.claim.by} ends` : 'escalate if still unclaimed';
   await condition(ready, Math.max(0, Date.parse(deadline) - Date.now()), { summary: summaryLine(summary) });
