@@ -265,7 +265,7 @@ describe('claims and refusals', () => {
       (rows) => rows.some((r) => r.id === id),
     );
 
-    expect((await datum('work', 'claim', id, '--by', 'bob', '--lease', '2s')).code).toBe(0);
+    expect((await datum('work', 'claim', id, '--by', 'bob', '--lease', '15s')).code).toBe(0);
     const taken = await datum('work', 'claim', id, '--by', 'carol');
     expect(taken.code).toBe(1);
     expect(taken.stderr).toMatch(
