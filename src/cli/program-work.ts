@@ -19,9 +19,9 @@ interface Runner {
  * whose inferred type tsc would have to print): each adds its options to a command.
  */
 export interface OptionSets {
-  connection<C extends CommandUnknownOpts>(command: C): C;
-  output<C extends CommandUnknownOpts>(command: C): C;
-  timeoutOption(what: string): Option;
+  connection: <C extends CommandUnknownOpts>(command: C) => C;
+  output: <C extends CommandUnknownOpts>(command: C) => C;
+  timeoutOption: (what: string) => Option;
 }
 
 const ITEM = 'the work item, as `datum work list` prints it (datum-work/NODE/CONDITION/RESOURCE)';

@@ -12,7 +12,7 @@ import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typin
 import type { AgentInput, AgentRaw } from './commands/agent';
 import { datumVersion, type CommandModule } from './command';
 import { traced } from './tracing';
-import { workCommands } from './program-work';
+import { workCommands, type OptionSets } from './program-work';
 
 /**
  * One invocation of the tree. An action records the command it belongs to, loads its module,
@@ -134,6 +134,13 @@ export function agentCommandOn(
   ).action((opts, cmd) => inv.go(cmd, load, opts));
 }
 
+/** The work tree lives in its own module (program-work.ts); it gets these option sets as plain decorators. */
+const WORK_OPTION_SETS: OptionSets = {
+  connection: (command) => (connection(command), command),
+  output: (command) => (output(command), command),
+  timeoutOption,
+};
+
 // ---------------------------------------------------------------------------------------------
 // The commands. Each action loads its module only when that command runs.
 
@@ -186,12 +193,7 @@ function runCommands(program: Program, inv: Invocation): void {
   rolloutCommands(program, inv);
   readingCommands(program, inv);
   operatorCommands(program, inv);
-  // The work tree lives in its own module; it gets these option sets as plain decorators.
-  workCommands(program, inv, {
-    connection: (command) => (connection(command), command),
-    output: (command) => (output(command), command),
-    timeoutOption,
-  });
+  workCommands(program, inv, WORK_OPTION_SETS);
   checkCommands(program, inv);
 }
 
