@@ -3,6 +3,7 @@ import {
   WORK_LEASE_DEFAULT,
   WORK_LEASE_MAX,
   type ClaimPayload,
+  type LoopResolution,
   type ReleasePayload,
   type ResolutionKind,
   type ResolvePayload,
@@ -10,6 +11,7 @@ import {
 import { withFix } from '../contract/identifiers';
 import { breachProblem, clip, echo, jsonBreach } from './bounds';
 import { DURATION_HINT, parseDuration } from './duration';
+import { isWorkCondition } from './work-rules';
 
 /*
  * The work item's Update payloads, checked by plain guards (no schema library: the work item's
@@ -114,4 +116,44 @@ function nameProblem(by: unknown): string | null {
 function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
   const found = problems.filter((p): p is string => p !== null);
   return found.length === 0 ? { ok: true, value } : { ok: false, error: `${name} refused: ${found.join('; ')}` };
+}
+
+/**
+ * reconcileNode's resolveWork payload, as a work item forwards it (and as anyone with access to
+ * the namespace could send it): the same checks as the item's, plus what the item adds.
+ */
+export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
+  const fields = ['item_id', 'condition', 'resource_key', 'resolution', 'attempts', 'by', 'identity', 'note'];
+  const object = objectOf('resolveWork', payload, fields);
+  if (!object.ok) return object;
+  const p = object.value as Partial<LoopResolution>;
+  const resolve = parseResolve({
+    resolution: p.resolution,
+    by: p.by,
+    note: p.note,
+    ...(p.attempts !== null && p.attempts !== undefined ? { attempts: p.attempts } : {}),
+  });
+  const problems = [resolve.ok ? null : resolve.error];
+  if (typeof p.item_id !== 'string' || !p.item_id.startsWith('datum-work/'))
+    problems.push(
+      `item_id ${echo(p.item_id)} ${withFix('is not a work item id', 'resolve through the work item (datum work resolve)')}`,
+    );
+  if (!isWorkCondition(String(p.condition)))
+    problems.push(
+      `condition ${echo(p.condition)} ${withFix('does not open work items', 'resolve through the work item (datum work resolve)')}`,
+    );
+  if (p.resource_key !== null && typeof p.resource_key !== 'string')
+    problems.push(`resource_key ${withFix('must be a resource key or null', 'resolve through the work item')}`);
+  if (p.identity !== null && typeof p.identity !== 'string')
+    problems.push(`identity ${withFix('must be text or null', 'leave it to the work item')}`);
+  return done('resolveWork', problems, {
+    item_id: p.item_id as string,
+    condition: p.condition as LoopResolution['condition'],
+    resource_key: p.resource_key ?? null,
+    resolution: p.resolution as LoopResolution['resolution'],
+    attempts: resolve.ok ? resolve.value.attempts : null,
+    by: p.by as string,
+    identity: p.identity ?? null,
+    note: p.note ?? null,
+  });
 }
