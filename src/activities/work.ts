@@ -17,7 +17,8 @@ import {
   type PassReport,
   type UpdateRef,
   type WorkItemWorkflow,
-  type WorkTargetInput,
+  type WorkReportInput,
+  workQuery,
 } from '../contract';
 import { describeItem, parseDuration } from '../domain';
 
@@ -38,17 +39,19 @@ export function workEscalateAfter(env: NodeJS.ProcessEnv = process.env): string 
 
 export function createWorkActivities(client: () => Client, escalateAfter: string) {
   return {
-    reportWork: (input: ReportInput): Promise<void> => reportWork(client(), input, escalateAfter),
+    reportWork: (input: WorkReportInput) => reportWork(client(), input, escalateAfter),
     updateRequester: (ref: UpdateRef): Promise<string | null> => requesterOf(client(), ref),
     forwardResolution: (input: ForwardInput) => forwardResolution(client(), input),
   };
 }
 
-type ReportInput = { report: PassReport; open: WorkTargetInput[]; tell: string[] };
-
-/** Starts (or attaches to) the item of each open condition, and tells the others the loop told before. */
-async function reportWork(c: Client, input: ReportInput, escalateAfter: string): Promise<void> {
+/**
+ * Starts (or attaches to) the item of each open condition, and tells the others the loop told
+ * before; with `discover`, also the node's other open items (an earlier loop's), whose ids it answers.
+ */
+async function reportWork(c: Client, input: WorkReportInput, escalateAfter: string): Promise<{ discovered: string[] }> {
   const { report } = input;
+  const discovered = input.discover ? await openItemsOf(c, report.node, [...input.open.map((t) => t.id), ...input.tell]) : [];
   for (const target of input.open) {
     const what = describeItem({ node: report.node, condition: target.condition, resource_key: target.resource_key });
     await c.workflow.signalWithStart<WorkItemWorkflow, [PassReport]>(WORKFLOW_TYPES.workItem, {
@@ -75,7 +78,7 @@ async function reportWork(c: Client, input: ReportInput, escalateAfter: string):
       ]),
     });
   }
-  for (const id of input.tell) {
+  for (const id of [...input.tell, ...discovered]) {
     try {
       await c.workflow.getHandle(id).signal(workReportSignal, report);
     } catch (error) {
@@ -83,6 +86,15 @@ async function reportWork(c: Client, input: ReportInput, escalateAfter: string):
       if (!(error instanceof WorkflowNotFoundError)) throw error;
     }
   }
+  return { discovered };
+}
+
+/** The node's open work items (visibility) other than `known`. */
+async function openItemsOf(c: Client, node: string, known: string[]): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const w of c.workflow.list({ query: workQuery({ nodes: [node] }), pageSize: 1000 }))
+    if (!known.includes(w.workflowId)) ids.push(w.workflowId);
+  return ids;
 }
 
 type ForwardInput = { loop: string; resolution: Omit<LoopResolution, 'identity'>; update: UpdateRef };

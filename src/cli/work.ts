@@ -11,16 +11,18 @@ import {
 } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import {
-  DatumConditions,
   DatumNode,
   DatumStatus,
   MEMO_SUMMARY,
-  WORKFLOW_TYPES,
   withFix,
   workItemQuery,
+  workQuery,
+  type WorkFilter,
   type WorkItem,
 } from '../contract';
 import { UsageError } from './args';
+
+export type { WorkFilter } from '../contract';
 
 /** A work item as visibility lists it: no query, no worker needed. */
 export interface WorkRow {
@@ -31,23 +33,6 @@ export interface WorkRow {
   state: string;
   opened_at: string;
   summary: string | null;
-}
-
-export interface WorkFilter {
-  nodes?: string[];
-  conditions?: string[];
-  states?: string[];
-}
-
-const quoted = (values: string[]) => values.map((v) => JSON.stringify(v)).join(', ');
-
-/** The visibility query; every value in it is a checked node name, condition type or state. */
-export function workQuery(f: WorkFilter = {}): string {
-  const where = [`WorkflowType = "${WORKFLOW_TYPES.workItem}"`, 'ExecutionStatus = "Running"'];
-  if (f.nodes?.length) where.push(`${DatumNode.name} IN (${quoted(f.nodes)})`);
-  if (f.conditions?.length) where.push(`${DatumConditions.name} IN (${quoted(f.conditions)})`);
-  if (f.states?.length) where.push(`${DatumStatus.name} IN (${quoted(f.states)})`);
-  return where.join(' AND ');
 }
 
 const ID = /^datum-work\/([^/]+)\/([A-Z_]+)(?:\/([^/]+))?$/;

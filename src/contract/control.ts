@@ -9,7 +9,7 @@ import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
 import type { PreparedNode } from './workflows';
-import type { LoopResolution, LoopResolutionResult, PassReport, WorkTargetInput } from './work';
+import type { LoopResolution, LoopResolutionResult, WorkReportInput } from './work';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -37,9 +37,10 @@ export interface ControlActivities {
   nodeStates(workflowIds: string[]): Promise<NodeStateReport[]>;
   /**
    * A loop's report of a recorded decision to the node's work items: starts (or attaches to) the
-   * item of each condition that needs judgement, tells the others the loop told before.
+   * item of each condition that needs judgement, tells the others the loop told before and, with
+   * `discover`, the node's other open items; answers the ids it discovered.
    */
-  reportWork(input: { report: PassReport; open: WorkTargetInput[]; tell: string[] }): Promise<void>;
+  reportWork(input: WorkReportInput): Promise<{ discovered: string[] }>;
   /** The identity Temporal recorded for an Update of a workflow (the client that sent it), or null. */
   updateRequester(input: UpdateRef): Promise<string | null>;
   /**

@@ -27,6 +27,7 @@ export const WORKFLOW_PATCH = {
   ledgerSeqConflictMovesOn: 'ledger-seq-conflict-moves-on',
   rolloutCancelStopsStarting: 'rollout-cancel-stops-starting',
   memoNodeView: 'memo-node-view',
+  workItems: 'work-items',
 } as const;
 
 /**
@@ -163,6 +164,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       '`datum nodes` (issue 12) reads reason, since and last verification from the workflow list alone; the memo held the summary line only.',
+  },
+  [WORKFLOW_PATCH.workItems]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each run starts. In force, the loop reports each recorded pass that has, or had, a condition needing judgement to the node's work items (a local activity that opens or tells them; docs/work-items.md), a new run chain first finds the node's open items an earlier loop opened, and the items it tells are carried across continue-as-new. A run that began before it reports nothing until it continues as new.",
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      "A condition that needs judgement was only a flag, a status line and an alert: a notification nobody had to take up (issue 20, seed 004 P5). Asked at the run's start, before any local activity, so no workflow task can end between an activity's marker and this one's (see opening-patches-first).",
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,

@@ -8,6 +8,7 @@
  * with no schema library, so the work item's workflow code loads none.
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
+import { DatumConditions, DatumNode, DatumStatus, WORKFLOW_TYPES } from './names';
 // From the domain's leaf modules, not its index: no import circle through src/domain/index.ts.
 import type { Json } from '../domain/canonical';
 import type { Condition, ConditionType, ConvergenceStatus, LedgerEntry, Mode, Ownership, Reason } from '../domain/schemas';
@@ -247,6 +248,43 @@ export const loopResolveWorkUpdate = { type: 'update', name: 'resolveWork' } as 
   [LoopResolution],
   'resolveWork'
 >;
+
+/** What a reconcile loop remembers of the node's work items, carried across continue-as-new. */
+export interface WorkMemory {
+  /** Items the loop told and must tell again until a settled report has reached them. */
+  known: string[];
+  /**
+   * The node's open items were looked up (visibility) by this run chain: a new chain, a new
+   * generation's among them, finds the items an earlier loop opened before it tells any.
+   */
+  discovered: boolean;
+}
+
+/** The loop's report to its node's work items, and what it asks of the controller. */
+export interface WorkReportInput {
+  report: PassReport;
+  open: WorkTargetInput[];
+  tell: string[];
+  /** Also tell the node's open items (by visibility) that are neither opened nor told here. */
+  discover: boolean;
+}
+
+export interface WorkFilter {
+  nodes?: string[];
+  conditions?: string[];
+  states?: string[];
+}
+
+const quoted = (values: string[]) => values.map((v) => JSON.stringify(v)).join(', ');
+
+/** The visibility query of open work items (`datum work list`, a loop finding its node's items); every value in it is a checked node name, condition type or state. */
+export function workQuery(f: WorkFilter = {}): string {
+  const where = [`WorkflowType = "${WORKFLOW_TYPES.workItem}"`, 'ExecutionStatus = "Running"'];
+  if (f.nodes?.length) where.push(`${DatumNode.name} IN (${quoted(f.nodes)})`);
+  if (f.conditions?.length) where.push(`${DatumConditions.name} IN (${quoted(f.conditions)})`);
+  if (f.states?.length) where.push(`${DatumStatus.name} IN (${quoted(f.states)})`);
+  return where.join(' AND ');
+}
 
 /** An item the loop's report opens: its id, condition and resource. */
 export interface WorkTargetInput {

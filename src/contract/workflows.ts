@@ -8,7 +8,7 @@ import type { History } from './history';
 import type { Decision, LedgerEntry } from './ledger';
 import type { ConvergenceStatus, Reason } from './vocabulary';
 import type { WorkflowType } from './names';
-import type { WorkItemWorkflow } from './work';
+import type { WorkItemWorkflow, WorkMemory } from './work';
 
 export interface ReconcileNodeInput {
   node: string;
@@ -30,6 +30,8 @@ export interface ReconcileCarry {
   runs: number;
   /** Entries the ledger store has not confirmed yet; appended again by the next run. */
   unstored: LedgerEntry[];
+  /** The work items the loop tells (docs/work-items.md); absent in carries from before work items. */
+  work?: WorkMemory;
 }
 
 /** A reconcileNode run ends only when a newer generation's loop takes the node over. */

@@ -1,6 +1,7 @@
 import {
   workItemId,
   type LedgerRef,
+  type LoopResolution,
   type PassReport,
   type ReportedResource,
   type WorkClaim,
@@ -17,7 +18,16 @@ import type { BoundIntent } from './desired';
 import { addMs, msBetween } from './duration';
 import type { Decision } from './schemas';
 import type { CheckedClaim, CheckedResolve } from './work-payloads';
-import { allowedResolutions, isWorkCondition, ruleOf, type WorkFacts } from './work-rules';
+import type { History } from './history';
+import {
+  WORK_RULES,
+  allowedResolutions,
+  applyWorkResolution,
+  isWorkCondition,
+  ruleOf,
+  type AppliedResolution,
+  type WorkFacts,
+} from './work-rules';
 
 /*
  * A work item's life, as pure functions of the item, what happened and the time (docs/work-items.md):
@@ -301,14 +311,48 @@ export function passReport(
     mode: decision.mode,
     retry_budget: intent.policy.retry_budget,
     conditions: decision.conditions,
-    resources: decision.resources.map((r): ReportedResource => ({
-      resource_key: r.resource_key,
-      ownership: r.ownership,
-      effective_mode: r.effective_mode,
-      declared: Object.hasOwn(intent.resources, r.resource_key),
-      protected_by: protections(r.resource_key, r.ownership, r.ownership_provenance),
-    })),
+    resources: decision.resources.map((r) => reportedResource(r, intent)),
   };
+}
+
+const reportedResource = (r: Decision['resources'][number], intent: BoundIntent): ReportedResource => ({
+  resource_key: r.resource_key,
+  ownership: r.ownership,
+  effective_mode: r.effective_mode,
+  declared: Object.hasOwn(intent.resources, r.resource_key),
+  protected_by: protections(r.resource_key, r.ownership, r.ownership_provenance),
+});
+
+/**
+ * The loop's own judgement of a resolution a work item forwards (its resolveWork Update), on
+ * what the loop holds now rather than what the item last heard: the condition still open, the
+ * resolution one the condition takes, and nothing agent.yaml forbids on the resource as the last
+ * decision saw it (the item checked the same; the loop checks again, as anyone with access to
+ * the namespace can send the Update). Then what it does to the history (applyWorkResolution).
+ */
+export function judgeLoopResolution(
+  history: History,
+  intent: BoundIntent,
+  last: Decision | null,
+  r: LoopResolution,
+  now: string,
+): AppliedResolution {
+  const seen = last?.resources.find((x) => x.resource_key === r.resource_key);
+  const facts: WorkFacts = {
+    node: intent.node,
+    resource_key: r.resource_key,
+    resource: seen ? reportedResource(seen, intent) : null,
+    report: { mode: last?.mode ?? null, generation: intent.generation, digest: intent.digest },
+  };
+  const allowed = allowedResolutions(r.condition, facts).find((a) => a.resolution === r.resolution);
+  const refusal = !allowed
+    ? withFix(
+        `${r.resolution} is not a resolution of ${r.condition}`,
+        `use one of ${WORK_RULES[r.condition].map((x) => x.resolution).join(', ')}`,
+      )
+    : allowed.refused;
+  if (refusal) return { history, detail: refusal, error: refusal };
+  return applyWorkResolution(history, intent, r, now);
 }
 
 /** The agent.yaml entries behind an operator-owned resource (a yield or a resolver's leave is no agent.yaml entry). */
@@ -325,7 +369,10 @@ function protections(key: string, ownership: string, provenance: unknown): strin
  * item; an item the loop told before whose condition is gone is told too, until a settled report
  * has reached it (that report closes it). `keep` is what the loop remembers for the next report.
  */
-export function workTargets(report: PassReport, known: string[]): { open: WorkTargetInput[]; tell: string[]; keep: string[] } {
+export function workTargets(
+  report: PassReport,
+  known: string[],
+): { open: WorkTargetInput[]; tell: string[]; keep: string[]; settles: boolean } {
   const open = report.conditions
     .filter((c) => needsJudgement(c.type) && isWorkCondition(c.type))
     .map((c) => ({
@@ -335,5 +382,6 @@ export function workTargets(report: PassReport, known: string[]): { open: WorkTa
     }));
   const ids = new Set(open.map((t) => t.id));
   const tell = known.filter((id) => !ids.has(id));
-  return { open, tell, keep: [...ids, ...(reportSettles(report) ? [] : tell)] };
+  const settles = reportSettles(report);
+  return { open, tell, keep: [...ids, ...(settles ? [] : tell)], settles };
 }

@@ -1,6 +1,13 @@
 import type { Client } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
-import { FLEET_CONDITIONS_METRIC, FLEET_NODES_METRIC, WORKFLOW_TYPES, WORK_ITEMS_METRIC, WORK_STATES } from '../contract';
+import {
+  FLEET_CONDITIONS_METRIC,
+  FLEET_NODES_METRIC,
+  WORKFLOW_TYPES,
+  WORK_ITEMS_METRIC,
+  WORK_STATES,
+  workQuery,
+} from '../contract';
 import { CONDITION_TYPES, STATUSES } from '../domain';
 
 /*
@@ -14,7 +21,6 @@ import { CONDITION_TYPES, STATUSES } from '../domain';
  */
 
 const running = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running"`;
-const openWork = `WorkflowType = "${WORKFLOW_TYPES.workItem}" AND ExecutionStatus = "Running"`;
 
 export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): void } {
   const meter = Runtime.instance().metricMeter;
@@ -36,7 +42,7 @@ export function startFleetMetrics(client: Client, everyMs = 30_000): { stop(): v
       for (const type of CONDITION_TYPES)
         conditions.set((await client.workflow.count(`${running} AND DatumConditions = "${type}"`)).count, { type, namespace });
       for (const state of WORK_STATES.filter((s) => s !== 'CLOSED'))
-        work.set((await client.workflow.count(`${openWork} AND DatumStatus = "${state}"`)).count, { state, namespace });
+        work.set((await client.workflow.count(workQuery({ states: [state] }))).count, { state, namespace });
     } catch {
       // Visibility unavailable for a moment: the gauges keep their last values; the next tick tries again.
     }

@@ -5,12 +5,24 @@
  */
 import { ParentClosePolicy, setHandler, startChild } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { decisionRequest, judgeRefresh, parseSignal, recordResolution, recordSignal, type BoundIntent } from '../domain';
+import {
+  decisionRequest,
+  judgeLoopResolution,
+  judgeRefresh,
+  parseLoopResolution,
+  parseSignal,
+  recordResolution,
+  recordSignal,
+  ruleOf,
+  type BoundIntent,
+} from '../domain';
 import {
   CONTROL_TASK_QUEUE,
   WORKFLOW_PATCH,
   WORKFLOW_TYPES,
+  withFix,
   ledgerQuery,
+  loopResolveWorkUpdate,
   recheckSignal,
   reconcileWorkflowId,
   refreshDesiredSignal,
@@ -18,6 +30,7 @@ import {
   resolveConflictSignal,
   resolveConflictUpdate,
   stateQuery,
+  type LoopResolutionResult,
   type NodeState,
   type ReconcileNodeWorkflow,
 } from '../contract';
@@ -35,7 +48,9 @@ import { awaitReply, checkNotHandedOver, checkPayload, replyOf, type Reply } fro
 export type Pending =
   | { signal: typeof refreshDesiredSignal; payload: unknown; reply?: Reply }
   | { signal: typeof resolveConflictSignal; payload: unknown; reply?: Reply }
-  | { signal: typeof recheckSignal; rejected: string; reply?: undefined };
+  | { signal: typeof recheckSignal; rejected: string; reply?: undefined }
+  /** A work item's resolution (docs/work-items.md): an Update only, no signal of that name. */
+  | { signal: typeof loopResolveWorkUpdate; payload: unknown; reply: Reply };
 
 export interface Inbox {
   pending: Pending[];
@@ -79,6 +94,14 @@ export function installHandlers(loop: Signalled): void {
   setHandler(resolveConflictUpdate, (payload) => queue({ signal: resolveConflictSignal, payload, reply: {} }), {
     validator: (payload) => validateResolution(loop, payload),
   });
+  setHandler(
+    loopResolveWorkUpdate,
+    async (payload): Promise<LoopResolutionResult> => {
+      const { entry } = await queue({ signal: loopResolveWorkUpdate, payload, reply: {} });
+      return { entry, seq: entry?.seq ?? loop.ledger.nextSeq - 1 };
+    },
+    { validator: (payload) => void judgeWork(loop, payload, true) },
+  );
 }
 
 /** An Update's validator: the payload, and a resolution the history can take now (an open conflict on that key). */
@@ -118,7 +141,8 @@ export async function handleSignals(loop: Signalled): Promise<boolean> {
     const fromSeq = loop.ledger.nextSeq;
     const done = await handleSignal(loop, next);
     await flushLedger(loop);
-    if (next.reply) next.reply.result = replyOf(loop.ledger.entries, fromSeq, loop.lastDecision!, inbox.supersededBy);
+    if (next.reply && next.reply.error === undefined)
+      next.reply.result = replyOf(loop.ledger.entries, fromSeq, loop.lastDecision!, inbox.supersededBy);
     if (done) return true;
   }
   return false;
@@ -131,6 +155,10 @@ async function handleSignal(loop: Signalled, pending: Pending): Promise<boolean>
   }
   if (pending.signal === resolveConflictSignal) {
     await resolveConflict(loop, pending.payload);
+    return false;
+  }
+  if (pending.signal === loopResolveWorkUpdate) {
+    await resolveWork(loop, pending.payload, pending.reply ?? {});
     return false;
   }
   return refreshDesired(loop, pending.payload);
@@ -170,9 +198,7 @@ async function resolveConflict(loop: Signalled, payload: unknown): Promise<void>
     );
   }
   loop.history = resolved.history;
-  // The agent keeps the yield (or ends the conflict on a retake) before the pass that follows acts.
-  const kept = decisionRequest(loop.intent, v.resource_key, { kind: v.resolution, by: v.by, at: nowIso(), note: v.note ?? null });
-  if (kept) await recordDecisions(loop, [kept]);
+  const kept = await agentKeeps(loop, v.resource_key, v.resolution, v.by, v.note ?? null);
   note(loop, {
     reason: 'OPERATOR_RESOLUTION_RECORDED',
     detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
@@ -180,9 +206,84 @@ async function resolveConflict(loop: Signalled, payload: unknown): Promise<void>
     // On the note, so the ledger store's copy of the decision changes with the agent's, not at
     // the next pass entry (which may never come before a hand-over). Only a new field of the
     // entry the local activity already receives: no new command, so no patch.
-    resolution: kept && { ...kept, kind: v.resolution },
+    resolution: kept,
   });
   loop.inbox.recheckRequested = true;
+}
+
+/** The agent keeps a conflict's resolution (the yield, or the end of the conflict on a retake) before the pass that follows acts. */
+async function agentKeeps(loop: Signalled, key: string, kind: 'retake' | 'yield', by: string, why: string | null) {
+  const kept = decisionRequest(loop.intent, key, { kind, by, at: nowIso(), note: why });
+  if (kept) await recordDecisions(loop, [kept]);
+  return kept && { ...kept, kind };
+}
+
+/**
+ * A work item's resolution, judged on what the loop holds now (the validator's judgement, and
+ * again when the loop handles it: its history may have moved between the two). Refused: an error
+ * naming why, and nothing recorded. The validator also refuses it after a hand-over.
+ */
+function judgeWork(loop: Signalled, payload: unknown, validating: boolean) {
+  if (validating) checkNotHandedOver(loop.inbox.supersededBy);
+  const parsed = parseLoopResolution(payload);
+  if (!parsed.ok) return refuseWork(parsed.error, validating);
+  const judged = judgeLoopResolution(loop.history, loop.intent, loop.lastDecision, parsed.value, nowIso());
+  if (judged.error) return refuseWork(`resolveWork rejected: ${judged.error}`, validating);
+  return { resolution: parsed.value, judged };
+}
+
+function refuseWork(error: string, validating: boolean): { error: string } {
+  if (validating) throw new Error(error);
+  return { error };
+}
+
+/**
+ * Carries out a work item's resolution and records it (OPERATOR_RESOLUTION_RECORDED, with
+ * work_resolution: the item, the resolution, the declared name, the identity Temporal recorded
+ * for the item's Update, the note). A resolution that is to clear the condition is followed by
+ * a pass at once; only that pass's observation, reported to the item, closes it.
+ */
+async function resolveWork(loop: Signalled, payload: unknown, reply: Reply): Promise<void> {
+  const verdict = judgeWork(loop, payload, false);
+  if ('error' in verdict) return void (reply.error = verdict.error);
+  const { resolution: r, judged } = verdict;
+  if (r.resolution === 'rebind') {
+    const refused = await rebindToAuthority(loop);
+    if (refused) return void (reply.error = `resolveWork rejected: ${refused}`);
+  }
+  loop.history = judged.history;
+  const kept =
+    (r.resolution === 'retake' || r.resolution === 'yield') && r.resource_key
+      ? await agentKeeps(loop, r.resource_key, r.resolution, r.by, r.note)
+      : null;
+  const clears = ruleOf(r.condition, r.resolution)?.expects === 'cleared';
+  note(loop, {
+    reason: 'OPERATOR_RESOLUTION_RECORDED',
+    detail: judged.detail,
+    ...(clears ? { trigger: PASS_FOLLOWS_NOW } : {}),
+    resolution: kept,
+    work: r,
+  });
+  if (clears) loop.inbox.recheckRequested = true;
+}
+
+/** rebind: this generation re-bound to the authority's current content, as `datum refresh` does; else why not. */
+async function rebindToAuthority(loop: Signalled): Promise<string | null> {
+  const read = await readAuthority(loop.node);
+  if (!read.ok) return read.error;
+  if (read.intent.generation !== loop.intent.generation)
+    return withFix(
+      `the authority for ${loop.node} is at generation ${read.intent.generation} now, not ${loop.intent.generation}`,
+      `roll generation ${read.intent.generation} out (datum rollout start --generation ${read.intent.generation}); it takes the node over`,
+    );
+  rebind(loop, read.intent);
+  return null;
+}
+
+function rebind(loop: Signalled, intent: BoundIntent): void {
+  loop.intent = intent;
+  loop.agents = nodeAgents(loop.node, intent);
+  rebindAttributes(loop.attributes, intent);
 }
 
 const PASS_FOLLOWS_NOW = { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } as const;
@@ -204,9 +305,7 @@ async function refreshDesired(loop: Signalled, payload: unknown): Promise<boolea
   }
   if (verdict.verdict === 'rebind') {
     if (!read.ok) throw new Error('unreachable: judgeRefresh re-binds only to an authority it could read');
-    loop.intent = read.intent;
-    loop.agents = nodeAgents(loop.node, read.intent);
-    rebindAttributes(loop.attributes, read.intent);
+    rebind(loop, read.intent);
     note(loop, { reason: 'REBOUND', detail: verdict.detail, trigger: PASS_FOLLOWS_NOW });
     loop.inbox.recheckRequested = true;
     return false;

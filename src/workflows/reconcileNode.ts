@@ -14,6 +14,7 @@ import { openIntent } from './intent';
 import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from './ledger';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
+import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from './work-loop';
 
 /**
  * One node at one desired generation, until superseded or cancelled. Every judgement is a call
@@ -33,9 +34,12 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     acceptRecheck(loop);
     const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
     loop.history = final.history;
+    const seq = loop.ledger.nextSeq;
     record(loop, final.decision, 'pass');
     await recordDecisions(loop, final.decisions_to_record ?? []);
     await flushLedger(loop);
+    // What the pass found reaches the node's work items; only a fresh observation closes one.
+    await reportToWork(loop, final.decision, seq);
     if (loop.inbox.pending.length > 0 || loop.inbox.recheckRequested) continue;
 
     // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.
@@ -67,9 +71,12 @@ interface Loop {
   /** The node's agents for the bound intent. */
   agents: NodeAgents;
   readonly attributes: AttributeWriter;
+  /** The node's work items this loop tells, and whether this run tells them at all. */
+  readonly work: LoopWork;
 }
 
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
+  const workLive = workItemsLive();
   const { carry, intent, history } = await openIntent(input);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -85,6 +92,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     watch: IDLE_WATCH,
     agents: nodeAgents(input.node, intent),
     attributes: openAttributes(),
+    work: openWork(workLive, carry),
   };
   installHandlers(loop);
   bindAttributes(loop.attributes, loop.node, intent);
@@ -102,6 +110,7 @@ function carryOf(loop: Loop): ReconcileCarry {
     last_decision: loop.lastDecision,
     runs: loop.runs,
     unstored: loop.ledger.unstored,
+    work: carryWork(loop.work),
   };
 }
 

@@ -1,26 +1,38 @@
 /*
  * The reconcile loop's side of work items (docs/work-items.md): after a recorded pass it tells the
  * node's work items what the pass found, opening the item of each condition that needs judgement.
- * Which items a report goes to is the domain's (workTargets); this is the wiring. The loop wires
- * it in after each pass that wrote a ledger entry, under a patch (a new command for a running loop).
+ * Which items a report goes to is the domain's (workTargets); this is the wiring. Whether a run
+ * reports at all is the work-items patch, asked once as the run starts (openWork).
  */
 import { log, proxyLocalActivities } from '@temporalio/workflow';
-import { passReport, workTargets, type BoundIntent, type Decision } from '../domain';
-import type { ControlActivities } from '../contract';
+import { passReport, workTargets, type BoundIntent, type Decision, type LedgerEntry } from '../domain';
+import { WORKFLOW_PATCH, type ControlActivities, type ReconcileCarry, type WorkMemory } from '../contract';
+import { inForce } from './patches';
 import { summaryLine } from './summaries';
 
-/** What the loop remembers of its work items, carried across continue-as-new. */
-export interface WorkMemory {
-  /** Items the loop told and must tell again until a settled report reached them. */
-  known: string[];
+/** What the loop knows of its work items: carried across continue-as-new, and whether this run reports. */
+export interface LoopWork extends WorkMemory {
+  /** The work-items patch is in force for this run (a run recorded before it reports nothing). */
+  readonly live: boolean;
 }
+
+/** Whether this run reports to work items: asked first thing in a run, before any local activity (the registry's story). */
+export const workItemsLive = (): boolean => inForce(WORKFLOW_PATCH.workItems);
+
+/** A carry from before work items has no memory of them: its chain looks its node's open items up at its first report. */
+export function openWork(live: boolean, carry: ReconcileCarry | null): LoopWork {
+  return { live, known: carry?.work?.known ?? [], discovered: carry?.work?.discovered ?? false };
+}
+
+export const carryWork = (work: LoopWork): WorkMemory => ({ known: work.known, discovered: work.discovered });
 
 /** The part of the loop a report reads. */
 export interface Reporter {
   readonly node: string;
   readonly workflowId: string;
   readonly intent: BoundIntent;
-  readonly work: WorkMemory;
+  readonly work: LoopWork;
+  readonly ledger: { readonly entries: LedgerEntry[] };
 }
 
 const work = proxyLocalActivities<ControlActivities>({
@@ -29,26 +41,26 @@ const work = proxyLocalActivities<ControlActivities>({
 });
 
 /**
- * Tells the node's work items what the recorded decision `seq` found. Nothing to tell (no
- * condition needing judgement, no item told before): no activity, and `inForce` is not asked, so
- * a loop recorded before work items replays its quiet passes as they were.
+ * Tells the node's work items what the pass recorded as ledger entry `seq` found (a pass that
+ * wrote no entry tells nothing). Nothing to tell (no condition needing judgement, no item told
+ * before, the node's open items already looked up): no activity, so a steady loop's quiet passes
+ * issue no command for it.
  */
-export async function reportToWork(
-  loop: Reporter,
-  decision: Decision,
-  at: { seq: number; decided_at: string; pass: boolean },
-  inForce: () => boolean,
-): Promise<void> {
-  const report = passReport(decision, loop.intent, { ...at, loop: loop.workflowId });
+export async function reportToWork(loop: Reporter, decision: Decision, seq: number): Promise<void> {
+  const entry = loop.ledger.entries.find((e) => e.seq === seq);
+  if (!loop.work.live || !entry) return;
+  const report = passReport(decision, loop.intent, { seq, decided_at: entry.decided_at, loop: loop.workflowId, pass: true });
   const targets = workTargets(report, loop.work.known);
-  if (targets.open.length === 0 && targets.tell.length === 0) return;
-  if (!inForce()) return;
+  const discover = !loop.work.discovered;
+  if (targets.open.length === 0 && targets.tell.length === 0 && !discover) return;
   try {
-    await work.reportWork.executeWithOptions(
-      { summary: summaryLine(`report to ${targets.open.length + targets.tell.length} work item(s) of ${loop.node}`) },
-      [{ report, open: targets.open, tell: targets.tell }],
+    const { discovered } = await work.reportWork.executeWithOptions(
+      { summary: summaryLine(`report to the work items of ${loop.node}`) },
+      [{ report, open: targets.open, tell: targets.tell, discover }],
     );
-    loop.work.known = targets.keep;
+    // A settled report closes what it tells without the condition; an unsettled one is told again.
+    loop.work.known = [...targets.keep, ...(targets.settles ? [] : discovered)];
+    loop.work.discovered = true;
   } catch (error) {
     // A work item that cannot be told now is told by the next recorded pass: the loop never stops for it.
     log.warn('work items were not told of this pass; the next recorded pass tells them', {

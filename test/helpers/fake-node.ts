@@ -130,8 +130,8 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
         return Promise.reject(new Error('rollouts are not part of these tests'));
       },
       /** Work items run on a real server only (test/integration/work-items.test.ts): the reports go nowhere here. */
-      async reportWork(): Promise<void> {
-        return Promise.resolve();
+      async reportWork(): Promise<{ discovered: string[] }> {
+        return Promise.resolve({ discovered: [] });
       },
       async updateRequester(): Promise<never> {
         return Promise.reject(new Error('work items are not part of these tests'));

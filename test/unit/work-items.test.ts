@@ -8,6 +8,7 @@ import {
   claimWork,
   draft,
   emptyHistory,
+  judgeLoopResolution,
   mergeConditions,
   needsJudgement,
   nextDeadline,
@@ -428,6 +429,60 @@ describe('what a resolution does to the loop', () => {
     );
     expect(out.history.yielded.config?.by).toBe('alice');
     expect(out.history.conflicts.config?.resolution?.resolution).toBe('yield');
+  });
+});
+
+describe('the loop judges a forwarded resolution again, on what it holds now', () => {
+  const ask = (o: Partial<LoopResolution>): LoopResolution => ({
+    item_id: 'datum-work/N-24/RETRY_BUDGET_EXHAUSTED/build',
+    condition: 'RETRY_BUDGET_EXHAUSTED',
+    resource_key: 'build',
+    resolution: 'grant',
+    attempts: 1,
+    by: 'alice',
+    identity: null,
+    note: null,
+    ...o,
+  });
+  const stuck = () =>
+    pass(snapshot(n24Before()), () => snapshot(n24Before()), { history: { ...emptyHistory(), attempt_count: 3 } });
+
+  it.each([
+    { name: 'grant, as the item allowed it', o: {}, observe: false, error: null },
+    {
+      name: 'agent.yaml now keeps Datum from writing the resource (observe)',
+      o: {},
+      observe: true,
+      error: /agent\.yaml on N-24 says reconciliation\.resources\.build: observe/,
+    },
+    {
+      name: 'hold writes nothing, so observe does not refuse it',
+      o: { resolution: 'hold' as const, attempts: null },
+      observe: true,
+      error: null,
+    },
+    {
+      name: 'a resolution of another condition',
+      o: { resolution: 'retake' as const, attempts: null },
+      observe: false,
+      error: /retake is not a resolution of RETRY_BUDGET_EXHAUSTED — fix: use one of grant, hold/,
+    },
+    {
+      name: 'approve, sent to the loop directly',
+      o: { condition: 'DESTRUCTIVE_REPAIR_REQUIRED' as const, resolution: 'approve' as const, attempts: null },
+      observe: false,
+      error: /the node agent refuses every destructive action/,
+    },
+  ])('$name', async ({ o, observe, error }) => {
+    const { final } = await stuck();
+    const last = observe
+      ? { ...final.decision, resources: final.decision.resources.map((r) => ({ ...r, effective_mode: 'observe' as const })) }
+      : final.decision;
+    const out = judgeLoopResolution(final.history, n24(), last, ask(o), NOW);
+    if (error) {
+      expect(out.error).toMatch(error);
+      expect(out.history).toBe(final.history); // refused: nothing changes, nothing is recorded
+    } else expect(out.error).toBeNull();
   });
 });
 

@@ -5,38 +5,47 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes } from '../../src/domain';
-import { workItemId, workItemQuery, type WorkItem } from '../../src/contract';
+import { WORK_ITEMS_METRIC, workItemId, workItemQuery, type WorkItem } from '../../src/contract';
 import { listWork } from '../../src/cli/work';
 import { projectRoot } from '../../src/worker/paths';
+import { installRuntime } from '../../src/worker/metrics';
+import { startFleetMetrics } from '../../src/worker/fleet-metrics';
+import { freePort } from '../../src/agent/services/launch';
 import { startConflictingWriter } from '../helpers/fleet';
 import { Stack, statusesOf } from '../helpers/stack';
 
 /*
- * PENDING (not collected: the name does not end in .test.ts) until reconcileNode reports to its
- * work items, which waits for the workflow-shape split to land on main; then rename it back.
- *
  * Work items on real processes (issue 20, docs/work-items.md): a dev server, the controller
  * worker, real agents on temp roots, the `datum` CLI as a person runs it, and a resolver program
  * behind `datum work serve --exec`. An item opens when a condition needs judgement, is claimed
- * under a lease, resolved by Update, recorded in the ledger, and closed only by observation.
+ * under a lease, resolved by Update, recorded in the ledger, and closed only by observation. The
+ * fleet metric datum_work_items is scraped from this process's own runtime, served as a worker
+ * serves it (installRuntime with a metrics address, startFleetMetrics).
  */
 
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 let stack: Stack;
 let scratch: string;
+let metricsAddress: string;
+let fleetMetrics: { stop(): void } | undefined;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
+  // Before the first connection: this process's runtime serves Prometheus metrics, as a worker's does.
+  metricsAddress = `127.0.0.1:${await freePort()}`;
+  installRuntime({ metricsAddress, logLevel: 'warn' });
   stack = await Stack.start();
   // Short enough that an unclaimed item escalates while the test watches.
   await stack.startController({ workEscalateAfter: '3s' });
+  fleetMetrics = startFleetMetrics(stack.client, 1000);
   scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-work-'));
 });
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
 });
 afterAll(async () => {
+  fleetMetrics?.stop();
   await stack?.stop();
   await fs.rm(scratch, { recursive: true, force: true });
 });
@@ -159,6 +168,73 @@ describe('a conflict, resolved by a program', () => {
   });
 });
 
+describe('two resolvers racing, by the CLI', () => {
+  it('one claim wins; the winner yields; the ledger records who (declared name and recorded identity); the next observation closes the item', async () => {
+    const node = 'W-4';
+    const loop = await enforcing(node);
+    await stack.waitFor(loop, (s) => s.convergence_status === 'CONVERGED');
+    const config = path.join(stack.fleet.root(node), 'etc/app/config.json');
+    children.push(startConflictingWriter(config, fileBytes({ workers: 2 })));
+    await stack.waitFor(loop, (s) => s.convergence_status === 'CONFLICT');
+    const id = workItemId(node, 'CONFLICTING_WRITER', 'config');
+    await until(
+      () => item(id),
+      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+    );
+
+    // Two people claim at once: one wins, the other is told who holds it.
+    const claims = await Promise.all(['alice', 'bob'].map((by) => datum('work', 'claim', id, '--by', by, '-o', 'json')));
+    const won = claims.filter((c) => c.code === 0);
+    expect(won).toHaveLength(1);
+    const winner = (JSON.parse(won[0].stdout) as WorkItem).claim!.by;
+    const loser = winner === 'alice' ? 'bob' : 'alice';
+    expect(claims.find((c) => c.code !== 0)!.stderr).toMatch(new RegExp(`claim refused: ${id} is claimed by ${winner} `));
+
+    // The loser cannot resolve under the winner's claim; the winner yields to the other writer.
+    const lost = await datum('work', 'resolve', id, '--resolution', 'retake', '--by', loser);
+    expect(lost.code).toBe(1);
+    expect(lost.stderr).toMatch(new RegExp(`resolve refused: ${id} is claimed by ${winner} `));
+    const yielded = await datum(
+      'work',
+      'resolve',
+      id,
+      '--resolution',
+      'yield',
+      '--by',
+      winner,
+      '--note',
+      'the tuning cron stays',
+    );
+    expect([yielded.code, yielded.stderr]).toEqual([0, '']);
+
+    const closed = await until(
+      () => item(id),
+      (i) => i.state === 'CLOSED',
+    );
+    expect(closed.resolutions.map((r) => [r.resolution, r.by, r.outcome])).toEqual([['yield', winner, 'cleared']]);
+    const ledger = await stack.ledger(loop);
+    const recorded = ledger.filter((e) => e.work_resolution);
+    expect(recorded.map((e) => e.work_resolution)).toEqual([
+      {
+        item_id: id,
+        condition: 'CONFLICTING_WRITER',
+        resource_key: 'config',
+        resolution: 'yield',
+        attempts: null,
+        by: winner,
+        identity: expect.stringMatching(/@/) as unknown,
+        note: 'the tuning cron stays',
+      },
+    ]);
+    expect(recorded[0].reason).toBe('OPERATOR_RESOLUTION_RECORDED');
+    // Closed by the pass after the resolution, on a fresh observation, not by the resolution.
+    expect(closed.closed!.ledger_seq).toBeGreaterThan(recorded[0].seq);
+    const closing = ledger.find((e) => e.seq === closed.closed!.ledger_seq)!;
+    expect([closing.observation_fresh, closing.conditions.map((c) => c.type)]).toEqual([true, []]);
+    await loop.terminate('test done');
+  });
+});
+
 /** A service of this test's own: it reports its real build only once `fixed` exists on the host. */
 async function fixableService(fixed: string): Promise<string> {
   const dir = path.join(scratch, 'fixable');
@@ -267,6 +343,11 @@ describe('claims and refusals', () => {
       () => listWork(stack.client, { states: ['ESCALATED'] }),
       (rows) => rows.some((r) => r.id === id),
     );
+    // The fleet metric the DatumWorkItemsEscalated alert reads counts it.
+    await until(
+      () => escalatedGauge(),
+      (n) => n >= 1,
+    );
 
     expect((await datum('work', 'claim', id, '--by', 'bob', '--lease', '15s')).code).toBe(0);
     const taken = await datum('work', 'claim', id, '--by', 'carol');
@@ -295,3 +376,10 @@ describe('claims and refusals', () => {
     await loop.terminate('test done');
   });
 });
+
+/** datum_work_items{state="ESCALATED"} as this process's Prometheus endpoint serves it. */
+async function escalatedGauge(): Promise<number> {
+  const text = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${WORK_ITEMS_METRIC}{`) && l.includes('state="ESCALATED"'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
