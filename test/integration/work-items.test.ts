@@ -235,6 +235,40 @@ describe('two resolvers racing, by the CLI', () => {
   });
 });
 
+describe("a new generation's loop", () => {
+  it('finds the open items the loop before it opened, and its fresh observation closes the one whose condition is gone', async () => {
+    const node = 'W-5';
+    const gen1 = await enforcing(node);
+    await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
+    // Observe mode, and a hand edit: drift Datum only reports, an item for a person.
+    await stack.fleet.writeAgent(node, { mode: 'observe' });
+    const config = path.join(stack.fleet.root(node), 'etc/app/config.json');
+    await fs.writeFile(config, fileBytes({ workers: 2 }));
+    const id = workItemId(node, 'OBSERVED_DRIFT', 'config');
+    await until(
+      () => item(id),
+      (i) => i.loop === gen1.workflowId && i.state !== 'CLOSED',
+    );
+    await gen1.terminate('next generation');
+
+    // Generation 2 declares what the node has: its first fresh observation shows no drift on config.
+    await stack.fleet.writeDesired(node, 2, { workers: 2 });
+    const gen2 = await stack.startNode(node, 2);
+    const closed = await until(
+      () => item(id),
+      (i) => i.state === 'CLOSED',
+    );
+    expect(closed.loop).toBe(gen2.workflowId);
+    expect(closed.resolutions).toEqual([]);
+    expect(closed.closed?.detail).toMatch(
+      new RegExp(
+        `^A fresh observation \\(${gen2.workflowId} #\\d+, .+\\) shows OBSERVED_DRIFT on "config" of W-5 cleared, before anyone resolved it\\.$`,
+      ),
+    );
+    await gen2.terminate('test done');
+  });
+});
+
 /** A service of this test's own: it reports its real build only once `fixed` exists on the host. */
 async function fixableService(fixed: string): Promise<string> {
   const dir = path.join(scratch, 'fixable');
