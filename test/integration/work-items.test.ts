@@ -301,19 +301,9 @@ describe('a spent retry budget, resolved by a person', () => {
     );
 
     // Granted once, without the fix: the repair does not take, and the fresh observation reopens the item.
-    const first = await datum(
-      'work',
-      'resolve',
-      id,
-      '--resolution',
-      'grant',
-      '--attempts',
-      '1',
-      '--by',
-      'alice',
-      '--note',
-      'one more try',
-    );
+    const grant = (note: string, ...more: string[]) =>
+      datum('work', 'resolve', id, '--resolution', 'grant', '--attempts', '1', '--by', 'alice', '--note', note, ...more);
+    const first = await grant('one more try');
     expect(first.stderr).toBe('');
     expect(first.stdout).toMatch(
       new RegExp(
@@ -331,21 +321,7 @@ describe('a spent retry budget, resolved by a person', () => {
     // The person fixes the host, claims the item and grants again: the repair takes, and the item closes.
     await fs.writeFile(fixed, 'yes\n');
     expect((await datum('work', 'claim', id, '--by', 'alice')).code).toBe(0);
-    const second = await datum(
-      'work',
-      'resolve',
-      id,
-      '--resolution',
-      'grant',
-      '--attempts',
-      '1',
-      '--by',
-      'alice',
-      '--note',
-      'host fixed',
-      '-o',
-      'json',
-    );
+    const second = await grant('host fixed', '-o', 'json');
     expect(second.code).toBe(0);
     expect((JSON.parse(second.stdout) as { item: WorkItem }).item.state).toBe('AWAITING_OBSERVATION');
     const closed = await until(
