@@ -140,7 +140,7 @@ export type OperatorResolution = Extend<
  * On the note of a work item's resolution (docs/work-items.md): which item, what was decided, the
  * declared name and the identity Temporal recorded for the Update, and why.
  */
-export interface WorkResolution {
+export interface WorkResolutionNote {
   item_id: string;
   condition: ConditionType;
   resource_key: string | null;
@@ -193,7 +193,7 @@ export type Decision = {
   /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
   operator_resolution?: OperatorResolution;
   /** On the note of a work item's resolution. Optional: other entries have none. */
-  work_resolution?: WorkResolution;
+  work_resolution?: WorkResolutionNote;
 };
 
 export const LEDGER_VERSION = 1;

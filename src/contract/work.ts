@@ -9,9 +9,9 @@
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { DatumConditions, DatumNode, DatumStatus, WORKFLOW_TYPES } from './names';
-// From the domain's leaf modules, not its index: no import circle through src/domain/index.ts.
-import type { Json } from '../domain/canonical';
-import type { Condition, ConditionType, ConvergenceStatus, LedgerEntry, Mode, Ownership, Reason } from '../domain/schemas';
+import type { Json } from './json';
+import type { Condition, LedgerEntry } from './ledger';
+import type { ConditionType, ConvergenceStatus, Mode, Ownership, Reason } from './vocabulary';
 
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of

@@ -12,13 +12,13 @@ import {
   type WorkState,
   type WorkTargetInput,
 } from '../contract/work';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { needsJudgement } from './conditions';
-import type { BoundIntent } from './desired';
+import type { BoundIntent } from '../contract/desired';
 import { addMs, msBetween } from './duration';
-import type { Decision } from './schemas';
+import type { Decision } from '../contract/ledger';
 import type { CheckedClaim, CheckedResolve } from './work-payloads';
-import type { History } from './history';
+import type { History } from '../contract/history';
 import {
   WORK_RULES,
   allowedResolutions,

@@ -8,7 +8,7 @@ import {
   type ResolutionKind,
   type ResolvePayload,
 } from '../contract/work';
-import { withFix } from '../contract/identifiers';
+import { withFix } from '../contract/fix';
 import { breachProblem, clip, echo, jsonBreach } from './bounds';
 import { DURATION_HINT, parseDuration } from './duration';
 import { isWorkCondition } from './work-rules';

@@ -6,8 +6,9 @@ import type {
   ResolutionKind,
   WorkCondition,
 } from '../contract/work';
-import { recordResolution, type History } from './history';
-import type { BoundIntent } from './desired';
+import type { History } from '../contract/history';
+import { recordResolution } from './history';
+import type { BoundIntent } from '../contract/desired';
 
 /*
  * Which resolutions a work item allows, per condition, what each does to the loop, and when the

@@ -13,7 +13,7 @@ import { UsageError, durationFlag, listFlag, oneOf } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
 import { printLine } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { listWork, sendWorkUpdate, type WorkFilter } from '../work';
 import { payloadOf } from './work';
 

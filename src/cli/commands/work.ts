@@ -11,7 +11,7 @@ import { UsageError, durationFlag, listFlag, oneOf, outputFormat, type OutputFla
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
-import type { CommandModule } from '../program';
+import type { CommandModule } from '../command';
 import { checkItemId, listWork, readItem, sendWorkUpdate, type WorkFilter } from '../work';
 
 /*
