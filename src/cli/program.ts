@@ -205,9 +205,13 @@ function readingCommands(program: Program, inv: Invocation): void {
         .command('status')
         .summary('open conditions across the fleet (empty means the fleet is right)')
         .description(
-          `Lists every open condition of every running reconcile loop: what is wrong, on which node and resource, since when, the evidence, what was tried and who can resolve it. Visibility picks the loops that have a condition (DatumConditions); only those are asked for details. Exit code 0 when there is none, 1 when there is at least one.`,
+          `Lists every open condition of every running reconcile loop: what is wrong, on which node and resource, since when, the evidence, what was tried and who can resolve it. Visibility picks the loops that have a condition (DatumConditions); only those are asked for details. With the fleet directory (--fleet or DATUM_FLEET) every node of FLEET/desired/nodes that has no running loop is a NO_RUNNING_LOOP condition too: never rolled out, or how its last loop ended (terminated, failed, timed out, cancelled) and when. Exit code 0 when there is none, 1 when there is at least one.`,
         )
-        .option('--condition <types>', 'only these condition types, comma-separated (such as CONFLICTING_WRITER)'),
+        .option(
+          '--condition <types>',
+          'only these condition types, comma-separated (such as CONFLICTING_WRITER or NO_RUNNING_LOOP)',
+        )
+        .addOption(fleetOption()),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/status.js')).statusCommand, opts));
 
@@ -217,11 +221,12 @@ function readingCommands(program: Program, inv: Invocation): void {
         .command('nodes')
         .summary('the fleet at a glance: one line per node, from Temporal visibility alone')
         .description(
-          `One paginated visibility list of the running reconcile loops (no query per node, no worker needed): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE.`,
+          `One paginated visibility list of the running reconcile loops (no query per node, no worker needed): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE. With the fleet directory (--fleet or DATUM_FLEET) each node of FLEET/desired/nodes with no running loop is a NO LOOP row: REASON says how its last loop ended (or that it was never rolled out), AGE since when.`,
         )
         .option('--status <statuses>', 'only these statuses, comma-separated (such as BLOCKED,CONFLICT)')
         .option('--condition <types>', 'only nodes with one of these open conditions, comma-separated')
-        .option('--generation <G>', 'only loops at this generation'),
+        .option('--generation <G>', 'only loops at this generation')
+        .addOption(fleetOption()),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/nodes.js')).nodesCommand, opts));
 

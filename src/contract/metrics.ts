@@ -21,6 +21,12 @@ export const FLEET_NODES_METRIC = 'datum_fleet_nodes';
 export const FLEET_CONDITIONS_METRIC = 'datum_fleet_conditions';
 /** Controller, from visibility: open work items by state (ESCALATED: unclaimed past the escalation time). */
 export const WORK_ITEMS_METRIC = 'datum_work_items';
+/**
+ * Controller, from the authority and visibility: nodes with desired state and no running
+ * reconcile loop, by `end`: how the node's last loop ended (never_started, terminated, failed,
+ * timed_out, canceled, completed). Such a node is nobody's to repair until a loop runs again.
+ */
+export const FLEET_NODES_WITHOUT_LOOP_METRIC = 'datum_fleet_nodes_without_loop';
 /** Controller: ledger entries a loop decided that the fleet-wide store has not taken yet. */
 export const LEDGER_BACKLOG_METRIC = 'datum_ledger_backlog';
 /**

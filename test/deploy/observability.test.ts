@@ -351,6 +351,7 @@ describe('the alert rules and the dashboard', () => {
     expect(uses(/datum_observation_age_seconds/), 'observation age above TTL').not.toEqual([]);
     expect(uses(/status="RETRY"/), 'a rising RETRY rate').not.toEqual([]);
     expect(uses(/datum_ledger_backlog/), 'a ledger backlog').not.toEqual([]);
+    expect(uses(/datum_fleet_nodes_without_loop/), 'a node with desired state and no running loop').not.toEqual([]);
     expect(uses(/PollActivityTaskQueue/), 'an agent not polling').not.toEqual([]);
     for (const r of alerts) {
       expect(r.alert, 'every rule is an alert with a name').toMatch(/^Datum[A-Za-z]+$/);

@@ -38,7 +38,7 @@ beforeAll(async () => {
   stack = await Stack.start();
   // Short enough that an unclaimed item escalates while the test watches.
   await stack.startController({ workEscalateAfter: '3s' });
-  fleetMetrics = startFleetMetrics(stack.client, 1000);
+  fleetMetrics = startFleetMetrics(stack.client, null, 1000);
   scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-work-'));
 });
 afterEach(() => {

@@ -2,13 +2,15 @@ import type { Client } from '@temporalio/client';
 import { CONDITION_TYPES } from '../../domain';
 import { listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
-import { handleOf, listNodes, mapLimit, nodeQuery, stateOf } from '../nodes';
+import { checkFleet, FLEET_CONDITION_TYPES, fleetFor, NO_RUNNING_LOOP, UNCHECKED, type FleetCheck } from '../fleet-view';
+import { handleOf, listNodes, mapLimit, stateOf } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
 import type { CommandModule } from '../command';
 
 export interface OpenCondition {
   node: string;
-  workflow_id: string;
+  /** The loop that reports it; for NO_RUNNING_LOOP the node's last loop, null when none ever ran. */
+  workflow_id: string | null;
   type: string;
   resource_key: string | null;
   since: string;
@@ -21,37 +23,47 @@ export interface OpenCondition {
 
 interface StatusRaw extends ConnectionFlags, OutputFlags {
   condition?: string;
+  fleet?: string;
 }
 
 export interface StatusInput {
   values: StatusRaw;
   format: OutputFormat;
   conditions: string[];
+  /** The authority to compare the loops with; null: --fleet and DATUM_FLEET unset, running loops only. */
+  fleetDir: string | null;
 }
 
 interface Report {
+  /** Nodes with a running loop. */
   nodes: number;
+  /** Nodes the authority declares, null when no fleet directory was given (then only running loops were checked). */
+  declared: number | null;
+  fleet: string | null;
   conditions: OpenCondition[];
   unreadable: Array<{ node: string; error: string }>;
 }
 
 /**
- * Visibility says which loops have an open condition (DatumConditions, the same list call
- * `datum nodes` makes); only those are asked for the details: a fleet of 1000 right nodes costs
- * one list and one count, not 1000 queries.
+ * Visibility lists the running loops (the same list call `datum nodes` makes) and says which have
+ * an open condition (DatumConditions); only those are asked for the details: a fleet of 1000
+ * right nodes costs one list, not 1000 queries. The authority's nodes that have no running loop
+ * are conditions too (NO_RUNNING_LOOP): the fleet is not right while a node has no loop at all.
  */
-async function openConditions(client: Client, types: string[]): Promise<Report> {
-  const [total, flagged] = await Promise.all([
-    client.workflow.count(nodeQuery()),
-    listNodes(client, types.length ? { conditions: types } : { withConditions: true }),
-  ]);
-  const conditions: OpenCondition[] = [];
+async function openConditions(client: Client, types: string[], fleetDir: string | null): Promise<Report> {
+  const loopTypes = types.filter((t) => t !== NO_RUNNING_LOOP);
+  const running = await listNodes(client);
+  const flagged = running.filter((r) => r.conditions.some((c) => types.length === 0 || loopTypes.includes(c)));
+  const wantMissing = types.length === 0 || types.includes(NO_RUNNING_LOOP);
+  const fleet = await checkFleet(client, wantMissing ? fleetDir : null, new Set(running.map((r) => r.node)));
+  const conditions: OpenCondition[] = fleet.without_loop.map(withoutLoopCondition);
   const unreadable: Report['unreadable'] = [];
   await mapLimit(flagged, 32, async (row) => {
     try {
       const state = await stateOf(handleOf(client, row));
       for (const c of state.conditions)
-        if (types.length === 0 || types.includes(c.type)) conditions.push({ node: row.node, workflow_id: row.workflow_id, ...c });
+        if (types.length === 0 || loopTypes.includes(c.type))
+          conditions.push({ node: row.node, workflow_id: row.workflow_id, ...c });
     } catch (error) {
       unreadable.push({ node: row.node, error: (error as Error).message });
     }
@@ -61,33 +73,48 @@ async function openConditions(client: Client, types: string[]): Promise<Report> 
       a.node.localeCompare(b.node) || a.type.localeCompare(b.type) || (a.resource_key ?? '').localeCompare(b.resource_key ?? ''),
   );
   unreadable.sort((a, b) => a.node.localeCompare(b.node));
-  return { nodes: total.count, conditions, unreadable };
+  return { nodes: running.length, declared: fleet.declared, fleet: fleetDir, conditions, unreadable };
+}
+
+function withoutLoopCondition(n: FleetCheck['without_loop'][number]): OpenCondition {
+  return {
+    node: n.node,
+    workflow_id: n.last_loop?.workflow_id ?? null,
+    type: NO_RUNNING_LOOP,
+    resource_key: null,
+    since: n.since,
+    message: n.message,
+    evidence: { desired_generation: n.desired_generation, end: n.end, last_loop: n.last_loop ? { ...n.last_loop } : null },
+    tried: [],
+    resolver: 'operator',
+    needs_judgement: false,
+  };
 }
 
 export const statusCommand: CommandModule<StatusRaw, StatusInput> = {
   input(values) {
-    return {
-      values,
-      format: outputFormat(values),
-      conditions: oneOf(listFlag(values.condition), CONDITION_TYPES, '--condition'),
-    };
+    const conditions = oneOf(listFlag(values.condition), [...CONDITION_TYPES, ...FLEET_CONDITION_TYPES], '--condition');
+    return { values, format: outputFormat(values), conditions, fleetDir: fleetFor(conditions, values.fleet) };
   },
-  async run({ values, format, conditions: types }) {
+  async run({ values, format, conditions: types, fleetDir }) {
     return await withTemporal(values, async (client) => {
-      const report = await openConditions(client, types);
+      const report = await openConditions(client, types, fleetDir);
       if (format === 'json') printDocument('json', report);
       else if (format === 'jsonl') {
         for (const c of report.conditions) printLine(c);
         for (const u of report.unreadable) printLine({ unreadable: true, ...u });
-      } else printReport(report);
+      } else printReport(report, types);
       return report.conditions.length === 0 && report.unreadable.length === 0 ? 0 : 1;
     });
   },
 };
 
-function printReport({ nodes, conditions, unreadable }: Report): void {
+function printReport({ nodes, declared, conditions, unreadable }: Report, types: string[]): void {
   if (conditions.length === 0 && unreadable.length === 0) {
-    print(`No open conditions across ${nodes} node(s): the fleet is right.`);
+    // "The fleet is right" only when nothing was left out: no filter, and every declared node compared.
+    if (types.length > 0) print(`No open ${types.join(' or ')} condition across ${nodes} running loop(s).`);
+    else if (declared === null) print(`No open conditions across ${nodes} running loop(s).\n${UNCHECKED}`);
+    else print(`No open conditions across ${Math.max(declared, nodes)} node(s): the fleet is right.`);
     return;
   }
   if (conditions.length > 0)
@@ -107,6 +134,7 @@ function printReport({ nodes, conditions, unreadable }: Report): void {
     );
   for (const u of unreadable) print(`${u.node}: state unreadable (${u.error})`);
   print(
-    `\n${conditions.length} open condition(s) on ${new Set(conditions.map((c) => c.node)).size} of ${nodes} node(s). \`datum describe NODE\` explains one.`,
+    `\n${conditions.length} open condition(s) on ${new Set(conditions.map((c) => c.node)).size} of ${declared === null ? nodes : Math.max(declared, nodes)} node(s). \`datum describe NODE\` explains one.`,
   );
+  if (declared === null && types.length === 0) print(UNCHECKED);
 }

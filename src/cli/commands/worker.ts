@@ -59,12 +59,14 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       { connectClient, connectWorker },
       { installRuntime },
       { startFleetMetrics },
+      { DesiredStateAuthority },
     ] = await Promise.all([
       import('../../activities/ledger-store.js'),
       import('../../worker/controller.js'),
       import('../../worker/connection.js'),
       import('../../worker/metrics.js'),
       import('../../worker/fleet-metrics.js'),
+      import('../../activities/authority.js'),
     ]);
     applyConnectionFlags(values);
     const metrics = installRuntime({
@@ -96,7 +98,8 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
     );
     // Fleet-wide counts from visibility, served with the worker's metrics.
-    const fleet = metrics.metricsUrl ? startFleetMetrics(client) : null;
+    const authority = new DesiredStateAuthority(fleetDir);
+    const fleet = metrics.metricsUrl ? startFleetMetrics(client, () => authority.nodes()) : null;
     const running = worker.run();
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
