@@ -2,6 +2,9 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError, withFix } from './errors';
 
+/** Where `datum agent` and `datum validate` look for agent.yaml when no --config or file is given (seed 001's path). */
+export const DEFAULT_AGENT_CONFIG = '/etc/datum/agent.yaml';
+
 /** The fleet directory: --fleet, or $DATUM_FLEET (commander binds it); it must hold desired/nodes/. */
 export function fleetDirFrom(flag: string | undefined): string {
   const dir = flag ?? process.env.DATUM_FLEET;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfig, desiredStateFile, resourceKey, resourceSpec } from '../schemas';
+import { agentConfig, desiredStateFile, nodeId, resourceKey, resourceSpec } from '../schemas';
 
 /*
  * JSON Schemas of the two files an operator writes, generated from the zod schemas the controller
@@ -14,6 +14,16 @@ import { agentConfig, desiredStateFile, resourceKey, resourceSpec } from '../sch
 /** The desired-state file with its resources typed (the file schema takes them as unknown, to report each one). */
 const desiredStateDocument = desiredStateFile.extend({ resources: z.record(resourceKey, resourceSpec) });
 
+/**
+ * agent.yaml as a person may write it: the node as `node:` or as seed 001's `host:` (the parser
+ * reads host: as node:, src/domain/documents.ts), so one of the two is required, not node: itself.
+ */
+const agentDocument = agentConfig.extend({
+  node: nodeId.optional(),
+  host: nodeId.optional().describe("seed 001's spelling of node:; with both, they must name the same node"),
+});
+const ONE_NODE_FIELD = { anyOf: [{ required: ['node'] }, { required: ['host'] }] };
+
 const SCHEMAS = {
   'desired-state.schema.json': {
     schema: desiredStateDocument,
@@ -21,7 +31,7 @@ const SCHEMAS = {
     description: 'desired/nodes/<node>.yaml: the generation and resources Datum keeps a node at (README.md, "Desired state").',
   },
   'agent.schema.json': {
-    schema: agentConfig,
+    schema: agentDocument,
     title: 'Datum agent.yaml',
     description: 'The node agent\'s local configuration: its node, root, mode and operator overrides (README.md, "agent.yaml").',
   },
@@ -37,7 +47,8 @@ export function jsonSchemas(): Record<SchemaFile, string> {
   >) {
     // The input side: what a person writes, before defaults are applied. Refinements (paths, durations) stay strings.
     const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-7' });
-    out[file] = JSON.stringify({ ...json, $id: `https://datum.invalid/schemas/${file}`, title, description }, null, 2);
+    const extra = file === 'agent.schema.json' ? ONE_NODE_FIELD : {};
+    out[file] = JSON.stringify({ ...json, ...extra, $id: `https://datum.invalid/schemas/${file}`, title, description }, null, 2);
   }
   return out;
 }

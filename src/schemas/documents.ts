@@ -259,14 +259,56 @@ export function parseDesiredStateText(
 }
 
 export function parseAgentConfigText(text: string, source: string): AgentConfig {
-  const data = parseYaml(text, { ...AGENT, fail: (p) => new InvalidAgentConfig(source, p) });
-  return validateAgentConfig(data, source);
+  return readAgentConfigText(text, source).config;
 }
 
-export function validateAgentConfig(data: unknown, source: string): AgentConfig {
+/**
+ * Which field an agent.yaml named its node with: `node` (Datum's), `host` (seed 001's spelling:
+ * `host: web-001` beside `reconciliation.mode`), or `both` (the two, naming the same node).
+ */
+export type AgentNodeField = 'node' | 'host' | 'both';
+
+/** An agent.yaml, and which spelling of its node it used (`datum validate` says which). */
+export function readAgentConfigText(text: string, source: string): { config: AgentConfig; nodeField: AgentNodeField } {
+  const data = parseYaml(text, { ...AGENT, fail: (p) => new InvalidAgentConfig(source, p) });
+  // parseYaml returns only a mapping (anything else is refused as "is not a YAML mapping").
+  const { spelled, nodeField } = hostAsNode(data as Record<string, unknown>, source);
+  return { config: validateAgentConfig(spelled, source, nodeField), nodeField };
+}
+
+export function validateAgentConfig(data: unknown, source: string, nodeField: AgentNodeField = 'node'): AgentConfig {
   const parsed = agentConfig.safeParse(data, { reportInput: true });
-  if (!parsed.success) throw new InvalidAgentConfig(source, problemsFromZod(parsed.error));
+  if (!parsed.success) {
+    const problems = problemsFromZod(parsed.error);
+    // A bad `host:` is named as the user wrote it, not as the field it stands for.
+    throw new InvalidAgentConfig(
+      source,
+      nodeField === 'host' ? problems.map((p) => (p.field === 'node' ? { ...p, field: 'host' } : p)) : problems,
+    );
+  }
   return parsed.data;
+}
+
+/**
+ * Seed 001 names the node `host:`; Datum's own spelling is `node:`. Either is read as the node;
+ * both at once must name the same node, or nobody can tell which node this agent serves.
+ */
+function hostAsNode(
+  data: Record<string, unknown>,
+  source: string,
+): { spelled: Record<string, unknown>; nodeField: AgentNodeField } {
+  if (!Object.hasOwn(data, 'host')) return { spelled: data, nodeField: 'node' };
+  const { host, ...rest } = data;
+  if (!Object.hasOwn(rest, 'node')) return { spelled: { ...rest, node: host }, nodeField: 'host' };
+  if (rest.node !== host)
+    throw new InvalidAgentConfig(source, [
+      {
+        field: 'host',
+        problem: `names ${JSON.stringify(host)} but node: names ${JSON.stringify(rest.node)} (host: is seed 001's spelling of node:, so both name the node this agent serves)`,
+        fix: "keep one of them: node: (Datum's spelling) or host:, naming the node this agent serves",
+      },
+    ]);
+  return { spelled: rest, nodeField: 'both' };
 }
 
 // ---------------------------------------------------------------------------------------------

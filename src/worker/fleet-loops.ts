@@ -1,5 +1,5 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { WORKFLOW_TYPES, nodeId } from '../contract';
+import { WORKFLOW_TYPES, isNodeId } from '../contract';
 import { mapLimit } from '../activities/map-limit';
 
 /*
@@ -50,7 +50,7 @@ export async function missingLoops(
   how = true,
 ): Promise<MissingLoop[]> {
   // A file name that is no node name is the authority's problem (the loop or validate names it), not a loop's.
-  const missing = [...new Set(declared)].filter((n) => !running.has(n) && nodeId.safeParse(n).success).sort();
+  const missing = [...new Set(declared)].filter((n) => !running.has(n) && isNodeId(n)).sort();
   if (missing.length === 0) return [];
   const newest = new Map<string, WorkflowExecutionInfo>();
   for (let i = 0; i < missing.length; i += NODES_PER_QUERY) {

@@ -262,6 +262,36 @@ describe('datum validate', () => {
     expect(nothing.code).toBe(2);
     expect(nothing.stderr).toMatch(/nothing to validate — fix: name FILES, or the fleet with --fleet DIR/);
   });
+
+  it("reads seed 001's agent.yaml (host:, reconciliation.mode) and says which spelling it read; datum agent defaults to /etc/datum/agent.yaml", async (ctx) => {
+    const seed = path.join(tmp, 'seed', 'agent.yaml');
+    await fs.mkdir(path.dirname(seed), { recursive: true });
+    await fs.writeFile(seed, 'host: web-001\nroot: /var/lib/datum/web-001\n\nreconciliation:\n  mode: observe\n');
+    const both = path.join(tmp, 'seed', 'both.yaml');
+    await fs.writeFile(both, 'node: web-001\nhost: web-001\nroot: /var/lib/datum/web-001\n');
+    const read = await datum(['validate', seed, both]);
+    expect(read.code).toBe(0);
+    expect(read.stdout).toMatch(
+      /seed\/agent\.yaml: agent\.yaml of node web-001, named by host: \(seed 001's spelling of node:\)/,
+    );
+    expect(read.stdout).toMatch(/seed\/both\.yaml: agent\.yaml of node web-001, named by node: and host:/);
+    const json = JSON.parse((await datum(['validate', '--json', seed])).stdout) as { files: Array<{ agent: unknown }> };
+    expect(json.files[0].agent).toEqual({ node: 'web-001', node_field: 'host' });
+    // Both spellings naming different nodes: which node would this agent serve? Refused, with the line.
+    const two = path.join(tmp, 'seed', 'two.yaml');
+    await fs.writeFile(two, 'node: web-001\nroot: /var/lib/datum/web-001\nhost: web-002\n');
+    const refused = await datum(['validate', two]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/two\.yaml:3:7: host: names "web-002" but node: names "web-001" .* — fix: keep one of them/);
+
+    // No --config: the agent reads /etc/datum/agent.yaml, and names it when it is not there.
+    ctx.skip(existsSync('/etc/datum/agent.yaml'), 'this machine has an /etc/datum/agent.yaml: an agent would start');
+    const agent = await datum(['agent', '--address', `127.0.0.1:${await closedPort()}`]);
+    expect(agent.code).toBe(1);
+    expect(agent.stderr).toMatch(
+      /\/etc\/datum\/agent\.yaml: invalid agent config.*\n.*ENOENT.* — fix: create agent\.yaml at this path/,
+    );
+  });
 });
 
 describe('shell completion', () => {

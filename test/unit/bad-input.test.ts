@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidAgentConfig, InvalidDesiredState, type InvalidInputError } from '../../src/domain';
-import { parseAgentConfigText, parseDesiredStateText } from '../../src/schemas/documents';
+import { parseAgentConfigText, parseDesiredStateText, readAgentConfigText } from '../../src/schemas/documents';
 
 const DESIRED = 'fleet/desired/nodes/N-24.yaml';
 const AGENT = 'fleet/agents/N-24.yaml';
@@ -175,6 +175,39 @@ const rows: Row[] = [
     problem: /absolute path/,
     fix: /absolute directory/,
   },
+  // Seed 001 spells node: as host: (host: web-001 beside reconciliation.mode).
+  {
+    name: 'host: and node: naming different nodes',
+    kind: 'agent',
+    text: goodAgent.replace('node: N-24', 'node: N-24\nhost: web-001'),
+    field: 'host',
+    problem: /names "web-001" but node: names "N-24" \(host: is seed 001's spelling of node:/,
+    fix: /keep one of them: node: .* or host:/,
+  },
+  {
+    name: 'a host: that is no node name',
+    kind: 'agent',
+    text: goodAgent.replace('node: N-24', 'host: "web 001"'),
+    field: 'host',
+    problem: /not a valid node name/,
+    fix: /letters, digits/,
+  },
+  {
+    name: 'a host: that is a number',
+    kind: 'agent',
+    text: goodAgent.replace('node: N-24', 'host: 7'),
+    field: 'host',
+    problem: /must be a node name/,
+    fix: /"N-24"/,
+  },
+  {
+    name: "seed 001's agent.yaml as the seed prints it (host and mode, no root)",
+    kind: 'agent',
+    text: 'host: web-001\n\nreconciliation:\n  mode: observe\n',
+    field: 'root',
+    problem: /root is missing/,
+    fix: /absolute directory this agent manages/,
+  },
   {
     name: 'a non-YAML agent.yaml',
     kind: 'agent',
@@ -232,6 +265,16 @@ describe('bad input names the file, the field and the fix', () => {
     const agent = parseAgentConfigText(goodAgent, AGENT);
     expect(agent.reconciliation).toEqual({ mode: 'enforce', resources: { config: 'observe' } });
     expect(parseAgentConfigText('node: N-1\nroot: /srv/n1\n', AGENT).reconciliation.mode).toBe('observe');
+  });
+
+  it("accepts seed 001's host: as the node's name, and both spellings when they name the same node", () => {
+    const seed = readAgentConfigText('host: web-001\nroot: /var/lib/datum/web-001\nreconciliation:\n  mode: enforce\n', AGENT);
+    expect(seed.nodeField).toBe('host');
+    expect(seed.config).toMatchObject({ node: 'web-001', root: '/var/lib/datum/web-001', reconciliation: { mode: 'enforce' } });
+    expect(readAgentConfigText(goodAgent, AGENT)).toMatchObject({ nodeField: 'node', config: { node: 'N-24' } });
+    const both = readAgentConfigText(goodAgent.replace('node: N-24', 'node: N-24\nhost: N-24'), AGENT);
+    expect(both).toMatchObject({ nodeField: 'both', config: { node: 'N-24' } });
+    expect(both.config).not.toHaveProperty('host');
   });
 
   it('accepts the demo fleet of examples/fleet and the README configuration examples unchanged', () => {

@@ -1,5 +1,5 @@
-import { agentTaskQueue, withFix } from '../../contract';
-import { UsageError } from '../args';
+import { agentTaskQueue } from '../../contract';
+import { DEFAULT_AGENT_CONFIG } from '../dirs';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
 import { datumVersion, type CommandModule } from '../command';
@@ -20,9 +20,9 @@ export interface AgentInput {
 
 export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
   input(values) {
-    const configPaths = values.config;
-    if (configPaths.length === 0)
-      throw new UsageError(withFix('no agent.yaml given', 'pass --config PATH (once per node this process serves)'));
+    // No --config: the one agent.yaml of a node, where seed 001 puts it. A missing file is then
+    // named (loadAgentConfig: "cannot be read (ENOENT …) — fix: create agent.yaml at this path …").
+    const configPaths = values.config.length > 0 ? values.config : [DEFAULT_AGENT_CONFIG];
     return { values, configPaths };
   },
   async run({ values, configPaths }) {

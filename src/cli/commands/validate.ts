@@ -8,12 +8,14 @@ import {
   MAX_DESIRED_STATE_BYTES,
   parseAgentConfigText,
   parseDesiredStateText,
+  readAgentConfigText,
+  type AgentNodeField,
 } from '../../schemas/documents';
 import { UsageError, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withFix } from '../errors';
 import { print, printDocument, printLine } from '../output';
 import type { CommandModule } from '../command';
-import { fleetDirFrom } from '../dirs';
+import { DEFAULT_AGENT_CONFIG, fleetDirFrom } from '../dirs';
 
 /*
  * `datum validate`: desired-state and agent.yaml files checked offline, with the parsers the
@@ -35,6 +37,8 @@ export interface FileReport {
   kind: Kind | null;
   valid: boolean;
   problems: LocatedProblem[];
+  /** An agent.yaml's node, and the field that named it: `node:`, seed 001's `host:`, or both (the same node). */
+  agent?: { node: string; node_field: AgentNodeField };
 }
 
 interface ValidateRaw extends OutputFlags {
@@ -87,8 +91,17 @@ export const validateCommand: CommandModule<ValidateRaw, ValidateInput> = {
       const given = values.fleet !== undefined ? fleetDirFrom(values.fleet) : null;
       return { format, files: values.files.map((file) => ({ file, kind: kindByPath(file), fleetDir: fleetOf(file, given) })) };
     }
-    if (values.fleet === undefined && process.env.DATUM_FLEET === undefined)
-      throw new UsageError(withFix('nothing to validate', 'name FILES, or the fleet with --fleet DIR (or DATUM_FLEET)'));
+    if (values.fleet === undefined && process.env.DATUM_FLEET === undefined) {
+      // On a node, the agent's own config where seed 001 puts it.
+      if (existsSync(DEFAULT_AGENT_CONFIG))
+        return { format, files: [{ file: DEFAULT_AGENT_CONFIG, kind: 'agent', fleetDir: null }] };
+      throw new UsageError(
+        withFix(
+          'nothing to validate',
+          `name FILES, or the fleet with --fleet DIR (or DATUM_FLEET); on a node, ${DEFAULT_AGENT_CONFIG} is checked when it exists`,
+        ),
+      );
+    }
     const fleetDir = fleetDirFrom(values.fleet);
     return { format, files: await fleetFiles(fleetDir) };
   },
@@ -99,6 +112,7 @@ export const validateCommand: CommandModule<ValidateRaw, ValidateInput> = {
     else if (format === 'jsonl') for (const p of problems) printLine(p);
     else {
       for (const p of problems) print(problemText(p));
+      for (const r of reports) if (r.agent) print(spellingLine(r.file, r.agent));
       const bad = reports.filter((r) => !r.valid).length;
       print(
         problems.length === 0
@@ -109,6 +123,16 @@ export const validateCommand: CommandModule<ValidateRaw, ValidateInput> = {
     return problems.length === 0 ? 0 : 1;
   },
 };
+
+/** Which spelling of the node a valid agent.yaml used, so a seed-001 file is seen to be read as meant. */
+export function spellingLine(file: string, { node, node_field }: NonNullable<FileReport['agent']>): string {
+  const by = {
+    node: 'node:',
+    host: "host: (seed 001's spelling of node:)",
+    both: 'node: and host: (the same node in both spellings)',
+  }[node_field];
+  return `${file}: agent.yaml of node ${node}, named by ${by}`;
+}
 
 /** `file:line: field: problem — fix: fix`, the compiler shape CI annotates. */
 export function problemText(p: LocatedProblem): string {
@@ -145,15 +169,18 @@ export async function validateFile(file: string, byPath: Kind | null, fleetDir: 
       [
         {
           field: '(file)',
-          problem: 'is neither desired state (node, generation, resources) nor an agent.yaml (node, root)',
+          problem: 'is neither desired state (node, generation, resources) nor an agent.yaml (node or host, root)',
           fix: 'put it under FLEET/desired/nodes/ or FLEET/agents/, or give it the fields of one of them',
         },
       ],
       null,
       text,
     );
-  const problems =
-    kind === 'desired-state' ? await desiredProblems(text, shown, file, fleetDir) : agentProblems(text, shown, file);
+  if (kind === 'agent') {
+    const { problems, agent } = agentProblems(text, shown, file);
+    return problems.length ? fail(problems, kind, text) : { file: shown, kind, valid: true, problems: [], agent };
+  }
+  const problems = await desiredProblems(text, shown, file, fleetDir);
   return problems.length ? fail(problems, kind, text) : { file: shown, kind, valid: true, problems: [] };
 }
 
@@ -162,7 +189,7 @@ function kindByContent(text: string): Kind | null {
     const data = parseDocument(text).toJS() as Record<string, unknown> | null;
     if (data && typeof data === 'object') {
       if ('resources' in data || 'generation' in data) return 'desired-state';
-      if ('root' in data || 'reconciliation' in data || 'overrides' in data) return 'agent';
+      if ('root' in data || 'host' in data || 'reconciliation' in data || 'overrides' in data) return 'agent';
     }
   } catch {
     // Unparseable: the caller reports that the kind is unknown.
@@ -231,23 +258,27 @@ async function artifactProblems(
   return problems;
 }
 
-function agentProblems(text: string, shown: string, file: string): Problem[] {
-  let config;
+function agentProblems(text: string, shown: string, file: string): { problems: Problem[]; agent?: FileReport['agent'] } {
+  let read;
   try {
-    config = parseAgentConfigText(text, shown);
+    read = readAgentConfigText(text, shown);
   } catch (error) {
-    return problemsOf(error);
+    return { problems: problemsOf(error) };
   }
+  const { config, nodeField } = read;
+  const field = nodeField === 'host' ? 'host' : 'node';
   const expected = kindByPath(file) === 'agent' && path.basename(file) !== 'agent.yaml' ? path.basename(file, '.yaml') : null;
   if (expected !== null && config.node !== expected)
-    return [
-      {
-        field: 'node',
-        problem: `names "${config.node}" but the file is the agent.yaml of node "${expected}" (FLEET/agents/<node>.yaml)`,
-        fix: `write node: ${expected}, or rename the file to ${config.node}.yaml`,
-      },
-    ];
-  return [];
+    return {
+      problems: [
+        {
+          field,
+          problem: `names "${config.node}" but the file is the agent.yaml of node "${expected}" (FLEET/agents/<node>.yaml)`,
+          fix: `write ${field}: ${expected}, or rename the file to ${config.node}.yaml`,
+        },
+      ],
+    };
+  return { problems: [], agent: { node: config.node, node_field: nodeField } };
 }
 
 // ---------------------------------------------------------------------------------------------
