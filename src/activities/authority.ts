@@ -10,6 +10,33 @@ import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../sch
 
 const run = promisify(execFile);
 
+/** A checkout's git directory (index, HEAD) and the common one (refs; the same unless a worktree). */
+interface GitRepo {
+  gitDir: string;
+  commonDir: string;
+}
+
+/**
+ * What changes whenever git's answer about a file can change without its bytes changing: the
+ * index (add, commit -a, reset), HEAD and the ref it names (commit, amend, checkout, reset), and
+ * packed refs. Read with stat and one small read, no process, so an unchanged file in an
+ * unchanged checkout costs no git process per read.
+ */
+async function repoStamp({ gitDir, commonDir }: GitRepo): Promise<string> {
+  const head = (await fs.readFile(path.join(gitDir, 'HEAD'), 'utf8').catch(() => '')).trim();
+  const ref = /^ref: (.+)$/.exec(head)?.[1];
+  const files = [path.join(gitDir, 'index'), path.join(commonDir, 'packed-refs'), ...(ref ? [path.join(commonDir, ref)] : [])];
+  const stamps = await Promise.all(
+    files.map((f) =>
+      fs.stat(f).then(
+        (st) => `${st.mtimeMs}:${st.size}:${st.ino}`,
+        () => '-',
+      ),
+    ),
+  );
+  return [head, ...stamps].join('|');
+}
+
 /** Why the file at `stat` is not read at all, or null: it must be a regular file within MAX_DESIRED_STATE_BYTES. */
 function refuseToRead(stat: Stats, source: string): AuthorityRead | null {
   if (!stat.isFile()) {
@@ -35,6 +62,8 @@ export class DesiredStateAuthority {
   private readonly provenanceCache = new Map<string, { stamp: string; revision: string; author: string | null }>();
   /** Directories found not to be in a git checkout (until the worker restarts): no git process per file there. */
   private readonly notGit = new Set<string>();
+  /** The git directories of each checked-out directory, found once (one git process per directory). */
+  private readonly repos = new Map<string, GitRepo>();
 
   constructor(readonly fleetDir: string) {}
 
@@ -138,21 +167,18 @@ export class DesiredStateAuthority {
   }
 
   private async provenance(file: string, text: string, stat: Stats): Promise<{ revision: string; author: string | null }> {
-    const stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}`;
+    const dir = path.dirname(file);
+    const repo = await this.repoOf(dir);
+    // The file's bytes and git's view of them: a commit, a `git add` or a reset changes the
+    // provenance of a file whose bytes did not change, and must not be answered from the cache.
+    const stamp = `${stat.mtimeMs}:${stat.size}:${stat.ino}|${repo ? await repoStamp(repo) : 'not git'}`;
     const cached = this.provenanceCache.get(file);
     if (cached && cached.stamp === stamp) return cached;
     const digest = `sha256:${createHash('sha256').update(text).digest('hex')}`;
     let result = { stamp, revision: digest, author: null as string | null };
-    const dir = path.dirname(file);
     try {
-      if (this.notGit.has(dir)) throw new Error('not a git checkout');
-      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 }).catch(
-        (error: unknown) => {
-          // Exit 128 is git's "not a git repository"; anything else (a timeout) may pass next time.
-          if ((error as { code?: unknown }).code === 128) this.notGit.add(dir);
-          throw error;
-        },
-      );
+      if (!repo) throw new Error('not a git checkout');
+      const status = await run('git', ['-C', dir, 'status', '--porcelain', '--', path.basename(file)], { timeout: 5000 });
       if (status.stdout.trim() === '') {
         const log = await run('git', ['-C', dir, 'log', '-1', '--format=%H%n%an <%ae>', '--', path.basename(file)], {
           timeout: 5000,
@@ -165,5 +191,23 @@ export class DesiredStateAuthority {
     }
     this.provenanceCache.set(file, result);
     return result;
+  }
+
+  /** The git directories of the checkout `dir` is in, or null when it is in none (remembered until the worker restarts). */
+  private async repoOf(dir: string): Promise<GitRepo | null> {
+    if (this.notGit.has(dir)) return null;
+    const known = this.repos.get(dir);
+    if (known) return known;
+    try {
+      const { stdout } = await run('git', ['-C', dir, 'rev-parse', '--absolute-git-dir', '--git-common-dir'], { timeout: 5000 });
+      const [gitDir, common] = stdout.trim().split('\n');
+      const repo = { gitDir, commonDir: path.resolve(dir, common ?? gitDir) };
+      this.repos.set(dir, repo);
+      return repo;
+    } catch (error) {
+      // Exit 128 is git's "not a git repository"; anything else (a timeout, no git) may pass next time.
+      if ((error as { code?: unknown }).code === 128) this.notGit.add(dir);
+      return null;
+    }
   }
 }
