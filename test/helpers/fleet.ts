@@ -5,6 +5,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
+import { auditSqliteLedgersUnder } from './ledger-audit';
 import { killProcessesUnder } from './processes';
 
 export interface DesiredOptions {
@@ -116,9 +117,14 @@ export class Fleet {
     return this.agentFile(node);
   }
 
+  /** Stops what runs in it, audits every ledger written in it (test/helpers/ledger-audit.ts), and removes it. */
   async remove(): Promise<void> {
     killProcessesUnder(this.dir);
-    await fs.rm(this.dir, { recursive: true, force: true });
+    try {
+      await auditSqliteLedgersUnder(this.dir);
+    } finally {
+      await fs.rm(this.dir, { recursive: true, force: true });
+    }
   }
 }
 

@@ -12,6 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
+import { auditPostgresLedger } from './ledger-audit';
 
 export interface TestPostgres {
   /** A database created for this server's caller: postgres://datum:<pw>@127.0.0.1:<port>/datum_test. */
@@ -233,9 +234,14 @@ async function startCluster(bin: string): Promise<TestPostgres> {
       url,
       newDatabase,
       async stop() {
-        await admin.end().catch(() => undefined); // the server goes away next anyway
-        stopNow();
-        process.removeListener('exit', stopNow);
+        try {
+          // Every ledger written on this server keeps its invariants (test/helpers/ledger-audit.ts).
+          for (let n = 1; n <= made; n++) await auditPostgresLedger(`${base}/datum_test_${n}`);
+        } finally {
+          await admin.end().catch(() => undefined); // the server goes away next anyway
+          stopNow();
+          process.removeListener('exit', stopNow);
+        }
       },
     };
   } catch (error) {
@@ -270,8 +276,17 @@ async function onExistingServer(url: string): Promise<TestPostgres> {
     url: await newDatabase(),
     newDatabase,
     async stop() {
-      for (const name of made.splice(0)) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.end();
+      try {
+        // Every ledger written on this server keeps its invariants (test/helpers/ledger-audit.ts).
+        for (const name of made) {
+          const u = new URL(url);
+          u.pathname = `/${name}`;
+          await auditPostgresLedger(u.toString());
+        }
+      } finally {
+        for (const name of made.splice(0)) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        await admin.end();
+      }
     },
   };
 }
