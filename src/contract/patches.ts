@@ -41,6 +41,8 @@ export const DECISION_RULE = {
   answersOutliveLostProbe: 'answers-outlive-lost-probe',
   /** Any write of this pass ends the repair record of its resource, whatever the probe says. */
   ownExecutedWriteEndsProof: 'own-executed-write-ends-proof',
+  /** A note carries the last status only when that decision judged the note's generation and digest. */
+  noteCarriesOnlyObservedStatus: 'note-carries-only-observed-status',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -197,6 +199,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'An ineffective repair followed by a lost probe kept its old repair record, and the next pass read our own write as a CONFLICT.',
+  },
+  [DECISION_RULE.noteCarriesOnlyObservedStatus]: {
+    since: UNRELEASED,
+    changes:
+      "A note (a signal handled, a resolution, a re-bind) recorded for a generation and digest the last decision did not judge says BLOCKED instead of copying that decision's status; the pass that follows decides.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A refreshDesired that re-bound the same generation to new content recorded a REBOUND note copying the last status: the ledger showed CONVERGED for a digest nothing had observed (issue 20). The ledger auditor (src/domain/ledger-audit.ts) checks every ledger the tests write for it.',
   },
 };
 

@@ -2,6 +2,7 @@ import { breachProblem, clip, jsonBreach, type JsonBreach } from './bounds';
 import { canonicalJson } from './canonical';
 import { draft, mergeConditions } from './conditions';
 import type { AuthorityView } from './inputs';
+import { DECISION_RULE, type DecisionRule } from '../contract/patches';
 import {
   MAX_SIGNAL_CHARS,
   MAX_SIGNAL_DEPTH,
@@ -139,8 +140,10 @@ export function noteDecision(
     work?: Decision['work_resolution'];
   },
   now: string,
+  /** Decision rules added after loops were running, answered by the workflow with patched(). */
+  rules: (rule: DecisionRule) => boolean = () => true,
 ): { decision: Decision; history: History } {
-  const status = note.status ?? last?.convergence_status ?? 'BLOCKED';
+  const status = note.status ?? carriedStatus(intent, last, rules);
   const keep = history.conditions.filter((c) => c.type !== 'INVALID_SIGNAL').map(({ since: _s, ...rest }) => rest);
   const conditions = mergeConditions(history.conditions, [...keep, ...signalConditions(history)], now);
   const decision: Decision = {
@@ -172,6 +175,20 @@ export function noteDecision(
   if (note.resolution) decision.operator_resolution = resolutionRecord(note.resolution);
   if (note.work) decision.work_resolution = note.work;
   return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
+}
+
+/**
+ * No note manufactures a status: a note carries the last decision's status only when that decision
+ * judged the generation and digest the note is recorded for. After a re-bind to new content (or
+ * with no decision yet) nothing has observed the node against this intent, so the note says what
+ * a loop that cannot vouch for anything says, BLOCKED, and the pass that follows decides. Without
+ * the rule (a loop recorded before it) the note copied the last status, CONVERGED included.
+ */
+function carriedStatus(intent: BoundIntent, last: Decision | null, rules: (rule: DecisionRule) => boolean): ConvergenceStatus {
+  if (!last) return 'BLOCKED';
+  const judgedThis = last.desired_generation === intent.generation && last.desired_digest === intent.digest;
+  if (judgedThis || !rules(DECISION_RULE.noteCarriesOnlyObservedStatus)) return last.convergence_status;
+  return 'BLOCKED';
 }
 
 type ResolutionRequest = RecordDecisionRequest & { kind: OperatorResolution['kind'] };

@@ -65,7 +65,7 @@ export interface Recorder {
 
 /** A decision the loop made between passes (a signal handled, a hand-over): always written. */
 export function note(loop: Recorder, n: Parameters<typeof noteDecision>[3]): void {
-  const r = noteDecision(loop.intent, loop.lastDecision, loop.history, n, nowIso());
+  const r = noteDecision(loop.intent, loop.lastDecision, loop.history, n, nowIso(), inForce);
   loop.history = r.history;
   record(loop, r.decision, 'note');
 }
