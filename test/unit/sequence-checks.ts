@@ -96,6 +96,10 @@ function checkCore(p: PassRecord): void {
     const unproven = unprovenConvergence(p, acted ? p.probe : p.pre, acted ? p.finalAt : p.firstAt);
     if (unproven !== null) expect(unproven, at).toBeNull();
   }
+  // RETRY promises another attempt: never once the retry budget is spent (issue 20).
+  for (const d of [p.first, p.final])
+    if (d.convergence_status === 'RETRY')
+      expect(d.attempt_count, `${at}: RETRY (${d.reason}) past retry_budget ${d.retry_budget}`).toBeLessThan(d.retry_budget);
   // A stale snapshot never drives an action.
   if (
     msBetween(p.pre.observed_at, p.firstAt) > OBSERVATION_TTL_MS &&
