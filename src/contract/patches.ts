@@ -43,6 +43,8 @@ export const DECISION_RULE = {
   ownExecutedWriteEndsProof: 'own-executed-write-ends-proof',
   /** A note carries the last status only when that decision judged the note's generation and digest. */
   noteCarriesOnlyObservedStatus: 'note-carries-only-observed-status',
+  /** Drift that appeared meanwhile, once a pass spent the retry budget, is BLOCKED, not RETRY. */
+  retryOnlyWithinBudget: 'retry-only-within-budget',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -208,6 +210,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'A refreshDesired that re-bound the same generation to new content recorded a REBOUND note copying the last status: the ledger showed CONVERGED for a digest nothing had observed (issue 20). The ledger auditor (src/domain/ledger-audit.ts) checks every ledger the tests write for it.',
+  },
+  [DECISION_RULE.retryOnlyWithinBudget]: {
+    since: UNRELEASED,
+    changes:
+      'A pass whose repair took but spent the retry budget, while another resource drifted meanwhile, says BLOCKED/RETRY_BUDGET_EXHAUSTED for it instead of RETRY/DRIFT_DETECTED.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      "The ladder's drifted-meanwhile rung had no budget check: it promised a RETRY the next pass then withheld (issue 20). The ledger auditor and the sequence properties hold every decision to RETRY only below retry_budget.",
   },
 };
 

@@ -1,3 +1,4 @@
+import { DECISION_RULE } from '../contract/patches';
 import { authorizePlan } from './authorize';
 import { effectiveMode } from './classify';
 import type { ConditionDraft } from './conditions';
@@ -59,6 +60,10 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
     Number.MAX_SAFE_INTEGER,
   );
   const planned = acted.planned.map((p) => ({ ...p }));
+  const meanwhile = repairable
+    .filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key))
+    .map((x) => x.action.resource_key);
+  const spent = withheldForBudget(meanwhile, carried.attempt_count, intent.policy.retry_budget, input.rules);
   return {
     planned,
     authorized: acted.actions,
@@ -81,15 +86,23 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       refused_standing: [...new Set([...probe.refused_now, ...Object.keys(refused).filter((k) => !probe.acted_keys.has(k))])],
       ineffective: probe.ineffective,
       failed: probe.failed,
-      budget_withheld: [],
+      budget_withheld: spent,
       authorized: acted.actions.map((a) => a.resource_key),
-      drifted_meanwhile: repairable
-        .filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key))
-        .map((x) => x.action.resource_key),
+      drifted_meanwhile: spent.length > 0 ? [] : meanwhile,
       executed: acted.evidence.some(wasExecuted),
       ...resourceConcerns(post, planned),
     },
   };
+}
+
+/**
+ * Drift that appeared meanwhile, once this pass spent the retry budget: the next pass would
+ * withhold its repair (budget_withheld), so this one says so (BLOCKED, RETRY_BUDGET_EXHAUSTED)
+ * instead of promising a RETRY. Before the rule (a loop that started earlier) it said RETRY.
+ */
+function withheldForBudget(meanwhile: string[], attempts: number, budget: number, rules: StageInput['rules']): string[] {
+  if (meanwhile.length === 0 || attempts < budget) return [];
+  return rules(DECISION_RULE.retryOnlyWithinBudget) ? meanwhile : [];
 }
 
 /**

@@ -44,7 +44,7 @@ export interface Evidence {
   ineffective: string[];
   /** Acted on but not carried out: failed, or skipped after an earlier failure or refusal. */
   failed: string[];
-  /** Planned but withheld because retry_budget is spent (pre only). */
+  /** Pre: planned but withheld because retry_budget is spent. Post: drift that appeared meanwhile once this pass spent it. */
   budget_withheld: string[];
   /** Resources with an authorized action (pre: authorized now; post: acted on). */
   authorized: string[];
