@@ -1,8 +1,6 @@
-import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileBytes } from '../../src/domain';
+import { D7, health } from '../helpers/service-health';
 import { Stack } from '../helpers/stack';
 
 /*
@@ -19,20 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
-
-const D7 = createHash('sha256')
-  .update(fileBytes({ workers: 8 }))
-  .digest('hex');
-
-/** The service as the agent started it (pid, port) and what the process itself answers. */
-async function health(root: string): Promise<{ build: string; config_sha256: string; pid: number }> {
-  const state = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as {
-    pid: number;
-    port: number;
-  };
-  const res = await fetch(`http://127.0.0.1:${state.port}/health`);
-  return { ...((await res.json()) as { build: string; config_sha256: string }), pid: state.pid };
-}
 
 /** Whether `pid` still runs (a zombie or a reaped pid does not). */
 async function runs(pid: number): Promise<boolean> {

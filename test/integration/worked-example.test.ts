@@ -1,13 +1,12 @@
-import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
-import { fileBytes } from '../../src/domain';
 import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/contract';
 import { MAINTENANCE } from '../helpers/fleet';
+import { D7, health } from '../helpers/service-health';
 import { Stack, statusesOf } from '../helpers/stack';
 
 /*
@@ -23,19 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
-
-const D7 = createHash('sha256')
-  .update(fileBytes({ workers: 8 }))
-  .digest('hex');
-
-async function health(root: string): Promise<{ build: string; config_sha256: string; pid: number }> {
-  const state = JSON.parse(await fs.readFile(path.join(root, '.datum/services/app.json'), 'utf8')) as {
-    pid: number;
-    port: number;
-  };
-  const res = await fetch(`http://127.0.0.1:${state.port}/health`);
-  return { ...((await res.json()) as { build: string; config_sha256: string }), pid: state.pid };
-}
 
 /** The summaries of the activities a run scheduled and the timers it started, in history order. */
 async function summariesOf(handle: WorkflowHandle): Promise<{ activities: string[]; timers: string[] }> {
