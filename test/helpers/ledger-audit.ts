@@ -2,8 +2,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Client } from 'pg';
-import { auditLedger, findingLine, type AuditedRow } from '../../src/domain/ledger-audit';
-import type { LedgerEntry } from '../../src/domain';
+import { auditLedger, findingLine } from '../../src/domain/ledger-audit';
+import { ledgerEntry } from '../../src/domain';
 
 /*
  * The ledger auditor over the stores the tests write (src/domain/ledger-audit.ts has the rules):
@@ -17,7 +17,15 @@ export class LedgerAuditFailure extends Error {
   override readonly name = 'LedgerAuditFailure';
 }
 
-function check(where: string, rows: AuditedRow[]): void {
+/**
+ * Rows that are not v1 ledger entries are left out: the store itself refuses to return them
+ * (store.test.ts writes one by direct SQL to show that); the rules are about entries.
+ */
+function check(where: string, raw: Array<{ chain_id: string; entry: unknown }>): void {
+  const rows = raw.flatMap((r) => {
+    const parsed = ledgerEntry.safeParse(r.entry);
+    return parsed.success ? [{ chain_id: r.chain_id, entry: parsed.data }] : [];
+  });
   const findings = auditLedger(rows);
   if (findings.length === 0) return;
   throw new LedgerAuditFailure(
@@ -51,7 +59,7 @@ export async function auditSqliteLedgersUnder(dir: string): Promise<void> {
       const rows = db.prepare('SELECT chain_id, entry FROM ledger_entries').all() as Array<{ chain_id: string; entry: string }>;
       check(
         file,
-        rows.map((r) => ({ chain_id: r.chain_id, entry: JSON.parse(r.entry) as LedgerEntry })),
+        rows.map((r) => ({ chain_id: r.chain_id, entry: JSON.parse(r.entry) as unknown })),
       );
     } finally {
       db.close();
@@ -67,7 +75,7 @@ export async function auditPostgresLedger(url: string): Promise<void> {
     const exists = await client.query("SELECT to_regclass('ledger_entries') AS t");
     if (!(exists.rows[0] as { t: string | null }).t) return;
     const { rows } = await client.query('SELECT chain_id, entry FROM ledger_entries');
-    check(url.replace(/:[^:@/]*@/, ':***@'), rows as AuditedRow[]);
+    check(url.replace(/:[^:@/]*@/, ':***@'), rows as Array<{ chain_id: string; entry: unknown }>);
   } finally {
     await client.end();
   }

@@ -238,6 +238,8 @@ describe.each(['sqlite', 'postgres'] as const)('operator decisions the ledger st
     const stores = await Promise.all([open(), open(), open(), open()]);
     // Eight loops' findings on eight flags of one node, in one generation, appended concurrently.
     const base = await steady(13, []);
+    // The chain's first entry, so the eight that follow are seq 2..9 of a whole chain (the ledger auditor).
+    await stores[0].append(base, 'chain-many');
     const entries = Array.from({ length: 8 }, (_, i) => {
       const d = held(13, 'conflict');
       return entry(13, base, [{ ...d, resource_key: `flag${i}`, target: `flag:flag${i}` }]);
