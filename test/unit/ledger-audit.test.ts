@@ -3,9 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import type { LedgerEntry } from '../../src/domain';
+import { LEDGER_VERSION, type LedgerEntry } from '../../src/domain';
 import { auditLedger, type AuditedRow } from '../../src/domain/ledger-audit';
 import { auditSqliteLedgersUnder, LedgerAuditFailure } from '../helpers/ledger-audit';
+import { NOW, n24After, pass, snapshot } from './fixtures';
 
 /*
  * The ledger auditor's rules, each shown to catch what it names and to pass what is right. The
@@ -93,22 +94,32 @@ describe('the ledger auditor', () => {
   });
 
   it('reads every SQLite ledger under a directory, as Fleet.remove runs it, and fails naming the finding', async () => {
+    // Real entries: a pass's decision (N-24 found at desired) with the ledger's own fields.
+    const decision = (await pass(snapshot(n24After()), null)).first.decision;
+    const real = (seq: number): LedgerEntry => ({
+      ...decision,
+      ledger_version: LEDGER_VERSION,
+      seq,
+      decided_at: NOW,
+      workflow_id: 'datum/N-24/gen-12',
+    });
     const dir = mkdtempSync(path.join(os.tmpdir(), 'datum-audit-'));
     try {
       mkdirSync(path.join(dir, 'data'));
-      const db = new Database(path.join(dir, 'data', 'ledger.sqlite'));
-      db.exec('CREATE TABLE ledger_entries (chain_id TEXT NOT NULL, entry TEXT NOT NULL)');
-      const insert = db.prepare('INSERT INTO ledger_entries (chain_id, entry) VALUES (?, ?)');
-      insert.run('run-1', JSON.stringify(entry(1)));
-      db.close();
+      const file = path.join(dir, 'data', 'ledger.sqlite');
+      const write = (seq: number) => {
+        const db = new Database(file);
+        db.exec('CREATE TABLE IF NOT EXISTS ledger_entries (chain_id TEXT NOT NULL, entry TEXT NOT NULL)');
+        db.prepare('INSERT INTO ledger_entries (chain_id, entry) VALUES (?, ?)').run('run-1', JSON.stringify(real(seq)));
+        db.close();
+      };
+      write(1);
       await expect(auditSqliteLedgersUnder(dir)).resolves.toBeUndefined();
-      const again = new Database(path.join(dir, 'data', 'ledger.sqlite'));
-      again.prepare('INSERT INTO ledger_entries (chain_id, entry) VALUES (?, ?)').run('run-1', JSON.stringify(entry(3)));
-      again.close();
+      write(3);
       const failure = await auditSqliteLedgersUnder(dir).catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(LedgerAuditFailure);
       expect((failure as Error).message).toMatch(
-        /data\/ledger\.sqlite breaks its invariants[\s\S]*A-1 datum\/A-1\/gen-1 \(chain run-1\) seq 3: SEQ: seq 3 is entry 2/,
+        /data\/ledger\.sqlite breaks its invariants[\s\S]*N-24 datum\/N-24\/gen-12 \(chain run-1\) seq 3: SEQ: seq 3 is entry 2/,
       );
     } finally {
       rmSync(dir, { recursive: true, force: true });
