@@ -112,7 +112,8 @@ export const validateCommand: CommandModule<ValidateRaw, ValidateInput> = {
     else if (format === 'jsonl') for (const p of problems) printLine(p);
     else {
       for (const p of problems) print(problemText(p));
-      for (const r of reports) if (r.agent) print(spellingLine(r.file, r.agent));
+      // Only a file that did not use Datum's own node: (the JSON report says it for every agent.yaml).
+      for (const r of reports) if (r.agent && r.agent.node_field !== 'node') print(spellingLine(r.file, r.agent));
       const bad = reports.filter((r) => !r.valid).length;
       print(
         problems.length === 0
