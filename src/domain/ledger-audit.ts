@@ -1,4 +1,5 @@
-import { DESTRUCTIVE_ACTIONS, type LedgerEntry } from './schemas';
+import type { LedgerEntry } from '../contract/ledger';
+import { DESTRUCTIVE_ACTIONS } from '../contract/vocabulary';
 
 /*
  * The ledger auditor: the invariants every ledger keeps, whoever wrote it, checked over what a

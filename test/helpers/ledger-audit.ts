@@ -3,7 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Client } from 'pg';
 import { auditLedger, findingLine } from '../../src/domain/ledger-audit';
-import { ledgerEntry } from '../../src/domain';
+import { ledgerEntry } from '../../src/schemas';
 
 /*
  * The ledger auditor over the stores the tests write (src/domain/ledger-audit.ts has the rules):
