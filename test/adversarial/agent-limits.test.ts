@@ -148,7 +148,7 @@ describe('attack: an artifact too large to download or unpack', () => {
 });
 
 describe('growth: backups and the journal are pruned', () => {
-  it('keeps the newest BACKUPS_KEPT_PER_TARGET (5) backups of a file', async () => {
+  it('keeps BACKUPS_KEPT_PER_TARGET (5) backups of a file: the oldest (what was there before Datum) and the newest', async () => {
     const t = await makeNode();
     for (let i = 0; i < 9; i++) {
       await t.apply(fileAction(t.node, 'config', 'etc/app.conf', `v${i}`));
@@ -158,7 +158,8 @@ describe('growth: backups and the journal are pruned', () => {
     const kept = (await fs.readdir(dir)).sort();
     expect(kept).toHaveLength(5);
     const contents = await Promise.all(kept.map((n) => fs.readFile(path.join(dir, n), 'utf8')));
-    expect(contents).toEqual(['v3', 'v4', 'v5', 'v6', 'v7']); // v8 is the file itself
+    // v8 is the file itself; v0 is the first backup, the one copy of what Datum first replaced.
+    expect(contents).toEqual(['v0', 'v4', 'v5', 'v6', 'v7']);
   });
 
   it('ages journal entries out after JOURNAL_RETAIN_MS and never touches the fence', async () => {
