@@ -28,6 +28,7 @@ export const WORKFLOW_PATCH = {
   rolloutCancelStopsStarting: 'rollout-cancel-stops-starting',
   memoNodeView: 'memo-node-view',
   workItems: 'work-items',
+  rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
 } as const;
 
 /**
@@ -177,6 +178,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "A condition that needs judgement was only a flag, a status line and an alert: a notification nobody had to take up (issue 20, seed 004 P5). Asked at the run's start, before any local activity, so no workflow task can end between an activity's marker and this one's (see opening-patches-first).",
+  },
+  [WORKFLOW_PATCH.rolloutCarryFromContinueAsNew]: {
+    since: UNRELEASED,
+    changes:
+      'A rollout started directly with `prepared` in its input fails (InvalidWorkflowInput) instead of skipping preparation; one continued as new still takes its carry.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      "A caller-supplied `prepared` skipped preparation and reported any node CONVERGED from another loop's state (issue 18, hole 9; test/adversarial/forged-prepared).",
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,
