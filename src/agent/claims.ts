@@ -1,6 +1,8 @@
 import { promises as fs } from 'node:fs';
 import {
   namesTarget,
+  sameIntent,
+  type IntentDigests,
   targetOf,
   type Observation,
   type OperatorDecision,
@@ -219,7 +221,7 @@ export async function recordDecisionAt(
     const file = await readDecisions(root);
     const prior = file.targets[request.target];
     if (request.kind === 'retake') delete file.targets[request.target];
-    else if (!(request.kind === 'conflict' && prior?.kind === 'yield' && prior.spec_digest === request.spec_digest)) {
+    else if (!(request.kind === 'conflict' && prior?.kind === 'yield' && sameIntent(prior, request))) {
       const { node: _node, ...rest } = request;
       file.targets[request.target] = operatorDecision.parse({ ...rest, kind: request.kind });
     }
@@ -229,14 +231,15 @@ export async function recordDecisionAt(
 }
 
 /**
- * After an apply to `target` with another spec than a standing decision's, that decision is over:
- * the new intent has acted (a spec reverted later is judged afresh).
+ * After an apply to `target` of another value than a standing decision's, that decision is over:
+ * the new intent has acted (a value reverted later is judged afresh). Never a yield: the agent
+ * refuses every write to a yielded target until an operator retakes it.
  */
-export async function endDecisionsFor(root: string, target: string, specDigest: string | null | undefined): Promise<void> {
+export async function endDecisionsFor(root: string, target: string, written: IntentDigests | null): Promise<void> {
   await withLock(`records:${root}`, async () => {
     const file = await readDecisions(root);
     const held = file.targets[target];
-    if (!held || !specDigest || held.spec_digest === specDigest) return;
+    if (!held || !written || held.kind === 'yield' || sameIntent(held, written)) return;
     delete file.targets[target];
     await writeRecord(root, 'decisions.json', file);
   });

@@ -46,6 +46,10 @@ export const DECISION_RULE = {
   noteCarriesOnlyObservedStatus: 'note-carries-only-observed-status',
   /** Drift that appeared meanwhile, once a pass spent the retry budget, is BLOCKED, not RETRY. */
   retryOnlyWithinBudget: 'retry-only-within-budget',
+  /** A yield about another value than desired state now writes stands until an operator decides (it ended as new intent). */
+  yieldOutlivesNewValue: 'yield-outlives-new-value',
+  /** A decision the agent holds from before values were kept is sent again, so it gains the value's digest. */
+  decisionsCarryValue: 'decisions-carry-value',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -229,6 +233,22 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "The ladder's drifted-meanwhile rung had no budget check: it promised a RETRY the next pass then withheld (issue 20). The ledger auditor and the sequence properties hold every decision to RETRY only below retry_budget.",
+  },
+  [DECISION_RULE.yieldOutlivesNewValue]: {
+    since: UNRELEASED,
+    changes:
+      'A yield stands when desired state writes another value to its target: the key is UNKNOWN until an operator retakes or yields again, instead of the yield ending as new intent.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A spec re-spelled to the same bytes ended a yield, and any new value took the file back from the writer an operator had yielded it to (issue 18, hole 5; test/adversarial/respelled-yield).',
+  },
+  [DECISION_RULE.decisionsCarryValue]: {
+    since: UNRELEASED,
+    changes: "A decision the agent holds without the value's digest is sent to it again, so it gains the digest.",
+    histories: H(),
+    stage: 'patched',
+    story: 'Decisions recorded before values were kept could only be compared by spec digest (issue 18, hole 5).',
   },
 };
 

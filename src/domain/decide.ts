@@ -32,7 +32,7 @@ export type { ActedPass, AuthorityView, DecideInput, DecideResult } from './inpu
 export function decide(given: DecideInput): DecideResult {
   // 0. The operator's durable decisions (yields, open conflicts) the agent reports for specs that
   //    have not changed are carried into the history: a new generation starts where they left it.
-  const seeded = seedDecisions(given.intent, given.acted?.pre ?? given.observation, given.history);
+  const seeded = seedDecisions(given.intent, given.acted?.pre ?? given.observation, given.history, given.rules);
   const input: DecideInput = { ...given, history: seeded.history };
 
   // 1. Frame the pass: classify each snapshot once, count the attempt, fill what every entry shares.
@@ -70,7 +70,11 @@ function withOperatorDecisions(result: DecideResult, input: DecideInput, seeded:
     decision.new_intent = seeded.new_intent;
     decision.reason_detail = `${decision.reason_detail}${newIntentSentence(seeded.new_intent)}`;
   }
-  return { ...result, decision, decisions_to_record: decisionsToRecord(input.intent, snapshotOf(input), result.history) };
+  return {
+    ...result,
+    decision,
+    decisions_to_record: decisionsToRecord(input.intent, snapshotOf(input), result.history, input.rules),
+  };
 }
 
 function gateInput(input: DecideInput, judged: Classified | null): GateInput {

@@ -23,7 +23,7 @@ import type { ApplyResult, AtWrite, NodeContext } from '../providers/types';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { ACTION_CHECKS, type Refuse, type TargetScope } from './refusals';
-import { specOf, targetNow } from './target';
+import { specOf, targetNow, writtenBy } from './target';
 import { staleGeneration, writeChecks } from './write-checks';
 import { type AgentConfig, authorizedAction, executionEvidence } from '../../schemas';
 
@@ -116,12 +116,12 @@ async function targetScope(config: AgentConfig, action: AuthorizedAction): Promi
   };
 }
 
-/** After a write: the key claims the target, and a decision about another spec of it is over. */
+/** After a write: the key claims the target, and a decision about another value of it is over. */
 async function claimTarget(config: AgentConfig, action: AuthorizedAction, scope: TargetScope): Promise<void> {
   if (scope.target === null) return;
   const root = await realRoot(config.root, true);
   await claimOnApply(root, action.resource_key, scope.target, action.desired_generation, now());
-  await endDecisionsFor(root, scope.target, action.spec_digest);
+  await endDecisionsFor(root, scope.target, writtenBy(action));
 }
 
 async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {

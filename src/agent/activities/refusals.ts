@@ -1,9 +1,10 @@
 import type { ApplicationFailure } from '@temporalio/common';
-import { ACTIONS, DESTRUCTIVE_ACTIONS, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
+import { ACTIONS, DESTRUCTIVE_ACTIONS, sameIntent, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
 import { UNKNOWN_SPEC, type ResolvedEntry } from '../claims';
 import { effectiveMode } from '../config';
 import type { AgentRefusal } from '../refusal';
 import type { AgentConfig } from '../../schemas';
+import { writtenBy } from './target';
 
 /** Why the agent will not act, as a check finds it; apply turns it into the failure. */
 export interface Refusal {
@@ -72,22 +73,32 @@ export const ACTION_CHECKS: readonly ((
       facts: { override, entry: entry.entry, target: scope.target },
     };
   },
-  // 4b. A yield or open conflict for this spec of the target: it outlives its workflow, so a newer one cannot undo it.
+  // 4b. An operator's yield (whatever value is written now: a new one needs an operator's decision
+  // too), or an open conflict about this very value of the target: kept across generations.
   (_config, action, _configPath, scope) => {
     const d = scope.decision;
-    if (!d || (action.spec_digest && d.spec_digest !== UNKNOWN_SPEC && d.spec_digest !== action.spec_digest)) return null;
-    const facts = { target: d.target, decision: d.kind, by: d.by, at: d.at, spec_digest: d.spec_digest };
+    const written = writtenBy(action);
+    const same = !written || d?.spec_digest === UNKNOWN_SPEC || (d !== null && sameIntent(d, written));
+    if (!d || (d.kind === 'conflict' && !same)) return null;
+    const facts = {
+      target: d.target,
+      decision: d.kind,
+      by: d.by,
+      at: d.at,
+      spec_digest: d.spec_digest,
+      value_digest: d.value_digest,
+    };
     const resolve = `datum resolve ${action.resource_key} on this node with --resolution retake`;
     return d.kind === 'yield'
       ? {
           type: 'OperatorOwnedRefusal',
-          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, for this same spec`,
-          fix: `an operator retakes it (${resolve}), or desired state changes its spec`,
+          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, ${same ? 'for this same value' : "and a new value needs an operator's decision before Datum writes it"}`,
+          fix: `an operator retakes it (${resolve})`,
           facts,
         }
       : {
           type: 'ConflictOpenRefusal',
-          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same spec`,
+          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same value`,
           fix: `an operator decides: ${resolve}, or yield to leave it to the other writer`,
           facts,
         };
