@@ -82,7 +82,9 @@ describe('operator decisions kept per target', () => {
     // Another value needs an operator's decision too: refused, and the yield stands.
     const other = fileAction(t.node, 'settings', CONFIG, { workers: 16 }, { spec_digest: specDigest(fileSpec({ workers: 16 })) });
     const newValue = await expectRefusal(t.apply(other), 'OperatorOwnedRefusal');
-    expect(newValue.message).toMatch(/a new value needs an operator's decision before Datum writes it .*fix: an operator retakes it/);
+    expect(newValue.message).toMatch(
+      /a new value needs an operator's decision before Datum writes it .*fix: an operator retakes it/,
+    );
     expect(await onDisk(t)).toBeNull();
     expect((await t.observe({ settings: fileSpec({ workers: 16 }) })).decisions.settings?.kind).toBe('yield');
     // A retake ends it, whatever value it was about.
