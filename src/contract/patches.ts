@@ -50,6 +50,8 @@ export const DECISION_RULE = {
   yieldOutlivesNewValue: 'yield-outlives-new-value',
   /** A decision the agent holds from before values were kept is sent again, so it gains the value's digest. */
   decisionsCarryValue: 'decisions-carry-value',
+  /** A snapshot stamped further ahead of the controller's clock than MAX_CLOCK_SKEW_MS is not fresh. */
+  futureSnapshotIsStale: 'future-snapshot-is-stale',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -249,6 +251,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     histories: H(),
     stage: 'patched',
     story: 'Decisions recorded before values were kept could only be compared by spec digest (issue 18, hole 5).',
+  },
+  [DECISION_RULE.futureSnapshotIsStale]: {
+    since: UNRELEASED,
+    changes:
+      "A snapshot whose observed_at is more than 5 s ahead of the controller's clock is STALE_OBSERVATION (the agent's clock runs ahead) instead of fresh.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'An agent clock an hour ahead made its snapshots look fresh for an hour past observation_ttl, and the node CONVERGED from them (issue 18; test/adversarial/clock-ahead).',
   },
 };
 

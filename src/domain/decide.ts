@@ -3,8 +3,8 @@ export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
-import { durationMs, formatDuration, msBetween } from './duration';
-import { laterGateConditions, runGates, type ClosedGate, type GateInput } from './gates';
+import { formatDuration } from './duration';
+import { laterGateConditions, runGates, snapshotFresh, type ClosedGate, type GateInput } from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
 import type { DecideInput, DecideResult } from './inputs';
@@ -85,6 +85,7 @@ function gateInput(input: DecideInput, judged: Classified | null): GateInput {
     judged,
     unreachable: input.unreachable ?? null,
     now: input.now,
+    rules: input.rules,
   };
 }
 
@@ -131,7 +132,7 @@ function framePass(input: DecideInput): Pass {
     desired_provenance: intent.provenance,
     observed_at: basis?.observation.observed_at ?? null,
     observation_ttl: policy.observation_ttl,
-    observation_fresh: basis ? msBetween(basis.observation.observed_at, now) <= durationMs(policy.observation_ttl) : false,
+    observation_fresh: basis ? snapshotFresh(basis.observation.observed_at, now, policy.observation_ttl, input.rules) : false,
     mode: basis?.observation.mode ?? null,
     execution_evidence: evidence,
     attempt_count,
