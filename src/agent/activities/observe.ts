@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { InvalidAgentConfig, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
+import { InvalidAgentConfig, targetOf, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
 import type { ObserveRequest } from '../../contract';
 import { guardFor, observedProtections, requestGuard } from '../claims';
 import { loadAgentConfig } from '../config';
@@ -58,10 +58,45 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
     heartbeat_at: now().toISOString(),
     mode: config.reconciliation.mode,
     ...observedProtections(guard, request.resources),
-    resources,
+    resources: withIdentities(resources, request.resources, guard.identify ?? ((t) => t)),
     undeclared,
     config_error: null,
   });
+}
+
+/**
+ * Each file resource as written, not as spelled (src/agent/identity.ts): its detail names the
+ * target it really writes when a symlinked directory makes that another path, and resources whose
+ * paths are two spellings of one file are each obstructed (one target has one owner; writing
+ * both would have them overwrite each other), so no write is planned for either.
+ */
+function withIdentities(
+  seen: Record<string, ObservedResource>,
+  specs: Record<string, ResourceSpec>,
+  identify: (target: string) => string,
+): Record<string, ObservedResource> {
+  const byTarget = new Map<string, string[]>();
+  const identities: Record<string, string> = {};
+  for (const [key, spec] of Object.entries(specs)) {
+    if (spec.type !== 'file') continue;
+    identities[key] = identify(targetOf(key, spec));
+    byTarget.set(identities[key], [...(byTarget.get(identities[key]) ?? []), key]);
+  }
+  const out = { ...seen };
+  for (const [key, identity] of Object.entries(identities)) {
+    const r = out[key];
+    const spelled = targetOf(key, specs[key]);
+    if (!r) continue;
+    const detail = identity === spelled ? r.detail : { ...r.detail, identity };
+    const others = (byTarget.get(identity) ?? []).filter((k) => k !== key);
+    const obstruction =
+      r.obstruction ??
+      (others.length === 0
+        ? null
+        : `"${key}" writes ${identity}${identity === spelled ? '' : ` (spelled ${spelled})`}, the same file as ${others.map((k) => `"${k}"`).join(' and ')}: one target has one owner — fix: give each resource its own path in desired state, or remove all but one of them`);
+    out[key] = { ...r, detail, obstruction };
+  }
+  return out;
 }
 
 /**

@@ -24,12 +24,21 @@ export type Refuse = (
 
 /** The target an action writes and what protects it (src/agent/claims.ts). */
 export interface TargetScope {
+  /** The target's identity: where the write lands now (src/agent/identity.ts). */
   target: string | null;
+  /** The target as the action spells it. */
+  spelled: string | null;
+  /** Other keys of the action's generation that write the same target under another spelling. */
+  sharedWith: string[];
   /** agent.yaml entries that protect the action's key or its target. */
   entries: ResolvedEntry[];
   /** The operator decision (yield, open conflict) standing for the target, if any. */
   decision: OperatorDecision | null;
 }
+
+/** The target as written, and as spelled when a symlinked directory makes the two differ. */
+const shown = (scope: TargetScope) =>
+  scope.spelled !== null && scope.spelled !== scope.target ? `${scope.target} (spelled ${scope.spelled})` : scope.target;
 
 const through = (e: ResolvedEntry) =>
   e.name === e.target || e.target === null ? e.entry : `${e.entry}, which protects ${e.target}`;
@@ -68,7 +77,7 @@ export const ACTION_CHECKS: readonly ((
     if (!entry || !override) return null;
     return {
       type: 'OperatorOwnedRefusal',
-      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${scope.target}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
+      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${shown(scope)}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
       fix: `the operator removes ${entry.entry} from ${configPath} when Datum may manage it again`,
       facts: { override, entry: entry.entry, target: scope.target },
     };
@@ -103,6 +112,17 @@ export const ACTION_CHECKS: readonly ((
           facts,
         };
   },
+  // 4c. One target, one owner: another key of this generation writes the same target under another
+  // spelling (a symlinked directory), which desired-state validation cannot see.
+  (_config, action, _configPath, scope) =>
+    scope.sharedWith.length === 0
+      ? null
+      : {
+          type: 'InvalidAction',
+          problem: `"${action.resource_key}" writes ${shown(scope)}, which ${scope.sharedWith.map((k) => `"${k}"`).join(' and ')} of the same generation also write${scope.sharedWith.length > 1 ? '' : 's'} under another spelling, and one target has one owner`,
+          fix: 'give each resource its own target in desired state (another path), or remove all but one of them',
+          facts: { target: scope.target, spelled: scope.spelled, shared_with: scope.sharedWith },
+        },
   // 5. Destructive kinds: never a repair, so a wrong or forged plan can fail to converge but never take a thing away.
   (_config, action) =>
     (DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)
