@@ -227,6 +227,35 @@ export function resolveEntries(
   return { entries, bindings };
 }
 
+/**
+ * Key-based entries whose target cannot be established (issue 18, hole 6): the key is in no
+ * resource of the request, claimed nothing the records know, and has no binding. The records were
+ * lost (.datum/ removed, or restored from before the binding) or the key was never seen. Such an
+ * entry may protect any file, or the release, now written under a renamed key, so the agent fails
+ * closed: while one stands it writes no file and switches no release (a flag or a service is its
+ * key's own target, so a renamed one is another thing, and goes on).
+ */
+export function unboundEntries(guard: Pick<Guard, 'entries'>): ResolvedEntry[] {
+  return guard.entries.filter((e) => e.target === null && !namesTarget(e.name));
+}
+
+/** Whether a resource or an action of this type is held back by an unbound entry. */
+export const heldBackByUnbound = (type: string): boolean => type.startsWith('file') || type.startsWith('release');
+
+/** Why unbound entries hold the node's files and release back, and how the operator ends it. */
+export function unboundProblem(entries: ResolvedEntry[]): { problem: string; fix: string } {
+  const names = entries.map((e) => e.entry).join(', ');
+  const keys = entries.map((e) => `"${e.name}"`).join(' or ');
+  const spell = [
+    ...(entries.some((e) => e.kind === 'override') ? ['overrides: {"file:<path>": …}'] : []),
+    ...(entries.some((e) => e.kind === 'observe') ? ['reconciliation.resources: {"file:<path>": observe}'] : []),
+  ];
+  return {
+    problem: `${names} protect${entries.length > 1 ? '' : 's'} a target the agent cannot establish: no resource of desired state is ${keys} and .datum/claims.json has no binding for it (lost with .datum/, or the key was never seen), so any file or the release of this node may be it, and none is written`,
+    fix: `name the target in agent.yaml (${spell.join(' or ')}), or remove ${names} if it protects nothing`,
+  };
+}
+
 /** The entries that protect `key`, which claims `target` now: by its name, or through the target. */
 export function protecting(guard: Pick<Guard, 'entries'>, key: string, target: string | null): ResolvedEntry[] {
   return guard.entries.filter((e) => e.name === key || (target !== null && e.target === target));

@@ -9,7 +9,7 @@ import {
   type Json,
 } from '../../domain';
 import { withFix, type ApplyRequest } from '../../contract';
-import { claimOnApply, endDecisionsFor, guardFor, protecting, type ClaimsFile } from '../claims';
+import { claimOnApply, endDecisionsFor, guardFor, protecting, unboundEntries, type ClaimsFile } from '../claims';
 import { resolveTarget } from '../identity';
 import { loadAgentConfig } from '../config';
 import { AgentJournal, journalKey, withLock } from '../journal';
@@ -118,6 +118,7 @@ async function targetScope(config: AgentConfig, action: AuthorizedAction): Promi
     entries: protecting(guard, action.resource_key, target),
     decision: target === null ? null : (guard.decisions.targets[target] ?? null),
     sharedWith: target === null ? [] : sharingKeys(guard.claims, action, target),
+    unbound: unboundEntries(guard),
   };
 }
 

@@ -1,6 +1,6 @@
 import type { ApplicationFailure } from '@temporalio/common';
 import { ACTIONS, DESTRUCTIVE_ACTIONS, sameIntent, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
-import { UNKNOWN_SPEC, type ResolvedEntry } from '../claims';
+import { UNKNOWN_SPEC, heldBackByUnbound, unboundProblem, type ResolvedEntry } from '../claims';
 import { effectiveMode } from '../config';
 import type { AgentRefusal } from '../refusal';
 import type { AgentConfig } from '../../schemas';
@@ -30,6 +30,8 @@ export interface TargetScope {
   spelled: string | null;
   /** Other keys of the action's generation that write the same target under another spelling. */
   sharedWith: string[];
+  /** Key-based agent.yaml entries whose target cannot be established (src/agent/claims.ts unboundEntries). */
+  unbound: ResolvedEntry[];
   /** agent.yaml entries that protect the action's key or its target. */
   entries: ResolvedEntry[];
   /** The operator decision (yield, open conflict) standing for the target, if any. */
@@ -80,6 +82,18 @@ export const ACTION_CHECKS: readonly ((
       problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${shown(scope)}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
       fix: `the operator removes ${entry.entry} from ${configPath} when Datum may manage it again`,
       facts: { override, entry: entry.entry, target: scope.target },
+    };
+  },
+  // 4a. An entry whose target cannot be established (its binding was lost with .datum/) may protect
+  // this very file or release under a renamed key: fail closed rather than guess.
+  (_config, action, _configPath, scope) => {
+    if (scope.unbound.length === 0 || !heldBackByUnbound(action.action)) return null;
+    const { problem, fix } = unboundProblem(scope.unbound);
+    return {
+      type: 'OperatorOwnedRefusal',
+      problem,
+      fix,
+      facts: { target: scope.target, unbound: scope.unbound.map((e) => e.entry) },
     };
   },
   // 4b. An operator's yield (whatever value is written now: a new one needs an operator's decision
