@@ -1,6 +1,8 @@
 import { promises as fs } from 'node:fs';
 import {
   namesTarget,
+  sameIntent,
+  type IntentDigests,
   targetOf,
   type Observation,
   type OperatorDecision,
@@ -10,6 +12,7 @@ import {
   type ResourceSpec,
 } from '../domain';
 import { readJsonAt, writeJsonAt } from './fsx';
+import { asSpelled, identify, type Identify } from './identity';
 import { withLock } from './lock';
 import { inDatumDir } from './paths';
 import { type AgentConfig, operatorDecision } from '../schemas';
@@ -20,7 +23,9 @@ import { type AgentConfig, operatorDecision } from '../schemas';
  *   claims.json     which resource key claims which target, from which generation; and the
  *                   target each key-based agent.yaml entry was bound to when first seen
  *   decisions.json  the operator decisions (yield, open conflict) kept per target
- * Protections and refusals are judged by target, so renaming a resource escapes none of them.
+ * Protections and refusals are judged by target, so renaming a resource escapes none of them,
+ * and a file target by its identity (src/agent/identity.ts: where the write lands), so spelling
+ * its path through a symlinked directory escapes none of them either.
  */
 
 export interface TargetClaim {
@@ -53,11 +58,13 @@ export interface ResolvedEntry {
   provenance: Provenance | null;
 }
 
-/** What protects the node's resources now, and the records to keep. */
+/** What protects the node's resources now, and the records to keep: every target by its identity. */
 export interface Guard {
   entries: ResolvedEntry[];
   claims: ClaimsFile;
   decisions: DecisionsFile;
+  /** The identity of a target (of the request's resources and of every record) on this root now; absent: as spelled. */
+  identify?: Identify;
 }
 
 /** The spec digest of a damaged decision record: it matches every spec, so it still protects its target. */
@@ -78,13 +85,16 @@ export async function guardFor(
   at: Date,
 ): Promise<Guard> {
   return await withLock(`records:${root}`, async () => {
-    const before = await readClaims(root);
-    const claimed = claimResources(before, resources, generation, at.toISOString());
-    const { entries, bindings } = resolveEntries(config, claimed, resources, at.toISOString());
+    const stored = await readClaims(root);
+    const held = await readDecisions(root);
+    const ident = await identify(root, spelledTargets(config, stored, held, resources));
+    const before = claimsAs(stored, ident);
+    const claimed = claimResources(before, resources, generation, at.toISOString(), ident);
+    const { entries, bindings } = resolveEntries(config, claimed, resources, at.toISOString(), ident);
     const claims = { ...claimed, bindings };
-    if (JSON.stringify(claims) !== JSON.stringify(before) && (await rootExists(root)))
+    if (JSON.stringify(claims) !== JSON.stringify(stored) && (await rootExists(root)))
       await writeRecord(root, 'claims.json', claims);
-    return { entries, claims, decisions: await readDecisions(root) };
+    return { entries, claims, decisions: decisionsAs(held, ident), identify: ident };
   });
 }
 
@@ -95,7 +105,64 @@ export async function guardFor(
  */
 export function requestGuard(config: AgentConfig, resources: Record<string, ResourceSpec>, at: Date): Guard {
   const claims = emptyClaims();
-  return { entries: resolveEntries(config, claims, resources, at.toISOString()).entries, claims, decisions: { targets: {} } };
+  return {
+    entries: resolveEntries(config, claims, resources, at.toISOString()).entries,
+    claims,
+    decisions: { targets: {} },
+    identify: asSpelled,
+  };
+}
+
+/** Every target spelled in agent.yaml, the records and the request: what `identify` resolves. */
+function spelledTargets(
+  config: AgentConfig,
+  claims: ClaimsFile,
+  decisions: DecisionsFile,
+  resources: Record<string, ResourceSpec>,
+): string[] {
+  return [
+    ...Object.entries(resources).map(([key, spec]) => targetOf(key, spec)),
+    ...[...Object.keys(config.overrides), ...Object.keys(config.reconciliation.resources)].filter(namesTarget),
+    ...Object.keys(claims.targets),
+    ...Object.values(claims.keys).map((k) => k.target),
+    ...Object.values(claims.bindings).map((b) => b.target),
+    ...Object.keys(decisions.targets),
+  ];
+}
+
+/**
+ * The claims with every target by its identity. Two spellings of one target keep the claim of
+ * the newer generation (as a claim does): recorded before identities were, or made by a symlink
+ * created since.
+ */
+export function claimsAs(file: ClaimsFile, ident: Identify): ClaimsFile {
+  const targets: ClaimsFile['targets'] = {};
+  for (const [spelled, claim] of Object.entries(file.targets)) {
+    const target = ident(spelled);
+    const prior = targets[target];
+    if (!prior || (claim.generation ?? 0) > (prior.generation ?? 0)) targets[target] = claim;
+  }
+  const keys: ClaimsFile['keys'] = {};
+  for (const [key, k] of Object.entries(file.keys)) keys[key] = { ...k, target: ident(k.target) };
+  const bindings: ClaimsFile['bindings'] = {};
+  for (const [entry, b] of Object.entries(file.bindings)) bindings[entry] = { ...b, target: ident(b.target) };
+  return { targets, keys, bindings };
+}
+
+/**
+ * The decisions with every target by its identity. Two spellings of one target keep a yield over
+ * a conflict (the operator's decision outranks Datum's finding), else the later one.
+ */
+export function decisionsAs(file: DecisionsFile, ident: Identify): DecisionsFile {
+  const targets: DecisionsFile['targets'] = {};
+  for (const [spelled, d] of Object.entries(file.targets)) {
+    const target = ident(spelled);
+    const prior = targets[target];
+    const yields = (x: OperatorDecision) => x.kind === 'yield';
+    if (!prior || (yields(d) && !yields(prior)) || (yields(d) === yields(prior) && d.at > prior.at))
+      targets[target] = { ...d, target };
+  }
+  return { targets };
 }
 
 /** The claims after `resources` claimed their targets (pure). */
@@ -104,13 +171,14 @@ export function claimResources(
   resources: Record<string, ResourceSpec>,
   generation: number | null,
   at: string,
+  ident: Identify = asSpelled,
 ): ClaimsFile {
   const targets = { ...file.targets };
   const keys = { ...file.keys };
   for (const key of Object.keys(resources).sort()) {
     const spec = resources[key];
     if (!spec) continue;
-    const target = targetOf(key, spec);
+    const target = ident(targetOf(key, spec));
     const prior = targets[target];
     const older = prior && prior.generation !== null && generation !== null && generation < prior.generation;
     if (older) continue;
@@ -131,6 +199,7 @@ export function resolveEntries(
   claims: ClaimsFile,
   resources: Record<string, ResourceSpec>,
   at: string,
+  ident: Identify = asSpelled,
 ): { entries: ResolvedEntry[]; bindings: ClaimsFile['bindings'] } {
   const listed: Omit<ResolvedEntry, 'target'>[] = [
     ...Object.entries(config.overrides).map(([name, provenance]) => ({
@@ -148,13 +217,43 @@ export function resolveEntries(
   ];
   const bindings: ClaimsFile['bindings'] = {};
   const entries = listed.map((e): ResolvedEntry => {
-    if (namesTarget(e.name)) return { ...e, target: e.name };
+    if (namesTarget(e.name)) return { ...e, target: ident(e.name) };
     const spec = resources[e.name];
-    const target = claims.bindings[e.entry]?.target ?? claims.keys[e.name]?.target ?? (spec ? targetOf(e.name, spec) : null);
-    if (target !== null) bindings[e.entry] = claims.bindings[e.entry] ?? { target, bound_at: at };
+    const spelled = claims.bindings[e.entry]?.target ?? claims.keys[e.name]?.target ?? (spec ? targetOf(e.name, spec) : null);
+    const target = spelled === null ? null : ident(spelled);
+    if (target !== null) bindings[e.entry] = { target, bound_at: claims.bindings[e.entry]?.bound_at ?? at };
     return { ...e, target };
   });
   return { entries, bindings };
+}
+
+/**
+ * Key-based entries whose target cannot be established (issue 18, hole 6): the key is in no
+ * resource of the request, claimed nothing the records know, and has no binding. The records were
+ * lost (.datum/ removed, or restored from before the binding) or the key was never seen. Such an
+ * entry may protect any file, or the release, now written under a renamed key, so the agent fails
+ * closed: while one stands it writes no file and switches no release (a flag or a service is its
+ * key's own target, so a renamed one is another thing, and goes on).
+ */
+export function unboundEntries(guard: Pick<Guard, 'entries'>): ResolvedEntry[] {
+  return guard.entries.filter((e) => e.target === null && !namesTarget(e.name));
+}
+
+/** Whether a resource or an action of this type is held back by an unbound entry. */
+export const heldBackByUnbound = (type: string): boolean => type.startsWith('file') || type.startsWith('release');
+
+/** Why unbound entries hold the node's files and release back, and how the operator ends it. */
+export function unboundProblem(entries: ResolvedEntry[]): { problem: string; fix: string } {
+  const names = entries.map((e) => e.entry).join(', ');
+  const keys = entries.map((e) => `"${e.name}"`).join(' or ');
+  const spell = [
+    ...(entries.some((e) => e.kind === 'override') ? ['overrides: {"file:<path>": …}'] : []),
+    ...(entries.some((e) => e.kind === 'observe') ? ['reconciliation.resources: {"file:<path>": observe}'] : []),
+  ];
+  return {
+    problem: `${names} protect${entries.length > 1 ? '' : 's'} a target the agent cannot establish: no resource of desired state is ${keys} and .datum/claims.json has no binding for it (lost with .datum/, or the key was never seen), so any file or the release of this node may be it, and none is written`,
+    fix: `name the target in agent.yaml (${spell.join(' or ')}), or remove ${names} if it protects nothing`,
+  };
 }
 
 /** The entries that protect `key`, which claims `target` now: by its name, or through the target. */
@@ -177,7 +276,9 @@ export function observedProtections(
     protections: {},
     decisions: {},
   };
-  const claimed = new Set(Object.entries(resources).map(([key, spec]) => targetOf(key, spec)));
+  const ident = guard.identify ?? asSpelled;
+  const targetFor = (key: string, spec: ResourceSpec) => ident(targetOf(key, spec));
+  const claimed = new Set(Object.entries(resources).map(([key, spec]) => targetFor(key, spec)));
   for (const e of guard.entries) {
     // Under its own name unless another key claims its target now: then that key is reported.
     const movedOn = !(e.name in resources) && e.target !== null && claimed.has(e.target);
@@ -188,7 +289,7 @@ export function observedProtections(
   for (const key of Object.keys(resources).sort()) {
     const spec = resources[key];
     if (!spec) continue;
-    const target = targetOf(key, spec);
+    const target = targetFor(key, spec);
     for (const e of protecting(guard, key, target)) {
       if (e.kind === 'override' && !(key in out.overrides)) out.overrides[key] = e.provenance;
       if (e.kind === 'observe') out.resource_modes[key] = 'observe';
@@ -216,36 +317,44 @@ export async function recordDecisionAt(
 ): Promise<OperatorDecision | null> {
   return await withLock(`records:${root}`, async () => {
     await admit();
-    const file = await readDecisions(root);
-    const prior = file.targets[request.target];
-    if (request.kind === 'retake') delete file.targets[request.target];
-    else if (!(request.kind === 'conflict' && prior?.kind === 'yield' && prior.spec_digest === request.spec_digest)) {
+    // Kept under the target's identity, whatever spelling the controller sent (and earlier
+    // records of other spellings of it are this one's).
+    const stored = await readDecisions(root);
+    const ident = await identify(root, [request.target, ...Object.keys(stored.targets)]);
+    const file = decisionsAs(stored, ident);
+    const target = ident(request.target);
+    const prior = file.targets[target];
+    if (request.kind === 'retake') delete file.targets[target];
+    else if (!(request.kind === 'conflict' && prior?.kind === 'yield' && sameIntent(prior, request))) {
       const { node: _node, ...rest } = request;
-      file.targets[request.target] = operatorDecision.parse({ ...rest, kind: request.kind });
+      file.targets[target] = operatorDecision.parse({ ...rest, target, kind: request.kind });
     }
     await writeRecord(root, 'decisions.json', file);
-    return file.targets[request.target] ?? null;
+    return file.targets[target] ?? null;
   });
 }
 
 /**
- * After an apply to `target` with another spec than a standing decision's, that decision is over:
- * the new intent has acted (a spec reverted later is judged afresh).
+ * After an apply to `target` of another value than a standing decision's, that decision is over:
+ * the new intent has acted (a value reverted later is judged afresh). Never a yield: the agent
+ * refuses every write to a yielded target until an operator retakes it.
  */
-export async function endDecisionsFor(root: string, target: string, specDigest: string | null | undefined): Promise<void> {
+export async function endDecisionsFor(root: string, target: string, written: IntentDigests | null): Promise<void> {
   await withLock(`records:${root}`, async () => {
-    const file = await readDecisions(root);
+    const stored = await readDecisions(root);
+    const file = decisionsAs(stored, await identify(root, [target, ...Object.keys(stored.targets)]));
     const held = file.targets[target];
-    if (!held || !specDigest || held.spec_digest === specDigest) return;
+    if (!held || !written || held.kind === 'yield' || sameIntent(held, written)) return;
     delete file.targets[target];
     await writeRecord(root, 'decisions.json', file);
   });
 }
 
-/** After an accepted apply: the key claims the target, from the action's generation. */
+/** After an accepted apply: the key claims the target (its identity), from the action's generation. */
 export async function claimOnApply(root: string, key: string, target: string, generation: number, at: Date): Promise<void> {
   await withLock(`records:${root}`, async () => {
-    const before = await readClaims(root);
+    const stored = await readClaims(root);
+    const before = claimsAs(stored, await identify(root, [target, ...Object.keys(stored.targets)]));
     const prior = before.targets[target];
     if (prior && prior.generation !== null && generation < prior.generation) return;
     const claims: ClaimsFile = {

@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { RESERVED_ROOT_ENTRIES, nodePathProblem, pathSpellingProblem } from '../domain';
+import { RESERVED_ROOT_ENTRIES, lengthProblem, nodePathProblem, pathSpellingProblem } from '../domain';
+import { clip } from '../domain/bounds';
 import { withFix } from '../contract';
 import { DirectorySwapped, kindOfStats, openDirChain, type HeldDir } from './held';
 import { AgentRefusal } from './refusal';
@@ -45,6 +46,13 @@ export function checkSpelling(rel: string, what: string): void {
     throw new AgentRefusal('PathOutsideRoot', withFix(`${what} "${rel}" has a ".." segment and could leave the node root`, fix), {
       path: rel,
     });
+  }
+  if (problem === 'too_long' || problem === 'segment_too_long' || problem === 'name_too_long') {
+    throw new AgentRefusal(
+      'InvalidAction',
+      withFix(`${what} ${lengthProblem(rel)}`, 'shorten the path in desired state; nothing is read or written there'),
+      { path: clip(rel, 60) },
+    );
   }
   throw new AgentRefusal('InvalidAction', withFix(`${what} "${rel}" is not a plain relative path (empty, "." or NUL)`, fix), {
     path: rel,

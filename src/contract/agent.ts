@@ -64,6 +64,8 @@ export interface RecordDecisionRequest {
   target: string;
   kind: 'yield' | 'conflict' | 'retake';
   spec_digest: string;
+  /** What Datum would write to the target (valueDigest); null when the spec does not say. */
+  value_digest: string | null;
   generation: number;
   by: string;
   at: string;

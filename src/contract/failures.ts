@@ -18,8 +18,8 @@ export const REFUSALS = [
   'ArtifactUnavailable',
   'InvalidAgentConfig',
   'InvalidAction',
-  // An open conflict with another writer is recorded on the node for this very spec of the target
-  // (<root>/.datum/decisions.json): only an operator's retake, or a new spec, lets Datum write it.
+  // An open conflict with another writer is recorded on the node for this very value of the target
+  // (<root>/.datum/decisions.json): only an operator's retake, or a new value, lets Datum write it.
   'ConflictOpenRefusal',
   // The snapshot the action was planned from is older than its observation_ttl at the moment of
   // the write: not a standing "no", the loop takes a fresh snapshot and plans again.

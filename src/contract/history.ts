@@ -38,6 +38,12 @@ export interface History {
    */
   stored_decisions?: OperatorDecision[];
   /**
+   * Yields the agent (or the ledger store) holds for another value than desired state now asks
+   * to write, by key: the yield stands, the resource is UNKNOWN, and only an operator decides
+   * (resolveConflict: retake writes the new value, yield hands it over too). Absent in older carries.
+   */
+  revalued?: Record<string, RevaluedYield>;
+  /**
    * Resources a work item's resolver left to whoever has them (UNKNOWN_OWNERSHIP resolved by
    * `leave`): classified OPERATOR_OWNED with the resolver's provenance for this run chain.
    * Absent in older carries.
@@ -56,6 +62,9 @@ export interface History {
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
 }
+
+/** A yield kept for another value than desired state asks for now. */
+export type RevaluedYield = OperatorDecision & { spec_digest_now: string; value_digest_now: string | null };
 
 export interface ConflictRecord {
   since: string;

@@ -151,11 +151,13 @@ export interface WorkResolutionNote {
   note: string | null;
 }
 
-/** An operator decision not carried because the key's spec changed since: new intent, a new episode. */
+/** An operator decision not carried because what the key writes changed since: new intent, a new episode. */
 export type NewIntent = Extend<
   OperatorDecision,
   {
     spec_digest_now: string;
+    /** What the key would write now (valueDigest). Optional: older entries lack it. */
+    value_digest_now?: string | null;
   }
 >;
 

@@ -59,6 +59,11 @@ export type OperatorDecision = {
   target: string;
   kind: OperatorDecisionKind;
   spec_digest: string;
+  /**
+   * What Datum would write to the target when the decision was taken (valueDigest): a spec spelled
+   * another way that writes the same is the same decision. Null in records from before it was kept.
+   */
+  value_digest: string | null;
   generation: number | null;
   by: string;
   at: string;

@@ -28,6 +28,7 @@ export const WORKFLOW_PATCH = {
   rolloutCancelStopsStarting: 'rollout-cancel-stops-starting',
   memoNodeView: 'memo-node-view',
   workItems: 'work-items',
+  rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
 } as const;
 
 /**
@@ -45,6 +46,12 @@ export const DECISION_RULE = {
   noteCarriesOnlyObservedStatus: 'note-carries-only-observed-status',
   /** Drift that appeared meanwhile, once a pass spent the retry budget, is BLOCKED, not RETRY. */
   retryOnlyWithinBudget: 'retry-only-within-budget',
+  /** A yield about another value than desired state now writes stands until an operator decides (it ended as new intent). */
+  yieldOutlivesNewValue: 'yield-outlives-new-value',
+  /** A decision the agent holds from before values were kept is sent again, so it gains the value's digest. */
+  decisionsCarryValue: 'decisions-carry-value',
+  /** A snapshot stamped further ahead of the controller's clock than MAX_CLOCK_SKEW_MS is not fresh. */
+  futureSnapshotIsStale: 'future-snapshot-is-stale',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -178,6 +185,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     story:
       "A condition that needs judgement was only a flag, a status line and an alert: a notification nobody had to take up (issue 20, seed 004 P5). Asked at the run's start, before any local activity, so no workflow task can end between an activity's marker and this one's (see opening-patches-first).",
   },
+  [WORKFLOW_PATCH.rolloutCarryFromContinueAsNew]: {
+    since: UNRELEASED,
+    changes:
+      'A rollout started directly with `prepared` in its input fails (InvalidWorkflowInput) instead of skipping preparation; one continued as new still takes its carry.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      "A caller-supplied `prepared` skipped preparation and reported any node CONVERGED from another loop's state (issue 18, hole 9; test/adversarial/forged-prepared).",
+  },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,
     changes: "Datum's own write that did not take (the probe shows its own marker) ends the resource's repair record.",
@@ -219,6 +235,31 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "The ladder's drifted-meanwhile rung had no budget check: it promised a RETRY the next pass then withheld (issue 20). The ledger auditor and the sequence properties hold every decision to RETRY only below retry_budget.",
+  },
+  [DECISION_RULE.yieldOutlivesNewValue]: {
+    since: UNRELEASED,
+    changes:
+      'A yield stands when desired state writes another value to its target: the key is UNKNOWN until an operator retakes or yields again, instead of the yield ending as new intent.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A spec re-spelled to the same bytes ended a yield, and any new value took the file back from the writer an operator had yielded it to (issue 18, hole 5; test/adversarial/respelled-yield).',
+  },
+  [DECISION_RULE.decisionsCarryValue]: {
+    since: UNRELEASED,
+    changes: "A decision the agent holds without the value's digest is sent to it again, so it gains the digest.",
+    histories: H(),
+    stage: 'patched',
+    story: 'Decisions recorded before values were kept could only be compared by spec digest (issue 18, hole 5).',
+  },
+  [DECISION_RULE.futureSnapshotIsStale]: {
+    since: UNRELEASED,
+    changes:
+      "A snapshot whose observed_at is more than 5 s ahead of the controller's clock is STALE_OBSERVATION (the agent's clock runs ahead) instead of fresh.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'An agent clock an hour ahead made its snapshots look fresh for an hour past observation_ttl, and the node CONVERGED from them (issue 18; test/adversarial/clock-ahead).',
   },
 };
 

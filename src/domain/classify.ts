@@ -106,20 +106,8 @@ function ownershipOf(base: Sighting, intent: BoundIntent, observation: Observati
       ownership_reason: `local override approved by ${override.approved_by}: ${override.reason}${through ? ` (${through})` : ''}`,
     };
   }
-  const yielded = history.yielded[key];
-  if (yielded && base.spec) {
-    const provenance = {
-      approved_by: yielded.by,
-      reason: yielded.note ?? 'conflict yielded to the other writer',
-      since: yielded.at,
-      via: 'resolveConflict',
-    };
-    return {
-      ownership: 'OPERATOR_OWNED',
-      ownership_provenance: provenance,
-      ownership_reason: `yielded to the other writer by ${yielded.by}`,
-    };
-  }
+  const yielded = base.spec ? yieldClaim(key, history) : null;
+  if (yielded) return yielded;
   if (!base.spec) return unknown(`"${key}" is on the node but declared neither in desired state nor as an override`);
   if (!base.observed) return { ...unknown(`the agent did not report "${key}", so its state is not proven`), drift: false };
   const provenance = { source: intent.provenance.source, revision: intent.provenance.revision };
@@ -141,6 +129,42 @@ function leftClaim(key: string, history: History, unproven: boolean): Claim | nu
     ownership: 'OPERATOR_OWNED',
     ownership_provenance: { approved_by: left.by, reason: left.note ?? 'left to its owner', since: left.at, via: 'work item' },
     ownership_reason: `left to its owner by ${left.by} (work item)`,
+  };
+}
+
+/**
+ * An operator's yield: the key is theirs (OPERATOR_OWNED), or, when the yield was for another
+ * value than desired state now writes, nobody's until an operator decides (UNKNOWN, with the
+ * resolutions resolveConflict takes).
+ */
+function yieldClaim(key: string, history: History): Claim | null {
+  const yielded = history.yielded[key];
+  const revalued = history.revalued?.[key];
+  if (revalued && !yielded) {
+    return {
+      ownership: 'UNKNOWN',
+      ownership_reason: `"${key}" was yielded to another writer by ${revalued.by} at ${revalued.at}, for another value than desired state now writes there; only an operator decides: resolveConflict "${key}" with retake (Datum writes the new value) or yield (the other writer keeps it)`,
+      ownership_provenance: {
+        yielded_by: revalued.by,
+        yielded_at: revalued.at,
+        note: revalued.note,
+        target: revalued.target,
+        value_digest: revalued.value_digest,
+        value_digest_now: revalued.value_digest_now,
+        resolutions: ['retake', 'yield'],
+      },
+    };
+  }
+  if (!yielded) return null;
+  return {
+    ownership: 'OPERATOR_OWNED',
+    ownership_provenance: {
+      approved_by: yielded.by,
+      reason: yielded.note ?? 'conflict yielded to the other writer',
+      since: yielded.at,
+      via: 'resolveConflict',
+    },
+    ownership_reason: `yielded to the other writer by ${yielded.by}`,
   };
 }
 

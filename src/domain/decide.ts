@@ -3,8 +3,8 @@ export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
-import { durationMs, formatDuration, msBetween } from './duration';
-import { laterGateConditions, runGates, type ClosedGate, type GateInput } from './gates';
+import { formatDuration } from './duration';
+import { laterGateConditions, runGates, snapshotFresh, type ClosedGate, type GateInput } from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
 import type { DecideInput, DecideResult } from './inputs';
@@ -32,7 +32,7 @@ export type { ActedPass, AuthorityView, DecideInput, DecideResult } from './inpu
 export function decide(given: DecideInput): DecideResult {
   // 0. The operator's durable decisions (yields, open conflicts) the agent reports for specs that
   //    have not changed are carried into the history: a new generation starts where they left it.
-  const seeded = seedDecisions(given.intent, given.acted?.pre ?? given.observation, given.history);
+  const seeded = seedDecisions(given.intent, given.acted?.pre ?? given.observation, given.history, given.rules);
   const input: DecideInput = { ...given, history: seeded.history };
 
   // 1. Frame the pass: classify each snapshot once, count the attempt, fill what every entry shares.
@@ -70,7 +70,11 @@ function withOperatorDecisions(result: DecideResult, input: DecideInput, seeded:
     decision.new_intent = seeded.new_intent;
     decision.reason_detail = `${decision.reason_detail}${newIntentSentence(seeded.new_intent)}`;
   }
-  return { ...result, decision, decisions_to_record: decisionsToRecord(input.intent, snapshotOf(input), result.history) };
+  return {
+    ...result,
+    decision,
+    decisions_to_record: decisionsToRecord(input.intent, snapshotOf(input), result.history, input.rules),
+  };
 }
 
 function gateInput(input: DecideInput, judged: Classified | null): GateInput {
@@ -81,6 +85,7 @@ function gateInput(input: DecideInput, judged: Classified | null): GateInput {
     judged,
     unreachable: input.unreachable ?? null,
     now: input.now,
+    rules: input.rules,
   };
 }
 
@@ -127,7 +132,7 @@ function framePass(input: DecideInput): Pass {
     desired_provenance: intent.provenance,
     observed_at: basis?.observation.observed_at ?? null,
     observation_ttl: policy.observation_ttl,
-    observation_fresh: basis ? msBetween(basis.observation.observed_at, now) <= durationMs(policy.observation_ttl) : false,
+    observation_fresh: basis ? snapshotFresh(basis.observation.observed_at, now, policy.observation_ttl, input.rules) : false,
     mode: basis?.observation.mode ?? null,
     execution_evidence: evidence,
     attempt_count,

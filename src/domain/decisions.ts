@@ -1,15 +1,19 @@
 import { specDigest, targetOf } from './targets';
+import { sameIntent, valueDigest } from './written';
 import type { RecordDecisionRequest } from '../contract/agent';
 import type { BoundIntent } from '../contract/desired';
-import type { History } from '../contract/history';
+import type { History, RevaluedYield } from '../contract/history';
 import type { NewIntent } from '../contract/ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from '../contract/observation';
+import { DECISION_RULE, type DecisionRule } from '../contract/patches';
 
 /*
  * Operator decisions that outlive a generation (docs/architecture.md §4 "Targets and operator
- * decisions"). A yield and an open conflict are about a target with a given spec. The agent keeps
- * them per target; each pass carries the ones whose spec is unchanged into the loop's history and
- * lists what the agent must be told, so its record follows the history by level.
+ * decisions"). A yield and an open conflict are about a target and the value Datum would write
+ * there (written.ts), not how the spec spells it. The agent keeps them per target; each pass
+ * carries the ones whose value is unchanged into the loop's history and lists what the agent must
+ * be told, so its record follows the history by level. A yield whose value changed stands until
+ * an operator decides (revalued); a conflict whose value changed is new intent.
  */
 
 export interface SeededHistory {
@@ -22,33 +26,56 @@ export interface SeededHistory {
 
 /**
  * Carries the agent's decisions for the current keys into the history: a yield into `yielded`,
- * a conflict into `conflicts` (unresolved), when the key's spec has the digest the decision was
+ * a conflict into `conflicts` (unresolved), when the key would write the value the decision was
  * about. The loop's own record wins (it knows later resolutions), and an operator's retake after
- * the decision ends it.
+ * the decision ends it. A yield about another value stands as `revalued` (under the rule
+ * yield-outlives-new-value; before it, a changed spec ended it as new intent).
  */
-export function seedDecisions(intent: BoundIntent, observation: Observation | null, history: History): SeededHistory {
+export function seedDecisions(
+  intent: BoundIntent,
+  observation: Observation | null,
+  history: History,
+  rules: (rule: DecisionRule) => boolean = () => true,
+): SeededHistory {
   const out: SeededHistory = { history, carried: [], new_intent: [] };
   if (!observation) return out;
   let { conflicts, yielded } = history;
+  const revalued = { ...history.revalued };
   const reported = { ...storedByKey(intent, history.stored_decisions ?? []), ...reportedDecisions(observation) };
   for (const key of Object.keys(reported).sort()) {
     const held = reported[key];
     const spec = intent.resources[key];
     if (!held || !spec) continue;
-    const now = specDigest(spec);
-    if (held.spec_digest !== now) {
-      out.new_intent.push({ ...held, spec_digest_now: now });
+    const now = { spec_digest: specDigest(spec), value_digest: valueDigest(key, intent.resources) };
+    const retaken = history.retaken?.[key];
+    const retakenSince = retaken !== undefined && Date.parse(retaken.at) >= Date.parse(held.at);
+    if (!sameIntent(held, now)) {
+      const changed = { ...held, spec_digest_now: now.spec_digest, value_digest_now: now.value_digest };
+      if (standsForNewValue(held, Boolean(yielded[key] || retakenSince), key in revalued, rules)) revalued[key] = changed;
+      else if (!revalued[key]) out.new_intent.push(changed);
       continue;
     }
-    const retaken = history.retaken?.[key];
-    if (conflicts[key] || yielded[key] || (retaken && Date.parse(retaken.at) >= Date.parse(held.at))) continue;
+    // Desired state writes the yielded value again: the yield is an ordinary one once more.
+    delete revalued[key];
+    if (conflicts[key] || yielded[key] || retakenSince) continue;
     if (held.kind === 'yield') yielded = { ...yielded, [key]: { by: held.by, note: held.note, at: held.at } };
     else conflicts = { ...conflicts, [key]: { since: held.at, sequence: held.sequence, resolution: null } };
     out.carried.push(held);
   }
   out.history = { ...history, conflicts, yielded };
+  if (Object.keys(revalued).length > 0 || history.revalued) out.history.revalued = revalued;
   delete out.history.stored_decisions;
   return out;
+}
+
+/** Whether a held decision about another value stands (a yield nobody has decided on since), rather than being new intent. */
+function standsForNewValue(
+  held: OperatorDecision,
+  decided: boolean,
+  pending: boolean,
+  rules: (rule: DecisionRule) => boolean,
+): boolean {
+  return held.kind === 'yield' && !decided && (pending || rules(DECISION_RULE.yieldOutlivesNewValue));
 }
 
 /** The ledger store's decisions under the keys that claim their targets now (a renamed key included). */
@@ -84,6 +111,26 @@ export function heldDecisions(intent: BoundIntent, history: History): OperatorDe
 }
 
 /**
+ * Whether the agent's record lacks what the loop wants it to hold: a retake of a decision it still
+ * holds, a decision it does not hold for the same value, or (under decisions-carry-value) one it holds
+ * from before values were kept, which is sent again so it gains the value's digest.
+ */
+function lacks(
+  wanted: RecordDecisionRequest,
+  held: OperatorDecision | undefined,
+  rules: (rule: DecisionRule) => boolean,
+): boolean {
+  const heldNow = held && sameIntent(held, wanted) ? held : null;
+  if (wanted.kind === 'retake') {
+    if (!held || Date.parse(wanted.at) < Date.parse(held.at)) return false;
+    // A yield for another value is not ended by a write (the agent refuses them all): only this retake ends it.
+    return heldNow !== null || (held.kind === 'yield' && rules(DECISION_RULE.yieldOutlivesNewValue));
+  }
+  if (heldNow === null || heldNow.kind !== wanted.kind) return true;
+  return !heldNow.value_digest && wanted.value_digest !== null && rules(DECISION_RULE.decisionsCarryValue);
+}
+
+/**
  * What the agent must be told after a pass: every decision the history holds that the agent did
  * not report for the same spec, and a retake the agent has not seen yet. Never a retake the
  * operator did not send: only resolveConflict ends a decision.
@@ -92,19 +139,13 @@ export function decisionsToRecord(
   intent: BoundIntent,
   observation: Observation | null,
   history: History,
+  rules: (rule: DecisionRule) => boolean = () => true,
 ): RecordDecisionRequest[] {
   if (!observation) return [];
   const out: RecordDecisionRequest[] = [];
   for (const key of Object.keys(intent.resources).sort()) {
     const wanted = wantedDecision(intent, history, key);
-    if (!wanted) continue;
-    const held = reportedDecisions(observation)[key];
-    const heldNow = held && held.spec_digest === wanted.spec_digest ? held : null;
-    const missing =
-      wanted.kind === 'retake'
-        ? heldNow !== null && Date.parse(wanted.at) >= Date.parse(heldNow.at)
-        : heldNow === null || heldNow.kind !== wanted.kind;
-    if (missing) out.push(wanted);
+    if (wanted && lacks(wanted, reportedDecisions(observation)[key], rules)) out.push(wanted);
   }
   return out;
 }
@@ -113,6 +154,9 @@ function wantedDecision(intent: BoundIntent, history: History, key: string): Rec
   const conflict = history.conflicts[key];
   const yielded = history.yielded[key];
   const retaken = history.retaken?.[key];
+  const revalued = history.revalued?.[key];
+  // The yield as it was given, for the value it was given for: the agent keeps refusing the new one.
+  if (revalued && !yielded) return keptAsGiven(intent, key, revalued);
   if (conflict && conflict.resolution === null)
     return decisionRequest(intent, key, { kind: 'conflict', by: 'datum', at: conflict.since, note: null }, conflict.sequence);
   if (yielded) return decisionRequest(intent, key, { kind: 'yield', ...yielded });
@@ -135,6 +179,7 @@ export function decisionRequest(
     target: targetOf(key, spec),
     kind: what.kind,
     spec_digest: specDigest(spec),
+    value_digest: valueDigest(key, intent.resources),
     generation: intent.generation,
     by: what.by,
     at: what.at,
@@ -143,12 +188,29 @@ export function decisionRequest(
   };
 }
 
-/** One sentence for the ledger about decisions a changed spec ended. */
+/** A revalued yield as the agent must keep holding it; fenced by this loop's generation. */
+function keptAsGiven(intent: BoundIntent, key: string, d: RevaluedYield): RecordDecisionRequest {
+  return {
+    node: intent.node,
+    resource_key: key,
+    target: d.target,
+    kind: 'yield',
+    spec_digest: d.spec_digest,
+    value_digest: d.value_digest,
+    generation: intent.generation,
+    by: d.by,
+    at: d.at,
+    note: d.note,
+    sequence: d.sequence,
+  };
+}
+
+/** One sentence for the ledger about decisions a changed value ended. */
 export function newIntentSentence(ended: NewIntent[]): string {
   if (ended.length === 0) return '';
   const each = ended.map(
     (d) =>
-      `the ${d.kind} on ${d.target} ("${d.resource_key}", by ${d.by} at ${d.at}) was about another spec of "${d.resource_key}"`,
+      `the ${d.kind} on ${d.target} ("${d.resource_key}", by ${d.by} at ${d.at}) was about another value of "${d.resource_key}"`,
   );
-  return ` New intent: ${each.join('; ')}; the spec changed, so this is a new episode and the ${ended.length > 1 ? 'decisions are' : 'decision is'} not carried.`;
+  return ` New intent: ${each.join('; ')}; what Datum writes changed, so this is a new episode and the ${ended.length > 1 ? 'decisions are' : 'decision is'} not carried.`;
 }

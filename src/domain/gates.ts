@@ -5,6 +5,7 @@ import { addMs, durationMs, formatDuration, msBetween } from './duration';
 import { backoffMs, trigger, type Classified, type Verdict } from './verdict';
 import type { BoundIntent } from '../contract/desired';
 import type { Condition } from '../contract/ledger';
+import { DECISION_RULE, type DecisionRule } from '../contract/patches';
 import type { ConditionType, Reason, RecheckTriggerKind } from '../contract/vocabulary';
 
 /*
@@ -23,6 +24,31 @@ export interface GateInput {
   /** Why there is no snapshot, when there is none. */
   unreachable: string | null;
   now: string;
+  /** Whether a rule added after a loop started is in force for it; default: every rule is. */
+  rules?: (rule: DecisionRule) => boolean;
+}
+
+/**
+ * How far ahead of the controller's clock a snapshot's observed_at may be and still count: clocks
+ * on NTP agree within milliseconds. Further ahead, the agent's clock is wrong, and the snapshot's
+ * age cannot be told: one stamped an hour ahead would look fresh for an hour past its TTL.
+ */
+export const MAX_CLOCK_SKEW_MS = 5_000;
+
+/**
+ * Whether a snapshot taken at `observedAt` is fresh at `now`: no older than observation_ttl, and
+ * not from the future beyond MAX_CLOCK_SKEW_MS (under the rule future-snapshot-is-stale, asked only
+ * where it decides).
+ */
+export function snapshotFresh(
+  observedAt: string,
+  now: string,
+  ttl: string,
+  rules: (rule: DecisionRule) => boolean = () => true,
+): boolean {
+  const age = msBetween(observedAt, now);
+  if (age > durationMs(ttl)) return false;
+  return !(age < -MAX_CLOCK_SKEW_MS && rules(DECISION_RULE.futureSnapshotIsStale));
 }
 
 interface Said {
@@ -213,15 +239,29 @@ export const GATES: readonly GateRung[] = [
     outranks: 'The last gate: past it, a fresh snapshot under current intent goes to the ladder.',
     when: (g) => {
       const o = g.judged?.observation;
-      const age = o ? msBetween(o.observed_at, g.now) : 0;
-      return o && age > durationMs(g.intent.policy.observation_ttl)
-        ? { observation: o, age: formatDuration(Math.max(age, 0)) }
-        : null;
+      if (!o || snapshotFresh(o.observed_at, g.now, g.intent.policy.observation_ttl, g.rules)) return null;
+      const age = msBetween(o.observed_at, g.now);
+      const ahead = age < 0;
+      // As before for a stale snapshot; whole seconds for one from the future.
+      return { observation: o, age: formatDuration(ahead ? Math.round(-age / 1000) * 1000 : age), ahead };
     },
-    say: ({ observation, age }, g) => {
+    say: ({ observation, age, ahead }, g): Said => {
       const policy = g.intent.policy;
       const retake = g.stale_retakes + 1;
       const waitMs = restaleMs(g.intent, retake);
+      if (ahead)
+        return {
+          detail: `The snapshot's observed_at is ${age} ahead of the controller's clock, more than the ${formatDuration(MAX_CLOCK_SKEW_MS)} clocks may disagree: the agent's clock runs ahead, so the snapshot's age cannot be told, and nothing is acted on.`,
+          recheck: `the node's clock is corrected (NTP), then a snapshot younger than ${policy.observation_ttl}; the loop takes one in ${formatDuration(waitMs)}`,
+          not_before: addMs(g.now, waitMs),
+          evidence: {
+            observed_at: observation.observed_at,
+            heartbeat_at: observation.heartbeat_at,
+            ahead_by: age,
+            stale_in_a_row: retake,
+          },
+          tried: [`${retake} unusable snapshot(s) in a row; the next is taken in ${formatDuration(waitMs)}`],
+        };
       return {
         detail: `The snapshot is ${age} old, past observation_ttl ${policy.observation_ttl}; a heartbeat does not make it fresh, so nothing is acted on.`,
         // Datum can take that snapshot itself: soon, not at the next resync (which may be many

@@ -31,27 +31,36 @@ export function recordResolution(
   signal: ResolveConflictSignal,
   now: string,
 ): { history: History; error: string | null } {
-  const conflict = history.conflicts[signal.resource_key];
-  if (!conflict) {
-    const open = Object.keys(history.conflicts);
+  const key = signal.resource_key;
+  const conflict = history.conflicts[key];
+  const revalued = history.revalued?.[key];
+  if (!conflict && !revalued) {
+    const open = [...Object.keys(history.conflicts), ...Object.keys(history.revalued ?? {})];
     return {
       history,
-      error: `no conflict is open on "${signal.resource_key}"${open.length ? `; open conflicts: ${open.join(', ')}` : '; this node has no open conflict'}`,
+      error: `no conflict is open on "${key}"${open.length ? `; open conflicts: ${open.join(', ')}` : '; this node has no open conflict'}`,
     };
   }
   const resolution = { resolution: signal.resolution, by: signal.by, note: signal.note ?? null, at: now };
-  const next: History = { ...history, conflicts: { ...history.conflicts, [signal.resource_key]: { ...conflict, resolution } } };
+  const next: History = conflict
+    ? { ...history, conflicts: { ...history.conflicts, [key]: { ...conflict, resolution } } }
+    : { ...history };
+  // A yield kept for another value is decided now: either way it is no longer pending.
+  if (revalued) {
+    const { [key]: _decided, ...pending } = history.revalued ?? {};
+    next.revalued = pending;
+  }
   if (signal.resolution === 'yield') {
-    next.yielded = { ...history.yielded, [signal.resource_key]: { by: signal.by, note: signal.note ?? null, at: now } };
+    next.yielded = { ...history.yielded, [key]: { by: signal.by, note: signal.note ?? null, at: now } };
   } else {
-    const { [signal.resource_key]: _gone, ...rest } = history.yielded;
+    const { [key]: _gone, ...rest } = history.yielded;
     next.yielded = rest;
-    next.retaken = { ...history.retaken, [signal.resource_key]: { by: signal.by, note: signal.note ?? null, at: now } };
-    const { [signal.resource_key]: _repair, ...repaired } = history.repaired;
+    next.retaken = { ...history.retaken, [key]: { by: signal.by, note: signal.note ?? null, at: now } };
+    const { [key]: _repair, ...repaired } = history.repaired;
     next.repaired = repaired;
     // A retake is the operator's word that Datum may write again: a refusal the agent gave while
     // it still held the conflict (or the yield) is not a standing "no" any more.
-    const { [signal.resource_key]: _refusal, ...refused } = history.refused;
+    const { [key]: _refusal, ...refused } = history.refused;
     next.refused = refused;
     next.attempt_count = 0;
   }

@@ -24,6 +24,7 @@ export * from './pass';
 export * from './targets';
 export * from './markers';
 export * from './decisions';
+export * from './written';
 export * from './redact';
 export * from './work-rules';
 export * from './work-payloads';

@@ -1,3 +1,4 @@
+import type { Json } from './canonical';
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
 import type { ActedPass } from './inputs';
@@ -365,7 +366,10 @@ function resourceConditions(e: Evidence): ConditionDraft[] {
       'UNKNOWN_OWNERSHIP',
       a.resource_key,
       `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`,
-      { observed: a.observed?.value ?? null },
+      // A claim that an operator resolves (a yield for another value) says how, for the CLI and work items.
+      resolvable(a.ownership_provenance)
+        ? { observed: a.observed?.value ?? null, claim: a.ownership_provenance }
+        : { observed: a.observed?.value ?? null },
     ),
   );
   const destructive = e.destructive.map((p) =>
@@ -389,6 +393,11 @@ function resourceConditions(e: Evidence): ConditionDraft[] {
     ),
   );
   return [...unknown, ...destructive, ...observed];
+}
+
+/** An ownership claim an operator settles with resolveConflict (classify: a yield for another value). */
+function resolvable(claim: Json): boolean {
+  return claim !== null && typeof claim === 'object' && !Array.isArray(claim) && Array.isArray(claim.resolutions);
 }
 
 function refusalConditions(e: Evidence): ConditionDraft[] {

@@ -52,6 +52,7 @@ export async function runPass(ports: PassPorts, intent: BoundIntent, history: Hi
     unreachable: pre.unreachable,
     history,
     now: ports.now(),
+    rules: ports.ruleInForce?.bind(ports),
   });
   const actions = first.decision.authorized_actions;
   if (actions.length === 0 || !pre.observation) return { first, final: first };

@@ -1,5 +1,6 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import { pathSegments } from './rootPath';
+import { clip } from './bounds';
+import { lengthProblem, pathSegments, pathSpellingProblem } from './rootPath';
 import type { ResourceSpec } from '../contract/desired';
 
 /*
@@ -93,5 +94,7 @@ export function targetNameProblem(entry: string): string | null {
   if (kind === 'file' && fileTarget(rest) !== entry) return `"${entry}" is not spelled as Datum names it (${fileTarget(rest)})`;
   if (kind === 'file' && pathSegments(rest).some((s) => s === '' || s === '.' || s === '..' || rest.startsWith('/')))
     return `"${entry}" is not a plain path under the node root`;
+  const spelling = kind === 'file' ? pathSpellingProblem(rest) : null;
+  if (spelling !== null) return `"${clip(entry, 60)}" names a path Datum cannot write: ${lengthProblem(rest)}`;
   return null;
 }

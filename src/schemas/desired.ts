@@ -4,7 +4,7 @@ import { withFix } from '../contract/fix';
 import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
 import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
-import { hasParentSegment, nodePathProblem } from '../domain/rootPath';
+import { hasParentSegment, nodePathProblem, pathSpellingProblem, type PathSpellingProblem } from '../domain/rootPath';
 import { namesTarget, targetNameProblem } from '../domain/targets';
 import { agentServices } from './agent-services';
 import { exactly, jsonValue, nodeId, resourceKey } from './base';
@@ -19,12 +19,19 @@ import { exactly, jsonValue, nodeId, resourceKey } from './base';
 
 const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
 const SHA256_HEX = /^[a-f0-9]{64}$/;
+const TOO_LONG: readonly (PathSpellingProblem | null)[] = ['too_long', 'segment_too_long', 'name_too_long'];
+
 export const nodePath = z.string().superRefine((p, ctx) => {
   const problem = nodePathProblem(p);
   if (problem)
     ctx.addIssue({
       code: 'custom',
-      message: withFix(problem, 'write a path relative to the node root, such as "etc/app/config.json"'),
+      message: withFix(
+        problem,
+        TOO_LONG.includes(pathSpellingProblem(p))
+          ? 'shorten the path or the name named, so the file can exist on the node'
+          : 'write a path relative to the node root, such as "etc/app/config.json"',
+      ),
     });
 });
 

@@ -180,7 +180,9 @@ export const decision = exactly<Decision>()(
      */
     operator_decisions: z.array(operatorDecision).optional(),
     /** Decisions not carried because the key's spec changed since: new intent, a new episode. */
-    new_intent: z.array(operatorDecision.extend({ spec_digest_now: z.string() })).optional(),
+    new_intent: z
+      .array(operatorDecision.extend({ spec_digest_now: z.string(), value_digest_now: z.string().nullable().optional() }))
+      .optional(),
     /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
     operator_resolution: operatorResolution.optional(),
     /** On the note of a work item's resolution (docs/work-items.md). Optional: other entries have none. */

@@ -41,6 +41,11 @@ export const operatorDecision = exactly<OperatorDecision>()(
     target: z.string(),
     kind: z.enum(OPERATOR_DECISION_KINDS),
     spec_digest: z.string(),
+    /**
+     * What Datum would write to the target when the decision was taken (valueDigest): a spec spelled
+     * another way that writes the same is the same decision. Null in records from before it was kept.
+     */
+    value_digest: z.string().nullable().default(null),
     generation: z.number().int().nullable().default(null),
     by: z.string(),
     at: z.string(),

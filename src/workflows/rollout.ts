@@ -62,8 +62,9 @@ const POLL_MS = 1000;
  */
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   checkInput(input);
+  const carried = trustedPrepared(input);
   const cancellable = inForce(WORKFLOW_PATCH.rolloutCancelStopsStarting);
-  const prepared = input.prepared ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
+  const prepared = carried ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
   if (!cancellable) return await follow(input, prepared);
   if (CancellationScope.current().consideredCancelled) return endCancelled(input, prepared, null);
   try {
@@ -195,6 +196,25 @@ function unprepared(node: string): RolloutNodeOutcome {
     outcome: ROLLOUT_OUTCOMES.refused,
     error: withFix(`${node} was not prepared for this rollout`, 'start the rollout again'),
   };
+}
+
+/**
+ * `prepared` is handed over by continue-as-new of this same rollout, and by nothing else: the
+ * server sets continuedFromExecutionRunId for that only. A caller who starts a rollout with its
+ * own `prepared` would skip preparation and have any loop's state (another node's, another
+ * generation's) reported as this node's outcome. Patched: a run recorded before this rule took
+ * what it was given, and replays as it did.
+ */
+function trustedPrepared(input: RolloutInput): PreparedNode[] | undefined {
+  if (input.prepared === undefined || workflowInfo().continuedFromExecutionRunId) return input.prepared;
+  if (!inForce(WORKFLOW_PATCH.rolloutCarryFromContinueAsNew)) return input.prepared;
+  throw ApplicationFailure.nonRetryable(
+    withFix(
+      'rollout input rejected: "prepared" is handed over by continue-as-new of this rollout only, and this run was started directly',
+      `start it with {"generation": ${input.generation}, "nodes": [...]} and nothing else (datum rollout start --generation ${input.generation}); Datum prepares each node itself`,
+    ),
+    'InvalidWorkflowInput',
+  );
 }
 
 function checkInput(input: RolloutInput): void {

@@ -1,9 +1,11 @@
 // Issue 18, hole 8 (the agent's side): a path segment longer than the filesystem allows made
 // every observe of the node fail with ENAMETOOLONG, so the node was NODE_UNREACHABLE for good and
 // its other resources were never repaired. Any filesystem error of one resource (an errno) is
-// now that resource's finding, naming the errno and the fix; the node's other resources are
-// observed and written as usual. (Desired-state validation refusing such a path is the other
-// half, in src/domain.)
+// now that resource's finding, naming the problem and the fix; the node's other resources are
+// observed and written as usual. A segment over NAME_MAX is judged by its spelling before the
+// filesystem is asked (src/domain/rootPath.ts, the same rule desired-state validation applies:
+// name-too-long-desired.test.ts); a filesystem with a smaller NAME_MAX still answers ENAMETOOLONG,
+// which is that resource's finding the same way.
 
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -23,8 +25,10 @@ describe('attack: a file path with a segment longer than the filesystem allows',
       maintenance: { type: 'flag' as const, value: false },
     };
     const obs = await t.observe(resources);
-    expect(obs.resources.huge).toMatchObject({ value: null, marker: null, detail: { errno: 'ENAMETOOLONG' } });
-    expect(obs.resources.huge.obstruction).toMatch(/longer than the filesystem allows \(ENAMETOOLONG\) — fix: shorten the path/);
+    expect(obs.resources.huge).toMatchObject({ value: null, marker: null, detail: { refusal: 'InvalidAction' } });
+    expect(obs.resources.huge.obstruction).toMatch(
+      /has a directory name of 300 bytes .*more than the 255 bytes a filesystem takes for one name — fix: shorten the path/,
+    );
     expect(obs.resources.config).toMatchObject({ value: null, marker: 'absent', obstruction: null });
     expect(obs.config_error).toBeNull();
     expect(obs.resources.maintenance).toMatchObject({ marker: 'absent', obstruction: null });

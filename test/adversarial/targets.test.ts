@@ -277,31 +277,35 @@ describe('hole 2: operator decisions outlive a generation', () => {
     await gen2.terminate('test done');
   });
 
-  it('a changed spec starts a new episode and the ledger says so', async () => {
+  it('a changed value of a yielded file waits for an operator, and a retake writes it', async () => {
     const node = 'T-6';
     await agentFor(node);
     await writeDoc(node, 1, { config: file({ workers: 8 }), maintenance: flag(false) });
     const gen1 = await stack.startNode(node, 1);
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
-    await conflictOnConfig(node, gen1);
+    const { theirs } = await conflictOnConfig(node, gen1);
     await gen1.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall' });
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
     for (const c of children.splice(0)) c.kill('SIGKILL');
 
-    // New intent for config itself: workers 16.
+    // New intent for config itself: workers 16. The yield stands until an operator decides.
     await writeDoc(node, 2, { config: file({ workers: 16 }), maintenance: flag(false) });
     const gen2 = await handOver(gen1, node, 2);
-    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
+    const state = await stack.waitFor(gen2, (s) => s.conditions.some((c) => c.type === 'UNKNOWN_OWNERSHIP'));
+    await stack.waitForPass(gen2, Date.now(), 2);
+    const condition = state.conditions.find((c) => c.type === 'UNKNOWN_OWNERSHIP')!;
+    expect(condition).toMatchObject({ resource_key: 'config', needs_judgement: true, resolver: 'operator' });
+    expect(condition.message).toMatch(/yielded to another writer by oncall .*for another value/);
+    expect(wrote(await stack.ledger(gen2), 'config')).toEqual([]);
+    expect(await fs.readFile(configFile(node), 'utf8')).toBe(theirs);
+    expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toMatchObject({ kind: 'yield', by: 'oncall' });
+
+    // The operator retakes it for the new value: Datum writes it, and the yield is over.
+    await gen2.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'retake', by: 'alice' });
+    await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED' && s.conditions.length === 0);
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 16 }));
-    const ledger = await stack.ledger(gen2);
-    const ended = ledger.find((e) => (e.new_intent ?? []).length > 0);
-    expect(ended?.new_intent?.map((d) => [d.resource_key, d.kind, d.by])).toEqual([['config', 'yield', 'oncall']]);
-    expect(ended?.reason_detail).toMatch(/New intent: the yield on file:etc\/app\/config\.json .* a new episode/);
-    expect(entryOf(ledger[ledger.length - 1], 'config')?.ownership).toBe('MANAGED');
-    // The new episode acted: the agent no longer holds the old decision.
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
-    const stored = await stack.ledgerStore.list(node);
-    expect(stored.some((e) => (e.new_intent ?? []).length > 0)).toBe(true);
+    expect((await operatorDecisionsOf(stack.ledgerStore, node)).map((d) => d.target)).not.toContain(`file:${CONFIG}`);
     await gen2.terminate('test done');
   });
 });

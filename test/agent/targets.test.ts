@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { decisionRequest, specDigest, type ResourceSpec } from '../../src/domain';
+import { decisionRequest, fileBytes, specDigest, type ResourceSpec } from '../../src/domain';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode, type TestNode } from './helpers';
 import { n24 } from '../unit/fixtures';
 
@@ -67,18 +67,42 @@ describe('operator decisions kept per target', () => {
   const request = (kind: 'yield' | 'conflict' | 'retake') =>
     decisionRequest(intent, 'config', { kind, by: 'oncall', at: new Date().toISOString(), note: null })!;
 
-  it('a yield refuses the same spec under any key, and a new spec ends it', async () => {
+  it('a yield refuses the same value under any key, spelled any way; a new value waits for a retake', async () => {
     const t = await makeNode();
     await t.acts.recordDecision(request('yield'));
     const same = fileAction(t.node, 'settings', CONFIG, { workers: 8 }, { spec_digest: specDigest(intent.resources.config) });
     const failure = await expectRefusal(t.apply(same), 'OperatorOwnedRefusal');
-    expect(failure.message).toMatch(/file:etc\/app\/config\.json was yielded to another writer by oncall/);
-    expect(await onDisk(t)).toBeNull();
-    // Another spec is new intent: written, and the yield is over.
+    expect(failure.message).toMatch(/file:etc\/app\/config\.json was yielded to another writer by oncall .*for this same value/);
+    // The same bytes from a spec spelled another way (a string, not a mapping) are the same value.
+    const respelled: ResourceSpec = { type: 'file', path: CONFIG, content: fileBytes({ workers: 8 }) };
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'settings', CONFIG, { workers: 8 }, { spec_digest: specDigest(respelled) })),
+      'OperatorOwnedRefusal',
+    );
+    // Another value needs an operator's decision too: refused, and the yield stands.
     const other = fileAction(t.node, 'settings', CONFIG, { workers: 16 }, { spec_digest: specDigest(fileSpec({ workers: 16 })) });
+    const newValue = await expectRefusal(t.apply(other), 'OperatorOwnedRefusal');
+    expect(newValue.message).toMatch(
+      /a new value needs an operator's decision before Datum writes it .*fix: an operator retakes it/,
+    );
+    expect(await onDisk(t)).toBeNull();
+    expect((await t.observe({ settings: fileSpec({ workers: 16 }) })).decisions.settings?.kind).toBe('yield');
+    // A retake ends it, whatever value it was about.
+    await t.acts.recordDecision(request('retake'));
     expect((await t.apply(other)).outcome).toBe('applied');
-    const seen = await t.observe({ settings: fileSpec({ workers: 16 }) });
-    expect(seen.decisions).toEqual({});
+  });
+
+  it('a conflict is about the value: a re-spelled spec is refused, a new value ends it', async () => {
+    const t = await makeNode();
+    await t.acts.recordDecision(request('conflict'));
+    const respelled: ResourceSpec = { type: 'file', path: CONFIG, content: fileBytes({ workers: 8 }) };
+    await expectRefusal(
+      t.apply(fileAction(t.node, 'config', CONFIG, { workers: 8 }, { spec_digest: specDigest(respelled) })),
+      'ConflictOpenRefusal',
+    );
+    const other = fileAction(t.node, 'config', CONFIG, { workers: 16 }, { spec_digest: specDigest(fileSpec({ workers: 16 })) });
+    expect((await t.apply(other)).outcome).toBe('applied');
+    expect((await t.observe({ config: fileSpec({ workers: 16 }) })).decisions).toEqual({});
   });
 
   it('an open conflict is refused until a retake', async () => {

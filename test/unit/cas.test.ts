@@ -115,8 +115,9 @@ describe("the agent's StaleSnapshotRefusal", () => {
       'STALE_OBSERVATION',
       'FRESH_OBSERVATION',
     ]);
-    // Half the TTL (30s), within backoff.initial and resync_interval: soon, not at the next resync.
-    expect(d.recheck_trigger.not_before).toBe(later(30_000));
+    // Half the TTL (30s) after the probe's judgement (the probe came 90s into the pass), within
+    // backoff.initial and resync_interval: soon, not at the next resync.
+    expect(d.recheck_trigger.not_before).toBe(later(90_000 + 30_000));
     expect(d.conditions.map((c) => c.type)).toContain('STALE_OBSERVATION');
     expect(d.conditions.map((c) => c.type)).not.toContain('ACTION_REFUSED');
     expect(final.history.refused.app).toBeUndefined();

@@ -126,11 +126,14 @@ export interface PassOptions {
  */
 export function pass(pre: Observation, post: (() => Observation | null) | null, o: PassOptions = {}): Promise<PassOutcome> {
   const intent = o.intent ?? n24();
-  const now = o.now ?? NOW;
+  let now = o.now ?? NOW;
   let observed = 0;
   const ports: PassPorts = {
     observe: () => {
       const observation = observed++ === 0 ? pre : (post?.() ?? null);
+      // The workflow reads its clock after a snapshot arrives, so without a clock of its own the
+      // pass is never behind a snapshot it was handed (a later probe moves it on).
+      if (observation && !o.clock && Date.parse(observation.observed_at) > Date.parse(now)) now = observation.observed_at;
       return Promise.resolve({ observation, unreachable: observation ? null : 'agent stopped' });
     },
     readAuthority: () => Promise.resolve(o.authority ?? authorityOf(intent)),

@@ -341,6 +341,38 @@ describe('gates, row by row', () => {
   });
 });
 
+describe('clock skew: a snapshot from the future', () => {
+  const skewRows: Row[] = [
+    {
+      // Issue 18 (suspected, confirmed): an agent clock an hour ahead made a snapshot look fresh for
+      // an hour past its TTL, and a node already at desired was CONVERGED from it.
+      name: 'STALE_OBSERVATION: a snapshot stamped an hour ahead of the controller (the agent clock runs ahead)',
+      run: () => judge(snapshot(n24After(), { at: later(60 * MIN), heartbeat_at: later(60 * MIN) })),
+      status: 'BLOCKED',
+      reason: 'STALE_OBSERVATION',
+      trigger: 'FRESH_OBSERVATION',
+    },
+    {
+      name: 'a snapshot a second ahead is within clock skew: fresh',
+      run: () => judge(snapshot(n24After(), { at: later(1000) })),
+      status: 'CONVERGED',
+      reason: 'ALREADY_CONVERGED',
+      trigger: 'TIMER',
+    },
+  ];
+  it.each(skewRows)('$name', (row) => {
+    const r = row.run();
+    expectDecision(r, row);
+    expect(r.decision.observation_fresh).toBe(row.status === 'CONVERGED');
+  });
+  it('says the agent clock runs ahead, by how much', () => {
+    const r = judge(snapshot(n24After(), { at: later(60 * MIN) }));
+    expect(r.decision.reason_detail).toMatch(
+      /observed_at is 3600s ahead of the controller's clock, more than the 5s clocks may disagree/,
+    );
+  });
+});
+
 describe('the ladder, rung by rung', () => {
   it.each(ladderRows)('$name', (row) => expectDecision(row.run(), row));
 });

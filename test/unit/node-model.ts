@@ -13,14 +13,17 @@ import {
   recordSignal,
   sha256Hex,
   shouldWrite,
-  specDigest,
+  sameIntent,
   targetOf,
   targetOfAction,
+  valueDigest,
+  valueDigestOfAction,
   type ApplyFailure,
   type AuthorityView,
   type AuthorizedAction,
   type BoundIntent,
   type Decision,
+  type DecisionRule,
   type ExecutionEvidence,
   type History,
   type Json,
@@ -384,9 +387,12 @@ class Oracle {
     this.lastTarget.clear();
   }
 
-  /** An accepted write of another spec ends what was about the old one (new intent acted). */
-  wrote(target: string, digest: string | null | undefined) {
-    if (this.yields.has(target) && this.yields.get(target)?.digest !== digest) this.yields.delete(target);
+  /**
+   * An accepted write of another value ends a conflict about the old one (new intent acted); a
+   * yield only before hole 5 was closed (`yieldsEnd`), since the agent now refuses such a write.
+   */
+  wrote(target: string, digest: string, yieldsEnd: boolean) {
+    if (yieldsEnd && this.yields.has(target) && this.yields.get(target)?.digest !== digest) this.yields.delete(target);
     if (this.contested.has(target) && this.contested.get(target)?.digest !== digest) this.contested.delete(target);
   }
 }
@@ -563,6 +569,9 @@ export class NodeModel {
       authority: b.authority,
       history: b.history,
       clock: () => this.iso(),
+      ...(this.holes.yieldEndsOnNewSpec
+        ? { rules: (rule: DecisionRule) => rule !== 'yield-outlives-new-value' && rule !== 'decisions-carry-value' }
+        : {}),
       answer: (a) => {
         if (step.between && !moved) {
           moved = true;
@@ -644,7 +653,7 @@ export class NodeModel {
     if (spec) {
       const target = targetOf(key, spec);
       this.trace.push({ kind: 'resolve', generation: loop.intent.generation, key, target, resolution });
-      this.oracle.resolved(target, specDigest(spec), loop.intent.generation, resolution);
+      this.oracle.resolved(target, valueDigest(key, loop.intent.resources) ?? '', loop.intent.generation, resolution);
     }
     const note = noteDecision(
       loop.intent,
@@ -753,8 +762,12 @@ export class NodeModel {
       target,
       protectedBy: protection?.entry ?? null,
       protectedHow: protection?.how ?? null,
-      yielded: target !== null && oracle.yields.get(target)?.digest === a.spec_digest,
-      contested: target !== null && this.oracle.contested.get(target)?.digest === a.spec_digest,
+      // Any write to a yielded target (a new value needs an operator too); before hole 5, one of the same spec.
+      yielded:
+        target !== null &&
+        oracle.yields.has(target) &&
+        (!this.holes.yieldEndsOnNewSpec || oracle.yields.get(target)?.digest === writtenValue(a)),
+      contested: target !== null && this.oracle.contested.get(target)?.digest === writtenValue(a),
       answer: 'applied',
       ownWrite: false,
     };
@@ -780,8 +793,9 @@ export class NodeModel {
     if (hostOrKey || guarding.some((e) => e.kind === 'observe')) return refuse('ObserveModeRefusal');
     if (guarding.some((e) => e.kind === 'override')) return refuse('OperatorOwnedRefusal');
     const kept = this.decisions[target];
-    if (kept && (!a.spec_digest || kept.spec_digest === a.spec_digest))
-      return refuse(kept.kind === 'yield' ? 'OperatorOwnedRefusal' : 'ConflictOpenRefusal');
+    const same = kept !== undefined && (!a.spec_digest || sameIntent(kept, this.digestsOf(a)));
+    if (kept?.kind === 'yield' && (same || !this.holes.yieldEndsOnNewSpec)) return refuse('OperatorOwnedRefusal');
+    if (kept?.kind === 'conflict' && same) return refuse('ConflictOpenRefusal');
     // 6: per-node fence.
     if (this.fence !== null && a.desired_generation < this.fence) return refuse('StaleGenerationRefusal');
     this.fence = Math.max(this.fence ?? a.desired_generation, a.desired_generation);
@@ -796,7 +810,7 @@ export class NodeModel {
         stamp.ownWrite = true;
         return refuse('StaleSnapshotRefusal');
       }
-      if (!this.acting.inflight && !this.acting.lingering) this.oracle.moved(target, a.spec_digest ?? '', a.desired_generation);
+      if (!this.acting.inflight && !this.acting.lingering) this.oracle.moved(target, writtenValue(a), a.desired_generation);
       return refuse('MarkerMoved');
     }
     if (step.outcome === 'failed') return { kind: 'failed', detail: 'ServiceStartFailed: the model agent failed to act' };
@@ -814,11 +828,12 @@ export class NodeModel {
       };
     }
     const decision = this.decisions[target];
-    if (decision && a.spec_digest && decision.spec_digest !== a.spec_digest) {
+    const ends = decision?.kind === 'conflict' || this.holes.yieldEndsOnNewSpec;
+    if (decision && a.spec_digest && ends && !sameIntent(decision, this.digestsOf(a))) {
       delete this.decisions[target];
       delete this.storeMirror[target];
     }
-    this.oracle.wrote(target, a.spec_digest);
+    this.oracle.wrote(target, writtenValue(a), this.holes.yieldEndsOnNewSpec);
     return {
       resource_key: a.resource_key,
       action: a.action,
@@ -829,6 +844,14 @@ export class NodeModel {
       detail: step.outcome === 'ok' ? 'exit 0' : 'exit 0 (it did not take)',
       refusal: null,
       refusal_type: null,
+    };
+  }
+
+  /** What the agent compares a kept decision with: the action's spec digest, and the value it computes from the write spec. */
+  private digestsOf(a: AuthorizedAction): { spec_digest: string; value_digest: string | null } {
+    return {
+      spec_digest: a.spec_digest ?? '',
+      value_digest: this.holes.yieldEndsOnNewSpec ? null : valueDigestOfAction(a.action, a.spec),
     };
   }
 
@@ -849,7 +872,7 @@ export class NodeModel {
     if (!this.holes.decisionsUnfenced && this.fence !== null && r.generation < this.fence) return;
     const prior = this.decisions[r.target];
     if (r.kind === 'retake') delete this.decisions[r.target];
-    else if (!(r.kind === 'conflict' && prior?.kind === 'yield' && prior.spec_digest === r.spec_digest)) {
+    else if (!(r.kind === 'conflict' && prior?.kind === 'yield' && sameIntent(prior, r))) {
       const { node: _node, ...rest } = r;
       this.decisions[r.target] = operatorDecision.parse({ ...rest, kind: r.kind });
     }
@@ -912,6 +935,14 @@ export interface Holes {
    * too (the observe request carries its generation).
    */
   fenceOnApplyOnly: boolean;
+  /**
+   * A yield was about the spec's digest (issue 18, hole 5): a generation that changed the spec, if
+   * only its spelling, was new intent, its write went ahead and the agent dropped the yield.
+   * Closed: about the value written (src/domain/written.ts), and a new value of a yielded target
+   * waits for an operator (revalued, UNKNOWN); the agent refuses every write to a yielded target.
+   * Open, the loop runs without the rules yield-outlives-new-value and decisions-carry-value.
+   */
+  yieldEndsOnNewSpec: boolean;
 }
 
 export const HOLES_CLOSED: Holes = {
@@ -919,7 +950,11 @@ export const HOLES_CLOSED: Holes = {
   decisionsUnfenced: false,
   ownWritesByKey: false,
   fenceOnApplyOnly: false,
+  yieldEndsOnNewSpec: false,
 };
+
+/** The digest an oracle compares an action with: the value it writes (written.ts). */
+const writtenValue = (a: AuthorizedAction): string => valueDigestOfAction(a.action, a.spec) ?? '';
 
 /** The passes a hand-over runs on its own: nothing in the way, every action takes. */
 const QUIET_PASS: PassStep = { kind: 'pass', between: null, outcome: 'ok', probe: 'fresh', observeMs: 0, applyMs: 0 };

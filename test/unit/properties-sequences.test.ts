@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FOCUS } from './generators';
 import { HOLES_CLOSED, runScript, type Holes, type PassRecord, type PassStep, type Script, type Step } from './node-model';
+import { valueDigestOfAction } from '../../src/domain';
 import { TIMEOUT, anyDrift, checkSequences, claims, driftedKey, passesOf } from './sequence-checks';
 
 /*
@@ -24,7 +25,7 @@ describe('invariants over sequences of generations: targets and operator decisio
           'a protected target drifted while the pass acted on others': 0.05,
           'protected through an entry bound under another key (renamed)': 0.005,
           'protected by an entry that names the target': 0.02,
-          'a yielded target drifted in a later generation, spec unchanged': 0.001,
+          'a yielded target drifted in a later generation, value unchanged': 0.001,
         },
         (_model, passes, hit) => {
           for (const p of passes) {
@@ -32,7 +33,7 @@ describe('invariants over sequences of generations: targets and operator decisio
               if (s.protectedBy === null && !s.yielded) continue;
               const what = `pass ${p.index}: ${s.action.action} of "${s.action.resource_key}" on ${s.target}`;
               expect(s.protectedBy, `${what}, which agent.yaml protects`).toBeNull();
-              expect(s.yielded, `${what}, which an operator yielded for this spec`).toBe(false);
+              expect(s.yielded, `${what}, which an operator yielded`).toBe(false);
             }
             for (const c of claims(p.intent)) {
               if (!driftedKey(p.pre, p.intent, c.key)) continue;
@@ -42,7 +43,7 @@ describe('invariants over sequences of generations: targets and operator decisio
               if (by?.how === 'target') hit('protected by an entry that names the target');
               const y = p.oracle.yields.get(c.target);
               if (y && y.digest === c.digest && p.generation > y.generation)
-                hit('a yielded target drifted in a later generation, spec unchanged');
+                hit('a yielded target drifted in a later generation, value unchanged');
             }
           }
         },
@@ -52,36 +53,32 @@ describe('invariants over sequences of generations: targets and operator decisio
   );
 
   it(
-    'a yield holds in every later generation with an unchanged spec; a changed spec starts a new episode',
+    'a yield holds in every later generation with an unchanged value; a changed value waits for an operator',
     async () => {
       await checkSequences(
         FOCUS.yields,
         {
-          'a yielded target drifted in a later generation, spec unchanged': 0.015,
-          'a yield met a changed spec in a new run chain': 0.005,
-          'the changed spec was written (new episode)': 0.004,
+          'a yielded target drifted in a later generation, value unchanged': 0.015,
+          'a yield met a changed value in a new run chain': 0.005,
         },
         (_model, passes, hit) => {
           for (const p of passes) {
-            for (const s of p.sent) {
-              if (s.yielded)
-                expect(s.yielded, `pass ${p.index}: ${s.action.action} on ${s.target}, yielded for this spec`).toBe(false);
-              const y = s.target === null ? undefined : p.oracle.yields.get(s.target);
-              if (y && y.digest !== s.action.spec_digest) hit('the changed spec was written (new episode)');
-            }
+            for (const s of p.sent)
+              if (s.yielded) expect(s.yielded, `pass ${p.index}: ${s.action.action} on ${s.target}, yielded`).toBe(false);
             for (const c of claims(p.intent)) {
               const y = p.oracle.yields.get(c.target);
               if (!y) continue;
               if (y.digest === c.digest && p.generation > y.generation && driftedKey(p.pre, p.intent, c.key))
-                hit('a yielded target drifted in a later generation, spec unchanged');
-              // A new run chain meets a yield about another spec: new intent, said so, and not carried.
+                hit('a yielded target drifted in a later generation, value unchanged');
+              // A new run chain meets a yield about another value: not new intent, and the key is
+              // not Datum's until an operator decides (UNKNOWN), unless agent.yaml owns it anyway.
               if (y.digest === c.digest || p.loopPass !== 0) continue;
-              hit('a yield met a changed spec in a new run chain');
+              hit('a yield met a changed value in a new run chain');
               const said = (p.first.new_intent ?? []).map((d) => d.target);
-              expect(said, `pass ${p.index}: the yield on ${c.target} met another spec of "${c.key}"`).toContain(c.target);
+              expect(said, `pass ${p.index}: the yield on ${c.target} met another value of "${c.key}"`).not.toContain(c.target);
               const entry = p.first.resources.find((r) => r.resource_key === c.key);
               if (entry && p.oracle.owner(c.key, c.target) === null)
-                expect(entry.ownership, `pass ${p.index}: "${c.key}" after new intent`).not.toBe('OPERATOR_OWNED');
+                expect(entry.ownership, `pass ${p.index}: "${c.key}" yielded for another value`).toBe('UNKNOWN');
             }
           }
         },
@@ -100,7 +97,7 @@ describe('invariants over sequences of generations: targets and operator decisio
           'a later pass while contested, with drift to repair': 0.05,
           'a later generation while contested, spec unchanged': 0.02,
           'a write to the target after the operator retook it': 0.02,
-          'a new spec written to a contested target (new episode)': 0.004,
+          'a new value written to a contested target (new episode)': 0.004,
         },
         (_model, passes, hit) => {
           for (const p of passes) {
@@ -109,10 +106,10 @@ describe('invariants over sequences of generations: targets and operator decisio
               if (s.contested)
                 expect(s.contested, `${at}: ${s.action.action} on ${s.target} after MARKER_MOVED, with no retake`).toBe(false);
               if (s.target === null) continue;
-              if (p.oracle.retaken.get(s.target) === s.action.spec_digest)
-                hit('a write to the target after the operator retook it');
+              const value = valueDigestOfAction(s.action.action, s.action.spec);
+              if (p.oracle.retaken.get(s.target) === value) hit('a write to the target after the operator retook it');
               const c = p.oracle.contested.get(s.target);
-              if (c && c.digest !== s.action.spec_digest) hit('a new spec written to a contested target (new episode)');
+              if (c && c.digest !== value) hit('a new value written to a contested target (new episode)');
             }
             if (p.sent.some((s) => s.answer === 'MarkerMoved')) {
               hit('MARKER_MOVED answered');
@@ -239,7 +236,10 @@ describe('holes found by the properties', () => {
   });
 
   // A yield, then generation 13 changes the release's spec and writes it (the yield is over), while
-  // the old loop runs one more pass; generation 14 reverts the release to the yielded spec.
+  // the old loop runs one more pass; generation 14 reverts the release to the yielded spec. These
+  // scripts end a yield by a new spec, as the code did before issue 18 (hole 5): both sides of
+  // each comparison run with yieldEndsOnNewSpec open, which the hole-5 test below closes.
+  const oldYields = { yieldEndsOnNewSpec: true };
   const revert: Step[] = [
     moved(),
     { kind: 'resolve', resolution: 'yield', pick: 0 },
@@ -250,7 +250,7 @@ describe('holes found by the properties', () => {
   ];
 
   it("an old loop's entry decided after a hand-over is the store's newest: a reverted spec takes an ended yield back", async () => {
-    const passes = await run(revert, { storeCopiesLoop: true });
+    const passes = await run(revert, { ...oldYields, storeCopiesLoop: true });
     const ended = passes.find((p) => p.generation === 13);
     const after = passes[passes.length - 1];
     expect(sentTo(ended, 'build').map((s) => s.answer)).toEqual(['applied']);
@@ -261,12 +261,12 @@ describe('holes found by the properties', () => {
     expect(ownership(after, 'build')).toBe('OPERATOR_OWNED');
     expect(sentTo(after, 'build')).toEqual([]);
     // As designed, the yield ended with generation 13's write: generation 14 installs 7.4 again.
-    const designed = await run(revert);
+    const designed = await run(revert, oldYields);
     expect(sentTo(designed[designed.length - 1], 'build').map((s) => s.answer)).toEqual(['applied']);
   });
 
   it("recordDecision is not fenced: an old loop's pass after a hand-over gives the agent back a yield the new generation ended", async () => {
-    const passes = await run(revert, { decisionsUnfenced: true });
+    const passes = await run(revert, { ...oldYields, decisionsUnfenced: true });
     const after = passes[passes.length - 1];
     // The hole: the old loop's lingering pass sent its yield again (the agent lacked it), and the
     // agent kept it though generation 13 had acted; generation 14's spec matches it again.
@@ -342,7 +342,7 @@ describe('holes found by the properties', () => {
       { kind: 'generation', change: { workers: 8 }, linger: 1 },
       pass(),
     ];
-    const today = await run(steps, { fenceOnApplyOnly: true }, { release: 2, config: 0 });
+    const today = await run(steps, { ...oldYields, fenceOnApplyOnly: true }, { release: 2, config: 0 });
     const newest = today.find((p) => p.generation === 14);
     const old = today.find((p) => p.inflight);
     expect(newest?.sent).toEqual([]);
@@ -351,12 +351,31 @@ describe('holes found by the properties', () => {
     expect(sentTo(old, 'config').map((s) => s.answer)).toEqual(['applied']);
     expect(ownership(today.at(-1), 'config')).toBe('OPERATOR_OWNED');
     // With the fence moved by generation 14's observe, the old pass is refused.
-    const designed = await run(steps, {}, { release: 2, config: 0 });
+    const designed = await run(steps, oldYields, { release: 2, config: 0 });
     expect(
       sentTo(
         designed.find((p) => p.inflight),
         'config',
       ).map((s) => s.answer),
     ).toEqual(['StaleGenerationRefusal']);
+  });
+
+  it('a yield was about the spec, not the value: a new spec of a yielded target was written, and the yield ended (issue 18, hole 5)', async () => {
+    // The release is yielded to the other writer; generation 13 asks for another release version.
+    const steps: Step[] = [
+      moved(),
+      { kind: 'resolve', resolution: 'yield', pick: 0 },
+      pass(),
+      { kind: 'generation', change: { version: '7.5' }, linger: 0 },
+      pass(),
+    ];
+    const today = (await run(steps, oldYields)).filter((p) => p.generation === 13);
+    expect(today.flatMap((p) => sentTo(p, 'build')).map((s) => s.answer)).toContain('applied');
+    // As designed: the yield stands for the new value too, "build" is UNKNOWN until an operator
+    // decides, nothing is written to current, and the agent still holds the yield.
+    const designed = (await run(steps)).filter((p) => p.generation === 13);
+    expect(designed.flatMap((p) => sentTo(p, 'build'))).toEqual([]);
+    expect(designed.map((p) => ownership(p, 'build'))).toEqual(designed.map(() => 'UNKNOWN'));
+    expect(designed.at(-1)?.pre.decisions.build?.kind).toBe('yield');
   });
 });

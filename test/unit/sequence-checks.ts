@@ -5,7 +5,7 @@ import {
   desiredValue,
   jsonEqual,
   msBetween,
-  specDigest,
+  valueDigest,
   targetOf,
   type BoundIntent,
   type Decision,
@@ -36,9 +36,14 @@ export const passesOf = (m: NodeModel): Passes => m.trace.flatMap((e) => (e.kind
 /** The model's stamp of an answer: applied, failed, or the refusal's type. */
 const isRefusal = (answer: string) => answer !== 'applied' && answer !== 'replayed' && answer !== 'failed';
 
-/** Keys of the intent with the target each claims and the digest of its spec. */
+/** Keys of the intent with the target each claims and the digest of the value it writes there (written.ts). */
 export const claims = (intent: BoundIntent) =>
-  Object.entries(intent.resources).map(([key, spec]) => ({ key, spec, target: targetOf(key, spec), digest: specDigest(spec) }));
+  Object.entries(intent.resources).map(([key, spec]) => ({
+    key,
+    spec,
+    target: targetOf(key, spec),
+    digest: valueDigest(key, intent.resources) ?? '',
+  }));
 
 /** Differs from what desired state declares (what a planner that ignored protections would repair). */
 export const driftedKey = (o: Observation, intent: BoundIntent, key: string) =>
@@ -53,7 +58,8 @@ function notOurs(view: OracleView, intent: BoundIntent, key: string): boolean {
   const spec = intent.resources[key];
   if (!spec) return true;
   const target = targetOf(key, spec);
-  return view.owner(key, target) !== null || view.yields.get(target)?.digest === specDigest(spec);
+  // A yield for another value is not ours either: it waits for an operator (UNKNOWN).
+  return view.owner(key, target) !== null || view.yields.has(target);
 }
 
 /** What a key must show to count as converged; a service runs what is on disk where an operator owns its inputs. */

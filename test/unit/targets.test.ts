@@ -5,6 +5,10 @@ import {
   decisionRequest,
   emptyHistory,
   specDigest,
+  desiredDigest,
+  fileBytes,
+  recordResolution,
+  valueDigest,
   targetOf,
   targetOfAction,
   type BoundIntent,
@@ -150,6 +154,15 @@ describe('agent.yaml may name a target', () => {
 
 describe('operator decisions carried into a later generation', () => {
   const gen12 = n24(12);
+  /** Generation 13 with config's content spelled as the string of bytes Datum would write for { workers: 8 }. */
+  const respelled = (generation: number): BoundIntent => {
+    const base = n24(generation, { extra: { maintenance: { type: 'flag', value: true } } });
+    const resources = {
+      ...base.resources,
+      config: { type: 'file' as const, path: 'etc/app/config.json', content: fileBytes({ workers: 8 }) },
+    };
+    return { ...base, resources, digest: desiredDigest(resources, base.policy) };
+  };
   const held = (intent: BoundIntent, kind: 'yield' | 'conflict', at = '2026-11-29T11:00:00.000Z'): OperatorDecision => {
     const r = decisionRequest(gen12, 'config', { kind, by: kind === 'yield' ? 'oncall' : 'datum', at, note: null }, [])!;
     const { node: _n, ...rest } = r;
@@ -194,15 +207,39 @@ describe('operator decisions carried into a later generation', () => {
       carried: true,
     },
     {
-      name: 'a changed spec is new intent: the yield is not carried and the repair runs',
+      name: 'a yield re-spelled (the same bytes as a string, not a mapping) is carried: the value is unchanged',
+      intent: () => respelled(13),
+      decisions: (i) => ({ config: held(i, 'yield') }),
+      status: 'DRIFTED',
+      actions: ['app:service.restart'],
+      carried: true,
+    },
+    {
+      name: 'an open conflict re-spelled is carried: CONFLICT, nothing repaired',
+      intent: () => respelled(13),
+      decisions: (i) => ({ config: held(i, 'conflict') }),
+      status: 'CONFLICT',
+      actions: [],
+      carried: true,
+    },
+    {
+      name: 'a yield from before values were kept is carried while its spec is unchanged',
+      intent: () => n24(13, { extra: { maintenance: { type: 'flag', value: true } } }),
+      decisions: (i) => ({ config: { ...held(i, 'yield'), value_digest: null } }),
+      status: 'DRIFTED',
+      actions: ['app:service.restart'],
+      carried: true,
+    },
+    {
+      name: 'a changed value of a yielded target waits for an operator: config is not written',
       intent: () => n24(13, { workers: 16 }),
       decisions: (i) => ({ config: held(i, 'yield') }),
       status: 'DRIFTED',
-      actions: ['config:file.write', 'app:service.restart'],
-      carried: false,
+      actions: ['app:service.restart'],
+      carried: true,
     },
     {
-      name: 'a changed spec is new intent: the conflict is not carried',
+      name: 'a changed value is new intent: the conflict is not carried',
       intent: () => n24(13, { workers: 16 }),
       decisions: (i) => ({ config: held(i, 'conflict') }),
       status: 'DRIFTED',
@@ -217,7 +254,7 @@ describe('operator decisions carried into a later generation', () => {
     expect(r.decision.convergence_status).toBe(status);
     expect(actionsOf(r)).toEqual(actions);
     const config = r.decision.resources.find((e) => e.resource_key === 'config')!;
-    if (carried && ds.config?.kind === 'yield') {
+    if (carried && ds.config?.kind === 'yield' && r.decision.desired_digest !== n24(13, { workers: 16 }).digest) {
       expect(config.ownership).toBe('OPERATOR_OWNED');
       expect(r.decision.operator_exceptions.map((e) => e.resource_key)).toContain('config');
     }
@@ -227,14 +264,58 @@ describe('operator decisions carried into a later generation', () => {
     );
   });
 
-  it('a changed spec starts a new episode and the ledger entry says so', () => {
+  it('a changed value starts a new episode for a conflict and the ledger entry says so', () => {
     const i = n24(13, { workers: 16 });
-    const r = run(i, { config: held(i, 'yield') });
+    const r = run(i, { config: held(i, 'conflict') });
     expect(r.decision.new_intent).toEqual([
-      expect.objectContaining({ resource_key: 'config', kind: 'yield', spec_digest: specDigest(gen12.resources.config) }),
+      expect.objectContaining({ resource_key: 'config', kind: 'conflict', spec_digest: specDigest(gen12.resources.config) }),
     ]);
     expect(r.decision.new_intent?.[0]?.spec_digest_now).toBe(specDigest(i.resources.config));
-    expect(r.decision.reason_detail).toMatch(/New intent: the yield on file:etc\/app\/config\.json .*a new episode/);
+    expect(r.decision.new_intent?.[0]?.value_digest_now).toBe(valueDigest('config', i.resources));
+    expect(r.decision.reason_detail).toMatch(
+      /New intent: the conflict on file:etc\/app\/config\.json .*another value.*a new episode/,
+    );
+  });
+
+  it('a changed value of a yielded target is UNKNOWN until an operator decides, and the agent keeps the yield', () => {
+    const i = n24(13, { workers: 16 });
+    const yielded = held(i, 'yield');
+    const r = run(i, { config: yielded });
+    const config = r.decision.resources.find((e) => e.resource_key === 'config')!;
+    expect(config.ownership).toBe('UNKNOWN');
+    const condition = r.decision.conditions.find((c) => c.type === 'UNKNOWN_OWNERSHIP' && c.resource_key === 'config')!;
+    expect(condition).toMatchObject({ needs_judgement: true, resolver: 'operator' });
+    expect(condition.message).toMatch(/yielded to another writer by oncall .*for another value.*retake .*or yield/);
+    expect(condition.evidence).toMatchObject({ claim: { resolutions: ['retake', 'yield'], value_digest: yielded.value_digest } });
+    expect(r.decision.new_intent).toBeUndefined();
+    // The ledger keeps the yield as it was given; the agent, which holds it, is told nothing new.
+    expect(r.decision.operator_decisions).toEqual([
+      expect.objectContaining({ kind: 'yield', value_digest: yielded.value_digest }),
+    ]);
+    expect(r.decisions_to_record).toEqual([]);
+
+    // The operator decides. A yield hands the new value over too; a retake lets Datum write it.
+    for (const resolution of ['yield', 'retake'] as const) {
+      const resolved = recordResolution(r.history, { resource_key: 'config', resolution, by: 'alice' }, NOW);
+      expect(resolved.error).toBeNull();
+      const next = run(i, { config: yielded }, resolved.history);
+      const entry = next.decision.resources.find((e) => e.resource_key === 'config')!;
+      expect(entry.ownership).toBe(resolution === 'yield' ? 'OPERATOR_OWNED' : 'MANAGED');
+      expect(actionsOf(next).includes('config:file.write')).toBe(resolution === 'retake');
+      expect(next.decisions_to_record?.map((d) => [d.kind, d.value_digest])).toEqual([
+        [resolution, valueDigest('config', i.resources)],
+      ]);
+    }
+  });
+
+  it('a yield from before values were kept is sent again so the agent holds its value too', () => {
+    const i = n24(13, { extra: { maintenance: { type: 'flag', value: true } } });
+    const legacy = { ...held(i, 'yield'), value_digest: null };
+    const r = run(i, { config: legacy });
+    expect(r.decisions_to_record?.map((d) => [d.kind, d.value_digest])).toEqual([['yield', valueDigest('config', i.resources)]]);
+    // And a re-spelling of a legacy record is judged by its spec: it stands, waiting for an operator.
+    const again = run(respelled(13), { config: legacy });
+    expect(again.decision.resources.find((e) => e.resource_key === 'config')?.ownership).toBe('UNKNOWN');
   });
 
   it('a renamed resource at the same path with the same spec carries the yield to its new key', () => {

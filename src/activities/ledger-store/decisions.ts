@@ -1,4 +1,13 @@
-import { NOTE_REASONS, canonicalJson, targetOfAction, type LedgerEntry, type OperatorDecision } from '../../domain';
+import {
+  NOTE_REASONS,
+  canonicalJson,
+  sameIntent,
+  targetOfAction,
+  valueDigestOfAction,
+  type IntentDigests,
+  type LedgerEntry,
+  type OperatorDecision,
+} from '../../domain';
 import { operatorDecision, problemsFromZod } from '../../schemas';
 import { InvalidLedgerEntry } from './common';
 
@@ -8,9 +17,10 @@ import { InvalidLedgerEntry } from './common';
  * (.datum/decisions.json, src/agent/claims.ts):
  *
  *   - a yield or a conflict is set when the loop holds it (operator_decisions of an entry) or the
- *     operator yields (operator_resolution); a conflict never replaces a yield for the same spec;
+ *     operator yields (operator_resolution); a conflict never replaces a yield for the same value
+ *     (written.ts: by value where both records know it, else by spec);
  *   - it ends only by a retake (operator_resolution) or by Datum's own accepted write of another
- *     spec to its target (an `applied` execution evidence). A later entry that does not hold it
+ *     value to its target (an `applied` execution evidence). A later entry that does not hold it
  *     (a changed spec, a moved target, a pass without a snapshot) does not end it: the agent keeps
  *     it too, and after a revert both copies must give the same answer;
  *   - an entry from a generation below the newest the store has seen for the node changes
@@ -37,9 +47,9 @@ export function foldEntry(record: DecisionRecord, entry: LedgerEntry): DecisionR
   if (record.generation !== null && entry.desired_generation < record.generation) return null;
   const targets = { ...record.targets };
   // 1. Datum's own accepted writes, in the pass, before the loop tells the agent what it holds.
-  for (const { target, spec_digest } of appliedWrites(entry)) {
+  for (const { target, written } of appliedWrites(entry)) {
     const held = targets[target];
-    if (held && spec_digest && held.spec_digest !== spec_digest) delete targets[target];
+    if (held && written && !sameIntent(held, written)) delete targets[target];
   }
   // 2. The operator's word: a retake ends the target's decision whatever its spec.
   const resolution = entry.operator_resolution;
@@ -48,7 +58,8 @@ export function foldEntry(record: DecisionRecord, entry: LedgerEntry): DecisionR
   // 3. What the loop holds, as the agent is told it when it lacks it (decisionsToRecord).
   for (const d of entry.operator_decisions ?? []) {
     const held = targets[d.target];
-    if (!(held && held.kind === d.kind && held.spec_digest === d.spec_digest)) keep(targets, d);
+    const gainsValue = !held?.value_digest && d.value_digest !== null;
+    if (!(held && held.kind === d.kind && sameIntent(held, d)) || gainsValue) keep(targets, d);
   }
   const next: DecisionRecord = { generation: entry.desired_generation, targets };
   return canonicalJson(next) === canonicalJson(record) ? null : next;
@@ -81,20 +92,24 @@ export function foldInto(
 /** recordDecisionAt's rule: the operator's yield outranks Datum's finding of a conflict about the same spec. */
 function keep(targets: Record<string, OperatorDecision>, d: OperatorDecision): void {
   const prior = targets[d.target];
-  if (d.kind === 'conflict' && prior?.kind === 'yield' && prior.spec_digest === d.spec_digest) return;
+  if (d.kind === 'conflict' && prior?.kind === 'yield' && sameIntent(prior, d)) return;
   targets[d.target] = d;
 }
 
-/** The targets the entry's accepted applies wrote, with the spec each carried out. */
-function appliedWrites(entry: LedgerEntry): { target: string; spec_digest: string | null }[] {
-  const out: { target: string; spec_digest: string | null }[] = [];
+/** The targets the entry's accepted applies wrote, with the spec and value each carried out. */
+function appliedWrites(entry: LedgerEntry): { target: string; written: IntentDigests | null }[] {
+  const out: { target: string; written: IntentDigests | null }[] = [];
   for (const ev of entry.execution_evidence) {
     if (ev.outcome !== 'applied') continue;
     const action = entry.authorized_actions.find(
       (a) => a.idempotency_key === ev.idempotency_key && a.action === ev.action && a.resource_key === ev.resource_key,
     );
     const target = action ? targetOfAction(action.action, action.resource_key, action.spec) : null;
-    if (action && target !== null) out.push({ target, spec_digest: action.spec_digest ?? null });
+    if (!action || target === null) continue;
+    const written = action.spec_digest
+      ? { spec_digest: action.spec_digest, value_digest: valueDigestOfAction(action.action, action.spec) }
+      : null;
+    out.push({ target, written });
   }
   return out;
 }

@@ -9,7 +9,8 @@ import {
   type Json,
 } from '../../domain';
 import { withFix, type ApplyRequest } from '../../contract';
-import { claimOnApply, endDecisionsFor, guardFor, protecting } from '../claims';
+import { claimOnApply, endDecisionsFor, guardFor, protecting, unboundEntries, type ClaimsFile } from '../claims';
+import { resolveTarget } from '../identity';
 import { loadAgentConfig } from '../config';
 import { AgentJournal, journalKey, withLock } from '../journal';
 import { sameMarker } from '../markers';
@@ -23,7 +24,7 @@ import type { ApplyResult, AtWrite, NodeContext } from '../providers/types';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { ACTION_CHECKS, type Refuse, type TargetScope } from './refusals';
-import { specOf, targetNow } from './target';
+import { specOf, targetNow, writtenBy } from './target';
 import { staleGeneration, writeChecks } from './write-checks';
 import { type AgentConfig, authorizedAction, executionEvidence } from '../../schemas';
 
@@ -80,7 +81,7 @@ async function applyLocked(configPath: string, request: ApplyRequest): Promise<E
       const refusal = check(config, action, configPath, scope);
       if (refusal) throw refuse(refusal.type, refusal.problem, refusal.fix, refusal.facts);
     }
-    const evidence = await fenceJournalAndAct(config, action, refuse);
+    const evidence = await fenceJournalAndAct(config, action, refuse, scope.target);
     if (evidence.outcome === 'applied') await claimTarget(config, action, scope);
     return evidence;
   } catch (err) {
@@ -105,27 +106,46 @@ async function configForApply(configPath: string, refuse: Refuse): Promise<Agent
   }
 }
 
+/** What the action writes (by identity: where the write lands now) and what protects it. */
 async function targetScope(config: AgentConfig, action: AuthorizedAction): Promise<TargetScope> {
-  const target = targetOfAction(action.action, action.resource_key, action.spec);
+  const spelled = targetOfAction(action.action, action.resource_key, action.spec);
   const root = await realRoot(config.root, false);
+  const target = spelled === null ? null : await resolveTarget(root, spelled);
   const guard = await guardFor(root, config, {}, null, now());
   return {
     target,
+    spelled,
     entries: protecting(guard, action.resource_key, target),
     decision: target === null ? null : (guard.decisions.targets[target] ?? null),
+    sharedWith: target === null ? [] : sharingKeys(guard.claims, action, target),
+    unbound: unboundEntries(guard),
   };
 }
 
-/** After a write: the key claims the target, and a decision about another spec of it is over. */
+/** Other keys of the action's generation whose resources write the same target (another spelling of it). */
+function sharingKeys(claims: ClaimsFile, action: AuthorizedAction, target: string): string[] {
+  return Object.entries(claims.keys)
+    .filter(([key, k]) => key !== action.resource_key && k.target === target && k.generation === action.desired_generation)
+    .map(([key]) => key)
+    .sort();
+}
+
+/** After a write: the key claims the target, and a decision about another value of it is over. */
 async function claimTarget(config: AgentConfig, action: AuthorizedAction, scope: TargetScope): Promise<void> {
   if (scope.target === null) return;
   const root = await realRoot(config.root, true);
   await claimOnApply(root, action.resource_key, scope.target, action.desired_generation, now());
-  await endDecisionsFor(root, scope.target, action.spec_digest);
+  await endDecisionsFor(root, scope.target, writtenBy(action));
 }
 
-async function fenceJournalAndAct(config: AgentConfig, action: AuthorizedAction, refuse: Refuse): Promise<ExecutionEvidence> {
-  const ctx: NodeContext = { node: config.node, root: await realRoot(config.root, true), services: config.services };
+async function fenceJournalAndAct(
+  config: AgentConfig,
+  action: AuthorizedAction,
+  refuse: Refuse,
+  judged: string | null,
+): Promise<ExecutionEvidence> {
+  const root = await realRoot(config.root, true);
+  const ctx: NodeContext = { node: config.node, root, services: config.services, judged };
   const journal = new AgentJournal(ctx.root);
   // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing
   // older writes. Checked now, and again at the write itself (writeChecks).

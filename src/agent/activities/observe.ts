@@ -1,7 +1,16 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { InvalidAgentConfig, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
-import type { ObserveRequest } from '../../contract';
-import { guardFor, observedProtections, requestGuard } from '../claims';
+import { InvalidAgentConfig, targetOf, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
+import { withFix, type ObserveRequest } from '../../contract';
+import {
+  guardFor,
+  heldBackByUnbound,
+  observedProtections,
+  protecting,
+  requestGuard,
+  unboundEntries,
+  unboundProblem,
+  type Guard,
+} from '../claims';
 import { loadAgentConfig } from '../config';
 import { AgentJournal } from '../journal';
 import { realRoot } from '../paths';
@@ -58,10 +67,72 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
     heartbeat_at: now().toISOString(),
     mode: config.reconciliation.mode,
     ...observedProtections(guard, request.resources),
-    resources,
+    resources: failingClosed(
+      withIdentities(resources, request.resources, guard.identify ?? ((t) => t)),
+      request.resources,
+      guard,
+    ),
     undeclared,
     config_error: null,
   });
+}
+
+/**
+ * Each file resource as written, not as spelled (src/agent/identity.ts): its detail names the
+ * target it really writes when a symlinked directory makes that another path, and resources whose
+ * paths are two spellings of one file are each obstructed (one target has one owner; writing
+ * both would have them overwrite each other), so no write is planned for either.
+ */
+function withIdentities(
+  seen: Record<string, ObservedResource>,
+  specs: Record<string, ResourceSpec>,
+  identify: (target: string) => string,
+): Record<string, ObservedResource> {
+  const byTarget = new Map<string, string[]>();
+  const identities: Record<string, string> = {};
+  for (const [key, spec] of Object.entries(specs)) {
+    if (spec.type !== 'file') continue;
+    identities[key] = identify(targetOf(key, spec));
+    byTarget.set(identities[key], [...(byTarget.get(identities[key]) ?? []), key]);
+  }
+  const out = { ...seen };
+  for (const [key, identity] of Object.entries(identities)) {
+    const r = out[key];
+    const spelled = targetOf(key, specs[key]);
+    if (!r) continue;
+    const detail = identity === spelled ? r.detail : { ...r.detail, identity };
+    const others = (byTarget.get(identity) ?? []).filter((k) => k !== key);
+    const obstruction =
+      r.obstruction ??
+      (others.length === 0
+        ? null
+        : `"${key}" writes ${identity}${identity === spelled ? '' : ` (spelled ${spelled})`}, the same file as ${others.map((k) => `"${k}"`).join(' and ')}: one target has one owner — fix: give each resource its own path in desired state, or remove all but one of them`);
+    out[key] = { ...r, detail, obstruction };
+  }
+  return out;
+}
+
+/**
+ * While an agent.yaml entry's target cannot be established (src/agent/claims.ts unboundEntries),
+ * every file and the release not protected otherwise is obstructed, saying why and how to end it:
+ * no write is planned for them, and the agent would refuse one.
+ */
+function failingClosed(
+  seen: Record<string, ObservedResource>,
+  specs: Record<string, ResourceSpec>,
+  guard: Guard,
+): Record<string, ObservedResource> {
+  const unbound = unboundEntries(guard);
+  if (unbound.length === 0) return seen;
+  const { problem, fix } = unboundProblem(unbound);
+  const out = { ...seen };
+  for (const [key, spec] of Object.entries(specs)) {
+    const r = out[key];
+    const target = (guard.identify ?? ((t: string) => t))(targetOf(key, spec));
+    if (!r || r.obstruction !== null || !heldBackByUnbound(spec.type) || protecting(guard, key, target).length > 0) continue;
+    out[key] = { ...r, obstruction: withFix(problem, fix) };
+  }
+  return out;
 }
 
 /**

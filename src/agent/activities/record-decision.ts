@@ -67,6 +67,8 @@ const recordDecisionRequest = z.object({
     ),
   kind: z.enum(['yield', 'conflict', 'retake']),
   spec_digest: z.string().min(1),
+  // Optional: a loop from before values were kept sends none.
+  value_digest: z.string().min(1).nullable().default(null),
   generation: z.number().int().min(1),
   by: z.string().min(1),
   at: z.iso.datetime({ offset: true }),

@@ -1,9 +1,10 @@
 import type { ApplicationFailure } from '@temporalio/common';
-import { ACTIONS, DESTRUCTIVE_ACTIONS, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
-import { UNKNOWN_SPEC, type ResolvedEntry } from '../claims';
+import { ACTIONS, DESTRUCTIVE_ACTIONS, sameIntent, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
+import { UNKNOWN_SPEC, heldBackByUnbound, unboundProblem, type ResolvedEntry } from '../claims';
 import { effectiveMode } from '../config';
 import type { AgentRefusal } from '../refusal';
 import type { AgentConfig } from '../../schemas';
+import { writtenBy } from './target';
 
 /** Why the agent will not act, as a check finds it; apply turns it into the failure. */
 export interface Refusal {
@@ -23,12 +24,23 @@ export type Refuse = (
 
 /** The target an action writes and what protects it (src/agent/claims.ts). */
 export interface TargetScope {
+  /** The target's identity: where the write lands now (src/agent/identity.ts). */
   target: string | null;
+  /** The target as the action spells it. */
+  spelled: string | null;
+  /** Other keys of the action's generation that write the same target under another spelling. */
+  sharedWith: string[];
+  /** Key-based agent.yaml entries whose target cannot be established (src/agent/claims.ts unboundEntries). */
+  unbound: ResolvedEntry[];
   /** agent.yaml entries that protect the action's key or its target. */
   entries: ResolvedEntry[];
   /** The operator decision (yield, open conflict) standing for the target, if any. */
   decision: OperatorDecision | null;
 }
+
+/** The target as written, and as spelled when a symlinked directory makes the two differ. */
+const shown = (scope: TargetScope) =>
+  scope.spelled !== null && scope.spelled !== scope.target ? `${scope.target} (spelled ${scope.spelled})` : scope.target;
 
 const through = (e: ResolvedEntry) =>
   e.name === e.target || e.target === null ? e.entry : `${e.entry}, which protects ${e.target}`;
@@ -67,31 +79,64 @@ export const ACTION_CHECKS: readonly ((
     if (!entry || !override) return null;
     return {
       type: 'OperatorOwnedRefusal',
-      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${scope.target}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
+      problem: `${entry.name === action.resource_key ? `"${action.resource_key}"` : `"${action.resource_key}" writes ${shown(scope)}, which`} is operator-owned (${entry.name === action.resource_key ? '' : `${through(entry)}; `}override approved by ${override.approved_by} since ${override.since}: ${override.reason})`,
       fix: `the operator removes ${entry.entry} from ${configPath} when Datum may manage it again`,
       facts: { override, entry: entry.entry, target: scope.target },
     };
   },
-  // 4b. A yield or open conflict for this spec of the target: it outlives its workflow, so a newer one cannot undo it.
+  // 4a. An entry whose target cannot be established (its binding was lost with .datum/) may protect
+  // this very file or release under a renamed key: fail closed rather than guess.
+  (_config, action, _configPath, scope) => {
+    if (scope.unbound.length === 0 || !heldBackByUnbound(action.action)) return null;
+    const { problem, fix } = unboundProblem(scope.unbound);
+    return {
+      type: 'OperatorOwnedRefusal',
+      problem,
+      fix,
+      facts: { target: scope.target, unbound: scope.unbound.map((e) => e.entry) },
+    };
+  },
+  // 4b. An operator's yield (whatever value is written now: a new one needs an operator's decision
+  // too), or an open conflict about this very value of the target: kept across generations.
   (_config, action, _configPath, scope) => {
     const d = scope.decision;
-    if (!d || (action.spec_digest && d.spec_digest !== UNKNOWN_SPEC && d.spec_digest !== action.spec_digest)) return null;
-    const facts = { target: d.target, decision: d.kind, by: d.by, at: d.at, spec_digest: d.spec_digest };
+    const written = writtenBy(action);
+    const same = !written || d?.spec_digest === UNKNOWN_SPEC || (d !== null && sameIntent(d, written));
+    if (!d || (d.kind === 'conflict' && !same)) return null;
+    const facts = {
+      target: d.target,
+      decision: d.kind,
+      by: d.by,
+      at: d.at,
+      spec_digest: d.spec_digest,
+      value_digest: d.value_digest,
+    };
     const resolve = `datum resolve ${action.resource_key} on this node with --resolution retake`;
     return d.kind === 'yield'
       ? {
           type: 'OperatorOwnedRefusal',
-          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, for this same spec`,
-          fix: `an operator retakes it (${resolve}), or desired state changes its spec`,
+          problem: `${d.target} was yielded to another writer by ${d.by} at ${d.at}${d.note ? ` (${d.note})` : ''}, ${same ? 'for this same value' : "and a new value needs an operator's decision before Datum writes it"}`,
+          fix: `an operator retakes it (${resolve})`,
           facts,
         }
       : {
           type: 'ConflictOpenRefusal',
-          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same spec`,
+          problem: `a conflict with another writer is open on ${d.target} since ${d.at}, for this same value`,
           fix: `an operator decides: ${resolve}, or yield to leave it to the other writer`,
           facts,
         };
   },
+  // 4c. One target, one owner: another key of this generation writes the same target under another
+  // spelling (a symlinked directory), which desired-state validation cannot see.
+  (_config, action, _configPath, scope) =>
+    scope.sharedWith.length === 0
+      ? null
+      : {
+          type: 'InvalidAction',
+          problem: `"${action.resource_key}" writes ${shown(scope)}, which ${scope.sharedWith.map((k) => `"${k}"`).join(' and ')} of the same generation also write${scope.sharedWith.length > 1 ? '' : 's'} under another spelling, and one target has one owner`,
+          fix: 'give each resource its own target in desired state (another path), or remove all but one of them',
+          facts: { target: scope.target, spelled: scope.spelled, shared_with: scope.sharedWith },
+        },
   // 5. Destructive kinds: never a repair, so a wrong or forged plan can fail to converge but never take a thing away.
   (_config, action) =>
     (DESTRUCTIVE_ACTIONS as readonly string[]).includes(action.action)

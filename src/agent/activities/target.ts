@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { withFix } from '../../contract';
-import type { AuthorizedAction, ObservedResource } from '../../domain';
+import { valueDigestOfAction, type AuthorizedAction, type IntentDigests, type ObservedResource } from '../../domain';
 import { fileWriteSpec, observeFile } from '../providers/file';
 import { observeFlag } from '../providers/flag';
 import { observeRelease, releaseInstallSpec } from '../providers/release';
@@ -36,4 +36,11 @@ export function specOf<T>(action: AuthorizedAction, schema: z.ZodType<T>): T {
   if (r.success) return r.data;
   const issues = r.error.issues.map((i) => `${i.path.map(String).join('.') || '(spec)'}: ${i.message}`).join('; ');
   throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
+}
+
+/** What the action writes, by spec and by value (computed here from its write spec, not taken on trust). */
+export function writtenBy(action: AuthorizedAction): IntentDigests | null {
+  return action.spec_digest
+    ? { spec_digest: action.spec_digest, value_digest: valueDigestOfAction(action.action, action.spec) }
+    : null;
 }

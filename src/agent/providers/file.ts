@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { type FileSpec, type ObservedResource } from '../../domain';
+import { fileTarget, type FileSpec, type ObservedResource } from '../../domain';
 import { sha256, sha256Handle } from '../fsx';
 import { FileTooLarge, NotRegularFile, openRegular, readAll } from '../held';
 import { bytes as sized, limits } from '../limits';
@@ -171,6 +171,25 @@ export async function applyFileWrite(
 }
 
 /**
+ * Protections were judged on the target where the write would land then (its identity); a
+ * symlinked directory created, removed or re-pointed since makes the path lead elsewhere, perhaps
+ * to a protected file. Nothing is written: the next pass judges the new identity. From here on the
+ * held directories keep the write where it was located.
+ */
+function assertJudged(ctx: NodeContext, rel: string, target: string): void {
+  const written = fileTarget(target.split(path.sep).join('/'));
+  if (ctx.judged === undefined || ctx.judged === null || ctx.judged === written) return;
+  throw new AgentRefusal(
+    'PathOutsideRoot',
+    withFix(
+      `file path "${rel}" now leads to ${written}, not to ${ctx.judged} where Datum judged what protects it (a symlinked directory on the way changed meanwhile), so nothing was written`,
+      `find out who reshapes the directories of "${rel}" and stop them; the next pass judges where it leads then`,
+    ),
+    { path: rel, judged: ctx.judged, resolved: written },
+  );
+}
+
+/**
  * The write path shared by file and flag: locate inside the root and inside the right area
  * (resolved, not spelled), hold the target's directory open (reached without following a
  * symlink, so a parent swapped afterwards cannot redirect the write), then replace what is there
@@ -189,8 +208,9 @@ export async function writeReplacing(
   const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
   const loc = await refusingSwaps(rel, what, true, () => locateIn(ctx.root, rel, what, area));
   const name = path.basename(loc.abs);
-  const dir = await refusingSwaps(rel, what, true, () => openLocatedDir(ctx.root, loc, rel, what));
   const target = path.relative(ctx.root, loc.abs);
+  if (type === 'file') assertJudged(ctx, rel, target);
+  const dir = await refusingSwaps(rel, what, true, () => openLocatedDir(ctx.root, loc, rel, what));
   try {
     return await refusingSwaps(rel, what, true, () =>
       atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target }, content, checked, now)),

@@ -10,6 +10,11 @@ export interface NodeContext {
   root: string;
   /** agent.yaml's `services` as read for this apply (how a service is started); absent: the process backend. */
   services?: AgentConfig['services'];
+  /**
+   * The identity of the target the agent judged the apply's protections on (src/agent/identity.ts);
+   * a file write that resolves anywhere else at its write is refused. Absent: not an apply.
+   */
+  judged?: string | null;
 }
 
 /** What a provider's apply hands back: the change marker its write left, and what it did. */

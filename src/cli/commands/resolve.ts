@@ -1,4 +1,4 @@
-import { parseSignal } from '../../domain';
+import { parseSignal, type Condition } from '../../domain';
 import { resolveConflictUpdate, withFix, type ResolveConflictPayload } from '../../contract';
 import { UsageError, durationFlag, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
@@ -24,6 +24,16 @@ export interface ResolveInput {
   timeoutMs: number;
 }
 
+/**
+ * A condition resolveConflict settles: an open conflict, or a yield whose value desired state
+ * changed (UNKNOWN_OWNERSHIP whose claim lists the resolutions it takes).
+ */
+function resolvable(c: Condition): boolean {
+  if (c.type === 'CONFLICTING_WRITER') return true;
+  const claim = (c.evidence as { claim?: { resolutions?: unknown } } | null)?.claim;
+  return c.type === 'UNKNOWN_OWNERSHIP' && Array.isArray(claim?.resolutions);
+}
+
 export const resolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
   input(values) {
     const node = checkNode(values.node);
@@ -44,7 +54,7 @@ export const resolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
       const loop = await loopFor(client, node);
       // The Update's validator refuses the same, but this names the open conflicts there are.
       const state = await stateOf(loop);
-      const open = state.conditions.filter((c) => c.type === 'CONFLICTING_WRITER').map((c) => c.resource_key);
+      const open = state.conditions.filter(resolvable).map((c) => c.resource_key);
       if (!open.includes(parsed.value.resource_key)) {
         throw new Error(
           withFix(
