@@ -1,3 +1,5 @@
+// Over 450 lines because it is a table: LADDER is the decision's rungs in order, each with its
+// status, reason, trigger, why it outranks the next, and what it says; the helpers below are theirs.
 import type { Json } from './canonical';
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
