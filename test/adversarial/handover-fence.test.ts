@@ -190,10 +190,14 @@ describe("attack: the old loop's pass after a hand-over gives the agent back a y
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toMatchObject({ kind: 'yield', generation: 1 });
     writer.kill('SIGKILL');
 
-    // Generation 2 changes the file's spec (new intent) and writes it, which ends the yield; the
-    // rollout started its loop before generation 1's loop handed over.
+    // Generation 2 changes the file's value and, once the operator retakes it, writes it, which
+    // ends the yield; the rollout started its loop before generation 1's loop handed over.
     await writeDoc(node, 2, { config: file(16), maintenance: flag(false) });
     const gen2 = await stack.startNode(node, 2);
+    // A new value for a yielded target is the operator's to decide (issue 18, hole 5): the key is
+    // UNKNOWN until then. The operator retakes it, and generation 2 writes the new value.
+    await stack.waitFor(gen2, (s) => s.conditions.some((c) => c.type === 'UNKNOWN_OWNERSHIP' && c.resource_key === 'config'));
+    await gen2.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'retake', by: 'oncall' });
     await stack.waitFor(gen2, (s) => s.convergence_status === 'CONVERGED');
     expect(await fs.readFile(configFile(node), 'utf8')).toBe(fileBytes({ workers: 16 }));
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
