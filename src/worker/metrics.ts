@@ -24,8 +24,8 @@ import { SdkLogger, coreFilter, createLogger, resolveLogging, routeConsole } fro
  *     core's: the workflow's decisions, conditions, observation age, detection and convergence
  *     latency and ledger backlog (through the sink of src/worker/workflow-metrics.ts), the fleet
  *     counts from visibility (fleet-metrics.ts), the agent's actions and apply durations
- *     (src/agent/metrics.ts) and datum_build_info. Names: src/contract/metrics.ts; the README's
- *     Metrics table lists every one with its labels.
+ *     (src/agent/metrics.ts) and datum_build_info. Names: src/contract/metrics.ts; the Metrics
+ *     table of docs/observability.md lists every one with its labels.
  *
  * Off unless asked for: `--metrics-address IP:PORT` or DATUM_METRICS_ADDRESS=IP:PORT (the
  * flag wins; "off" or empty turns it off). Not on by default because a fixed port would collide
