@@ -39,8 +39,6 @@ import { SdkLogger, coreFilter, createLogger, resolveLogging, routeConsole } fro
 
 export const METRICS_ADDRESS_ENV = 'DATUM_METRICS_ADDRESS';
 export const METRICS_ADDRESS_FLAG = '--metrics-address';
-/** The parse() option the worker and agent commands spread next to CONNECTION_OPTIONS. */
-export const METRICS_OPTIONS = { 'metrics-address': { type: 'string' } } as const;
 /** Conventional addresses (not defaults): one controller and one agent on a host do not collide. */
 export const SUGGESTED_METRICS_ADDRESS = { worker: '127.0.0.1:9464', agent: '127.0.0.1:9465' } as const;
 
