@@ -20,7 +20,6 @@ import {
 } from '../contract';
 import type { DesiredStateAuthority } from './authority';
 import { reconcileDetails, reconcileSummary } from './summaries';
-export { mapLimit } from './map-limit';
 import { mapLimit } from './map-limit';
 
 /**

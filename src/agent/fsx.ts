@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants, promises as fs, renameSync, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { withFix } from '../contract';
-import { FileTooLarge, NotRegularFile, openRegular, readRegular, type HeldDir } from './held';
+import { FileTooLarge, NotRegularFile, readRegular, type HeldDir } from './held';
 import { AgentRefusal } from './refusal';
 
 export function sha256(bytes: string | Buffer): string {
@@ -18,16 +18,6 @@ export async function sha256Handle(handle: FileHandle): Promise<string> {
     if (bytesRead === 0) return hash.digest('hex');
     hash.update(chunk.subarray(0, bytesRead));
     at += bytesRead;
-  }
-}
-
-/** The sha256 of a regular file (non-blocking open, never through a symlink at its last component). */
-export async function sha256File(file: string): Promise<string> {
-  const { handle } = await openRegular(file);
-  try {
-    return await sha256Handle(handle);
-  } finally {
-    await handle.close();
   }
 }
 

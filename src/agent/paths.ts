@@ -186,22 +186,6 @@ async function throughParentLink(
   return real;
 }
 
-/** Creates the parents `locate` found missing, one level at a time (never through a symlink). */
-export async function createParents(loc: Located): Promise<void> {
-  for (const dir of loc.missing) {
-    try {
-      await fs.mkdir(dir);
-    } catch (err) {
-      if (!isErrno(err, 'EEXIST')) throw err;
-      const st = await fs.lstat(dir);
-      if (!st.isDirectory())
-        throw new AgentRefusal('DestructiveActionRefusal', `"${dir}" appeared as a ${kindOf(st)} while Datum was creating it`, {
-          path: dir,
-        });
-    }
-  }
-}
-
 /**
  * A directory of the agent's own state, `<root>/.datum/<sub>` ("" for .datum itself), held open:
  * checked to lead really into .datum, reached without following a symlink, created when

@@ -4,7 +4,7 @@
  */
 
 /** The one "<problem> — fix: <fix>" shape (src/contract/fix.ts, which imports nothing). */
-export { FIX, withFix } from '../contract/fix';
+export { withFix } from '../contract/fix';
 
 /** A usage error: printed to stderr with the command's usage, exit code 2. */
 export class UsageError extends Error {

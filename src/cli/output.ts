@@ -9,11 +9,6 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-/** Stable machine-readable output: sorted keys are not promised, field names are (docs/architecture.md §3, §5). */
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-}
-
 export function print(text: string): void {
   process.stdout.write(`${text}\n`);
 }

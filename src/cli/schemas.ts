@@ -28,12 +28,14 @@ const SCHEMAS = {
   'desired-state.schema.json': {
     schema: desiredStateDocument,
     title: 'Datum desired state',
-    description: 'desired/nodes/<node>.yaml: the generation and resources Datum keeps a node at (README.md, "Desired state").',
+    description:
+      'desired/nodes/<node>.yaml: the generation and resources Datum keeps a node at (docs/configuration.md, "Desired state").',
   },
   'agent.schema.json': {
     schema: agentDocument,
     title: 'Datum agent.yaml',
-    description: 'The node agent\'s local configuration: its node, root, mode and operator overrides (README.md, "agent.yaml").',
+    description:
+      'The node agent\'s local configuration: its node, root, mode and operator overrides (docs/configuration.md, "Agent").',
   },
 } as const;
 

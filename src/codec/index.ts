@@ -12,16 +12,7 @@ import { keyringFromEnv, type Keyring } from './keyring';
  */
 
 export { AesGcmCodec, PayloadDecryptionError, ENCRYPTED_ENCODING, KEY_ID_METADATA } from './aes-gcm';
-export {
-  CodecConfigError,
-  CODEC_KEYS_ENV,
-  CODEC_KEY_ID_ENV,
-  codecConfigured,
-  keyringFromEnv,
-  loadKeyring,
-  type Keyring,
-} from './keyring';
-export { refuseSensitiveInClear, sensitiveGuard } from './sensitive';
+export { CodecConfigError, loadKeyring, type Keyring } from './keyring';
 
 /** The data converter for a keyring: the SDK's payload converter, then encryption. */
 export function dataConverterFor(keyring: Keyring): DataConverter {

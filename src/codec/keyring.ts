@@ -67,7 +67,10 @@ export function loadKeyring(source: string, activeKeyId?: string): Keyring {
   for (const [id, value] of raw) keys.set(id, parseKey(file, id, value));
   if (keys.size === 0)
     throw new CodecConfigError(
-      withFix(`the codec keyring ${file} holds no keys`, 'add one: `openssl rand -base64 32` gives a key (README "Security")'),
+      withFix(
+        `the codec keyring ${file} holds no keys`,
+        'add one: `openssl rand -base64 32` gives a key (docs/security.md, "Encrypted payloads")',
+      ),
     );
   return { source: file, activeKeyId: chooseActive(file, keys, activeKeyId), keys };
 }

@@ -32,7 +32,7 @@ export function refuseSensitiveInClear(read: AuthorityRead, encrypted: boolean):
     kind: 'invalid',
     error: withFix(
       `${source}: ${keys.map((k) => `resources.${k}`).join(', ')} ${keys.length === 1 ? 'is' : 'are'} marked sensitive: true, but this controller worker has no payload codec (${CODEC_KEYS_ENV} is unset), so the content would be stored in clear in workflow history; nothing from this file was applied`,
-      `run every worker, agent and client with the payload codec (README "Security"), or drop sensitive: true`,
+      `run every worker, agent and client with the payload codec (docs/security.md, "Encrypted payloads"), or drop sensitive: true`,
     ),
   };
 }

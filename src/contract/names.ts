@@ -1,7 +1,7 @@
 /*
  * The names users and external tools rely on (docs/architecture.md §3 "The contract"): task queues,
  * workflow types and ids, search attributes, the memo. Plain `temporal workflow start/signal/
- * query/list` against these must work as the README documents: change one only with a
+ * query/list` against these must work as docs/operations.md documents: change one only with a
  * migration note.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';

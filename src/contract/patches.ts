@@ -9,7 +9,7 @@
  * (test/histories/, replayed by test/workflow/replay.test.ts) take its old branch, and its stage.
  * The replay test checks the `histories` lists against what each history really asks.
  *
- * Retiring a patch (README "Upgrading"): it is deprecated, `deprecatePatch()` with the old branch
+ * Retiring a patch (docs/production.md, "Upgrading"): it is deprecated, `deprecatePatch()` with the old branch
  * deleted (stage 'deprecated'), once no open run began before its release (`temporal workflow
  * list --query "ExecutionStatus='Running' AND StartTime < '<release date>'"` finds none: every
  * loop has continued as new or ended since) and none of its `histories` is still replayed (the

@@ -294,12 +294,3 @@ export interface WorkTargetInput {
 }
 
 export type WorkItemWorkflow = (input: WorkItemInput) => Promise<WorkItem>;
-
-// ---------------------------------------------------------------------------------------------
-// The resolver protocol of `datum work serve --exec PROGRAM` (docs/work-items.md).
-
-/** PROGRAM reads one item as JSON on stdin (the WorkItem above) and writes one of these on stdout. */
-export type ResolverAnswer =
-  | { resolution: ResolutionKind; note?: string | null; attempts?: number }
-  /** Leave the item to someone else: the claim is released. */
-  | { release: true; note?: string | null };

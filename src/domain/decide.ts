@@ -18,9 +18,7 @@ import type { History } from '../contract/history';
 import type { Decision } from '../contract/ledger';
 import type { Observation } from '../contract/observation';
 
-export { backoffMs } from './verdict';
-
-export type { ActedPass, AuthorityView, DecideInput, DecideResult } from './inputs';
+export type { AuthorityView, DecideInput, DecideResult } from './inputs';
 
 /**
  * The one place where a pass's evidence becomes a status. Pure: the same input always gives

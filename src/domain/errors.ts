@@ -1,7 +1,7 @@
-import { FIX, withFix, type Problem } from '../contract/fix';
+import { withFix, type Problem } from '../contract/fix';
 
 // "<what is wrong> — fix: <what to do>": the one shape (src/contract/fix.ts).
-export { FIX, withFix, type Problem };
+export { withFix, type Problem };
 
 /**
  * A file Datum was given that it cannot use. The message names the file, each field, what is

@@ -25,17 +25,6 @@ export interface PlanItem {
  * The ordered plan for every MANAGED resource that drifted. Observe and enforce build the same
  * plan (seed 001: the preview must be exactly what enforcement would do); only authorization
  * differs, and decide() sets it. OPERATOR_OWNED and UNKNOWN resources are never planned.
- */
-export function plan(
-  intent: BoundIntent,
-  assessments: Assessment[],
-  actionSeq: number,
-  observedAt: string | null = null,
-): PlannedAction[] {
-  return planItems(intent, assessments, actionSeq, observedAt).map((item) => item.action);
-}
-
-/**
  * `observedAt` is when the snapshot the assessments come from was taken: every action carries it
  * with the policy's observation_ttl, so the agent can refuse a write once that snapshot is stale.
  */

@@ -11,7 +11,6 @@ import type { ResourceSpec } from '../contract/desired';
  */
 
 export const TARGET_KINDS = ['file', 'flag', 'release', 'service'] as const;
-export type TargetKind = (typeof TARGET_KINDS)[number];
 
 /** The one link every release switches. */
 export const RELEASE_TARGET = 'release:current';

@@ -8,7 +8,6 @@ import { withFix } from '../contract/fix';
  */
 
 export const SERVICE_BACKENDS = ['process', 'systemd'] as const;
-export type ServiceBackendName = (typeof SERVICE_BACKENDS)[number];
 
 /**
  * Properties Datum sets itself, or that would break what it relies on: the command, its directory,
@@ -105,7 +104,6 @@ export const systemdServices = z
         ),
       });
   });
-export type SystemdServices = z.infer<typeof systemdServices>;
 
 export const agentServices = z
   .strictObject({
@@ -120,4 +118,3 @@ export const agentServices = z
     systemd: systemdServices.default({ manager: 'system', properties: {} }),
   })
   .default({ backend: 'process', systemd: { manager: 'system', properties: {} } });
-export type AgentServices = z.infer<typeof agentServices>;

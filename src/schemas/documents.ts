@@ -123,7 +123,7 @@ function compose(tokens: CST.Token[], text: string, lines: LineCounter): Documen
   if (docs.length > 1)
     return whole('holds more than one YAML document ("---")', 'keep one document per file: remove the "---" and what follows');
   const [doc] = docs;
-  if (!doc) return whole('is empty', 'write the document as key: value pairs, as README.md shows');
+  if (!doc) return whole('is empty', 'write the document as key: value pairs, as docs/configuration.md shows');
   // Warnings too: an unresolved tag or a YAML 1.1 feature would otherwise pass as something else.
   const syntax = [...doc.errors, ...doc.warnings];
   if (syntax.length === 0) return doc;
@@ -244,7 +244,7 @@ function parseYaml(text: string, kind: Kind): unknown {
   if (expanded) throw kind.fail(expanded);
   const data = toData(doc, kind);
   if (data === null || typeof data !== 'object' || Array.isArray(data))
-    throw kind.fail(whole('is not a YAML mapping', 'write the document as key: value pairs, as README.md shows'));
+    throw kind.fail(whole('is not a YAML mapping', 'write the document as key: value pairs, as docs/configuration.md shows'));
   return data;
 }
 

@@ -37,6 +37,6 @@ export function problemsFromZod(error: z.ZodError, prefix: ReadonlyArray<Propert
     }
     if (issue.code === 'invalid_type')
       return { field, problem: `must be ${issue.expected}`, fix: `write a ${issue.expected} value` };
-    return { field, problem: issue.message, fix: 'correct the value as the configuration reference in README.md describes' };
+    return { field, problem: issue.message, fix: 'correct the value as docs/configuration.md describes' };
   });
 }

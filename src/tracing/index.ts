@@ -13,7 +13,6 @@ import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry/
 import { tracingConfig } from './config';
 import type { Tracing, TracingLog, TracingOptions } from './types';
 
-export { tracingConfig, type TracingConfig } from './config';
 export type { Tracing, TracingLog, TracingOptions } from './types';
 
 /** A pino logger as a TracingLog: the worker's and the agent's warnings are log lines. */

@@ -35,16 +35,6 @@ export async function connectClient(
   return { client, connection, namespace, address: connectionOptions.address! };
 }
 
-/** Runs `work` with a client on a connection of its own, closed afterwards whatever happens. */
-export async function withClient<T>(target: TemporalTarget, work: (client: Client) => Promise<T>): Promise<T> {
-  const { client, connection } = await connectClient(target);
-  try {
-    return await work(client);
-  } finally {
-    await connection.close();
-  }
-}
-
 export async function connectWorker(
   target: TemporalTarget = {},
 ): Promise<{ connection: NativeConnection; namespace: string; address: string }> {

@@ -24,8 +24,8 @@ import { SdkLogger, coreFilter, createLogger, resolveLogging, routeConsole } fro
  *     core's: the workflow's decisions, conditions, observation age, detection and convergence
  *     latency and ledger backlog (through the sink of src/worker/workflow-metrics.ts), the fleet
  *     counts from visibility (fleet-metrics.ts), the agent's actions and apply durations
- *     (src/agent/metrics.ts) and datum_build_info. Names: src/contract/metrics.ts; the README's
- *     Metrics table lists every one with its labels.
+ *     (src/agent/metrics.ts) and datum_build_info. Names: src/contract/metrics.ts; the Metrics
+ *     table of docs/observability.md lists every one with its labels.
  *
  * Off unless asked for: `--metrics-address IP:PORT` or DATUM_METRICS_ADDRESS=IP:PORT (the
  * flag wins; "off" or empty turns it off). Not on by default because a fixed port would collide
@@ -39,8 +39,6 @@ import { SdkLogger, coreFilter, createLogger, resolveLogging, routeConsole } fro
 
 export const METRICS_ADDRESS_ENV = 'DATUM_METRICS_ADDRESS';
 export const METRICS_ADDRESS_FLAG = '--metrics-address';
-/** The parse() option the worker and agent commands spread next to CONNECTION_OPTIONS. */
-export const METRICS_OPTIONS = { 'metrics-address': { type: 'string' } } as const;
 /** Conventional addresses (not defaults): one controller and one agent on a host do not collide. */
 export const SUGGESTED_METRICS_ADDRESS = { worker: '127.0.0.1:9464', agent: '127.0.0.1:9465' } as const;
 

@@ -6,7 +6,7 @@ import { PATCH_SINK, type DatumPatchSinks, type PatchId } from '../contract';
 /**
  * The worker end of PATCH_SINK (src/workflows/patches.ts): a run recorded before a patch reports
  * each point where its replay takes the patch's old branch. Logged at debug level: which patches
- * the fleet's loops still depend on is what retiring one waits for (README "Upgrading").
+ * the fleet's loops still depend on is what retiring one waits for (docs/production.md, "Upgrading").
  */
 export function workflowPatchSinks(logger: Logger = Runtime.instance().logger): InjectedSinks<DatumPatchSinks> {
   return {

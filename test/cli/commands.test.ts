@@ -176,12 +176,12 @@ describe('datum resolve / refresh: the Updates, and the signals they replace', (
   });
 });
 
-describe("the README's plain `temporal workflow update` line", () => {
+describe("docs/operations.md's plain `temporal workflow update` line", () => {
   it('yields a conflict through the Update and prints the recorded entry; refuses one with no open conflict', async () => {
     const node = 'Q-10';
     const handle = await convergedNode(node);
     await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
-    // As the README writes it, with this node's id and the test server's address.
+    // As docs/operations.md writes it, with this node's id and the test server's address.
     const line = `update execute --workflow-id datum/${node}/gen-1 --name resolveConflict --input '{"resource_key":"config","resolution":"yield","by":"oncall"}'`;
     const temporal = () =>
       run('sh', ['-c', `${temporalCliPath()} workflow ${line} --address ${stack.env.address} --output json`]).then(

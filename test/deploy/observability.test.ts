@@ -3,7 +3,7 @@
 // and promtool where installed), and every metric and label it names is on the /metrics of a
 // real `datum worker` and `datum agent` (run as the image runs them: prebuilt workflow bundle,
 // metrics on) after a node converged and then had a drift repaired. Datum's own metrics carry
-// core's snake_case labels and join with its `temporal_*` series, and the README's Metrics table
+// core's snake_case labels and join with its `temporal_*` series, and docs/observability.md's Metrics table
 // lists every one with its labels. Where a Prometheus binary is installed, a real Prometheus
 // scrapes those processes with the deploy config and evaluates every rule and every dashboard query.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -43,7 +43,7 @@ const ALERTS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'alerts.yml');
 const PROMETHEUS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'prometheus.yml');
 const DASHBOARD_FILE = path.join(ROOT, 'deploy', 'grafana', 'datum-dashboard.json');
 const COMPOSE_FILE = path.join(ROOT, 'docker-compose.yml');
-const README_FILE = path.join(ROOT, 'README.md');
+const METRICS_DOC = path.join(ROOT, 'docs/observability.md');
 
 /** Series Prometheus makes itself for every target, and the labels it attaches to every sample. */
 const SCRAPE_SERIES = new Set(['up', 'scrape_duration_seconds', 'scrape_samples_scraped']);
@@ -175,9 +175,9 @@ function parseExposition(text: string): Sample[] {
 
 const sum = (samples: Sample[]) => samples.reduce((t, s) => t + s.value, 0);
 
-/** The README's Metrics table: metric → the label names its labels column lists in backticks. */
-function readmeMetrics(): Map<string, string[]> {
-  const text = readFileSync(README_FILE, 'utf8');
+/** The Metrics table of docs/observability.md: metric → the label names its labels column lists in backticks. */
+function documentedMetrics(): Map<string, string[]> {
+  const text = readFileSync(METRICS_DOC, 'utf8');
   const section = /^## Metrics\n([\s\S]*?)^## /m.exec(text)?.[1] ?? '';
   const rows = new Map<string, string[]>();
   for (const line of section.split('\n')) {
@@ -189,7 +189,7 @@ function readmeMetrics(): Map<string, string[]> {
         [...(cells[4] ?? '').matchAll(/`([a-z_]+)`/g)].map((m) => m[1]),
       );
   }
-  expect(rows.size, 'a Metrics table in README.md (| metric | type | from | labels | … |)').toBeGreaterThan(0);
+  expect(rows.size, 'a Metrics table in docs/observability.md (| metric | type | from | labels | … |)').toBeGreaterThan(0);
   return rows;
 }
 
@@ -475,8 +475,8 @@ describe('the alert rules and the dashboard', () => {
     }
   });
 
-  it("the README's Metrics table lists every metric Datum exports, with exactly its labels", () => {
-    const table = readmeMetrics();
+  it("docs/observability.md's Metrics table lists every metric Datum exports, with exactly its labels", () => {
+    const table = documentedMetrics();
     const datum = new Map<string, Set<string>>();
     for (const [name, labels] of exported) {
       if (!name.startsWith('datum_')) continue;
@@ -486,9 +486,9 @@ describe('the alert rules and the dashboard', () => {
       for (const l of labels) if (l !== 'le') set.add(l);
       datum.set(key, set);
     }
-    expect([...table.keys()].sort(), 'the metrics in the README table').toEqual([...datum.keys()].sort());
+    expect([...table.keys()].sort(), 'the metrics in the docs/observability.md table').toEqual([...datum.keys()].sort());
     for (const [name, labels] of datum)
-      expect(table.get(name)?.sort(), `${name}'s labels in the README`).toEqual([...labels].sort());
+      expect(table.get(name)?.sort(), `${name}'s labels in docs/observability.md`).toEqual([...labels].sort());
   });
 
   it('the compose healthchecks pass against a real worker and agent, and fail when nothing listens', () => {

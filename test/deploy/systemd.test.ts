@@ -130,7 +130,7 @@ describe('datum-agent@.service', () => {
   it("runs the packaged agent (datum-agent) on the instance's agent.yaml, whose root must be the unit's writable directory", () => {
     const exec = one(unit, 'Service', 'ExecStart')!.split(/\s+/);
     expect(exec.slice(-3)).toEqual(['/usr/lib/datum-agent/datum-agent.js', '--config', '/etc/datum/agents/%i.yaml']);
-    // The agent.yaml the README tells an operator to write, through the real parser.
+    // The agent.yaml docs/production.md tells an operator to write, through the real parser.
     const config = parseAgentConfigText('node: N-24\nroot: /var/lib/datum/N-24\n', '/etc/datum/agents/N-24.yaml');
     expect(one(unit, 'Service', 'ReadWritePaths')!.replaceAll('%i', config.node)).toBe(config.root);
   });

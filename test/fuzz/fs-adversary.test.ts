@@ -10,7 +10,7 @@
 //   - the protected file's inode and bytes did not change;
 //   - every other writer's last change to a file is still there or kept under .datum/backup/,
 //     except one that the other writer's own rename landed between the agent's last check and its
-//     rename (the window README "Safety model" names), proved by the two processes' clocks;
+//     rename (the window the README's "Safety model" names), proved by the two processes' clocks;
 //   - no temp file of the agent's is left, and `current` never leads out of the root.
 // DATUM_FS_ADVERSARY_CASES (default 1000) and DATUM_FS_ADVERSARY_SEED (printed) reproduce a run;
 // DATUM_FS_ADVERSARY_CASE=<n> runs that one case. The interleavings are the machine's, not the

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectClient, connectWorker } from '../../src/worker/connection';
 
 /*
- * The Temporal Cloud profile (README "Production checklist"), as far as it can be tested without
+ * The Temporal Cloud profile (docs/production.md "Temporal Cloud"), as far as it can be tested without
  * the internet: an API key and TLS, from the environment or a temporal.toml profile, reach a
  * local TLS endpoint that stands where Cloud's would. The endpoint is a real HTTP/2 server with
  * a certificate from a CA made here; it records what each gRPC call carried and answers

@@ -17,7 +17,7 @@ import { projectRoot } from '../../src/worker/paths';
 import { rootOf, startProductionStack, startsOf, waitFor, writeAgentFile, writeNode, type ProductionStack } from './fixture';
 
 /*
- * Upgrade in place (README "Upgrading"): loops started by the previous release's worker and
+ * Upgrade in place (docs/production.md "Upgrading"): loops started by the previous release's worker and
  * agents keep running when this release's worker takes over, then this release's agents. The
  * previous release is the commit that last landed before this one (the release running fleets
  * have), built from git into a temporary directory.
@@ -108,7 +108,7 @@ describe('upgrade in place', () => {
       (s, l) => s.convergence_status === 'CONVERGED' && l.filter((e) => e.reason === 'CONVERGED_AFTER_REPAIR').length >= 2,
     );
 
-    // 2. The agents are upgraded (after the controllers, as the README says).
+    // 2. The agents are upgraded (after the controllers, as docs/production.md says).
     await stack.cluster.stop('agents-old');
     await stack.cluster.startAgents('agents-new', files);
     await fs.rm(path.join(rootOf(stack, 'U-2'), 'etc/app/config.json'));

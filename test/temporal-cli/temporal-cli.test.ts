@@ -12,11 +12,11 @@ import { Stack } from '../helpers/stack';
 
 /*
  * Plain Temporal tools against Datum's names (docs/architecture.md §3 "The contract"): the commands an
- * operator copies from the README, run as written through a shell by the real `temporal` binary.
+ * operator copies from docs/operations.md ("Plain Temporal tools"), run as written through a shell by the real `temporal` binary.
  * The only thing the test adds is `--address` of its own dev server.
  */
 
-/** The README's commands, verbatim and in the order the README tells them. */
+/** The commands of docs/operations.md, verbatim and in the order it tells them. */
 const README_COMMANDS = [
   `temporal workflow start --type reconcileNode --task-queue datum-control --workflow-id datum/T-1/gen-1 --input '{"node":"T-1","generation":1}'`,
   `temporal workflow query --workflow-id datum/T-1/gen-1 --name state --output json`,
@@ -56,7 +56,7 @@ afterAll(async () => {
   if (binDir) await fs.rm(binDir, { recursive: true, force: true });
 });
 
-/** Runs one README command line through a POSIX shell (so its quoting is tested too). */
+/** Runs one documented command line through a POSIX shell (so its quoting is tested too). */
 async function temporal(command: string): Promise<string> {
   // A developer's TEMPORAL_* variables or profile must not point the command elsewhere.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TEMPORAL_')));

@@ -277,7 +277,7 @@ describe('bad input names the file, the field and the fix', () => {
     expect(both.config).not.toHaveProperty('host');
   });
 
-  it('accepts the demo fleet of examples/fleet and the README configuration examples unchanged', () => {
+  it('accepts the demo fleet of examples/fleet and the configuration examples of docs/configuration.md unchanged', () => {
     const ROOT = path.resolve(__dirname, '../..');
     const fleet = path.join(ROOT, 'examples/fleet');
     const yamlIn = (dir: string) => readdirSync(path.join(fleet, dir)).filter((f) => f.endsWith('.yaml'));
@@ -292,20 +292,25 @@ describe('bad input names the file, the field and the fix', () => {
     expect(agents.length).toBeGreaterThanOrEqual(5);
     for (const f of agents) expect(parseAgentConfigText(read('agents', f), `agents/${f}`).node).toBe(path.basename(f, '.yaml'));
 
-    // The README's reference blocks: the agent.yaml as written; the desired state once its one
+    // docs/configuration.md's reference blocks: the agent.yaml as written; the desired state once its one
     // placeholder (<hex>) is filled in, with the policy it calls "the defaults" equal to them.
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const reference = readFileSync(path.join(ROOT, 'docs/configuration.md'), 'utf8');
     const blockAfter = (heading: string) => {
-      const m = new RegExp(`${heading}[^\n]*\n+\`\`\`yaml\n([\\s\\S]*?)\`\`\``).exec(readme);
-      if (!m) throw new Error(`README.md has no yaml block after "${heading}"`);
+      const m = new RegExp(`${heading}[^\n]*\n+\`\`\`yaml\n([\\s\\S]*?)\`\`\``).exec(reference);
+      if (!m) throw new Error(`docs/configuration.md has no yaml block after "${heading}"`);
       return m[1];
     };
-    const agent = parseAgentConfigText(blockAfter('### Agent'), 'README.md');
+    const agent = parseAgentConfigText(blockAfter('## Agent'), 'docs/configuration.md');
     expect(agent).toMatchObject({ node: 'N-24', reconciliation: { mode: 'observe', resources: { config: 'observe' } } });
-    const readmeDesired = blockAfter('### Desired state').replace('"<hex>"', `"${'a'.repeat(64)}"`);
-    const withPolicy = parseDesiredStateText(readmeDesired, DESIRED, PROVENANCE, 'N-24');
-    const withoutPolicy = parseDesiredStateText(readmeDesired.replace(/\npolicy:[\s\S]*$/, '\n'), DESIRED, PROVENANCE, 'N-24');
+    const documentedDesired = blockAfter('## Desired state').replace('"<hex>"', `"${'a'.repeat(64)}"`);
+    const withPolicy = parseDesiredStateText(documentedDesired, DESIRED, PROVENANCE, 'N-24');
+    const withoutPolicy = parseDesiredStateText(
+      documentedDesired.replace(/\npolicy:[\s\S]*$/, '\n'),
+      DESIRED,
+      PROVENANCE,
+      'N-24',
+    );
     expect(Object.keys(withPolicy.resources)).toEqual(['build', 'config', 'app', 'maintenance']);
-    expect(withPolicy.digest, 'the README policy block is the defaults').toBe(withoutPolicy.digest);
+    expect(withPolicy.digest, 'the documented policy block is the defaults').toBe(withoutPolicy.digest);
   });
 });

@@ -25,8 +25,8 @@
 
 export { adoptInterrupted } from './adopt';
 export { probeHealth, waitHealthy, type Health } from './health';
-export { isRunning, startTicks, unverified, verifyIdentity, type Identity } from './identity';
-export { freePort, launch, type LaunchRequest, type ServiceBackend } from './launch';
-export { capServiceLog, rotateLog } from './log';
-export { NONCE_ENV, describeInstance, readServiceRecord, readServiceState, type ServiceRecord, type ServiceState } from './state';
+export { startTicks, unverified, verifyIdentity } from './identity';
+export { launch } from './launch';
+export { capServiceLog } from './log';
+export { describeInstance, readServiceRecord, readServiceState, type ServiceState } from './state';
 export { stopInstance, stopServices } from './stop';
