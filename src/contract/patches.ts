@@ -52,6 +52,8 @@ export const DECISION_RULE = {
   decisionsCarryValue: 'decisions-carry-value',
   /** A snapshot stamped further ahead of the controller's clock than MAX_CLOCK_SKEW_MS is not fresh. */
   futureSnapshotIsStale: 'future-snapshot-is-stale',
+  /** A target that drifts again after writer_repairs repairs within writer_horizon is CONFLICT, not new drift. */
+  repeatedDriftIsWriter: 'repeated-drift-is-writer',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -260,6 +262,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'An agent clock an hour ahead made its snapshots look fresh for an hour past observation_ttl, and the node CONVERGED from them (issue 18; test/adversarial/clock-ahead).',
+  },
+  [DECISION_RULE.repeatedDriftIsWriter]: {
+    since: UNRELEASED,
+    changes:
+      'A target that drifts again after policy.writer_repairs repairs within policy.writer_horizon (defaults 3 and 24h) opens a CONFLICT (reason REPEATED_DRIFT) with the earlier repairs as evidence, instead of being repaired as new drift.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A writer that flipped a managed file back more slowly than conflict_window was new drift every time, repaired with a fresh budget, forever (issue 18, hole 10b; test/adversarial/slow-writer).',
   },
 };
 
