@@ -88,7 +88,7 @@ describe('attack: a writer that flips a managed file back more slowly than confl
     expect(sequence.map((p) => p.value)).toEqual([null, sha(ours), sha(theirs), sha(ours), sha(theirs), sha(ours), sha(theirs)]);
     // Each flip came after conflict_window: none of them was a flip the window catches.
     for (const i of [2, 4, 6])
-      expect(Date.parse(sequence[i]!.at) - Date.parse(sequence[i - 1]!.at)).toBeGreaterThan(CONFLICT_WINDOW_MS);
+      expect(Date.parse(sequence[i].at) - Date.parse(sequence[i - 1].at)).toBeGreaterThan(CONFLICT_WINDOW_MS);
     expect(writesOf(ledger, 'config')).toHaveLength(3);
 
     // Repair stops: three more passes judge fresh snapshots, Datum writes nothing, the writer's bytes stay.
