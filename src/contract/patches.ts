@@ -29,6 +29,7 @@ export const WORKFLOW_PATCH = {
   memoNodeView: 'memo-node-view',
   workItems: 'work-items',
   rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
+  signalRequester: 'signal-requester',
 } as const;
 
 /**
@@ -195,6 +196,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "A caller-supplied `prepared` skipped preparation and reported any node CONVERGED from another loop's state (issue 18, hole 9; test/adversarial/forged-prepared).",
+  },
+  [WORKFLOW_PATCH.signalRequester]: {
+    since: UNRELEASED,
+    changes:
+      "Before handling an operator's signal or Update (resolveConflict, refreshDesired, a rejected recheck), the loop reads the identity Temporal recorded for it (one local activity) and records it on the notes it writes (`requester`).",
+    histories: H('conflict-then-yield', 'malformed-signals', 'offline-stale-intent-handover', 'worked-example-gen11-superseded'),
+    stage: 'patched',
+    story:
+      'The ledger recorded only the self-declared `by` of a resolution: anyone with access to the namespace could resolve a conflict as anyone (issue 18, "who resolved"). Work items already kept the identity of their Updates.',
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,
