@@ -118,6 +118,7 @@ const ALREADY_CONVERGED: Rung = {
   ends_episode: true,
 };
 
+const resolveRecheck = (e: Evidence) => `resolveConflict for ${list(e.blocking)} (retake or yield)`;
 const REFUSAL_RECHECK = 'what the refusal was about changes (mode, ownership, artifact or intent)';
 const BUDGET_RECHECK = 'an observation showing the resource at desired, or a new generation';
 
@@ -131,7 +132,7 @@ export const LADDER: readonly Rung[] = [
     when: (e) => e.blocking.some((key) => !e.conflicts[key]?.repeated_drift),
     say: (e) => ({
       detail: `Another writer changed ${list(e.blocking)} after Datum's repair; repair stops instead of oscillating until an operator resolves it.`,
-      recheck: `resolveConflict for ${list(e.blocking)} (retake or yield)`,
+      recheck: resolveRecheck(e),
     }),
   },
   {
@@ -139,11 +140,11 @@ export const LADDER: readonly Rung[] = [
     reason: 'REPEATED_DRIFT',
     trigger: 'OPERATOR_RESOLUTION',
     outranks:
-      'A writer slower than conflict_window is still a writer; the rung above names the direct evidence (a flip or a moved marker) when there is any.',
+      'A writer slower than conflict_window is still a writer, so it outranks a refusal as the rung above does; that rung names the direct evidence (a flip or a moved marker) when there is any.',
     when: (e) => e.blocking.length > 0,
     say: (e) => ({
       detail: `${list(e.blocking)} drifted again after ${repeatedFigures(e.conflicts, e.blocking)}: another writer keeps changing it, more slowly than conflict_window ${e.intent.policy.conflict_window}; repair stops instead of oscillating until an operator resolves it.`,
-      recheck: `resolveConflict for ${list(e.blocking)} (retake or yield)`,
+      recheck: resolveRecheck(e),
     }),
   },
   {
