@@ -5,6 +5,7 @@ import type { LedgerEntry, OperatorDecision } from '../domain';
 import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
+import { createRequesterActivities } from './requesters';
 import { createRolloutActivities } from './rollout';
 import { createWorkActivities, workEscalateAfter } from './work';
 
@@ -42,6 +43,7 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     },
     ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
     ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter()),
+    ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
 }
 

@@ -44,6 +44,11 @@ export interface ControlActivities {
   /** The identity Temporal recorded for an Update of a workflow (the client that sent it), or null. */
   updateRequester(input: UpdateRef): Promise<string | null>;
   /**
+   * Runs as a local activity: the identity Temporal recorded for a signal a workflow run received
+   * (its WorkflowExecutionSignaled event), or null when the history does not hold it.
+   */
+  signalRequester(input: SignalRef): Promise<string | null>;
+  /**
    * A work item's resolution, carried to its loop (reconcileNode's resolveWork Update) with the
    * identity Temporal recorded for the item's resolve Update. The loop's refusal is a
    * non-retryable ResolutionRefused failure with its reason.
@@ -52,6 +57,18 @@ export interface ControlActivities {
     identity: string | null;
     result: LoopResolutionResult;
   }>;
+}
+
+/**
+ * One signal one workflow run received: the `ordinal`-th (from 1) of its name in that run's
+ * history. Workflow code is not told a signal's event id, but a run's handlers see its signals of
+ * one name in the order they were recorded, so counting them names the event.
+ */
+export interface SignalRef {
+  workflow_id: string;
+  run_id: string;
+  signal_name: string;
+  ordinal: number;
 }
 
 /** One Update of one workflow run. */

@@ -55,7 +55,18 @@ export interface Policy {
   conflict_window: string;
   /** Event-driven observation: the agent watches what it manages and a change triggers a pass. */
   watch: boolean;
+  /**
+   * Repeated drift is a writer (src/domain/repeated-drift.ts): how long one target's repairs are
+   * remembered, and how many within that horizon Datum makes before the next drift of the target
+   * is CONFLICT. Present only when desired state sets them, so the digest of a file that does not
+   * is what it was before they existed; read them through writerRule(), which applies defaults.
+   */
+  writer_horizon?: string;
+  writer_repairs?: number;
 }
+
+/** policy.writer_horizon and writer_repairs when desired state does not set them (src/domain/repeated-drift.ts). */
+export const WRITER_DEFAULTS = { writer_horizon: '24h', writer_repairs: 3 } as const;
 
 /** Where a generation came from: `{source, revision, author?, loaded_at}`. */
 export type DesiredProvenance = {

@@ -51,6 +51,12 @@ export interface History {
   left?: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
   refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
+  /**
+   * Repairs that took, per target (what is written, not the key), newest last, within
+   * policy.writer_horizon and at most policy.writer_repairs of them: the next drift of a target
+   * with a full trail is another writer's (src/domain/repeated-drift.ts). Absent in older carries.
+   */
+  repair_trail?: Record<string, PastRepair[]>;
   /** Signals rejected for a malformed payload, by signal name, until a valid one arrives. */
   rejected_signals: Record<string, { error: string; at: string }>;
   conditions: Condition[];
@@ -70,4 +76,19 @@ export interface ConflictRecord {
   since: string;
   sequence: WriterEvidence[];
   resolution: { resolution: Resolution; by: string; note: string | null; at: string } | null;
+  /**
+   * Set when the conflict was opened because the target drifted again after `repairs` repairs
+   * within `horizon` (policy.writer_repairs, writer_horizon), each slower than conflict_window.
+   * Absent for a flip within conflict_window or a moved marker.
+   */
+  repeated_drift?: { repairs: number; horizon: string };
+}
+
+/** One repair that took: the drift it answered (another writer's value and marker) and the proof. */
+export interface PastRepair {
+  resource_key: string;
+  /** The pre-action snapshot the repair was planned from. */
+  found: { at: string; value: Json; marker: string | null };
+  /** The fresh probe that showed the target at desired, and the marker Datum's write left. */
+  repaired: { at: string; value: Json; marker: string | null };
 }

@@ -151,6 +151,21 @@ export interface WorkResolutionNote {
   note: string | null;
 }
 
+/**
+ * On the note of an operator's signal or Update (resolveConflict, refreshDesired, a rejected
+ * recheck): which request, how it came, the name it declares (`by`, self-declared: any client can
+ * write any name) and the identity Temporal recorded for it (the sending client's `identity`
+ * option, such as 4711@ops-laptop; null when it could not be read). The identity is what the
+ * server was told by the connection that sent it, not a proof of who that was: with a shared
+ * namespace credential, a client chooses its identity too.
+ */
+export interface RequesterNote {
+  request: 'resolveConflict' | 'refreshDesired' | 'recheck';
+  via: 'signal' | 'update';
+  by: string | null;
+  identity: string | null;
+}
+
 /** An operator decision not carried because what the key writes changed since: new intent, a new episode. */
 export type NewIntent = Extend<
   OperatorDecision,
@@ -196,6 +211,8 @@ export type Decision = {
   operator_resolution?: OperatorResolution;
   /** On the note of a work item's resolution. Optional: other entries have none. */
   work_resolution?: WorkResolutionNote;
+  /** On the notes an operator's signal or Update wrote: who asked, declared and as Temporal recorded it. Optional: older notes lack it. */
+  requester?: RequesterNote;
 };
 
 export const LEDGER_VERSION = 1;

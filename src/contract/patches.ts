@@ -29,6 +29,7 @@ export const WORKFLOW_PATCH = {
   memoNodeView: 'memo-node-view',
   workItems: 'work-items',
   rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
+  signalRequester: 'signal-requester',
 } as const;
 
 /**
@@ -52,6 +53,8 @@ export const DECISION_RULE = {
   decisionsCarryValue: 'decisions-carry-value',
   /** A snapshot stamped further ahead of the controller's clock than MAX_CLOCK_SKEW_MS is not fresh. */
   futureSnapshotIsStale: 'future-snapshot-is-stale',
+  /** A target that drifts again after writer_repairs repairs within writer_horizon is CONFLICT, not new drift. */
+  repeatedDriftIsWriter: 'repeated-drift-is-writer',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -194,6 +197,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     story:
       "A caller-supplied `prepared` skipped preparation and reported any node CONVERGED from another loop's state (issue 18, hole 9; test/adversarial/forged-prepared).",
   },
+  [WORKFLOW_PATCH.signalRequester]: {
+    since: UNRELEASED,
+    changes:
+      "Before handling an operator's signal or Update (resolveConflict, refreshDesired, a rejected recheck), the loop reads the identity Temporal recorded for it (one local activity) and records it on the notes it writes (`requester`).",
+    histories: H('conflict-then-yield', 'malformed-signals', 'offline-stale-intent-handover', 'worked-example-gen11-superseded'),
+    stage: 'patched',
+    story:
+      'The ledger recorded only the self-declared `by` of a resolution: anyone with access to the namespace could resolve a conflict as anyone (issue 18, "who resolved"). Work items already kept the identity of their Updates.',
+  },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,
     changes: "Datum's own write that did not take (the probe shows its own marker) ends the resource's repair record.",
@@ -260,6 +272,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'An agent clock an hour ahead made its snapshots look fresh for an hour past observation_ttl, and the node CONVERGED from them (issue 18; test/adversarial/clock-ahead).',
+  },
+  [DECISION_RULE.repeatedDriftIsWriter]: {
+    since: UNRELEASED,
+    changes:
+      'A target that drifts again after policy.writer_repairs repairs within policy.writer_horizon (defaults 3 and 24h) opens a CONFLICT (reason REPEATED_DRIFT) with the earlier repairs as evidence, instead of being repaired as new drift.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A writer that flipped a managed file back more slowly than conflict_window was new drift every time, repaired with a fresh budget, forever (issue 18, hole 10b; test/adversarial/slow-writer).',
   },
 };
 

@@ -47,6 +47,7 @@ export const REASONS = [
   'DEPENDENCY_BLOCKED',
   'ACTION_REFUSED',
   'CONFLICTING_WRITER',
+  'REPEATED_DRIFT',
   ...NOTE_REASONS,
 ] as const;
 export type Reason = (typeof REASONS)[number];
@@ -70,6 +71,8 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   DEPENDENCY_BLOCKED: 'an enforced resource differs because what it depends on cannot be repaired now',
   ACTION_REFUSED: 'the agent refused, and the same action would be refused again',
   CONFLICTING_WRITER: 'another writer; conflict evidence attached',
+  REPEATED_DRIFT:
+    'a target drifted again after policy.writer_repairs repairs within writer_horizon: a writer slower than conflict_window; the repairs are the evidence',
   NEWER_GENERATION: 'handed over to datum/<node>/gen-<g>',
   REFRESH_REFUSED: 'a refreshDesired did not match the authority, or went backwards',
   REBOUND: "the same generation re-bound to the authority's content; a pass follows",

@@ -3,6 +3,7 @@ import type { Assessment } from './classify';
 import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
+import { withRepeatedDrift } from './repeated-drift';
 import { standingRefusals, trackConflicts, NO_FINDINGS, type StageInput } from './writers';
 import type { Classified } from './verdict';
 import type { History } from '../contract/history';
@@ -22,7 +23,12 @@ export interface Authorization {
  */
 export function authorize(pre: Classified, input: StageInput): Judgement {
   const { intent, history, carried } = input;
-  const writers = trackConflicts(history, pre, input.now, intent.policy.conflict_window, NO_FINDINGS);
+  // A flip within conflict_window, then repeated drift slower than it: both are another writer.
+  const writers = withRepeatedDrift(
+    trackConflicts(history, pre, input.now, intent.policy.conflict_window, NO_FINDINGS),
+    pre,
+    input,
+  );
   const refused = standingRefusals(history.refused, pre, []);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(

@@ -1,4 +1,5 @@
 import type { History } from '../contract/history';
+import { forgetRepairs } from './repeated-drift';
 
 export function emptyHistory(): History {
   return {
@@ -45,6 +46,8 @@ export function recordResolution(
   const next: History = conflict
     ? { ...history, conflicts: { ...history.conflicts, [key]: { ...conflict, resolution } } }
     : { ...history };
+  // The operator's word is the new baseline: repeated drift counts the target's repairs afresh.
+  if (history.repair_trail) next.repair_trail = forgetRepairs(history.repair_trail, key);
   // A yield kept for another value is decided now: either way it is no longer pending.
   if (revalued) {
     const { [key]: _decided, ...pending } = history.revalued ?? {};

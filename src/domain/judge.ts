@@ -6,6 +6,7 @@ import type { ActedPass } from './inputs';
 import { conflictDrafts, refusalDrafts, resourceConcerns, type Judgement } from './ladder';
 import { planItems } from './plan';
 import { sameMarker } from './markers';
+import { trailAfterRepairs } from './repeated-drift';
 import { list, type Classified } from './verdict';
 import {
   standingRefusals,
@@ -51,6 +52,9 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
   const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe, input.rules);
   const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
+  // Each repair the probe proved is remembered per target, so repeated drift shows as a writer.
+  const trail = trailAfterRepairs(history, probe.repaired, post, acted.pre, intent.policy, input.now);
+  if (trail !== undefined) next.repair_trail = trail;
   // Drift the next pass could repair that this pass did not touch (it appeared meanwhile).
   const repairable = authorizePlan(
     planItems(intent, post.assessments, carried.action_seq + 1, post.observation.observed_at),

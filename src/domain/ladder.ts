@@ -118,6 +118,7 @@ const ALREADY_CONVERGED: Rung = {
   ends_episode: true,
 };
 
+const resolveRecheck = (e: Evidence) => `resolveConflict for ${list(e.blocking)} (retake or yield)`;
 const REFUSAL_RECHECK = 'what the refusal was about changes (mode, ownership, artifact or intent)';
 const BUDGET_RECHECK = 'an observation showing the resource at desired, or a new generation';
 
@@ -128,10 +129,22 @@ export const LADDER: readonly Rung[] = [
     trigger: 'OPERATOR_RESOLUTION',
     outranks:
       'CONFLICT outranks a refusal: retrying against another writer only makes the two oscillate, whatever the agent says.',
-    when: (e) => e.blocking.length > 0,
+    when: (e) => e.blocking.some((key) => !e.conflicts[key]?.repeated_drift),
     say: (e) => ({
       detail: `Another writer changed ${list(e.blocking)} after Datum's repair; repair stops instead of oscillating until an operator resolves it.`,
-      recheck: `resolveConflict for ${list(e.blocking)} (retake or yield)`,
+      recheck: resolveRecheck(e),
+    }),
+  },
+  {
+    status: 'CONFLICT',
+    reason: 'REPEATED_DRIFT',
+    trigger: 'OPERATOR_RESOLUTION',
+    outranks:
+      'A writer slower than conflict_window is still a writer, so it outranks a refusal as the rung above does; that rung names the direct evidence (a flip or a moved marker) when there is any.',
+    when: (e) => e.blocking.length > 0,
+    say: (e) => ({
+      detail: `${list(e.blocking)} drifted again after ${repeatedFigures(e.conflicts, e.blocking)}: another writer keeps changing it, more slowly than conflict_window ${e.intent.policy.conflict_window}; repair stops instead of oscillating until an operator resolves it.`,
+      recheck: resolveRecheck(e),
     }),
   },
   {
@@ -351,11 +364,16 @@ export function conflictDrafts(conflicts: Record<string, ConflictRecord>, attemp
     const state = c.resolution
       ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it`
       : 'repair is stopped until an operator resolves it';
+    const seen = c.repeated_drift
+      ? `"${key}" drifted again after ${repeatedFigures({ [key]: c }, [key])}: another writer keeps changing it`
+      : `Another writer keeps changing "${key}"`;
     return draft(
       'CONFLICTING_WRITER',
       key,
-      `Another writer keeps changing "${key}"; ${state}.`,
-      { sequence: c.sequence, resolution: c.resolution },
+      `${seen}; ${state}.`,
+      c.repeated_drift
+        ? { sequence: c.sequence, resolution: c.resolution, repeated_drift: c.repeated_drift }
+        : { sequence: c.sequence, resolution: c.resolution },
       [`${attempts} repair(s) this episode`],
     );
   });
@@ -472,6 +490,15 @@ function sayConverged(e: Evidence): Said {
     recheck: `resync every ${policy.resync_interval}`,
     not_before: addMs(e.now, durationMs(policy.resync_interval)),
   };
+}
+
+/** "3 repairs within writer_horizon 24h(, …)": the figures a repeated-drift conflict was opened with. */
+function repeatedFigures(conflicts: Record<string, ConflictRecord>, keys: string[]): string {
+  const said = keys.flatMap((k) => {
+    const r = conflicts[k]?.repeated_drift;
+    return r ? [`${r.repairs} repair(s) within writer_horizon ${r.horizon}`] : [];
+  });
+  return [...new Set(said)].join(', ');
 }
 
 const whatHappened = (e: Evidence) => (e.failed.length > 0 ? 'failed' : 'did not take');

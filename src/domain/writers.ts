@@ -160,7 +160,7 @@ function endOwnWrites(repaired: History['repaired'], written: string[], rules: (
 }
 
 /** Each fresh sequence opens (or reopens) its resource's conflict, unresolved. */
-function openConflicts(
+export function openConflicts(
   before: Record<string, ConflictRecord>,
   fresh: Record<string, WriterEvidence[]>,
   now: string,
@@ -178,7 +178,7 @@ function openConflicts(
 }
 
 /** Any unresolved conflict blocks; the ledger's evidence is set when one is new or still blocks. */
-function blockingOf(
+export function blockingOf(
   conflicts: Record<string, ConflictRecord>,
   fresh: Record<string, WriterEvidence[]>,
 ): Pick<Writers, 'blocking' | 'evidence'> {

@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import type { FileSpec, FlagSpec, Policy, ReleaseSpec, ResourceSpec, ServiceSpec } from '../contract/desired';
+import {
+  WRITER_DEFAULTS,
+  type FileSpec,
+  type FlagSpec,
+  type Policy,
+  type ReleaseSpec,
+  type ResourceSpec,
+  type ServiceSpec,
+} from '../contract/desired';
 import { withFix } from '../contract/fix';
 import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
@@ -138,6 +146,14 @@ const retryBudget = z
   .min(0, withFix('retry_budget cannot be negative', 'write 0 to never retry a repair, or a positive count such as 3'))
   .max(100, withFix('retry_budget above 100 hides oscillation', 'use a budget of at most 100'));
 
+const writerRepairs = z
+  .number({
+    error: withFix('writer_repairs must be a whole number', 'write how many repairs of one target make a writer, such as 3'),
+  })
+  .int(withFix('writer_repairs must be a whole number', 'write how many repairs of one target make a writer, such as 3'))
+  .min(0, withFix('writer_repairs cannot be negative', 'write 0 to turn the rule off, or a count such as 3'))
+  .max(20, withFix('writer_repairs above 20 hides oscillation', 'use at most 20, or 0 to turn the rule off'));
+
 export const policyInput = z
   .strictObject({
     observation_ttl: duration('observation_ttl').optional(),
@@ -156,6 +172,16 @@ export const policyInput = z
     resync_interval: duration('resync_interval').optional(),
     node_timeout: duration('node_timeout').optional(),
     conflict_window: duration('conflict_window', true).optional(),
+    writer_horizon: duration('writer_horizon')
+      .describe(
+        `How long Datum remembers each target's repairs (default ${WRITER_DEFAULTS.writer_horizon}): a target repaired writer_repairs times within it, that drifts again, is another writer's (CONFLICT, reason REPEATED_DRIFT), however much slower than conflict_window each change comes.`,
+      )
+      .optional(),
+    writer_repairs: writerRepairs
+      .describe(
+        `How many repairs of one target within writer_horizon Datum makes before the target's next drift is CONFLICT (REPEATED_DRIFT) instead of new drift (default ${WRITER_DEFAULTS.writer_repairs}); 0 turns the rule off.`,
+      )
+      .optional(),
     watch: z
       .boolean({
         error: withFix(
@@ -182,6 +208,9 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
     node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
     conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
     watch: input?.watch ?? POLICY_DEFAULTS.watch,
+    // Only when written: a file that does not set them keeps the digest it had before they existed.
+    ...(input?.writer_horizon === undefined ? {} : { writer_horizon: d(input.writer_horizon, WRITER_DEFAULTS.writer_horizon) }),
+    ...(input?.writer_repairs === undefined ? {} : { writer_repairs: input.writer_repairs }),
   };
 }
 

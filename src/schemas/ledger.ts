@@ -198,6 +198,15 @@ export const decision = exactly<Decision>()(
         note: z.string().nullable(),
       })
       .optional(),
+    /** On the notes an operator's signal or Update wrote: who asked, declared and as Temporal recorded it. */
+    requester: z
+      .object({
+        request: z.enum(['resolveConflict', 'refreshDesired', 'recheck']),
+        via: z.enum(['signal', 'update']),
+        by: z.string().nullable(),
+        identity: z.string().nullable(),
+      })
+      .optional(),
   }),
 );
 

@@ -39,6 +39,7 @@ import { nodeAgents, recordDecisions, type NodeAgents } from './agents';
 import { authorityView, readAuthority } from './intent';
 import { flushLedger, note, nowIso, type Recorder } from './ledger';
 import { inForce } from './patches';
+import { requesterOf, signalCounter, stampRequester, thisUpdate, type RequestRef } from './requesters';
 import { awaitReply, checkNotHandedOver, checkPayload, replyOf, type Reply } from './updates';
 
 /**
@@ -46,9 +47,9 @@ import { awaitReply, checkNotHandedOver, checkPayload, replyOf, type Reply } fro
  * of the same name waits here too, with the reply its handler is waiting for.
  */
 export type Pending =
-  | { signal: typeof refreshDesiredSignal; payload: unknown; reply?: Reply }
-  | { signal: typeof resolveConflictSignal; payload: unknown; reply?: Reply }
-  | { signal: typeof recheckSignal; rejected: string; reply?: undefined }
+  | { signal: typeof refreshDesiredSignal; payload: unknown; reply?: Reply; ref: RequestRef }
+  | { signal: typeof resolveConflictSignal; payload: unknown; reply?: Reply; ref: RequestRef }
+  | { signal: typeof recheckSignal; rejected: string; reply?: undefined; ref: RequestRef }
   /** A work item's resolution (docs/work-items.md): an Update only, no signal of that name. */
   | { signal: typeof loopResolveWorkUpdate; payload: unknown; reply: Reply };
 
@@ -73,27 +74,38 @@ export interface Signalled extends Recorder {
 
 export function installHandlers(loop: Signalled): void {
   const { inbox } = loop;
-  setHandler(refreshDesiredSignal, (payload) => void inbox.pending.push({ signal: refreshDesiredSignal, payload }));
-  setHandler(resolveConflictSignal, (payload) => void inbox.pending.push({ signal: resolveConflictSignal, payload }));
+  // Every signal is counted, valid or not, so the count names its event in the run's history.
+  const received = signalCounter();
+  setHandler(refreshDesiredSignal, (payload) => {
+    inbox.pending.push({ signal: refreshDesiredSignal, payload, ref: received(refreshDesiredSignal.name) });
+  });
+  setHandler(resolveConflictSignal, (payload) => {
+    inbox.pending.push({ signal: resolveConflictSignal, payload, ref: received(resolveConflictSignal.name) });
+  });
   setHandler(recheckSignal, (payload) => {
+    const ref = received(recheckSignal.name);
     const parsed = parseSignal(recheckSignal.name, payload);
     if (parsed.ok) {
       inbox.recheckRequested = true;
       inbox.recheckAccepted = true;
-    } else inbox.pending.push({ signal: recheckSignal, rejected: parsed.error });
+    } else inbox.pending.push({ signal: recheckSignal, rejected: parsed.error, ref });
   });
   setHandler(ledgerQuery, () => loop.ledger.entries);
   setHandler(stateQuery, () => stateOf(loop));
   const queue = (pending: Pending & { reply: Reply }) => (inbox.pending.push(pending), awaitReply(pending.reply));
-  setHandler(refreshDesiredUpdate, (payload) => queue({ signal: refreshDesiredSignal, payload, reply: {} }), {
+  setHandler(refreshDesiredUpdate, (payload) => queue({ signal: refreshDesiredSignal, payload, reply: {}, ref: thisUpdate() }), {
     validator: (payload) => {
       checkNotHandedOver(inbox.supersededBy);
       checkPayload(refreshDesiredSignal.name, payload);
     },
   });
-  setHandler(resolveConflictUpdate, (payload) => queue({ signal: resolveConflictSignal, payload, reply: {} }), {
-    validator: (payload) => validateResolution(loop, payload),
-  });
+  setHandler(
+    resolveConflictUpdate,
+    (payload) => queue({ signal: resolveConflictSignal, payload, reply: {}, ref: thisUpdate() }),
+    {
+      validator: (payload) => validateResolution(loop, payload),
+    },
+  );
   setHandler(
     loopResolveWorkUpdate,
     async (payload): Promise<LoopResolutionResult> => {
@@ -138,8 +150,12 @@ function stateOf(loop: Signalled): NodeState {
 export async function handleSignals(loop: Signalled): Promise<boolean> {
   const { inbox } = loop;
   for (let next = inbox.pending.shift(); next; next = inbox.pending.shift()) {
+    // A work item's resolution carries the identity of the item's own Update (work_resolution).
+    const requester =
+      'ref' in next ? await requesterOf(next.signal.name, next.ref, 'payload' in next ? next.payload : null) : null;
     const fromSeq = loop.ledger.nextSeq;
     const done = await handleSignal(loop, next);
+    stampRequester(loop.ledger.entries, fromSeq, requester);
     await flushLedger(loop);
     if (next.reply && next.reply.error === undefined)
       next.reply.result = replyOf(loop.ledger.entries, fromSeq, loop.lastDecision!, inbox.supersededBy);

@@ -12,7 +12,21 @@ import {
 } from '../../src/domain';
 import { GATES } from '../../src/domain/gates';
 import { LADDER } from '../../src/domain/ladder';
-import { D6, D7, NOW, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot, type NodeState } from './fixtures';
+import {
+  D6,
+  D7,
+  NOW,
+  SHA_74,
+  authorityOf,
+  later,
+  n24,
+  n24After,
+  n24Before,
+  oursFor,
+  pass,
+  snapshot,
+  type NodeState,
+} from './fixtures';
 
 /*
  * The decision's two tables, row by row: every gate and every rung of the status ladder has one
@@ -141,6 +155,25 @@ const obstructed = (state: NodeState, opts: Parameters<typeof snapshot>[1] = {})
 };
 const debugFlag = { undeclared: [{ resource_key: 'debug', type: 'flag' as const, value: true, marker: 'flag:9' }] };
 const spent = (attempts: number) => ({ ...emptyHistory(), attempt_count: attempts });
+/** Config was repaired three times in the last hour (policy.writer_repairs 3 within writer_horizon 24h), each time from another writer's D6. */
+const configRepairedThrice = (): History => ({
+  ...emptyHistory(),
+  repair_trail: {
+    'file:etc/app/config.json': [45, 30, 15].map((ago) => ({
+      resource_key: 'config',
+      found: { at: later(-ago * MIN), value: D6(), marker: `file:writer-${ago}` },
+      repaired: { at: later(-ago * MIN + 1000), value: D7(), marker: 'ours:config' },
+    })),
+  },
+});
+/** Config at D6 again, under another writer's marker; the rest as after the seed's repair. */
+const configDriftedAgain = (state: NodeState = n24After(), build = 'ours:build') =>
+  snapshot({ ...state, config: D6(), markers: { ...oursFor(['app']), build, config: 'file:writer-now' } });
+/** Build, proven at 7.4 by a repair a minute ago, flipped back to 7.3 (within conflict_window). */
+const buildFlipped = (): History => ({
+  ...configRepairedThrice(),
+  repaired: { build: { at: later(-MIN), value: { version: '7.4', sha256: SHA_74 }, marker: 'ours:build' } },
+});
 /** The history after the agent refused build and app: the refusal stands until something about it changes. */
 const afterRefusal = () => acting(before(), before(), () => refused).history;
 /** Only build is refused: config and app are then the drift. */
@@ -205,6 +238,13 @@ const ladderRows: Row[] = [
     run: () => acting(before(), overwritten()),
     status: 'CONFLICT',
     reason: 'CONFLICTING_WRITER',
+    trigger: 'OPERATOR_RESOLUTION',
+  },
+  {
+    name: 'CONFLICT / REPEATED_DRIFT: config drifts again after 3 repairs within writer_horizon, each slower than conflict_window',
+    run: () => judge(configDriftedAgain(), { history: configRepairedThrice() }),
+    status: 'CONFLICT',
+    reason: 'REPEATED_DRIFT',
     trigger: 'OPERATOR_RESOLUTION',
   },
   {
@@ -461,40 +501,39 @@ const adjacent = (
 
 const ladderPrecedence = [
   adjacent(0, {
-    name: 'CONFLICT over ACTION_REFUSED: build overwritten by another writer, app refused',
-    both: () => acting(before(), overwritten(), (k) => (k === 'app' ? refused : {})),
-    without: () => acting(before(), unchanged(), (k) => (k === 'app' ? refused : {})),
-    lowerDetail: /^The agent refused "app"/,
+    name: 'CONFLICTING_WRITER over REPEATED_DRIFT: build flipped within conflict_window, config drifted again after 3 repairs',
+    both: () => judge(configDriftedAgain({ ...n24After(), build: '7.3' }, 'someone-else'), { history: buildFlipped() }),
+    without: () => judge(configDriftedAgain(), { history: buildFlipped() }),
   }),
-  adjacent(1, {
+  adjacent(2, {
     name: 'ACTION_REFUSED over STALE_OBSERVATION at the write: app refused, build refused for a stale snapshot',
     both: () => acting(before(), before(), (k) => (k === 'app' ? refused : staleAtWrite)),
     upperDetail: /^The agent refused "app"/,
     without: () => acting(before(), before(), () => staleAtWrite),
   }),
-  adjacent(2, {
+  adjacent(3, {
     name: 'STALE_OBSERVATION at the write over ACTION_INEFFECTIVE: app refused for a stale snapshot, build did not take',
     both: () => acting(before(), unchanged(), (k) => (k === 'app' ? staleAtWrite : {})),
     upperDetail: /^The agent refused "app": the snapshot the plan was made from/,
     without: () => acting(before(), unchanged()),
   }),
-  adjacent(3, {
+  adjacent(4, {
     name: 'ACTION_INEFFECTIVE over ACTION_FAILED: build did not take, app failed',
     both: () => acting(before(), unchanged(), (k) => (k === 'app' ? failed : {})),
     without: () => acting(before(), before(), () => failed),
   }),
-  adjacent(4, {
+  adjacent(5, {
     name: 'ACTION_FAILED within the budget, RETRY_BUDGET_EXHAUSTED at it (they exclude each other: the boundary)',
     both: () => acting(before(), before(), () => failed, spent(1)),
     without: () => acting(before(), before(), () => failed, spent(2)),
   }),
-  adjacent(6, {
+  adjacent(7, {
     name: 'RETRY_BUDGET_EXHAUSTED over a standing ACTION_REFUSED: build refused before, the budget spent since',
     both: () => judge(before(), { history: { ...afterBuildRefused(), attempt_count: 3 } }),
     without: () => judge(before(), { history: afterBuildRefused() }),
     lowerDetail: /^The agent refused "build" and nothing about it has changed since/,
   }),
-  adjacent(9, {
+  adjacent(10, {
     name: 'RETRY / DRIFT_DETECTED over DESTRUCTIVE_REPAIR_REQUIRED: build repaired, app drifted, config was obstructed',
     both: () =>
       acting(
@@ -503,23 +542,23 @@ const ladderPrecedence = [
       ),
     without: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), markers: oursFor(['build']) })),
   }),
-  adjacent(10, {
+  adjacent(11, {
     name: 'DESTRUCTIVE_REPAIR_REQUIRED over UNKNOWN_OWNERSHIP',
     both: () => judge(obstructed(n24After(), debugFlag)),
     without: () => judge(snapshot(n24After(), debugFlag)),
   }),
-  adjacent(11, {
+  adjacent(12, {
     name: 'UNKNOWN_OWNERSHIP over OBSERVE_MODE_DRIFT',
     both: () => judge(snapshot(n24Before(), { mode: 'observe', ...debugFlag })),
     without: () => judge(snapshot(n24Before(), { mode: 'observe' })),
   }),
-  adjacent(12, {
+  adjacent(13, {
     name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
     both: () =>
       acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
     without: () => acting(before(), before(), () => null),
   }),
-  adjacent(13, {
+  adjacent(14, {
     name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
     both: () =>
       acting(
@@ -529,7 +568,7 @@ const ladderPrecedence = [
       ),
     without: () => acting(before(), after(), (k) => (k === 'app' ? null : {})),
   }),
-  adjacent(14, {
+  adjacent(15, {
     name: 'CONVERGED_AFTER_REPAIR over ALREADY_CONVERGED: an action was carried out',
     both: () => acting(before(), after()),
     without: () => acting(before(), after(), () => null),
@@ -541,36 +580,37 @@ describe('precedence between adjacent rungs', () => {
     expectDecision(p.both(), p.upper);
     expectDecision(p.without(), p.lower);
   });
-  it('a standing ACTION_REFUSED (7) steps aside for DRIFT_DETECTED (8) while something else may run', () => {
+  it('a standing ACTION_REFUSED (8) steps aside for DRIFT_DETECTED (9) while something else may run', () => {
     // build refused before; config drifted since, and its repair may run: the refusal stays a condition.
     const r = judge(snapshot({ ...n24Before(), config: D6() }), { history: afterBuildRefused() });
-    expectDecision(r, rung(8));
+    expectDecision(r, rung(9));
     expect(r.decision.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['ACTION_REFUSED', 'build']);
-    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(7));
+    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(8));
   });
   it('covers every adjacent pair of the ladder', () => {
-    // 5/6 (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 8/9 (DRIFT_DETECTED before
-    // acting, RETRY drift meanwhile after) are one phase against the other, never both; 7/8 is above.
-    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 1, 2, 3, 4, 6, 9, 10, 11, 12, 13, 14]);
-    expect(LADDER.length).toBe(16);
+    // 1/2 (REPEATED_DRIFT opens before acting; ACTION_REFUSED in this pass is after), 6/7
+    // (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 9/10 (DRIFT_DETECTED before acting,
+    // RETRY drift meanwhile after) are one phase against the other, never both; 8/9 is above.
+    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 2, 3, 4, 5, 7, 10, 11, 12, 13, 14, 15]);
+    expect(LADDER.length).toBe(17);
   });
 });
 
 describe('a skipped action (an earlier action of the batch failed or was refused)', () => {
   it('is not an attempt, and the resource is still drifting: RETRY / ACTION_FAILED', () => {
     const r = acting(before(), before(), (k) => (k === 'build' ? failed : skipped));
-    expectDecision(r, rung(4));
+    expectDecision(r, rung(5));
     expect(r.decision.attempt_count).toBe(1);
     expect(r.decision.reason_detail).toContain('"build", "app" failed');
   });
   it('after a refusal: ACTION_REFUSED, and no attempt counted', () => {
     const r = acting(before(), before(), (k) => (k === 'build' ? refused : skipped));
-    expectDecision(r, { ...rung(1), detail: /^The agent refused "build":/ });
+    expectDecision(r, { ...rung(2), detail: /^The agent refused "build":/ });
     expect(r.decision.attempt_count).toBe(0);
   });
   it('alone never counts toward attempt_count nor proves a repair', () => {
     const r = acting(before(), after(), () => skipped);
-    expectDecision(r, rung(4));
+    expectDecision(r, rung(5));
     expect(r.decision.attempt_count).toBe(0);
     expect(r.history.attempt_count).toBe(0);
   });
@@ -603,6 +643,6 @@ describe('withheld_because keeps the ledger v1 wording', () => {
 
 // Keep the real pass in view: the loop's pass (src/domain/pass.ts) gives the same rows.
 it('the fixtures pass agrees with the rows it shares', async () => {
-  expectDecision((await pass(before(), () => after())).final, rung(14));
-  expectDecision((await pass(before(), () => unchanged())).final, rung(3));
+  expectDecision((await pass(before(), () => after())).final, rung(15));
+  expectDecision((await pass(before(), () => unchanged())).final, rung(4));
 });
