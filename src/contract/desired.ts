@@ -55,6 +55,12 @@ export interface Policy {
   conflict_window: string;
   /** Event-driven observation: the agent watches what it manages and a change triggers a pass. */
   watch: boolean;
+  /**
+   * How long a repair episode may run before Datum stops repairing and hands the node over
+   * (BLOCKED, REPAIR_DEADLINE_EXCEEDED). Optional and never defaulted, so the digest of desired
+   * state that does not set it is what it was.
+   */
+  repair_deadline?: string;
 }
 
 /** Where a generation came from: `{source, revision, author?, loaded_at}`. */

@@ -196,6 +196,11 @@ export type Decision = {
   operator_resolution?: OperatorResolution;
   /** On the note of a work item's resolution. Optional: other entries have none. */
   work_resolution?: WorkResolutionNote;
+  /**
+   * The repair episode this decision belongs to, where policy.repair_deadline is set: when it
+   * began and its deadline (the ledger auditor holds later entries to it). Optional: others have none.
+   */
+  repair_episode?: { started_at: string; repair_deadline: string };
 };
 
 export const LEDGER_VERSION = 1;

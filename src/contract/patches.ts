@@ -52,6 +52,8 @@ export const DECISION_RULE = {
   decisionsCarryValue: 'decisions-carry-value',
   /** A snapshot stamped further ahead of the controller's clock than MAX_CLOCK_SKEW_MS is not fresh. */
   futureSnapshotIsStale: 'future-snapshot-is-stale',
+  /** policy.repair_deadline ends a repair episode that outlives it: BLOCKED, nothing more authorized. */
+  repairDeadline: 'repair-deadline',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -260,6 +262,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'An agent clock an hour ahead made its snapshots look fresh for an hour past observation_ttl, and the node CONVERGED from them (issue 18; test/adversarial/clock-ahead).',
+  },
+  [DECISION_RULE.repairDeadline]: {
+    since: UNRELEASED,
+    changes:
+      'Where desired state sets policy.repair_deadline, a repair episode that outlives it (or whose next retry would come after it) says BLOCKED/REPAIR_DEADLINE_EXCEEDED and authorizes nothing more, instead of RETRY until retry_budget is spent.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A repair episode had a budget of attempts but none of time (seed 004: "a budget of attempts and time"): a long backoff kept a node retrying for as long as the attempts lasted (issue 20).',
   },
 };
 

@@ -164,6 +164,11 @@ export const policyInput = z
         ),
       })
       .optional(),
+    repair_deadline: duration('repair_deadline')
+      .describe(
+        'How long one repair episode (from the first authorized repair until the node converges) may run; once it has passed, Datum stops repairing and the node is BLOCKED with REPAIR_DEADLINE_EXCEEDED. Unset: only retry_budget bounds an episode.',
+      )
+      .optional(),
   })
   .optional();
 
@@ -182,6 +187,8 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
     node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
     conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
     watch: input?.watch ?? POLICY_DEFAULTS.watch,
+    // Only when set: an absent field keeps the digest of desired state written before it existed.
+    ...(input?.repair_deadline === undefined ? {} : { repair_deadline: d(input.repair_deadline, '0s') }),
   };
 }
 

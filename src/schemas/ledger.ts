@@ -198,6 +198,8 @@ export const decision = exactly<Decision>()(
         note: z.string().nullable(),
       })
       .optional(),
+    /** The repair episode this decision belongs to, where policy.repair_deadline is set. */
+    repair_episode: z.object({ started_at: z.string(), repair_deadline: z.string() }).optional(),
   }),
 );
 

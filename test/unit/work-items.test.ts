@@ -101,6 +101,7 @@ describe('which conditions open work, and what each allows', () => {
   it.each([
     ['CONFLICTING_WRITER', ['retake', 'yield']],
     ['RETRY_BUDGET_EXHAUSTED', ['grant', 'hold']],
+    ['REPAIR_DEADLINE_EXCEEDED', ['grant', 'hold']],
     ['DESTRUCTIVE_REPAIR_REQUIRED', ['approve', 'decline']],
     ['UNKNOWN_OWNERSHIP', ['leave', 'adopt']],
     ['ACTION_REFUSED', ['retry', 'hold']],
