@@ -10,7 +10,7 @@ import {
   type LedgerEntry,
 } from '../../src/domain';
 import { auditLedger } from '../../src/domain/ledger-audit';
-import { NOW, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
+import { NOW, later, loopResolution, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
 
 /*
  * policy.repair_deadline (issue 20, "Budgets"): a time budget per repair episode. The episode
@@ -158,17 +158,7 @@ describe('the rule is asked only where it changes the outcome', () => {
 });
 
 describe('a resolver grants more: attempts and a fresh deadline', () => {
-  const ask = (o: Partial<LoopResolution> = {}): LoopResolution => ({
-    item_id: 'datum-work/N-24/REPAIR_DEADLINE_EXCEEDED/app',
-    condition: 'REPAIR_DEADLINE_EXCEEDED',
-    resource_key: 'app',
-    resolution: 'grant',
-    attempts: 1,
-    by: 'alice',
-    identity: 'alice@laptop',
-    note: null,
-    ...o,
-  });
+  const ask = (o: Partial<LoopResolution> = {}) => loopResolution('REPAIR_DEADLINE_EXCEEDED', o);
 
   it('grant: the episode clock starts again with the next repair, and attempts left are kept (3 of 5 here)', async () => {
     const intent = policy({ repair_deadline: '20s' });
