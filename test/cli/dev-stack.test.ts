@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
+import { auditSqliteLedgersUnder } from '../helpers/ledger-audit';
 
 /*
  * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
@@ -87,7 +88,12 @@ async function leftovers(): Promise<string[]> {
 afterAll(async () => {
   if (dev && dev.exitCode === null) dev.kill('SIGKILL');
   for (const p of await leftovers()) process.kill(Number(p.split(':')[0]), 'SIGKILL');
-  await fs.rm(dataDir, { recursive: true, force: true });
+  try {
+    // The ledger `datum dev --data` wrote keeps its invariants (test/helpers/ledger-audit.ts).
+    await auditSqliteLedgersUnder(dataDir);
+  } finally {
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
 });
 
 describe('datum dev (npm start)', () => {
