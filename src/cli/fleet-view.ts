@@ -3,6 +3,8 @@ import type { Client } from '@temporalio/client';
 import { DesiredStateAuthority } from '../activities/authority';
 import { mapLimit } from '../activities/map-limit';
 import { missingLoopMessage, missingLoops, NO_RUNNING_LOOP, type MissingLoop } from '../worker/fleet-loops';
+import { resolveTarget, type ConnectionFlags } from './connection';
+import { devFleetFor } from './dev-record';
 import { fleetDirFrom } from './dirs';
 import { UsageError, withFix } from './errors';
 
@@ -31,14 +33,19 @@ export interface FleetCheck {
   without_loop: NodeWithoutLoop[];
 }
 
-/** The fleet directory of --fleet or DATUM_FLEET, or null when neither is given (checked when given). */
-export function optionalFleetDir(flag: string | undefined): string | null {
-  return flag === undefined && !process.env.DATUM_FLEET ? null : fleetDirFrom(flag);
+/**
+ * The fleet directory of --fleet or DATUM_FLEET (checked when given); without either, the fleet
+ * of the `datum dev` running the server these flags reach (dev-record.ts); else null.
+ */
+export function optionalFleetDir(flag: string | undefined, connection: ConnectionFlags = {}): string | null {
+  if (flag !== undefined || process.env.DATUM_FLEET) return fleetDirFrom(flag);
+  const target = resolveTarget(connection);
+  return devFleetFor(target.address, target.namespace);
 }
 
 /** NO_RUNNING_LOOP compares the loops with the authority: asking for it without a fleet directory is a usage error. */
-export function fleetFor(types: string[], flag: string | undefined): string | null {
-  const dir = optionalFleetDir(flag);
+export function fleetFor(types: string[], flag: string | undefined, connection: ConnectionFlags = {}): string | null {
+  const dir = optionalFleetDir(flag, connection);
   if (dir === null && types.includes(NO_RUNNING_LOOP))
     throw new UsageError(
       withFix(`--condition ${NO_RUNNING_LOOP} compares the loops with the authority`, 'pass --fleet DIR or set DATUM_FLEET'),

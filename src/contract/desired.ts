@@ -63,6 +63,12 @@ export interface Policy {
    */
   writer_horizon?: string;
   writer_repairs?: number;
+  /**
+   * How long a repair episode may run before Datum stops repairing and hands the node over
+   * (BLOCKED, REPAIR_DEADLINE_EXCEEDED). Optional and never defaulted, so the digest of desired
+   * state that does not set it is what it was.
+   */
+  repair_deadline?: string;
 }
 
 /** policy.writer_horizon and writer_repairs when desired state does not set them (src/domain/repeated-drift.ts). */

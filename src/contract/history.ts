@@ -17,6 +17,11 @@ import type { ConvergenceStatus, Mode, Reason, Resolution } from './vocabulary';
 export interface History {
   /** Repairs tried in the current episode; compared with retry_budget. */
   attempt_count: number;
+  /**
+   * When the current repair episode began (the workflow time of its first decision that authorized
+   * a repair); policy.repair_deadline counts from it. Absent outside an episode and in older carries.
+   */
+  episode_started?: string;
   /** Monotonic across the whole run chain; tells a replayed apply from a new attempt. */
   action_seq: number;
   /** Resources a repair brought to desired, with the marker seen then (conflict_window starts here). */

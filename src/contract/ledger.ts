@@ -213,6 +213,11 @@ export type Decision = {
   work_resolution?: WorkResolutionNote;
   /** On the notes an operator's signal or Update wrote: who asked, declared and as Temporal recorded it. Optional: older notes lack it. */
   requester?: RequesterNote;
+  /**
+   * The repair episode this decision belongs to, where policy.repair_deadline is set: when it
+   * began and its deadline (the ledger auditor holds later entries to it). Optional: others have none.
+   */
+  repair_episode?: { started_at: string; repair_deadline: string };
 };
 
 export const LEDGER_VERSION = 1;

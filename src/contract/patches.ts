@@ -55,6 +55,8 @@ export const DECISION_RULE = {
   futureSnapshotIsStale: 'future-snapshot-is-stale',
   /** A target that drifts again after writer_repairs repairs within writer_horizon is CONFLICT, not new drift. */
   repeatedDriftIsWriter: 'repeated-drift-is-writer',
+  /** policy.repair_deadline ends a repair episode that outlives it: BLOCKED, nothing more authorized. */
+  repairDeadline: 'repair-deadline',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -281,6 +283,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'A writer that flipped a managed file back more slowly than conflict_window was new drift every time, repaired with a fresh budget, forever (issue 18, hole 10b; test/adversarial/slow-writer).',
+  },
+  [DECISION_RULE.repairDeadline]: {
+    since: UNRELEASED,
+    changes:
+      'Where desired state sets policy.repair_deadline, a repair episode that outlives it (or whose next retry would come after it) says BLOCKED/REPAIR_DEADLINE_EXCEEDED and authorizes nothing more, instead of RETRY until retry_budget is spent.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A repair episode had a budget of attempts but none of time (seed 004: "a budget of attempts and time"): a long backoff kept a node retrying for as long as the attempts lasted (issue 20).',
   },
 };
 

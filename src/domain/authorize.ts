@@ -1,4 +1,5 @@
 import { withheldBecause, type WithheldCause } from './causes';
+import { deadlinePassed, type EpisodeClock } from './deadline';
 import type { Assessment } from './classify';
 import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
@@ -37,6 +38,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
     next,
     writers.blocking,
     intent.policy.retry_budget,
+    deadlinePassed(input),
   );
   const planned = authorizations.map(toPlanned);
   const authorized = planned.filter((p) => p.authorized);
@@ -64,6 +66,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
       ineffective: [],
       failed: [],
       budget_withheld: withheldFor('budget'),
+      deadline_withheld: withheldFor('deadline'),
       authorized: authorized.map((p) => p.resource_key),
       drifted_meanwhile: [],
       executed: false,
@@ -74,7 +77,8 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
 
 /**
  * Why each planned action is withheld, first cause first: destructive, observe mode, an open
- * conflict, a standing refusal, a spent budget; then a service whose inputs cannot be repaired.
+ * conflict, a standing refusal, a spent budget, a passed repair_deadline; then a service whose
+ * inputs cannot be repaired.
  */
 export function authorizePlan(
   items: PlanItem[],
@@ -82,8 +86,12 @@ export function authorizePlan(
   history: History,
   blocking: string[],
   budget: number,
+  deadline: EpisodeClock | null = null,
 ): Authorization[] {
-  const result: Authorization[] = items.map((item) => ({ ...item, cause: withheldCause(item, history, blocking, budget) }));
+  const result: Authorization[] = items.map((item) => ({
+    ...item,
+    cause: withheldCause(item, history, blocking, budget) ?? deadlineCause(deadline),
+  }));
   const planned = new Map(result.map((x) => [x.action.resource_key, x]));
   // A service restart cannot help while what it loads is drifted and not being repaired. In plan
   // order (services last), so the authorization of what a service loads is already settled.
@@ -115,6 +123,10 @@ function withheldCause(
     return { kind: 'refused', refusal: r.refusal };
   if (history.attempt_count >= budget) return { kind: 'budget', attempts: history.attempt_count };
   return null;
+}
+
+function deadlineCause(clock: EpisodeClock | null): WithheldCause | null {
+  return clock ? { kind: 'deadline', deadline: clock.repair_deadline, started_at: clock.started_at } : null;
 }
 
 /** The ledger's planned action: the cause becomes its sentence. */

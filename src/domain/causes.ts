@@ -11,6 +11,7 @@ export type WithheldCause =
   | { kind: 'conflict'; writers: string[] }
   | { kind: 'refused'; refusal: string }
   | { kind: 'budget'; attempts: number }
+  | { kind: 'deadline'; deadline: string; started_at: string }
   | { kind: 'dependency'; on: string[] };
 
 /** The ledger's sentence for a cause (ledger v1 wording; entries are stored and replayed). */
@@ -26,6 +27,8 @@ export function withheldBecause(cause: WithheldCause): string {
       return `refused by the agent: ${cause.refusal}`;
     case 'budget':
       return `retry budget exhausted after ${cause.attempts} attempt(s)`;
+    case 'deadline':
+      return `repair_deadline ${cause.deadline} passed in the repair episode that began at ${cause.started_at}`;
     case 'dependency':
       return `depends on ${list(cause.on)}, which cannot be repaired now`;
   }

@@ -29,6 +29,7 @@ const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>
   UNKNOWN_OWNERSHIP: { resolver: 'operator', needs_judgement: true },
   DESTRUCTIVE_REPAIR_REQUIRED: { resolver: 'operator', needs_judgement: true },
   RETRY_BUDGET_EXHAUSTED: { resolver: 'operator', needs_judgement: true },
+  REPAIR_DEADLINE_EXCEEDED: { resolver: 'operator', needs_judgement: true },
   REPAIR_RETRYING: { resolver: 'datum', needs_judgement: false },
   ACTION_REFUSED: { resolver: 'operator', needs_judgement: true },
   CONFLICTING_WRITER: { resolver: 'operator', needs_judgement: true },

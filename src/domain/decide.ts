@@ -3,6 +3,7 @@ export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
 import { carriedResourceConditions, mergeConditions } from './conditions';
+import { episodeRecord, episodeStartOf, withoutEpisode } from './deadline';
 import { formatDuration } from './duration';
 import { laterGateConditions, runGates, snapshotFresh, type ClosedGate, type GateInput } from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
@@ -196,6 +197,7 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
   const { verdict } = outcome;
   const conditions = mergeConditions(history.conditions, [...verdict.drafts, ...signalConditions(history)], now);
   const assessments = outcome.resources?.assessments ?? [];
+  const episode = episodeStartOf(outcome.history, outcome.record.authorized_actions.length, now);
   const decision: Decision = {
     ...pass.frame,
     resources: assessments.map(toEntry(intent)),
@@ -212,9 +214,11 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
     reason_detail: verdict.detail,
     recheck_trigger: verdict.recheck,
     conditions,
+    ...episodeRecord(intent, episode),
   };
   const next: History = {
-    ...outcome.history,
+    ...withoutEpisode(outcome.history),
+    ...(verdict.ends_episode || episode === undefined ? {} : { episode_started: episode }),
     attempt_count: verdict.ends_episode ? 0 : outcome.history.attempt_count,
     // Only a pass judges a snapshot's age: a fresh one ends the run of stale ones.
     stale_retakes:

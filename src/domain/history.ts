@@ -66,6 +66,8 @@ export function recordResolution(
     const { [key]: _refusal, ...refused } = history.refused;
     next.refused = refused;
     next.attempt_count = 0;
+    // And a fresh repair_deadline: the next authorized repair starts the episode's clock again.
+    delete next.episode_started;
   }
   return { history: next, error: null };
 }

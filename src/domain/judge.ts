@@ -1,6 +1,7 @@
 import { DECISION_RULE } from '../contract/patches';
 import { authorizePlan } from './authorize';
 import { effectiveMode } from './classify';
+import { overdueRetries } from './deadline';
 import type { ConditionDraft } from './conditions';
 import type { ActedPass } from './inputs';
 import { conflictDrafts, refusalDrafts, resourceConcerns, type Judgement } from './ladder';
@@ -68,6 +69,9 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
     .filter((x) => x.cause === null && !probe.acted_keys.has(x.action.resource_key))
     .map((x) => x.action.resource_key);
   const spent = withheldForBudget(meanwhile, carried.attempt_count, intent.policy.retry_budget, input.rules);
+  const retrying = spent.length > 0 ? [] : meanwhile;
+  // A retry that could only come after repair_deadline is not promised (deadline.ts).
+  const overdue = overdueRetries(input, [...probe.ineffective, ...probe.failed, ...retrying]);
   return {
     planned,
     authorized: acted.actions,
@@ -91,8 +95,9 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       ineffective: probe.ineffective,
       failed: probe.failed,
       budget_withheld: spent,
+      deadline_withheld: overdue,
       authorized: acted.actions.map((a) => a.resource_key),
-      drifted_meanwhile: spent.length > 0 ? [] : meanwhile,
+      drifted_meanwhile: overdue.length > 0 ? [] : retrying,
       executed: acted.evidence.some(wasExecuted),
       ...resourceConcerns(post, planned),
     },

@@ -3,6 +3,7 @@
 import type { Json } from './canonical';
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
+import { sayDeadline } from './deadline';
 import type { ActedPass } from './inputs';
 import { addMs, durationMs, formatDuration } from './duration';
 import { backoffMs, list, trigger, type Classified, type Verdict } from './verdict';
@@ -49,6 +50,8 @@ export interface Evidence {
   failed: string[];
   /** Pre: planned but withheld because retry_budget is spent. Post: drift that appeared meanwhile once this pass spent it. */
   budget_withheld: string[];
+  /** Pre: planned but withheld because repair_deadline passed. Post: what a RETRY would come back for after it. */
+  deadline_withheld: string[];
   /** Resources with an authorized action (pre: authorized now; post: acted on). */
   authorized: string[];
   /** Drift the next pass could repair that this pass did not touch (post only). */
@@ -167,6 +170,15 @@ export const LADDER: readonly Rung[] = [
       "A write refused for a stale snapshot outranks a retry: the plan's evidence expired, so the loop re-observes and plans again rather than retrying an old plan (and it is no standing refusal: nothing is wrong that a fresh snapshot does not fix).",
     when: (e) => e.stale_refused.length > 0,
     say: sayStaleAtWrite,
+  },
+  {
+    status: 'BLOCKED',
+    reason: 'REPAIR_DEADLINE_EXCEEDED',
+    trigger: 'FRESH_OBSERVATION',
+    outranks:
+      'A retry the deadline would withhold is never promised (RETRY only within budget, of attempts and of time); a spent retry_budget never reaches here (judge and authorize leave this list empty then).',
+    when: (e) => e.deadline_withheld.length > 0,
+    say: (e) => sayDeadline(e, (key) => deadlineTried(key, e)),
   },
   {
     status: 'RETRY',
@@ -505,6 +517,16 @@ const whatHappened = (e: Evidence) => (e.failed.length > 0 ? 'failed' : 'did not
 
 function refusals(e: Evidence, keys: string[]): string {
   return keys.map((k) => e.refused[k]?.refusal).join('; ');
+}
+
+/** What was tried for a key the deadline stopped: this pass's action, else what its earlier condition kept. */
+function deadlineTried(key: string, e: Evidence): string[] {
+  const now = triedFor(key, e.acted);
+  if (now.length > 0) return now;
+  const earlier = e.history.conditions.find(
+    (c) => c.resource_key === key && (c.type === 'REPAIR_DEADLINE_EXCEEDED' || c.type === 'REPAIR_RETRYING'),
+  );
+  return earlier?.tried ?? [];
 }
 
 function triedFor(key: string, acted: ActedPass | null): string[] {

@@ -1,5 +1,6 @@
 import type { LedgerEntry } from '../contract/ledger';
 import { DESTRUCTIVE_ACTIONS } from '../contract/vocabulary';
+import { addMs, durationMs, msBetween } from './duration';
 
 /*
  * The ledger auditor: the invariants every ledger keeps, whoever wrote it, checked over what a
@@ -12,7 +13,9 @@ import { DESTRUCTIVE_ACTIONS } from '../contract/vocabulary';
  * - CONVERGED only from a fresh observation: the entry's own, or, for a note (observation_fresh
  *   false), the chain's last entry with a fresh observation, which judged the same generation and
  *   digest CONVERGED. A note copying CONVERGED onto new content manufactures it;
- * - RETRY only while the retry budget lasts (attempt_count below retry_budget);
+ * - RETRY only while the retry budget lasts (attempt_count below retry_budget), and, where the
+ *   policy sets repair_deadline, only for a retry (not_before) before the episode's deadline;
+ * - nothing carried out in an episode after an entry of it said REPAIR_DEADLINE_EXCEEDED;
  * - no action authorized in observe mode (the host's or the resource's), on an OPERATOR_OWNED or
  *   UNKNOWN resource, on a resource the operator yielded, and no destructive action at all.
  */
@@ -28,7 +31,13 @@ export interface LedgerFinding {
   workflow_id: string;
   chain_id: string;
   seq: number;
-  rule: 'SEQ' | 'CONVERGED_WITHOUT_OBSERVATION' | 'RETRY_PAST_BUDGET' | 'ACTION_NOT_ALLOWED';
+  rule:
+    | 'SEQ'
+    | 'CONVERGED_WITHOUT_OBSERVATION'
+    | 'RETRY_PAST_BUDGET'
+    | 'RETRY_PAST_DEADLINE'
+    | 'ACTION_AFTER_DEADLINE'
+    | 'ACTION_NOT_ALLOWED';
   detail: string;
 }
 
@@ -50,6 +59,7 @@ export function auditLedger(rows: readonly AuditedRow[]): LedgerFinding[] {
 function auditChain(chain: readonly AuditedRow[]): LedgerFinding[] {
   const findings: LedgerFinding[] = [];
   let lastFresh: LedgerEntry | null = null;
+  const pastDeadline = new Set<string>();
   chain.forEach(({ chain_id, entry }, i) => {
     const found = (rule: LedgerFinding['rule'], detail: string) =>
       findings.push({ node: entry.node_id, workflow_id: entry.workflow_id, chain_id, seq: entry.seq, rule, detail });
@@ -65,6 +75,8 @@ function auditChain(chain: readonly AuditedRow[]): LedgerFinding[] {
         `RETRY (${entry.reason}) at attempt ${entry.attempt_count} of retry_budget ${entry.retry_budget}`,
       );
     for (const detail of actionsNotAllowed(entry)) found('ACTION_NOT_ALLOWED', detail);
+    const deadline = deadlineBroken(entry, pastDeadline);
+    if (deadline) found(deadline.rule, deadline.detail);
     if (entry.observation_fresh) lastFresh = entry;
   });
   return findings;
@@ -79,6 +91,34 @@ function convergedWithout(entry: LedgerEntry, lastFresh: LedgerEntry | null): st
     return `${said}, but the last fresh observation (seq ${lastFresh.seq}) judged generation ${lastFresh.desired_generation} digest ${lastFresh.desired_digest}`;
   if (lastFresh.convergence_status !== 'CONVERGED')
     return `${said}, but the last fresh observation (seq ${lastFresh.seq}) judged it ${lastFresh.convergence_status}`;
+  return null;
+}
+
+/**
+ * A RETRY for after its episode's repair_deadline, or an action carried out in an episode an
+ * earlier entry ended with REPAIR_DEADLINE_EXCEEDED (`ended` collects those episodes' starts).
+ */
+function deadlineBroken(
+  entry: LedgerEntry,
+  ended: Set<string>,
+): { rule: 'RETRY_PAST_DEADLINE' | 'ACTION_AFTER_DEADLINE'; detail: string } | null {
+  const episode = entry.repair_episode;
+  if (!episode) return null;
+  const endsAt = addMs(episode.started_at, durationMs(episode.repair_deadline));
+  const notBefore = entry.recheck_trigger.not_before;
+  const carriedOut = entry.execution_evidence.filter((ev) => ev.outcome !== 'refused' && ev.outcome !== 'skipped');
+  const wasEnded = ended.has(episode.started_at);
+  if (entry.reason === 'REPAIR_DEADLINE_EXCEEDED') ended.add(episode.started_at);
+  if (entry.convergence_status === 'RETRY' && notBefore !== null && msBetween(notBefore, endsAt) <= 0)
+    return {
+      rule: 'RETRY_PAST_DEADLINE',
+      detail: `RETRY (${entry.reason}) not before ${notBefore}, at or after the deadline ${endsAt} of the episode that began ${episode.started_at} (repair_deadline ${episode.repair_deadline})`,
+    };
+  if (wasEnded && carriedOut.length > 0)
+    return {
+      rule: 'ACTION_AFTER_DEADLINE',
+      detail: `${carriedOut.map((ev) => `${ev.action} on "${ev.resource_key}"`).join(', ')} carried out in the episode that began ${episode.started_at}, after an entry of it said REPAIR_DEADLINE_EXCEEDED`,
+    };
   return null;
 }
 

@@ -7,6 +7,7 @@ import type {
   WorkCondition,
 } from '../contract/work';
 import type { History } from '../contract/history';
+import { withoutEpisode } from './deadline';
 import { recordResolution } from './history';
 import type { BoundIntent } from '../contract/desired';
 
@@ -75,6 +76,16 @@ export const WORK_RULES: Record<WorkCondition, readonly ResolutionRule[]> = {
     {
       resolution: 'grant',
       does: 'Grants N more repair attempts (1 to retry_budget) for this episode; the next pass repairs again.',
+      expects: 'cleared',
+      writes: true,
+    },
+    HOLD('the node blocked'),
+  ],
+  // A repair episode that outlived policy.repair_deadline: the same choice, in time as in attempts.
+  REPAIR_DEADLINE_EXCEEDED: [
+    {
+      resolution: 'grant',
+      does: 'Grants N more repair attempts (1 to retry_budget) and a fresh repair_deadline counted from the next repair; the next pass repairs again.',
       expects: 'cleared',
       writes: true,
     },
@@ -226,8 +237,12 @@ const EFFECTS: Record<ResolutionKind, (history: History, intent: BoundIntent, r:
     const n = r.attempts ?? 0;
     if (!Number.isInteger(n) || n < 1 || n > budget)
       return { error: `grant takes 1 to ${budget} attempts (retry_budget), not ${n}` };
-    // The attempts left become n: the ledger's attempt_count stays within retry_budget.
-    return { history: { ...history, attempt_count: Math.max(0, budget - n) }, what: `granting ${n} more attempt(s)` };
+    // The attempts left become n (or stay more, for a deadline hit first): the ledger's
+    // attempt_count stays within retry_budget. The episode's repair_deadline starts again with the
+    // next repair, or the grant would be withheld.
+    const granted = { ...withoutEpisode(history), attempt_count: Math.max(0, Math.min(history.attempt_count, budget - n)) };
+    const fresh = intent.policy.repair_deadline ? ` and a fresh repair_deadline of ${intent.policy.repair_deadline}` : '';
+    return { history: granted, what: `granting ${n} more attempt(s)${fresh}` };
   },
   retry: (history, _intent, r) => {
     const { [r.resource_key ?? '']: _gone, ...refused } = history.refused;

@@ -190,6 +190,11 @@ export const policyInput = z
         ),
       })
       .optional(),
+    repair_deadline: duration('repair_deadline')
+      .describe(
+        'How long one repair episode (from the first authorized repair until the node converges) may run; once it has passed, Datum stops repairing and the node is BLOCKED with REPAIR_DEADLINE_EXCEEDED. Unset: only retry_budget bounds an episode.',
+      )
+      .optional(),
   })
   .optional();
 
@@ -211,6 +216,8 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
     // Only when written: a file that does not set them keeps the digest it had before they existed.
     ...(input?.writer_horizon === undefined ? {} : { writer_horizon: d(input.writer_horizon, WRITER_DEFAULTS.writer_horizon) }),
     ...(input?.writer_repairs === undefined ? {} : { writer_repairs: input.writer_repairs }),
+    // Only when set: an absent field keeps the digest of desired state written before it existed.
+    ...(input?.repair_deadline === undefined ? {} : { repair_deadline: d(input.repair_deadline, '0s') }),
   };
 }
 

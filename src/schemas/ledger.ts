@@ -207,6 +207,8 @@ export const decision = exactly<Decision>()(
         identity: z.string().nullable(),
       })
       .optional(),
+    /** The repair episode this decision belongs to, where policy.repair_deadline is set. */
+    repair_episode: z.object({ started_at: z.string(), repair_deadline: z.string() }).optional(),
   }),
 );
 

@@ -4,8 +4,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
+import { auditSqliteLedgersUnder } from '../helpers/ledger-audit';
 
 /*
  * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
@@ -59,6 +61,15 @@ async function datum(port: number, ...args: string[]): Promise<{ code: number; s
   }
 }
 
+async function terminate(port: number, workflowId: string, reason: string): Promise<void> {
+  const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+  try {
+    await new Client({ connection }).workflow.getHandle(workflowId).terminate(reason);
+  } finally {
+    await connection.close();
+  }
+}
+
 /** Processes whose working directory or command line points into the data dir. */
 async function leftovers(): Promise<string[]> {
   const found: string[] = [];
@@ -77,7 +88,12 @@ async function leftovers(): Promise<string[]> {
 afterAll(async () => {
   if (dev && dev.exitCode === null) dev.kill('SIGKILL');
   for (const p of await leftovers()) process.kill(Number(p.split(':')[0]), 'SIGKILL');
-  await fs.rm(dataDir, { recursive: true, force: true });
+  try {
+    // The ledger `datum dev --data` wrote keeps its invariants (test/helpers/ledger-audit.ts).
+    await auditSqliteLedgersUnder(dataDir);
+  } finally {
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
 });
 
 describe('datum dev (npm start)', () => {
@@ -97,6 +113,14 @@ describe('datum dev (npm start)', () => {
     expect(status.code).toBe(1); // N-25 drifts in observe mode: the fleet is not right
     const conditions = (JSON.parse(status.stdout) as { conditions: Array<{ node: string; type: string }> }).conditions;
     expect(new Set(conditions.map((c) => `${c.node}/${c.type}`))).toEqual(new Set(['N-25/OBSERVED_DRIFT']));
+    // Without --fleet or DATUM_FLEET, status compares the loops with the fleet dev runs (its dev.json).
+    expect(output).toContain(`TEMPORAL_ADDRESS=127.0.0.1:${port} DATUM_DATA=${dataDir} npx datum status`);
+    expect(JSON.parse(status.stdout)).toMatchObject({ fleet: path.join(dataDir, 'fleet'), declared: 5 });
+    await terminate(port, 'datum/N-23/gen-11', 'a loop ended by hand');
+    const missing = await datum(port, 'status');
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toMatch(/N-23\s+NO_RUNNING_LOOP\s.*datum\/N-23\/gen-11 terminated by .*"a loop ended by hand"/);
+    expect((await datum(port, 'nodes')).stdout).toMatch(/N-23\s+NO LOOP\s+terminated/);
     const describeOut = await datum(port, 'describe', 'N-24');
     expect(describeOut.stdout).toMatch(/operator exception: maintenance/);
 
@@ -116,6 +140,7 @@ describe('datum dev (npm start)', () => {
     dev.kill('SIGINT');
     await until('dev to exit', () => dev!.exitCode !== null, 60_000);
     expect(output).toContain('every process it started has exited');
+    await expect(fs.stat(path.join(dataDir, 'dev.json'))).rejects.toThrow(/ENOENT/);
     expect(await leftovers()).toEqual([]);
 
     // Again: resumes from the SQLite file; the same loops are there and carry on.

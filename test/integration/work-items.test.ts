@@ -287,6 +287,33 @@ http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'applicat
   return dir;
 }
 
+describe('a repair episode past policy.repair_deadline (real processes)', () => {
+  it('a service that never reports its build: BLOCKED/REPAIR_DEADLINE_EXCEEDED with budget left, nothing tried after, a work item open', async () => {
+    const node = 'W-6';
+    // Never fixed: the service answers build "broken" however often it is restarted. Retries 1s,
+    // 2s, 4s, 4s, 4s apart (FAST_POLICY's backoff) span 15s; the deadline is 5s.
+    const art = await stack.fleet.artifactFrom('7.4', 'fixable', await fixableService(path.join(scratch, 'W-6-never')));
+    const loop = await enforcing(node, { artifact: art.name, policy: { retry_budget: 6, repair_deadline: '5s' } });
+    const blocked = await stack.waitFor(loop, (s) => s.reason === 'REPAIR_DEADLINE_EXCEEDED', 90_000);
+    expect(blocked.convergence_status).toBe('BLOCKED');
+    expect(blocked.attempt_count).toBeLessThan(6);
+    const opened = await until(
+      () => item(workItemId(node, 'REPAIR_DEADLINE_EXCEEDED', 'app')),
+      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+    );
+    expect(opened.allowed.map((a) => a.resolution)).toEqual(['grant', 'hold']);
+    // Three more resync passes (1s apart) observe and authorize nothing: no entry after the
+    // deadline's carries an action, and the attempts stay where the deadline stopped them.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await stack.waitFor(loop, () => true)).attempt_count).toBe(blocked.attempt_count);
+    const ledger = await stack.ledger(loop);
+    const first = ledger.findIndex((e) => e.reason === 'REPAIR_DEADLINE_EXCEEDED');
+    expect(ledger[first].repair_episode).toMatchObject({ repair_deadline: '5s' });
+    expect(ledger.slice(first + 1).flatMap((e) => e.execution_evidence)).toEqual([]);
+    expect(ledger.slice(0, first).every((e) => e.convergence_status === 'RETRY')).toBe(true);
+  });
+});
+
 describe('a spent retry budget, resolved by a person', () => {
   it('a grant that does not fix the node reopens the item; the next grant, after the fix, closes it', async () => {
     const node = 'W-2';

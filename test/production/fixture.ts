@@ -14,6 +14,7 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { ledgerQuery, stateQuery, type NodeState } from '../../src/contract';
 import type { WorkflowHandle } from '@temporalio/client';
 import { FAST_POLICY } from '../helpers/fleet';
+import { auditPostgresLedger } from '../helpers/ledger-audit';
 import { killProcessesUnder } from '../helpers/processes';
 
 export const D7 = createHash('sha256')
@@ -61,9 +62,16 @@ export async function startProductionStack(workers: number, options: { ledger?: 
       await ledger.close().catch(() => undefined);
       await connection.close().catch(() => undefined);
       // What DATA/cluster.json records now: an `up` by another process may have started parts anew.
-      await ((await Cluster.attach(dataDir).catch(() => null)) ?? stack.cluster).down();
-      killProcessesUnder(base); // the services the agents started outlive them, as on a real node
-      await fs.rm(base, { recursive: true, force: true });
+      const current = (await Cluster.attach(dataDir).catch(() => null)) ?? stack.cluster;
+      try {
+        // The PostgreSQL ledger this release wrote keeps its invariants (test/helpers/ledger-audit.ts),
+        // checked while its server still runs. Not with { ledger: false }: a previous release wrote it.
+        if (options.ledger !== false) await auditPostgresLedger(current.ledgerUrl);
+      } finally {
+        await current.down();
+        killProcessesUnder(base); // the services the agents started outlive them, as on a real node
+        await fs.rm(base, { recursive: true, force: true });
+      }
     },
   };
   return stack;

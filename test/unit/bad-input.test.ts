@@ -77,6 +77,30 @@ const rows: Row[] = [
     fix: /positive count/,
   },
   {
+    name: 'a repair_deadline that is not a duration',
+    kind: 'desired',
+    text: `${goodDesired}policy:\n  repair_deadline: ten minutes\n`,
+    field: 'policy.repair_deadline',
+    problem: /"ten minutes" is not a duration/,
+    fix: /"5m"/,
+  },
+  {
+    name: 'a zero repair_deadline',
+    kind: 'desired',
+    text: `${goodDesired}policy:\n  repair_deadline: 0s\n`,
+    field: 'policy.repair_deadline',
+    problem: /repair_deadline cannot be zero/,
+    fix: /positive duration/,
+  },
+  {
+    name: 'a repair_deadline given as a number',
+    kind: 'desired',
+    text: `${goodDesired}policy:\n  repair_deadline: 600\n`,
+    field: 'policy.repair_deadline',
+    problem: /repair_deadline must be a duration string/,
+    fix: /"60s"/,
+  },
+  {
     name: 'a non-YAML desired-state file',
     kind: 'desired',
     text: 'node: N-24\n  generation: [12\n',
@@ -261,6 +285,11 @@ describe('bad input names the file, the field and the fix', () => {
       conflict_window: '600s',
       watch: true,
     });
+    expect(intent.policy, 'repair_deadline is never defaulted: desired state without it keeps its digest').not.toHaveProperty(
+      'repair_deadline',
+    );
+    const withDeadline = parseDesiredStateText(`${goodDesired}policy:\n  repair_deadline: 15m\n`, DESIRED, PROVENANCE, 'N-24');
+    expect(withDeadline.policy.repair_deadline).toBe('900s');
     expect(intent.provenance.source).toBe(DESIRED);
     const agent = parseAgentConfigText(goodAgent, AGENT);
     expect(agent.reconciliation).toEqual({ mode: 'enforce', resources: { config: 'observe' } });

@@ -17,6 +17,7 @@ import {
   type Json,
   type Observation,
 } from '../../src/domain';
+import type { LoopResolution, WorkCondition } from '../../src/contract';
 import { observation as observationSchema, type ObservationInput, validateDesiredState } from '../../src/schemas';
 
 export const NOW = '2026-11-29T12:00:00.000Z';
@@ -160,3 +161,16 @@ export function applied(a: AuthorizedAction, at = NOW): ExecutionEvidence {
 
 /** Markers that match what `pass` reports our own writes left. */
 export const oursFor = (keys: string[]): NodeState['markers'] => Object.fromEntries(keys.map((k) => [k, `ours:${k}`]));
+
+/** A work item's resolution as the loop's resolveWork Update takes it: alice grants 1 more attempt on "app", unless `o` says otherwise. */
+export const loopResolution = (condition: WorkCondition, o: Partial<LoopResolution> = {}): LoopResolution => ({
+  item_id: `datum-work/N-24/${condition}/app`,
+  condition,
+  resource_key: 'app',
+  resolution: 'grant',
+  attempts: 1,
+  by: 'alice',
+  identity: 'alice@laptop',
+  note: null,
+  ...o,
+});

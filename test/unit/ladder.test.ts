@@ -84,8 +84,8 @@ function acting(
   post: Observation,
   report: (key: string) => Report = () => ({}),
   history = emptyHistory(),
+  intent = n24(),
 ): DecideResult {
-  const intent = n24();
   const first = decide({ intent, authority: authorityOf(intent), observation: pre, history, now: NOW });
   expect(first.decision.authorized_actions.length, 'the pre-action decision must authorize something').toBeGreaterThan(0);
   const evidence = first.decision.authorized_actions.flatMap((a): ExecutionEvidence[] => {
@@ -155,6 +155,8 @@ const obstructed = (state: NodeState, opts: Parameters<typeof snapshot>[1] = {})
 };
 const debugFlag = { undeclared: [{ resource_key: 'debug', type: 'flag' as const, value: true, marker: 'flag:9' }] };
 const spent = (attempts: number) => ({ ...emptyHistory(), attempt_count: attempts });
+/** N-24 with a time budget per repair episode (the default backoff waits 5s before the first retry). */
+const deadline = (d: string) => n24(12, { policy: { repair_deadline: d } });
 /** Config was repaired three times in the last hour (policy.writer_repairs 3 within writer_horizon 24h), each time from another writer's D6. */
 const configRepairedThrice = (): History => ({
   ...emptyHistory(),
@@ -262,6 +264,14 @@ const ladderRows: Row[] = [
     reason: 'STALE_OBSERVATION',
     trigger: 'FRESH_OBSERVATION',
     detail: /older than observation_ttl 60s at the moment of the write/,
+  },
+  {
+    name: 'REPAIR_DEADLINE_EXCEEDED (after acting): the repair did not take, and its retry could only come after repair_deadline',
+    run: () => acting(before(), unchanged(), () => ({}), emptyHistory(), deadline('3s')),
+    status: 'BLOCKED',
+    reason: 'REPAIR_DEADLINE_EXCEEDED',
+    trigger: 'FRESH_OBSERVATION',
+    detail: /repair_deadline of 3s passes at .*, before the next retry could run/,
   },
   {
     name: 'RETRY / ACTION_INEFFECTIVE: applied, and the probe still differs with our own marker (probe 4)',
@@ -512,28 +522,33 @@ const ladderPrecedence = [
     without: () => acting(before(), before(), () => staleAtWrite),
   }),
   adjacent(3, {
-    name: 'STALE_OBSERVATION at the write over ACTION_INEFFECTIVE: app refused for a stale snapshot, build did not take',
-    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? staleAtWrite : {})),
+    name: 'STALE_OBSERVATION at the write over REPAIR_DEADLINE_EXCEEDED: app refused for a stale snapshot, build did not take, its retry would come after repair_deadline',
+    both: () => acting(before(), unchanged(), (k) => (k === 'app' ? staleAtWrite : {}), emptyHistory(), deadline('3s')),
     upperDetail: /^The agent refused "app": the snapshot the plan was made from/,
-    without: () => acting(before(), unchanged()),
+    without: () => acting(before(), unchanged(), () => ({}), emptyHistory(), deadline('3s')),
   }),
   adjacent(4, {
+    name: 'REPAIR_DEADLINE_EXCEEDED over ACTION_INEFFECTIVE: the same repair, with a retry after repair_deadline and before it',
+    both: () => acting(before(), unchanged(), () => ({}), emptyHistory(), deadline('3s')),
+    without: () => acting(before(), unchanged(), () => ({}), emptyHistory(), deadline('10m')),
+  }),
+  adjacent(5, {
     name: 'ACTION_INEFFECTIVE over ACTION_FAILED: build did not take, app failed',
     both: () => acting(before(), unchanged(), (k) => (k === 'app' ? failed : {})),
     without: () => acting(before(), before(), () => failed),
   }),
-  adjacent(5, {
+  adjacent(6, {
     name: 'ACTION_FAILED within the budget, RETRY_BUDGET_EXHAUSTED at it (they exclude each other: the boundary)',
     both: () => acting(before(), before(), () => failed, spent(1)),
     without: () => acting(before(), before(), () => failed, spent(2)),
   }),
-  adjacent(7, {
+  adjacent(8, {
     name: 'RETRY_BUDGET_EXHAUSTED over a standing ACTION_REFUSED: build refused before, the budget spent since',
     both: () => judge(before(), { history: { ...afterBuildRefused(), attempt_count: 3 } }),
     without: () => judge(before(), { history: afterBuildRefused() }),
     lowerDetail: /^The agent refused "build" and nothing about it has changed since/,
   }),
-  adjacent(10, {
+  adjacent(11, {
     name: 'RETRY / DRIFT_DETECTED over DESTRUCTIVE_REPAIR_REQUIRED: build repaired, app drifted, config was obstructed',
     both: () =>
       acting(
@@ -542,23 +557,23 @@ const ladderPrecedence = [
       ),
     without: () => acting(obstructed(n24Before()), snapshot({ ...n24After(), markers: oursFor(['build']) })),
   }),
-  adjacent(11, {
+  adjacent(12, {
     name: 'DESTRUCTIVE_REPAIR_REQUIRED over UNKNOWN_OWNERSHIP',
     both: () => judge(obstructed(n24After(), debugFlag)),
     without: () => judge(snapshot(n24After(), debugFlag)),
   }),
-  adjacent(12, {
+  adjacent(13, {
     name: 'UNKNOWN_OWNERSHIP over OBSERVE_MODE_DRIFT',
     both: () => judge(snapshot(n24Before(), { mode: 'observe', ...debugFlag })),
     without: () => judge(snapshot(n24Before(), { mode: 'observe' })),
   }),
-  adjacent(13, {
+  adjacent(14, {
     name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
     both: () =>
       acting(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
     without: () => acting(before(), before(), () => null),
   }),
-  adjacent(14, {
+  adjacent(15, {
     name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
     both: () =>
       acting(
@@ -568,7 +583,7 @@ const ladderPrecedence = [
       ),
     without: () => acting(before(), after(), (k) => (k === 'app' ? null : {})),
   }),
-  adjacent(15, {
+  adjacent(16, {
     name: 'CONVERGED_AFTER_REPAIR over ALREADY_CONVERGED: an action was carried out',
     both: () => acting(before(), after()),
     without: () => acting(before(), after(), () => null),
@@ -580,26 +595,26 @@ describe('precedence between adjacent rungs', () => {
     expectDecision(p.both(), p.upper);
     expectDecision(p.without(), p.lower);
   });
-  it('a standing ACTION_REFUSED (8) steps aside for DRIFT_DETECTED (9) while something else may run', () => {
+  it('a standing ACTION_REFUSED (9) steps aside for DRIFT_DETECTED (10) while something else may run', () => {
     // build refused before; config drifted since, and its repair may run: the refusal stays a condition.
     const r = judge(snapshot({ ...n24Before(), config: D6() }), { history: afterBuildRefused() });
-    expectDecision(r, rung(9));
+    expectDecision(r, rung(10));
     expect(r.decision.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['ACTION_REFUSED', 'build']);
-    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(8));
+    expectDecision(judge(before(), { history: afterBuildRefused() }), rung(9));
   });
   it('covers every adjacent pair of the ladder', () => {
-    // 1/2 (REPEATED_DRIFT opens before acting; ACTION_REFUSED in this pass is after), 6/7
-    // (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 9/10 (DRIFT_DETECTED before acting,
-    // RETRY drift meanwhile after) are one phase against the other, never both; 8/9 is above.
-    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 2, 3, 4, 5, 7, 10, 11, 12, 13, 14, 15]);
-    expect(LADDER.length).toBe(17);
+    // 1/2 (REPEATED_DRIFT opens before acting; ACTION_REFUSED in this pass is after), 7/8
+    // (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 10/11 (DRIFT_DETECTED before acting,
+    // RETRY drift meanwhile after) are one phase against the other, never both; 9/10 is above.
+    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 2, 3, 4, 5, 6, 8, 11, 12, 13, 14, 15, 16]);
+    expect(LADDER.length).toBe(18);
   });
 });
 
 describe('a skipped action (an earlier action of the batch failed or was refused)', () => {
   it('is not an attempt, and the resource is still drifting: RETRY / ACTION_FAILED', () => {
     const r = acting(before(), before(), (k) => (k === 'build' ? failed : skipped));
-    expectDecision(r, rung(5));
+    expectDecision(r, rung(6));
     expect(r.decision.attempt_count).toBe(1);
     expect(r.decision.reason_detail).toContain('"build", "app" failed');
   });
@@ -610,7 +625,7 @@ describe('a skipped action (an earlier action of the batch failed or was refused
   });
   it('alone never counts toward attempt_count nor proves a repair', () => {
     const r = acting(before(), after(), () => skipped);
-    expectDecision(r, rung(5));
+    expectDecision(r, rung(6));
     expect(r.decision.attempt_count).toBe(0);
     expect(r.history.attempt_count).toBe(0);
   });
@@ -643,6 +658,6 @@ describe('withheld_because keeps the ledger v1 wording', () => {
 
 // Keep the real pass in view: the loop's pass (src/domain/pass.ts) gives the same rows.
 it('the fixtures pass agrees with the rows it shares', async () => {
-  expectDecision((await pass(before(), () => after())).final, rung(15));
-  expectDecision((await pass(before(), () => unchanged())).final, rung(4));
+  expectDecision((await pass(before(), () => after())).final, rung(16));
+  expectDecision((await pass(before(), () => unchanged())).final, rung(5));
 });

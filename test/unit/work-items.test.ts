@@ -25,7 +25,7 @@ import {
   type History,
 } from '../../src/domain';
 import { workItemId, type LoopResolution, type PassReport, type ReportedResource, type WorkItem } from '../../src/contract/work';
-import { NOW, later, n24, n24After, n24Before, pass, snapshot } from './fixtures';
+import { NOW, later, loopResolution, n24, n24After, n24Before, pass, snapshot } from './fixtures';
 
 /*
  * The judgement of work items, table-driven (docs/work-items.md): which resolutions each
@@ -101,6 +101,7 @@ describe('which conditions open work, and what each allows', () => {
   it.each([
     ['CONFLICTING_WRITER', ['retake', 'yield']],
     ['RETRY_BUDGET_EXHAUSTED', ['grant', 'hold']],
+    ['REPAIR_DEADLINE_EXCEEDED', ['grant', 'hold']],
     ['DESTRUCTIVE_REPAIR_REQUIRED', ['approve', 'decline']],
     ['UNKNOWN_OWNERSHIP', ['leave', 'adopt']],
     ['ACTION_REFUSED', ['retry', 'hold']],
@@ -347,17 +348,7 @@ describe('what a resolution does to the loop', () => {
     attempt_count: 3,
     conditions: mergeConditions([], [draft('RETRY_BUDGET_EXHAUSTED', 'app', 'spent', null)], NOW),
   });
-  const ask = (o: Partial<LoopResolution>): LoopResolution => ({
-    item_id: 'datum-work/N-24/RETRY_BUDGET_EXHAUSTED/app',
-    condition: 'RETRY_BUDGET_EXHAUSTED',
-    resource_key: 'app',
-    resolution: 'grant',
-    attempts: 1,
-    by: 'alice',
-    identity: 'alice@laptop',
-    note: null,
-    ...o,
-  });
+  const ask = (o: Partial<LoopResolution>) => loopResolution('RETRY_BUDGET_EXHAUSTED', o);
   it.each([
     { name: 'grant 1 leaves one attempt', o: {}, attempts: 2, error: null },
     { name: 'grant the whole budget', o: { attempts: 3 }, attempts: 0, error: null },

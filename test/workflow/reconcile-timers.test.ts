@@ -104,6 +104,45 @@ describe('reconcileNode timers (time-skipping)', () => {
     await handle.terminate('test done');
   });
 
+  // retry_budget 5 with the default backoff retries 5s, 10s, 20s and 40s apart (75s): a
+  // repair_deadline of 20s ends the episode at the third attempt, whose retry would come at 35s.
+  it.each([
+    {
+      name: 'repair_deadline 20s: BLOCKED/REPAIR_DEADLINE_EXCEEDED at the third attempt, budget left',
+      policy: { retry_budget: 5, repair_deadline: '20s', watch: false },
+      said: ['RETRY/ACTION_INEFFECTIVE', 'RETRY/ACTION_INEFFECTIVE', 'BLOCKED/REPAIR_DEADLINE_EXCEEDED'],
+    },
+    {
+      name: 'no repair_deadline: the budget of 5 ends it, as before',
+      policy: { retry_budget: 5, watch: false },
+      said: [...Array<string>(4).fill('RETRY/ACTION_INEFFECTIVE'), 'BLOCKED/RETRY_BUDGET_EXHAUSTED'],
+    },
+  ])('a repair that never takes, $name', async ({ policy, said }) => {
+    const node = fakeNode({ ineffective: true });
+    const { taskQueue } = await startWorkers(node, fakeAuthority(n24(12, { policy })));
+    const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue,
+      workflowId: `datum/N-24/gen-12-${randomUUID()}`,
+      args: [{ node: 'N-24', generation: 12 }],
+    });
+    // Terminated whatever the outcome: a loop left waiting for a worker stops the server skipping time for the next test.
+    try {
+      await env.sleep('3 minutes');
+      const ledger = await handle.query(ledgerQuery);
+      expect(statuses(ledger).slice(0, said.length)).toEqual(said);
+      // Nothing is tried after the decision that stopped the episode; later passes only observe.
+      const attempts = said.length;
+      expect(node.calls.filter((c) => c.name === 'apply' && c.action?.startsWith('build'))).toHaveLength(attempts);
+      expect(ledger.slice(attempts).flatMap((e) => e.execution_evidence)).toEqual([]);
+      const reason = said.at(-1)!.split('/')[1];
+      const state = await handle.query(stateQuery);
+      expect(state).toMatchObject({ convergence_status: 'BLOCKED', reason, attempt_count: attempts });
+      expect(state.conditions.map((c) => c.type)).toContain(reason);
+    } finally {
+      await handle.terminate('test done');
+    }
+  });
+
   it('a node offline for two days: NODE_UNREACHABLE, then STALE_INTENT with the override untouched', async () => {
     const node = fakeNode();
     // The test server does not skip time while an activity task waits for a worker, so each

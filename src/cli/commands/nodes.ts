@@ -41,7 +41,7 @@ export function nodeFilterOf(values: { status?: string; condition?: string; gene
 export const nodesCommand: CommandModule<NodesRaw, NodesInput> = {
   input(values) {
     const filter = nodeFilterOf(values);
-    return { values, format: outputFormat(values), filter, fleetDir: fleetFor(filter.conditions ?? [], values.fleet) };
+    return { values, format: outputFormat(values), filter, fleetDir: fleetFor(filter.conditions ?? [], values.fleet, values) };
   },
   async run({ values, format, filter, fleetDir }) {
     return await withTemporal(values, async (client) => {

@@ -94,7 +94,7 @@ function withoutLoopCondition(n: FleetCheck['without_loop'][number]): OpenCondit
 export const statusCommand: CommandModule<StatusRaw, StatusInput> = {
   input(values) {
     const conditions = oneOf(listFlag(values.condition), [...CONDITION_TYPES, ...FLEET_CONDITION_TYPES], '--condition');
-    return { values, format: outputFormat(values), conditions, fleetDir: fleetFor(conditions, values.fleet) };
+    return { values, format: outputFormat(values), conditions, fleetDir: fleetFor(conditions, values.fleet, values) };
   },
   async run({ values, format, conditions: types, fleetDir }) {
     return await withTemporal(values, async (client) => {
