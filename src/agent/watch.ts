@@ -6,6 +6,7 @@ import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
 import { loopHeartbeat } from './heartbeat';
+import { keepWatch } from './watch-tokens';
 import { ABSENT_MARKER, fileMarker, linkMarker, sameMarker, serviceMarker } from './markers';
 import { readServiceState, startTicks } from './services';
 
@@ -94,6 +95,8 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
   // What the loop last observed, where it says: a change since that observation counts.
   const supplied = sinceObservation(baseline, request.baseline);
   if (supplied.length > 0) return { changed: supplied, at: new Date().toISOString(), reason: 'changed since observation' };
+  // Until it ends, an agent started again on this root after this one died ends it (watch-tokens.ts).
+  const forget = ctx ? await keepWatch(root, ctx) : () => Promise.resolve();
   const deadline = Date.now() + request.window_ms;
   let wake: (() => void) | null = null;
   const watchers: FSWatcher[] = [];
@@ -134,5 +137,6 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
   } finally {
     ctx?.cancellationSignal.removeEventListener('abort', onAbort);
     for (const w of watchers) w.close();
+    await forget();
   }
 }
