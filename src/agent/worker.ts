@@ -93,7 +93,7 @@ async function announce(
   const logger = Runtime.instance().logger;
   for (const { config } of configs) {
     try {
-      for (const end of await endOrphanedWatches(config.root, connection, namespace, dataConverter))
+      for (const end of await endOrphanedWatches(config.node, config.root, connection, namespace, dataConverter))
         logger.info(`agent started: ended a watch its previous process left running (${end.outcome})`, {
           node: config.node,
           workflow_id: end.workflow_id,
