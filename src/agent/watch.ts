@@ -30,8 +30,9 @@ const POLL_MS = 500;
 /**
  * With every watched directory under inotify and no service, the poll is only a safety net (at
  * 1000 virtual nodes its lstat calls are a third of the agent's CPU: bench/results/2026-12-01).
- * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn beats
- * and two beats stay one poll (15 s) apart, inside the 30 s heartbeat timeout.
+ * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn hands
+ * the SDK a beat, which sends one every 4 minutes (src/agent/worker.ts), inside the watch's 5 m
+ * heartbeat timeout.
  */
 const SAFETY_POLL_MS = 15_000;
 
