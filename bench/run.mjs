@@ -25,7 +25,7 @@ import { writeChart } from './chart.mjs';
 import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
-import { SERVERS, start, startServer, treeCpuSeconds } from './servers.mjs';
+import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -416,20 +416,6 @@ async function eventsSince(handle, sinceMs) {
     out.push(`+${((at - sinceMs) / 1000).toFixed(3)} s ${type} ${what}`.trim());
   }
   return out;
-}
-
-/** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
-async function pollerOn(connection, taskQueue, type, what) {
-  for (let i = 0; i < 600; i++) {
-    const r = await connection.workflowService.describeTaskQueue({
-      namespace: 'default',
-      taskQueue: { name: taskQueue },
-      taskQueueType: type,
-    });
-    if (r.pollers.length > 0) return;
-    await sleep(500);
-  }
-  throw new Error(`${what} did not poll ${taskQueue} within 5 minutes; see its log under --keep`);
 }
 
 async function runSize(n, mode, serverKind, workerCount) {

@@ -167,3 +167,17 @@ export async function treeCpuSeconds(pid) {
     return null;
   }
 }
+
+/** Waits until `taskQueue` has a poller (the worker or agent serving it is up). */
+export async function pollerOn(connection, taskQueue, type, what) {
+  for (let i = 0; i < 600; i++) {
+    const r = await connection.workflowService.describeTaskQueue({
+      namespace: 'default',
+      taskQueue: { name: taskQueue },
+      taskQueueType: type,
+    });
+    if (r.pollers.length > 0) return;
+    await sleep(500);
+  }
+  throw new Error(`${what} did not poll ${taskQueue} within 5 minutes; see its log under --keep`);
+}

@@ -19,11 +19,12 @@ import { asyncLocalStorage } from '@temporalio/activity';
 /** How often a running observe or apply beats; its first beat comes after one interval. */
 export const BEAT_MS = 5000;
 /**
- * How often a watch beats. Its beats say that its poll loop still turns and carry its
- * cancellation; the SDK would not send them more often than every 24 s (0.8 × 30 s) anyway, so
- * beating every 5 s only crossed into the SDK for nothing. The watch beats on a turn of its poll
+ * How often a watch hands the SDK a beat. Its beats say that its poll loop still turns and carry
+ * its cancellation; the SDK sends the first at once and then at most one every 4 minutes (0.8 ×
+ * the watch's 5 m heartbeat timeout, capped by the agent's maxHeartbeatThrottleInterval), so
+ * beating more often only crosses into the SDK for nothing. The watch beats on a turn of its poll
  * loop: 14 s is just under its 15 s safety poll (SAFETY_POLL_MS in watch.ts), so every such turn
- * beats and two beats are at most one poll apart, well inside the 30 s timeout.
+ * beats, and the first beat reaches the server 14 s into a watch.
  */
 export const WATCH_BEAT_MS = 14_000;
 

@@ -1,4 +1,4 @@
-import { watch as fsWatch, type FSWatcher } from 'node:fs';
+import { watch as fsWatch } from 'node:fs';
 import { lstat, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
@@ -6,8 +6,9 @@ import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
 import { loopHeartbeat } from './heartbeat';
+import { keepWatch } from './watch-tokens';
 import { ABSENT_MARKER, fileMarker, linkMarker, sameMarker, serviceMarker } from './markers';
-import { readServiceState, startTicks } from './services';
+import { onChildExit, readServiceState, startTicks } from './services';
 
 /*
  * Event-driven observation: a long-lived, heartbeating activity that returns as soon as
@@ -18,18 +19,20 @@ import { readServiceState, startTicks } from './services';
  *
  * The change test is cheap (lstat, readlink, /proc): the marker of each resource against the
  * markers of the loop's last observation (WatchRequest.baseline), then against what the watch
- * read when it started. fs.watch wakes it early; a short poll covers what
- * inotify cannot see (a service's process dying, a watched directory created later), and a
- * slower one stands guard when inotify sees everything.
+ * read when it started. fs.watch wakes it early, and so does the exit of a service the agent
+ * spawned itself (services/exits.ts); a short poll covers what neither sees (an adopted or
+ * systemd service's process dying, a watched directory created later), and a slower one stands
+ * guard when they see everything.
  */
 
-/** Poll for what inotify cannot see: a service's process dying, a directory that is not there. */
+/** Poll for what no event shows: an adopted service's process dying, a directory that is not there. */
 const POLL_MS = 500;
 /**
  * With every watched directory under inotify and no service, the poll is only a safety net (at
  * 1000 virtual nodes its lstat calls are a third of the agent's CPU: bench/results/2026-12-01).
- * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn beats
- * and two beats stay one poll (15 s) apart, inside the 30 s heartbeat timeout.
+ * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn hands
+ * the SDK a beat, which sends one every 4 minutes (src/agent/worker.ts), inside the watch's 5 m
+ * heartbeat timeout.
  */
 const SAFETY_POLL_MS = 15_000;
 
@@ -86,33 +89,35 @@ function sinceObservation(now: Record<string, string>, observed: WatchRequest['b
   });
 }
 
-export async function watchNode(configPath: string, request: WatchRequest): Promise<WatchResult> {
-  const config = await loadAgentConfig(configPath);
-  const root = config.root;
+/** The watch's polls; tests lengthen them to show what wakes a watch without them. */
+export interface WatchPolls {
+  /** When something is out of inotify's sight (POLL_MS). */
+  pollMs: number;
+  /** When nothing is (SAFETY_POLL_MS). */
+  safetyPollMs: number;
+  /** Called each time the watch has read every marker and starts to wait. */
+  waiting?: () => void;
+}
+const POLLS: WatchPolls = { pollMs: POLL_MS, safetyPollMs: SAFETY_POLL_MS };
+
+export async function watchNode(configPath: string, request: WatchRequest, polls: WatchPolls = POLLS): Promise<WatchResult> {
+  const root = (await loadAgentConfig(configPath)).root;
   const ctx = asyncLocalStorage.getStore();
   const baseline = await markers(root, request.resources);
   // What the loop last observed, where it says: a change since that observation counts.
   const supplied = sinceObservation(baseline, request.baseline);
   if (supplied.length > 0) return { changed: supplied, at: new Date().toISOString(), reason: 'changed since observation' };
-  const deadline = Date.now() + request.window_ms;
-  let wake: (() => void) | null = null;
-  const watchers: FSWatcher[] = [];
-  let blind = Object.values(request.resources).some((spec) => spec.type === 'service');
-  for (const dir of watchedDirs(root, request.resources)) {
-    try {
-      watchers.push(fsWatch(dir, { persistent: false }, () => wake?.()));
-    } catch {
-      // Not there yet: the poll covers it.
-      blind = true;
-    }
-  }
+  // Until it ends, an agent started again on this root after this one died ends it (watch-tokens.ts).
+  const forget = ctx ? await keepWatch(root, ctx) : () => Promise.resolve();
+  const wakeup = new Wakeup();
+  const sources = await wakeSources(root, request.resources, wakeup.poke);
   // An agent serving 1000 virtual nodes would otherwise lstat thousands of paths a second (a
   // 2 s poll was 40% of such an agent's CPU in bench/ profiles).
-  const pollMs = blind ? POLL_MS : SAFETY_POLL_MS;
+  const pollMs = sources.blind ? polls.pollMs : polls.safetyPollMs;
+  const deadline = Date.now() + request.window_ms;
   const beat = loopHeartbeat();
   // One listener for the whole watch (not one per poll, which would pile up for ten minutes).
-  const onAbort = () => wake?.();
-  ctx?.cancellationSignal.addEventListener('abort', onAbort);
+  ctx?.cancellationSignal.addEventListener('abort', wakeup.poke);
   try {
     for (;;) {
       if (ctx?.cancellationSignal.aborted) return { changed: [], at: new Date().toISOString(), reason: 'cancelled' };
@@ -121,18 +126,77 @@ export async function watchNode(configPath: string, request: WatchRequest): Prom
       if (changed.length > 0) return { changed, at: new Date().toISOString(), reason: 'changed' };
       if (Date.now() >= deadline) return { changed: [], at: new Date().toISOString(), reason: 'window elapsed' };
       beat();
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollMs);
-        wake = () => {
-          clearTimeout(timer);
-          // Let a burst of writes (temp file + rename) settle before reading markers.
-          setTimeout(resolve, 20);
-        };
-      });
-      wake = null;
+      polls.waiting?.();
+      await wakeup.wait(Math.min(pollMs, deadline - Date.now()));
     }
   } finally {
-    ctx?.cancellationSignal.removeEventListener('abort', onAbort);
-    for (const w of watchers) w.close();
+    ctx?.cancellationSignal.removeEventListener('abort', wakeup.poke);
+    sources.close();
+    await forget();
+  }
+}
+
+/**
+ * What wakes the watch before its poll: fs.watch on each watched directory, and the exit of each
+ * service instance that is this agent's child. `blind` when something is out of their sight (a
+ * directory not there yet, an instance the agent adopted or systemd runs): then the short poll.
+ * A service with no instance recorded needs none: its start writes a state file, which inotify sees.
+ */
+async function wakeSources(
+  root: string,
+  resources: Record<string, ResourceSpec>,
+  poke: () => void,
+): Promise<{ blind: boolean; close: () => void }> {
+  const closers: Array<() => void> = [];
+  let blind = false;
+  for (const dir of watchedDirs(root, resources)) {
+    try {
+      const watcher = fsWatch(dir, { persistent: false }, poke);
+      closers.push(() => watcher.close());
+    } catch {
+      blind = true; // not there yet: the poll covers it
+    }
+  }
+  for (const [key, spec] of Object.entries(resources)) {
+    if (spec.type !== 'service') continue;
+    const state = await readServiceState(root, key).catch(() => null);
+    if (!state) continue;
+    const stop = state.systemd ? null : onChildExit(state.pid, poke);
+    if (stop) closers.push(stop);
+    else blind = true;
+  }
+  return { blind, close: () => closers.forEach((close) => close()) };
+}
+
+/** Waits for a poll's time or a poke; a poke that comes while the loop reads markers ends its next wait. */
+class Wakeup {
+  private wake: (() => void) | null = null;
+  private due = false;
+
+  readonly poke = (): void => {
+    if (this.wake) this.wake();
+    else this.due = true;
+  };
+
+  wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      // Let a burst of writes (temp file + rename) settle before reading markers.
+      const settle = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        setTimeout(resolve, 20);
+      };
+      const timer = setTimeout(
+        () => {
+          this.wake = null;
+          resolve();
+        },
+        Math.max(0, ms),
+      );
+      if (this.due) {
+        this.due = false;
+        settle();
+      } else this.wake = settle;
+    });
   }
 }

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Worker, type NativeConnection } from '@temporalio/worker';
+import { Runtime, Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
 import { codecDataConverter } from '../codec';
 import { agentTaskQueue } from '../contract';
@@ -8,6 +8,7 @@ import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
+import { endOrphanedWatches } from './watch-tokens';
 import type { AgentConfig } from '../schemas';
 
 /*
@@ -26,6 +27,15 @@ const NODE_ACTIVITY_SLOTS = 8;
  * them at min(10, slots)).
  */
 const NODE_ACTIVITY_POLLS = 1;
+/**
+ * The SDK sends an activity's beats at most every 0.8 × its heartbeatTimeout, and never further
+ * apart than this. The watch's timeout is five minutes (src/workflows/agents.ts), so its beats
+ * come every four: each beat is a server write (and billed by Temporal Cloud), and a watch only
+ * needs them to say it is still there; an agent that died is announced by the next one
+ * (watch-tokens.ts). Observe and apply (30 s timeouts) still beat every 24 s. Every activity
+ * sets a heartbeatTimeout, so defaultHeartbeatThrottleInterval (for those without) is left as is.
+ */
+const MAX_HEARTBEAT_THROTTLE = '4m';
 
 export interface RunAgentsOptions {
   configPaths: string[];
@@ -69,6 +79,34 @@ async function loadDistinctConfigs(configPaths: string[]): Promise<Array<{ file:
   return configs;
 }
 
+/**
+ * Ends the watches a previous agent process on these roots left running, before this one takes
+ * any work: their loops start new ones at once. A failure is logged, not fatal: those loops
+ * then wait out the watch's heartbeat timeout, as they would without the announcement.
+ */
+async function announce(
+  configs: Array<{ config: AgentConfig }>,
+  connection: NativeConnection,
+  namespace: string,
+  dataConverter: ReturnType<typeof codecDataConverter>,
+): Promise<void> {
+  const logger = Runtime.instance().logger;
+  for (const { config } of configs) {
+    try {
+      for (const end of await endOrphanedWatches(config.node, config.root, connection, namespace, dataConverter))
+        logger.info(`agent started: ended a watch its previous process left running (${end.outcome})`, {
+          node: config.node,
+          workflow_id: end.workflow_id,
+        });
+    } catch (err) {
+      logger.warn('agent started: could not end the watches its previous process left running', {
+        node: config.node,
+        error: (err as Error).message,
+      });
+    }
+  }
+}
+
 export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
   const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
@@ -80,6 +118,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
     ? { connection: options.connection, namespace: options.namespace ?? connectConfig({}).namespace }
     : await connectWorker({ address: options.address, namespace: options.namespace });
 
+  await announce(configs, connection, namespace, dataConverter);
   // The node's observe, apply and watch spans, when this process traces (src/tracing).
   const tracing = tracingWorkerOptions();
   const workers: Worker[] = [];
@@ -99,6 +138,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
           // hold 10,000 polls open on the server for work that rarely comes.
           maxConcurrentActivityTaskExecutions: NODE_ACTIVITY_SLOTS,
           activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
+          maxHeartbeatThrottleInterval: MAX_HEARTBEAT_THROTTLE,
         }),
       );
     }

@@ -40,8 +40,11 @@ export interface WatchResult {
   /** Resource keys whose change marker moved since the baseline (the last observation, or the watch's start). */
   changed: string[];
   at: string;
-  /** 'changed since observation': found on the watch's first read, against the request's baseline. */
-  reason: 'changed' | 'changed since observation' | 'window elapsed' | 'cancelled';
+  /**
+   * 'changed since observation': found on the watch's first read, against the request's baseline.
+   * 'agent restarted': the agent running it died, and the next agent on the node ended it when it started.
+   */
+  reason: 'changed' | 'changed since observation' | 'window elapsed' | 'cancelled' | 'agent restarted';
 }
 
 export interface AgentActivities {

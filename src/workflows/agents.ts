@@ -45,6 +45,13 @@ const APPLY_TIMEOUT = '10m';
  * stopped waiting for it) and retried, instead of holding the loop for an apply's ten minutes.
  */
 const OBSERVE_TIMEOUT = '1m';
+/**
+ * A watch beats every 4 minutes (0.8 × this, the agent's maxHeartbeatThrottleInterval), not every
+ * 24 s: each beat is a server write, about 150 per watched loop-hour at a 30 s timeout. An agent
+ * killed while watching is announced by the next one to start on its node, which ends the watch
+ * (src/agent/watch-tokens.ts); this timeout bounds only an agent that does not come back.
+ */
+const WATCH_HEARTBEAT_TIMEOUT = '5m';
 /** How long one watch runs before it returns "nothing changed" and the loop starts another. */
 const WATCH_WINDOW_MS = 10 * 60_000;
 
@@ -60,8 +67,9 @@ export interface NodeAgents {
 /**
  * The node's agent for one bound intent. scheduleToStartTimeout is node_timeout: an agent that does
  * not pick the task up by then is unreachable, which is a decision (NODE_UNREACHABLE), not a hang.
- * The agent heartbeats every 5 s while it works: a silent task is lost, and is retried. The watch
- * is long-lived and never retried by Temporal; the loop decides when to start the next one.
+ * The agent heartbeats while it works: a task silent for 30 s is lost, and is retried. The watch
+ * is long-lived, beats rarely and is never retried by Temporal; the loop decides when to start
+ * the next one.
  */
 export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
   const nodeTimeout = intent.policy.node_timeout;
@@ -76,6 +84,7 @@ export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
     observer: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
     watcher: proxyActivities<AgentActivities>({
       ...base,
+      heartbeatTimeout: WATCH_HEARTBEAT_TIMEOUT,
       startToCloseTimeout: WATCH_WINDOW_MS + 60_000,
       retry: { maximumAttempts: 1 },
     }),

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { desiredValue, fileBytes, type ResourceSpec } from '../../src/domain';
 import type { Observation, WatchRequest, WatchResult } from '../../src/contract';
+import { watchNode } from '../../src/agent/watch';
 import { action, buildArtifact, cleanupNodes, fileAction, makeNode, releaseAction, runActivity, type TestNode } from './helpers';
 
 afterEach(cleanupNodes);
@@ -90,4 +91,24 @@ describe('the watch against the last observation', () => {
     const result = await watch(t, { resources, window_ms: 60_000, baseline: baselineOf(observed) });
     expect(result).toMatchObject({ changed: ['app'], reason: 'changed since observation' });
   });
+
+  it('sees a service it spawned die by the exit event, with no poll to see it', async () => {
+    // The service is this process's child (the test is the agent here). The polls and the window
+    // are an hour: only the child's exit can wake the watch (without it, the test times out).
+    const { t, resources } = await convergedNode();
+    const observed = await t.observe(resources);
+    const pid = Number(/^pid:(\d+):/.exec(observed.resources.app.marker ?? '')?.[1]);
+    const request: WatchRequest = { node: t.node, resources, window_ms: 3_600_000, baseline: baselineOf(observed) };
+    let waiting!: () => void;
+    const isWaiting = new Promise<void>((resolve) => (waiting = resolve));
+    const noPolls = { pollMs: 3_600_000, safetyPollMs: 3_600_000, waiting };
+    const watching = runActivity((r: WatchRequest) => watchNode(t.configPath, r, noPolls), request);
+    // Killed once the watch has read the service alive and waits.
+    await isWaiting;
+    expect(await fs.readdir(path.join(t.root, '.datum/watches'))).toHaveLength(1); // its task token, kept while it runs
+    process.kill(pid, 'SIGKILL');
+    expect(await watching).toMatchObject({ changed: ['app'], reason: 'changed' });
+    // Ended: its task token is no longer kept, so a restarted agent has nothing to end.
+    expect(await fs.readdir(path.join(t.root, '.datum/watches'))).toEqual([]);
+  }, 60_000);
 });

@@ -1,6 +1,9 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/worker/paths';
 import { recheckSignal } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { Stack } from '../helpers/stack';
@@ -19,6 +22,19 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+/** A real `datum agent` process for `node`, as a host runs it. */
+function agentProcess(node: string): ChildProcess {
+  const bin = path.join(projectRoot(), 'bin/datum.js');
+  const args = [bin, 'agent', '--config', stack.fleet.agentFile(node), '--address', stack.env.address];
+  const child = spawn(process.execPath, args, { stdio: 'ignore' });
+  children.push(child);
+  return child;
+}
 
 async function convergedNode(node: string, watch: boolean) {
   // conflict_window 0s: the change below is ordinary drift, not another writer flipping a repair.
@@ -110,4 +126,32 @@ describe('event-driven observation', () => {
     expect((after.events - before.events) / passes).toBeLessThan(25); // about 11 a pass
     await handle.terminate('test done');
   });
+
+  it('an agent killed with SIGKILL announces itself when it starts again: the loop watches at once and reports an edit made while it was down', async () => {
+    // The watch's heartbeat timeout is 5 minutes (its beats come every 4): without the restarted
+    // agent ending the lost watch, the loop would wait that long before watching again.
+    const node = 'E-5';
+    await stack.fleet.writeDesired(node, 1, { policy: { resync_interval: '10m', conflict_window: '0s', watch: true } });
+    await stack.fleet.writeAgent(node);
+    const first = agentProcess(node);
+    const handle = await stack.startNode(node, 1);
+    await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    await stack.waitForWatch(handle);
+    first.kill('SIGKILL');
+    await once(first, 'exit');
+    const changedAt = Date.now();
+    await fs.writeFile(configOf(node), '{"workers": 99}\n');
+    agentProcess(node);
+    await stack.waitFor(handle, (_s, ledger) => ledger.some(repairAfter(changedAt)), 60_000);
+    expect(await fs.readFile(configOf(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    // The lost watch was ended by the new agent, not timed out by the server.
+    const events = (await handle.fetchHistory()).events ?? [];
+    expect(events.filter((e) => e.activityTaskTimedOutEventAttributes)).toEqual([]);
+    // And the loop watches again: the next edit is repaired too, long before the resync.
+    await stack.waitForWatch(handle);
+    const againAt = Date.now();
+    await fs.writeFile(configOf(node), '{"workers": 42}\n');
+    await stack.waitFor(handle, (_s, ledger) => ledger.some(repairAfter(againAt)), 60_000);
+    await handle.terminate('test done');
+  }, 240_000);
 });

@@ -7,6 +7,7 @@
  *   identity.ts  whether a recorded pid is still the instance Datum started (/proc, or systemd)
  *   launch.ts    starting an instance: its port, environment and log
  *   adopt.ts     the instance of a launch the agent did not live to record
+ *   exits.ts     the exit of an instance the agent spawned itself, as an event
  *   log.ts       keeping a service log under its cap
  *   health.ts    asking a service's /health what it runs
  *   stop.ts      stopping an instance, only once it is proved ours
@@ -24,6 +25,7 @@
  */
 
 export { adoptInterrupted } from './adopt';
+export { onChildExit } from './exits';
 export { probeHealth, waitHealthy, type Health } from './health';
 export { startTicks, unverified, verifyIdentity } from './identity';
 export { launch } from './launch';

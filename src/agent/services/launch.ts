@@ -7,6 +7,7 @@ import path from 'node:path';
 import { withFix } from '../../contract';
 import { atomicWriteAt, openAppendAt, type HeldDir } from '../fsx';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
+import { followChild } from './exits';
 import { startTicks } from './identity';
 import { rotateLog } from './log';
 import { NONCE_ENV, intentRel, servicesDir, stateOf, type LaunchIntent, type ServiceState } from './state';
@@ -219,6 +220,8 @@ async function spawnLogged(dir: HeldDir, intent: LaunchIntent): Promise<number> 
         ),
       );
     }
+    // Its exit wakes a watch at once (exits.ts); unref'd, it does not keep the agent running.
+    followChild(child);
     child.unref();
     return child.pid;
   } finally {
