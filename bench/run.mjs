@@ -66,7 +66,7 @@ if (modes.some((m) => m !== 'watch' && m !== 'poll'))
   fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
 const servers = values.server.split(',');
 if (servers.length === 0 || servers.some((x) => !SERVERS.includes(x)))
-  fail(`--server ${values.server} must list dev and/or cluster, such as --server dev,cluster`);
+  fail(`--server ${values.server} must list dev, dev-plain and/or cluster, such as --server dev,cluster`);
 const workerCounts = values.workers.split(',').map(Number);
 if (workerCounts.some((w) => !Number.isInteger(w) || w < 1))
   fail(`--workers ${values.workers} must list controller worker counts, such as --workers 1,2`);
@@ -89,6 +89,7 @@ function fail(message) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const REFUSED_POLL = /concurrent poller limit exceeded/gi;
 const round = (x, digits = 2) =>
   x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -647,6 +648,9 @@ async function runSize(n, mode, serverKind, workerCount) {
       worker_cpu_rollout_cores: rolloutCpu.worker.cores,
       agent_cpu_rollout_cores: rolloutCpu.agent.cores,
       agent_start_s: agentStartS,
+      // Polls the server turned away ("namespace concurrent poller limit exceeded"), as the
+      // controller's and the agent's logs report them: 0 when one poll per node fits its limits.
+      refused_polls: [...workers, agent].reduce((sum, p) => sum + (p.output().match(REFUSED_POLL) ?? []).length, 0),
       // MB: the first worker's and the agent's V8 heap against their RSS, at the end of the row.
       memory: {
         worker: await memoryInside(workers[0].pid, logs, 'worker-1'),

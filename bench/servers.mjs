@@ -18,7 +18,7 @@ const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Connection } = require('@temporalio/client');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export const SERVERS = ['dev', 'cluster'];
+export const SERVERS = ['dev', 'dev-plain', 'cluster'];
 
 /** A child process whose output goes to `<logDir>/<name>.log` when it exits. */
 export function start(name, command, args, logDir, env = process.env) {
@@ -26,6 +26,7 @@ export function start(name, command, args, logDir, env = process.env) {
   const chunks = [];
   child.stdout.on('data', (d) => chunks.push(d));
   child.stderr.on('data', (d) => chunks.push(d));
+  child.output = () => Buffer.concat(chunks).toString('utf8');
   child.exited = new Promise((resolve) => child.on('exit', resolve)).then(() =>
     writeFile(path.join(logDir, `${name}.log`), Buffer.concat(chunks)).catch(() => undefined),
   );
@@ -45,8 +46,11 @@ async function connected(address) {
   }
 }
 
-/** `temporal server start-dev` on a fresh SQLite file, with `datum dev`'s flags. */
-async function startDev(dir, logs) {
+/**
+ * `temporal server start-dev` on a fresh SQLite file, with `datum dev`'s flags; `plain` keeps only
+ * the search attributes, so the server runs on its default limits, as a new user's would.
+ */
+async function startDev(dir, logs, { plain = false } = {}) {
   const { temporalCliPath } = require(dist('worker/paths.js'));
   const { devServerFlags } = require(dist('worker/dev-server.js'));
   const { freePort } = require(dist('agent/services/index.js'));
@@ -54,19 +58,22 @@ async function startDev(dir, logs) {
   const address = `127.0.0.1:${port}`;
   const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
   args.push('--metrics-port', String(metricsPort), '--db-filename', path.join(dir, 'temporal.sqlite'));
-  const server = start('temporal', temporalCliPath(), [...args, '--log-level', 'error', ...devServerFlags()], logs);
+  // devServerFlags() is flag/value pairs.
+  const pairs = devServerFlags().flatMap((flag, i, all) => (i % 2 === 0 ? [[flag, all[i + 1]]] : []));
+  const kept = pairs.filter(([flag]) => !plain || flag !== '--dynamic-config-value').flat();
+  const server = start('temporal', temporalCliPath(), [...args, '--log-level', 'error', ...kept], logs);
   const connection = await connected(address).catch((e) => {
     server.kill('SIGKILL');
     throw e;
   });
   return {
-    kind: 'dev',
+    kind: plain ? 'dev-plain' : 'dev',
     address,
     connection,
     metricsPort,
     pids: { server: server.pid },
     workerEnv: {},
-    describe: 'temporal server start-dev (SQLite)',
+    describe: plain ? 'temporal server start-dev (SQLite), default dynamic config' : 'temporal server start-dev (SQLite)',
     async stop() {
       await connection.close().catch(() => undefined);
       if (server.exitCode === null) server.kill('SIGTERM');
@@ -140,6 +147,7 @@ async function keepLogs(from, to) {
 /** Starts the named server for one row of the matrix. */
 export function startServer(kind, dir, logs, options) {
   if (kind === 'dev') return startDev(dir, logs);
+  if (kind === 'dev-plain') return startDev(dir, logs, { plain: true });
   if (kind === 'cluster') return startCluster(dir, logs, options);
   throw new Error(`unknown server ${kind}: one of ${SERVERS.join(', ')}`);
 }
