@@ -213,10 +213,21 @@ export function normalizePolicy(input: z.infer<typeof policyInput>): Policy {
     node_timeout: d(input?.node_timeout, POLICY_DEFAULTS.node_timeout),
     conflict_window: d(input?.conflict_window, POLICY_DEFAULTS.conflict_window),
     watch: input?.watch ?? POLICY_DEFAULTS.watch,
-    // Only when written: a file that does not set them keeps the digest it had before they existed.
+    ...writtenOnly(input, d),
+  };
+}
+
+/**
+ * The policy fields added after release 0.1 (writer_horizon, writer_repairs, repair_deadline), only
+ * where desired state writes them: a file that does not keeps the digest it had before they existed.
+ */
+function writtenOnly(
+  input: z.infer<typeof policyInput>,
+  d: (text: string | undefined, fallback: string) => string,
+): Partial<Policy> {
+  return {
     ...(input?.writer_horizon === undefined ? {} : { writer_horizon: d(input.writer_horizon, WRITER_DEFAULTS.writer_horizon) }),
     ...(input?.writer_repairs === undefined ? {} : { writer_repairs: input.writer_repairs }),
-    // Only when set: an absent field keeps the digest of desired state written before it existed.
     ...(input?.repair_deadline === undefined ? {} : { repair_deadline: d(input.repair_deadline, '0s') }),
   };
 }
