@@ -27,7 +27,8 @@ const dist = (p) => path.join(root, 'dist', 'src', p);
 const { Client, Connection } = require('@temporalio/client');
 const { temporalCliPath } = require(dist('worker/paths.js'));
 const { devServerFlags } = require(dist('worker/dev-server.js'));
-const { freePort, stopServices } = require(dist('agent/services/index.js'));
+const { stopServices } = require(dist('agent/services/index.js'));
+const { freePort } = require(dist('agent/services/launch.js'));
 const contract = require(dist('contract/index.js'));
 const { stringify } = require('yaml');
 

@@ -36,7 +36,7 @@ const { readServiceState, stopServices } = require(dist('agent/services/index.js
 const contract = require(dist('contract/index.js'));
 const { observeNode, applyAction } = require(dist('agent/activities/index.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
-const { mapLimit } = require(dist('activities/rollout.js'));
+const { mapLimit } = require(dist('activities/map-limit.js'));
 const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
 

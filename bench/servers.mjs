@@ -53,7 +53,7 @@ async function connected(address) {
 async function startDev(dir, logs, { plain = false } = {}) {
   const { temporalCliPath } = require(dist('worker/paths.js'));
   const { devServerFlags } = require(dist('worker/dev-server.js'));
-  const { freePort } = require(dist('agent/services/index.js'));
+  const { freePort } = require(dist('agent/services/launch.js'));
   const [port, metricsPort] = [await freePort(), await freePort()];
   const address = `127.0.0.1:${port}`;
   const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];

@@ -34,7 +34,8 @@ const Database = require('better-sqlite3');
 const { stringify } = require('yaml');
 const { temporalCliPath } = require(dist('worker/paths.js'));
 const { devServerFlags } = require(dist('worker/dev-server.js'));
-const { freePort, readServiceState, stopServices } = require(dist('agent/services/index.js'));
+const { readServiceState, stopServices } = require(dist('agent/services/index.js'));
+const { freePort } = require(dist('agent/services/launch.js'));
 const contract = require(dist('contract/index.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 
