@@ -170,11 +170,20 @@ export async function writeJsonAt(dir: HeldDir, name: string, value: unknown): P
 
 /** Opens an entry of a held directory for appending, creating it, never through a symlink. */
 export async function openAppendAt(dir: HeldDir, name: string, mode = 0o644): Promise<FileHandle> {
-  return await fs.open(
-    dir.at(name),
-    constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
-    mode,
-  );
+  const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+  const handle = await fs.open(dir.at(name), flags, mode);
+  if (await isSoleRegular(handle)) return handle;
+  // Another name shares the inode (a hard link made to a file elsewhere), or it is no regular file:
+  // appending would write into someone else's file. Drop this name, not the other file, and start afresh.
+  await handle.close();
+  await fs.unlink(dir.at(name));
+  return await fs.open(dir.at(name), flags | constants.O_EXCL, mode);
+}
+
+/** A regular file with this one name: appending to it or truncating it touches nothing else. */
+export async function isSoleRegular(handle: FileHandle): Promise<boolean> {
+  const st = await handle.stat();
+  return st.isFile() && st.nlink === 1;
 }
 
 // src/agent/services.ts reads its records through these until it moves to held directories too.

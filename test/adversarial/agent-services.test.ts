@@ -203,6 +203,47 @@ describe('service logs', () => {
   });
 });
 
+describe('attack: the service log hard-linked to a file outside the root', () => {
+  /** A file outside the root, and the service log made a second name for it. */
+  async function linkedVictim(t: TestNode, content: string): Promise<string> {
+    const victim = path.join(t.outside, 'victim.txt');
+    await fs.mkdir(t.outside, { recursive: true });
+    await fs.writeFile(victim, content);
+    await fs.mkdir(path.join(t.root, '.datum/services'), { recursive: true });
+    await fs.rm(path.join(t.root, '.datum/services/app.log'), { force: true });
+    await fs.link(victim, path.join(t.root, '.datum/services/app.log'));
+    return victim;
+  }
+
+  it('before the start: the service logs to a fresh file of its own, the victim is not appended to', async () => {
+    const { t, res, start } = await nodeWithApp();
+    const victim = await linkedVictim(t, 'the victim\n');
+    await t.apply(start);
+    await t.observe(res);
+    expect(await fs.readFile(victim, 'utf8')).toBe('the victim\n');
+    const log = await fs.stat(path.join(t.root, '.datum/services/app.log'));
+    expect(log.nlink).toBe(1);
+    expect(log.ino).not.toBe((await fs.stat(victim)).ino);
+    expect(await fs.readFile(path.join(t.root, '.datum/services/app.log'), 'utf8')).toMatch(/--- datum .*: starting/);
+  });
+
+  it('before a rotation: the victim is neither truncated nor copied into the root', async () => {
+    const { t, res, start } = await nodeWithApp();
+    await t.apply(start);
+    const victim = await linkedVictim(t, `${'secret '.repeat(400)}\n`);
+    const saved = limits.serviceLogBytes;
+    limits.serviceLogBytes = 1000;
+    try {
+      await t.observe(res);
+    } finally {
+      limits.serviceLogBytes = saved;
+    }
+    expect(await fs.readFile(victim, 'utf8')).toBe(`${'secret '.repeat(400)}\n`);
+    await expect(fs.readFile(path.join(t.root, '.datum/services/app.log.1'), 'utf8')).rejects.toThrow(/ENOENT/);
+    await expect(fs.stat(path.join(t.root, '.datum/services/app.log'))).rejects.toThrow(/ENOENT/);
+  });
+});
+
 describe('identity of a service started through a "#!" script', () => {
   it('is still proved (the interpreter in front of the command), so a restart stops it', async () => {
     const t = await makeNode();

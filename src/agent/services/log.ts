@@ -1,5 +1,5 @@
 import { constants, promises as fs } from 'node:fs';
-import { atomicWriteAt, type HeldDir } from '../fsx';
+import { atomicWriteAt, isSoleRegular, type HeldDir } from '../fsx';
 import { limits } from '../limits';
 import { isErrno } from '../paths';
 import { servicesDir } from './state';
@@ -18,6 +18,12 @@ export async function rotateLog(dir: HeldDir, logName: string): Promise<void> {
     throw err;
   }
   try {
+    if (!(await isSoleRegular(handle))) {
+      // A hard link to a file elsewhere, or no regular file: truncating it would cut someone
+      // else's file. Only this name goes; the next start opens a fresh log.
+      await fs.unlink(dir.at(logName));
+      return;
+    }
     const { size } = await handle.stat();
     if (size <= limits.serviceLogBytes) return;
     const tail = Buffer.alloc(limits.serviceLogBytes);
