@@ -1,8 +1,6 @@
-// Over 450 lines because it is a table: LADDER is the decision's rungs in order, each with its
-// status, reason, trigger, why it outranks the next, and what it says; the helpers below are theirs.
-import type { Json } from './canonical';
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
+import { conflictDrafts, refusalDrafts, repeatedFigures, resourceDrafts } from './standing-conditions';
 import { sayDeadline } from './deadline';
 import type { ActedPass } from './inputs';
 import { addMs, durationMs, formatDuration } from './duration';
@@ -363,91 +361,11 @@ export function climb(e: Evidence, ladder: readonly Rung[] = LADDER): Verdict {
 
 /** Every concern becomes a condition, whichever rung decides the status, in this order. */
 function standingConditions(e: Evidence): ConditionDraft[] {
-  return [...conflictConditions(e), ...resourceConditions(e), ...refusalConditions(e)];
-}
-
-function conflictConditions(e: Evidence): ConditionDraft[] {
-  return conflictDrafts(e.conflicts, e.attempts);
-}
-
-/** One CONFLICTING_WRITER condition per conflict, open or resolved and waiting for its observation. */
-export function conflictDrafts(conflicts: Record<string, ConflictRecord>, attempts: number): ConditionDraft[] {
-  return Object.entries(conflicts).map(([key, c]) => {
-    const state = c.resolution
-      ? `resolved by ${c.resolution.by} (${c.resolution.resolution}); waiting for an observation that confirms it`
-      : 'repair is stopped until an operator resolves it';
-    const seen = c.repeated_drift
-      ? `"${key}" drifted again after ${repeatedFigures({ [key]: c }, [key])}: another writer keeps changing it`
-      : `Another writer keeps changing "${key}"`;
-    return draft(
-      'CONFLICTING_WRITER',
-      key,
-      `${seen}; ${state}.`,
-      c.repeated_drift
-        ? { sequence: c.sequence, resolution: c.resolution, repeated_drift: c.repeated_drift }
-        : { sequence: c.sequence, resolution: c.resolution },
-      [`${attempts} repair(s) this episode`],
-    );
-  });
-}
-
-/** What Datum will not touch or cannot repair: unknown ownership, destructive repairs, observe-only drift. */
-function resourceConditions(e: Evidence): ConditionDraft[] {
-  const unknown = e.unknown.map((a) =>
-    draft(
-      'UNKNOWN_OWNERSHIP',
-      a.resource_key,
-      `Ownership of "${a.resource_key}" is not proven: ${a.ownership_reason}; Datum will not touch it.`,
-      // A claim that an operator resolves (a yield for another value) says how, for the CLI and work items.
-      resolvable(a.ownership_provenance)
-        ? { observed: a.observed?.value ?? null, claim: a.ownership_provenance }
-        : { observed: a.observed?.value ?? null },
-    ),
-  );
-  const destructive = e.destructive.map((p) =>
-    draft(
-      'DESTRUCTIVE_REPAIR_REQUIRED',
-      p.resource_key,
-      `The only repair of "${p.resource_key}" would destroy something (${p.withheld_because}); an operator must decide.`,
-      {
-        observed: e.judged.byKey.get(p.resource_key)?.observed?.detail ?? null,
-      },
-    ),
-  );
-  const why =
-    e.judged.observation.mode === 'observe' ? 'the host is in observe mode' : 'the resource is set to observe on this host';
-  const observed = e.observe_only.map((a) =>
-    draft(
-      'OBSERVED_DRIFT',
-      a.resource_key,
-      `"${a.resource_key}" differs from desired and ${why}; Datum reports it and changes nothing.`,
-      { desired: a.desired, observed: a.observed?.value ?? null },
-    ),
-  );
-  return [...unknown, ...destructive, ...observed];
-}
-
-/** An ownership claim an operator settles with resolveConflict (classify: a yield for another value). */
-function resolvable(claim: Json): boolean {
-  return claim !== null && typeof claim === 'object' && !Array.isArray(claim) && Array.isArray(claim.resolutions);
-}
-
-function refusalConditions(e: Evidence): ConditionDraft[] {
-  return refusalDrafts(e.refused_standing, e.refused);
-}
-
-/** One ACTION_REFUSED condition per standing refusal. */
-export function refusalDrafts(keys: string[], refused: Record<string, RefusalRecord>): ConditionDraft[] {
-  return keys.map((key) => {
-    const r = refused[key];
-    return draft(
-      'ACTION_REFUSED',
-      key,
-      `The agent refused to repair "${key}": ${r?.refusal ?? 'refused'}.`,
-      { refusal: r?.refusal ?? null },
-      [`${r ? 'apply at ' + r.at : 'apply'}`],
-    );
-  });
+  return [
+    ...conflictDrafts(e.conflicts, e.attempts),
+    ...resourceDrafts(e.judged, e.unknown, e.destructive, e.observe_only),
+    ...refusalDrafts(e.refused_standing, e.refused),
+  ];
 }
 
 /** The agent's StaleSnapshotRefusal: what gate 7 says before acting, found at the moment of the write. */
@@ -502,15 +420,6 @@ function sayConverged(e: Evidence): Said {
     recheck: `resync every ${policy.resync_interval}`,
     not_before: addMs(e.now, durationMs(policy.resync_interval)),
   };
-}
-
-/** "3 repairs within writer_horizon 24h(, …)": the figures a repeated-drift conflict was opened with. */
-function repeatedFigures(conflicts: Record<string, ConflictRecord>, keys: string[]): string {
-  const said = keys.flatMap((k) => {
-    const r = conflicts[k]?.repeated_drift;
-    return r ? [`${r.repairs} repair(s) within writer_horizon ${r.horizon}`] : [];
-  });
-  return [...new Set(said)].join(', ');
 }
 
 const whatHappened = (e: Evidence) => (e.failed.length > 0 ? 'failed' : 'did not take');
