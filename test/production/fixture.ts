@@ -213,7 +213,13 @@ export async function appliedActions(stack: ProductionStack, node: string): Prom
  * same decision, and the store's sequence per loop has no gap.
  */
 export async function missingFromStore(stack: ProductionStack, handle: WorkflowHandle, node: string): Promise<string[]> {
-  const inWorkflow = await handle.query(ledgerQuery);
+  const inWorkflow = await handle.query(ledgerQuery).catch(async (error: unknown) => {
+    // A query replays the loop when no worker holds it: keep its history so the failure can be replayed.
+    const file = path.join(os.tmpdir(), `datum-failed-query-${handle.workflowId}.json`);
+    const history = await handle.fetchHistory().catch(() => null);
+    if (history) await fs.writeFile(file, JSON.stringify(history));
+    throw new Error(`${String(error)} (the loop's history: ${history ? file : 'not readable'})`, { cause: error });
+  });
   const stored = (await stack.ledger.list(node)).filter((e) => e.workflow_id === handle.workflowId);
   const key = (e: LedgerEntry) => `${e.seq}:${e.convergence_status}:${e.reason}`;
   const have = new Set(stored.map(key));
