@@ -143,10 +143,10 @@ function markersOf(observation: Observation): Markers {
   return Object.fromEntries(Object.entries(observation.resources).map(([key, r]) => [key, r.marker]));
 }
 
-/** Feeds one event to the watch's state machine and carries out what it asks. */
-export function watchEvent(loop: Watched, event: WatchEvent): void {
+/** Feeds one event to the watch's state machine and carries out what it asks; `nowMs` as waitForEvidence reads it. */
+export function watchEvent(loop: Watched, event: WatchEvent, nowMs = Date.now()): void {
   const { state, effects } = watchStep(loop.watch, event, {
-    now_ms: Date.now(),
+    now_ms: nowMs,
     policy: loop.intent.policy,
     status: loop.lastDecision?.convergence_status ?? null,
     rules: inForce,

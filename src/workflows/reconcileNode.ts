@@ -144,16 +144,25 @@ async function handedOver(loop: Loop): Promise<ReconcileResult> {
 async function waitForEvidence(loop: Loop): Promise<void> {
   const wakeAt = Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now());
   const evidence = () => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
+  // The time a fired timer was due: the clock reads at least that from then on (see below).
+  let floor = 0;
+  const now = () => Math.max(Date.now(), floor);
   for (;;) {
-    watchEvent(loop, { kind: 'wait' });
-    const untilWake = Math.max(0, wakeAt - Date.now());
+    watchEvent(loop, { kind: 'wait' }, now());
+    const untilWake = Math.max(0, wakeAt - now());
     const restarting = loop.watch.restart_due;
-    const timeout = restarting ? Math.min(untilWake, Math.max(0, loop.watch.retry_at_ms - Date.now())) : untilWake;
+    const timeout = restarting ? Math.min(untilWake, Math.max(0, loop.watch.retry_at_ms - now())) : untilWake;
     const summary = restarting
       ? `watch ${loop.node} again after a failed watch`
       : waitSummary(loop.lastDecision, loop.history, loop.intent.policy);
+    const dueAt = now() + timeout;
     // Waiting for a restart's time, the wait wakes for evidence; otherwise also for a restart owed.
-    await condition(() => evidence() || (!restarting && loop.watch.restart_due), timeout, { summary });
-    if (evidence() || Date.now() >= wakeAt) return;
+    const woken = await condition(() => evidence() || (!restarting && loop.watch.restart_due), timeout, { summary });
+    // A timer that fired has run its time, whatever the workflow clock says. The clock can lag on
+    // the first task a worker takes over from a dead one after answering a query for the loop
+    // (the SDK core leaves it at the last local activity's completion time), while a replay of the
+    // same task reads the task's own time: a decision taken from the lagging clock would not replay.
+    if (!woken) floor = Math.max(floor, dueAt);
+    if (evidence() || now() >= wakeAt) return;
   }
 }

@@ -5,6 +5,7 @@ import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { stringify } from 'yaml';
 import { Cluster } from '../../src/cluster/cluster';
 import { ClusterError } from '../../src/cluster/errors';
@@ -215,9 +216,13 @@ export async function appliedActions(stack: ProductionStack, node: string): Prom
 export async function missingFromStore(stack: ProductionStack, handle: WorkflowHandle, node: string): Promise<string[]> {
   const inWorkflow = await handle.query(ledgerQuery).catch(async (error: unknown) => {
     // A query replays the loop when no worker holds it: keep its history so the failure can be replayed.
-    const file = path.join(os.tmpdir(), `datum-failed-query-${handle.workflowId}.json`);
+    // Binary (temporal.api.history.v1.History), for Worker.runReplayHistory after History.decode.
+    const file = path.join(__dirname, '..', '..', 'test-artifacts', `failed-query-${handle.workflowId.replace(/\//g, '_')}.pb`);
     const history = await handle.fetchHistory().catch(() => null);
-    if (history) await fs.writeFile(file, JSON.stringify(history));
+    if (history) {
+      await fs.mkdir(path.dirname(file), { recursive: true });
+      await fs.writeFile(file, temporal.api.history.v1.History.encode(history).finish());
+    }
     throw new Error(`${String(error)} (the loop's history: ${history ? file : 'not readable'})`, { cause: error });
   });
   const stored = (await stack.ledger.list(node)).filter((e) => e.workflow_id === handle.workflowId);
