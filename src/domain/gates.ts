@@ -276,6 +276,19 @@ export const GATES: readonly GateRung[] = [
 ];
 
 /**
+ * Conditions about the pass itself (can the node be reached, is the intent current, is the
+ * snapshot fresh): the gates' own, and INVALID_SIGNAL, which signalConditions raises again from
+ * the loop's history on every pass. They are re-judged on every pass; the rest are about resources
+ * and can only be re-judged from a fresh observation under current intent.
+ */
+export const GATE_CONDITIONS: readonly ConditionType[] = [...new Set(GATES.map((g) => g.condition)), 'INVALID_SIGNAL'];
+
+/** Resource conditions carried unchanged through a pass that could not re-judge them. */
+export function carriedResourceConditions(previous: Condition[]): ConditionDraft[] {
+  return previous.filter((c) => !GATE_CONDITIONS.includes(c.type)).map(({ since: _since, ...rest }) => rest);
+}
+
+/**
  * The conditions of the gates after a closed one, which the pass never reached: judged now where
  * they need only the authority (an unreachable node's intent is still known to be stale), and
  * carried unchanged where they need the snapshot this pass does not have.
