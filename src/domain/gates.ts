@@ -242,7 +242,7 @@ export const GATES: readonly GateRung[] = [
       if (!o || snapshotFresh(o.observed_at, g.now, g.intent.policy.observation_ttl, g.rules)) return null;
       const age = msBetween(o.observed_at, g.now);
       const ahead = age < 0;
-      // As before for a stale snapshot; whole seconds for one from the future.
+      // A stale snapshot's age to the millisecond; one from the future in whole seconds.
       return { observation: o, age: formatDuration(ahead ? Math.round(-age / 1000) * 1000 : age), ahead };
     },
     say: ({ observation, age, ahead }, g): Said => {
