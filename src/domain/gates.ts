@@ -61,8 +61,8 @@ interface Said {
   tried?: string[];
 }
 
-/** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
-interface Gate<T> {
+/** What the table says of a gate, whatever evidence closes it. */
+interface GateFacts {
   /** What the gate needs to be judged: the node's snapshot, the authority's content, or nothing beyond the read itself. */
   needs: GateNeeds;
   reason: Reason;
@@ -72,20 +72,18 @@ interface Gate<T> {
   lists_resources: boolean;
   /** Why this gate is checked before the next one. */
   outranks: string;
+}
+
+type GateNeeds = 'snapshot' | 'authority' | 'none';
+
+/** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
+interface Gate<T> extends GateFacts {
   when: (g: GateInput) => T | null;
   say: (hit: T, g: GateInput) => Said;
 }
 
 /** A gate as the table holds it, its evidence type hidden behind `close`. */
-type GateNeeds = 'snapshot' | 'authority' | 'none';
-
-export interface GateRung {
-  needs: GateNeeds;
-  reason: Reason;
-  condition: ConditionType;
-  trigger: RecheckTriggerKind;
-  lists_resources: boolean;
-  outranks: string;
+export interface GateRung extends GateFacts {
   /** The verdict when the gate is closed, null when it is open. */
   close: (g: GateInput) => Verdict | null;
 }
@@ -110,19 +108,12 @@ function verdictOf<T>(g: Gate<T>, hit: T, input: GateInput): Verdict {
 }
 
 function gate<T>(g: Gate<T>): GateRung {
+  const { when: _when, say: _say, ...facts } = g;
   const close = (input: GateInput): Verdict | null => {
     const hit = g.when(input);
     return hit === null ? null : verdictOf(g, hit, input);
   };
-  return {
-    needs: g.needs,
-    reason: g.reason,
-    condition: g.condition,
-    trigger: g.trigger,
-    lists_resources: g.lists_resources,
-    outranks: g.outranks,
-    close,
-  };
+  return { ...facts, close };
 }
 
 /** What the authority holds, once it could be read. */
