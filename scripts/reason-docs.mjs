@@ -63,7 +63,7 @@ function triggers({ vocabulary, gates, ladder }) {
   );
 }
 
-function conditions({ vocabulary, gates, conditions: c }) {
+function conditions({ vocabulary, gates, gateConditions, conditions: c }) {
   return table(
     ['type', 'open while', 'raised by the gates', 'resolver', 'needs judgement', 're-judged'],
     vocabulary.CONDITION_TYPES.map((type) => {
@@ -74,7 +74,7 @@ function conditions({ vocabulary, gates, conditions: c }) {
         list(gates.filter((g) => g.condition === type).map((g) => g.reason)),
         who.resolver,
         who.needs_judgement ? 'yes: it opens a work item' : 'no',
-        c.GATE_CONDITIONS.includes(type) ? 'on every pass' : 'by a pass past the gates',
+        gateConditions.includes(type) ? 'on every pass' : 'by a pass past the gates',
       ];
     }),
   );
@@ -96,8 +96,8 @@ function ladderTable({ ladder }) {
 
 /**
  * The page, from the modules that define its content: `vocabulary` (src/contract/vocabulary),
- * `gates` (GATES of src/domain/gates), `ladder` (LADDER of src/domain/ladder) and `conditions`
- * (src/domain/conditions).
+ * `gates` and `gateConditions` (GATES and GATE_CONDITIONS of src/domain/gates), `ladder` (LADDER of
+ * src/domain/ladder) and `conditions` (src/domain/conditions).
  */
 export function renderReasonDocs(code) {
   return `# Statuses, reasons, conditions, gates and rungs
@@ -154,6 +154,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const page = renderReasonDocs({
     vocabulary: dist('contract/vocabulary.js'),
     gates: dist('domain/gates.js').GATES,
+    gateConditions: dist('domain/gates.js').GATE_CONDITIONS,
     ladder: dist('domain/ladder.js').LADDER,
     conditions: dist('domain/conditions.js'),
   });

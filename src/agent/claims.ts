@@ -228,12 +228,12 @@ export function resolveEntries(
 }
 
 /**
- * Key-based entries whose target cannot be established (issue 18, hole 6): the key is in no
- * resource of the request, claimed nothing the records know, and has no binding. The records were
- * lost (.datum/ removed, or restored from before the binding) or the key was never seen. Such an
- * entry may protect any file, or the release, now written under a renamed key, so the agent fails
- * closed: while one stands it writes no file and switches no release (a flag or a service is its
- * key's own target, so a renamed one is another thing, and goes on).
+ * Key-based entries whose target cannot be established: the key is in no resource of the request,
+ * claimed nothing the records know, and has no binding. The records were lost (.datum/ removed, or
+ * restored from before the binding) or the key was never seen. Such an entry may protect any file,
+ * or the release, now written under a renamed key, so the agent fails closed: while one stands it
+ * writes no file and switches no release (a flag or a service is its key's own target, so a renamed
+ * one is another thing, and goes on).
  */
 export function unboundEntries(guard: Pick<Guard, 'entries'>): ResolvedEntry[] {
   return guard.entries.filter((e) => e.target === null && !namesTarget(e.name));
@@ -262,9 +262,9 @@ export function protecting(guard: Pick<Guard, 'entries'>, key: string, target: s
 }
 
 /**
- * What an observation says about protections: the overrides and per-resource modes under the
- * keys that claim protected targets now (as well as under their own names, as before), which
- * entry protects each key through a target, and the decisions held for the current keys.
+ * What an observation says about protections: the overrides and per-resource modes under the keys
+ * that claim protected targets now (as well as under their own names), which entry protects each
+ * key through a target, and the decisions held for the current keys.
  */
 export function observedProtections(
   guard: Guard,

@@ -3,17 +3,16 @@ import { asyncLocalStorage } from '@temporalio/activity';
 /*
  * How the agent's activities tell the server they are alive. With the workflow's heartbeatTimeout
  * (30 s), a task whose worker died or whose completion the server lost is retried within that
- * timeout, not at start-to-close (ten minutes for an apply): at 1000 nodes on one SQLite dev
- * server, completions were lost. Heartbeats also carry the watch's cancellation. Outside an
- * activity (an operator's clean-up, a provider called directly) nothing beats.
+ * timeout, not at start-to-close (ten minutes for an apply). Heartbeats also carry the watch's
+ * cancellation. Outside an activity (an operator's clean-up, a provider called directly) nothing
+ * beats.
  *
- * Every beat the SDK sends is a RecordActivityTaskHeartbeat, and the server persists each one
- * (an UpdateWorkflowExecution). The SDK sends an activity's first beat at once and throttles the
- * rest to 0.8 × heartbeatTimeout, so a beat at an activity's start cost one write per observe and
- * apply (most finish in milliseconds, long before any timeout could need it): 18,654 beats in a
- * 1000-node rollout in bench/results/2026-11-29. The first beat now waits one interval: the
- * server's clock for the timeout starts when the task starts, so a task that finishes within
- * BEAT_MS never beats, and one that runs longer beats long before the 30 s timeout.
+ * Every beat the SDK sends is a RecordActivityTaskHeartbeat, which the server persists (an
+ * UpdateWorkflowExecution), and the SDK sends an activity's first beat at once. Most observes and
+ * applies finish in milliseconds, long before any timeout could need a beat, so the first beat
+ * waits one interval: the server's clock for the timeout starts when the task starts, so a task
+ * that finishes within BEAT_MS never beats (no write), and one that runs longer beats long before
+ * the 30 s timeout.
  */
 
 /** How often a running observe or apply beats; its first beat comes after one interval. */

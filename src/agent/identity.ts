@@ -3,13 +3,13 @@ import { fileTarget } from '../domain';
 import { locate } from './paths';
 
 /*
- * A target's identity is what is written, not how its path is spelled (issue 18, hole 1). With
- * `conf -> etc/app` inside the root, "file:conf/app.conf" and "file:etc/app/app.conf" are one
- * file, and whatever protects the one protects the other. The agent resolves every file target it
- * compares (a resource's, an agent.yaml entry's, a claim's, a decision's) the way its write would
- * reach it: every symlinked parent followed while it stays inside the root (src/agent/paths.ts
- * `locate`), the final name not followed (a symlink there is an obstruction, never written
- * through). Flags, the release and services have one spelling each and are their own identity.
+ * A target's identity is what is written, not how its path is spelled. With `conf -> etc/app`
+ * inside the root, "file:conf/app.conf" and "file:etc/app/app.conf" are one file, and whatever
+ * protects the one protects the other. The agent resolves every file target it compares (a
+ * resource's, an agent.yaml entry's, a claim's, a decision's) the way its write would reach it:
+ * every symlinked parent followed while it stays inside the root (src/agent/paths.ts `locate`), the
+ * final name not followed (a symlink there is an obstruction, never written through). Flags, the
+ * release and services have one spelling each and are their own identity.
  *
  * A path that cannot be resolved (it leaves the root, a parent is a file, the tree is reshaped
  * meanwhile) keeps its spelling: nothing is written there anyway, since the write meets the same

@@ -28,8 +28,8 @@ import { onChildExit, readServiceState, startTicks } from './services';
 /** Poll for what no event shows: an adopted service's process dying, a directory that is not there. */
 const POLL_MS = 500;
 /**
- * With every watched directory under inotify and no service, the poll is only a safety net (at
- * 1000 virtual nodes its lstat calls are a third of the agent's CPU: bench/results/2026-12-01).
+ * With every watched directory under inotify and no service, the poll is only a safety net, and a
+ * slow one: its lstat calls are what an agent serving many virtual nodes spends its CPU on.
  * The watch beats on a poll's turn; WATCH_BEAT_MS is just under this, so every safety turn hands
  * the SDK a beat, which sends one every 4 minutes (src/agent/worker.ts), inside the watch's 5 m
  * heartbeat timeout.
@@ -111,8 +111,8 @@ export async function watchNode(configPath: string, request: WatchRequest, polls
   const forget = ctx ? await keepWatch(root, ctx) : () => Promise.resolve();
   const wakeup = new Wakeup();
   const sources = await wakeSources(root, request.resources, wakeup.poke);
-  // An agent serving 1000 virtual nodes would otherwise lstat thousands of paths a second (a
-  // 2 s poll was 40% of such an agent's CPU in bench/ profiles).
+  // The short poll only for what the wake sources cannot see: an agent serving many virtual
+  // nodes would otherwise lstat thousands of paths a second.
   const pollMs = sources.blind ? polls.pollMs : polls.safetyPollMs;
   const deadline = Date.now() + request.window_ms;
   const beat = loopHeartbeat();

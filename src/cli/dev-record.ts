@@ -44,7 +44,7 @@ export function devFleetFor(address: string, namespace: string): string | null {
   try {
     record = JSON.parse(readFileSync(file, 'utf8')) as Partial<DevRecord>;
   } catch {
-    return null; // No dev stack recorded here (or a record cut short): the loops alone, as before.
+    return null; // No dev stack recorded here (or a record cut short): the running loops alone.
   }
   if (typeof record.fleet !== 'string' || typeof record.address !== 'string' || typeof record.pid !== 'number') return null;
   if (!alive(record.pid) || record.namespace !== namespace || !sameServer(record.address, address)) return null;

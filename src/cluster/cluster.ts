@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { listFleetAgents, type FleetAgentFile } from '../agent/config';
 import { stopServices } from '../agent/services';
+import { prepareDemoFleet } from '../worker/demo-fleet';
 import { projectRoot, temporalCliPath } from '../worker/paths';
 import { ensureServerBinaries, serverBinaries, type ServerBinaries } from './binaries';
 import { ClusterError } from './errors';
@@ -29,7 +30,6 @@ import {
   configsOf,
   databasesOf,
   initialState,
-  prepareDemoFleet,
   readState,
   recordedShards,
   saveState,
@@ -146,7 +146,7 @@ export class Cluster {
     await checkPorts(running.server ? null : serverPorts(settled.portBase), running.pg ? null : settled.portBase + 10);
     await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
     const databases = await databasesOf(dataDir, settled.portBase + 10);
-    const fleetDir = settled.fleetDir ?? (await prepareDemoFleet(dataDir));
+    const fleetDir = settled.fleetDir ?? (await prepareDemoFleet(dataDir, 'npm run cluster'));
     const pg = await OwnedPostgres.prepare({ dir: path.join(dataDir, 'postgres'), port: settled.portBase + 10 }, log);
     const state = settled.keep && recorded ? recorded : initialState(dataDir, settled.portBase, fleetDir, databases, NAMESPACE);
     const cluster = new Cluster(dataDir, serverPorts(settled.portBase), serverBinaries(), pg, databases, fleetDir, log, state);

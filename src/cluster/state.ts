@@ -1,14 +1,12 @@
 // What a local cluster keeps in its data directory between commands: the record of what it
 // started (cluster.json), the application roles' passwords (secrets.json), the environment a
-// `datum` command needs (cluster.env), and the demo fleet's copy. Every file holding a password
-// is mode 0600.
+// `datum` command needs (cluster.env); the demo fleet's copy is src/worker/demo-fleet.ts's. Every
+// file holding a password is mode 0600.
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { parse as parseYaml, stringify } from 'yaml';
-import { listFleetAgents } from '../agent/config';
-import { projectRoot } from '../worker/paths';
+import { parse as parseYaml } from 'yaml';
 import { ClusterError } from './errors';
 import { postmasterPid } from './postgres';
 import { runs, type ProcessRecord } from './processes';
@@ -94,24 +92,6 @@ export async function recordedShards(configFile: string): Promise<number | null>
   const doc = parseYaml(await fs.readFile(configFile, 'utf8')) as { persistence?: { numHistoryShards?: unknown } };
   const shards = doc.persistence?.numHistoryShards;
   return typeof shards === 'number' ? shards : null;
-}
-
-/** The bundled demo fleet (examples/fleet) copied to DATA/fleet, its nodes rooted in DATA/nodes. */
-export async function prepareDemoFleet(dataDir: string): Promise<string> {
-  const fleetDir = path.join(dataDir, 'fleet');
-  if (existsSync(path.join(fleetDir, 'desired', 'nodes'))) return fleetDir;
-  await fs.cp(path.join(projectRoot(), 'examples', 'fleet'), fleetDir, { recursive: true });
-  for (const { file } of await listFleetAgents(fleetDir)) {
-    const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
-    doc.root = path.join(dataDir, 'nodes', doc.node);
-    await fs.writeFile(file, `# Rooted by npm run cluster under its data dir.\n${stringify(doc)}`);
-    await fs.mkdir(doc.root, { recursive: true });
-  }
-  // As `datum dev` does: N-24's maintenance flag is the operator's (the seed's worked example).
-  const flag = path.join(dataDir, 'nodes', 'N-24', 'flags', 'maintenance.json');
-  await fs.mkdir(path.dirname(flag), { recursive: true });
-  await fs.writeFile(flag, 'true\n');
-  return fleetDir;
 }
 
 export function initialState(

@@ -25,6 +25,7 @@ export const NOTE_REASONS = [
   'OPERATOR_RESOLUTION_RECORDED',
   'SIGNAL_REJECTED',
 ] as const;
+export type NoteReason = (typeof NOTE_REASONS)[number];
 
 /** The closed set of reasons. Each decision carries exactly one, plus a human sentence. */
 export const REASONS = [

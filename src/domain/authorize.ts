@@ -5,7 +5,7 @@ import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
 import { withRepeatedDrift } from './repeated-drift';
-import { standingRefusals, trackConflicts, NO_FINDINGS, type StageInput } from './writers';
+import { standingRefusals, trackConflicts, noFindings, type StageInput } from './writers';
 import type { Classified } from './verdict';
 import type { History } from '../contract/history';
 import type { AuthorizedAction, PlannedAction } from '../contract/ledger';
@@ -26,7 +26,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
   const { intent, history, carried } = input;
   // A flip within conflict_window, then repeated drift slower than it: both are another writer.
   const writers = withRepeatedDrift(
-    trackConflicts(history, pre, input.now, intent.policy.conflict_window, NO_FINDINGS),
+    trackConflicts(history, pre, input.now, intent.policy.conflict_window, noFindings()),
     pre,
     input,
   );

@@ -4,21 +4,6 @@ import type { ConditionType } from '../contract/vocabulary';
 
 export type ConditionDraft = Omit<Condition, 'since'>;
 
-/**
- * Conditions about the pass itself (can the node be reached, is the intent current, is the
- * snapshot fresh). They are re-judged on every pass; the rest are about resources and can only
- * be re-judged from a fresh observation under current intent.
- */
-export const GATE_CONDITIONS: readonly ConditionType[] = [
-  'INVALID_SIGNAL',
-  'NODE_UNREACHABLE',
-  'STALE_OBSERVATION',
-  'STALE_INTENT',
-  'INTENT_DIGEST_MISMATCH',
-  'INVALID_DESIRED_STATE',
-  'AGENT_CONFIG_INVALID',
-];
-
 const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>> = {
   NODE_UNREACHABLE: { resolver: 'operator', needs_judgement: false },
   STALE_OBSERVATION: { resolver: 'datum', needs_judgement: false },
@@ -69,9 +54,4 @@ export function mergeConditions(previous: Condition[], current: ConditionDraft[]
     merged.push({ ...c, since: before.get(k)?.since ?? now });
   }
   return merged.sort((a, b) => key(a).localeCompare(key(b)));
-}
-
-/** Resource conditions carried unchanged through a pass that could not re-judge them. */
-export function carriedResourceConditions(previous: Condition[]): ConditionDraft[] {
-  return previous.filter((c) => !GATE_CONDITIONS.includes(c.type)).map(({ since: _since, ...rest }) => rest);
 }

@@ -2,10 +2,17 @@ import type { Json } from './canonical';
 export type { DecisionRule } from './writers';
 import { authorize } from './authorize';
 import type { Assessment } from './classify';
-import { carriedResourceConditions, mergeConditions } from './conditions';
+import { mergeConditions } from './conditions';
 import { episodeRecord, episodeStartOf, withoutEpisode } from './deadline';
 import { formatDuration } from './duration';
-import { laterGateConditions, runGates, snapshotFresh, type ClosedGate, type GateInput } from './gates';
+import {
+  carriedResourceConditions,
+  laterGateConditions,
+  runGates,
+  snapshotFresh,
+  type ClosedGate,
+  type GateInput,
+} from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
 import type { DecideInput, DecideResult } from './inputs';

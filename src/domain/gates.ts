@@ -61,8 +61,8 @@ interface Said {
   tried?: string[];
 }
 
-/** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
-interface Gate<T> {
+/** What the table says of a gate, whatever evidence closes it. */
+interface GateFacts {
   /** What the gate needs to be judged: the node's snapshot, the authority's content, or nothing beyond the read itself. */
   needs: GateNeeds;
   reason: Reason;
@@ -72,20 +72,18 @@ interface Gate<T> {
   lists_resources: boolean;
   /** Why this gate is checked before the next one. */
   outranks: string;
+}
+
+type GateNeeds = 'snapshot' | 'authority' | 'none';
+
+/** A gate whose `when` finds the evidence `T` that closes it (null: the gate is open). */
+interface Gate<T> extends GateFacts {
   when: (g: GateInput) => T | null;
   say: (hit: T, g: GateInput) => Said;
 }
 
 /** A gate as the table holds it, its evidence type hidden behind `close`. */
-type GateNeeds = 'snapshot' | 'authority' | 'none';
-
-export interface GateRung {
-  needs: GateNeeds;
-  reason: Reason;
-  condition: ConditionType;
-  trigger: RecheckTriggerKind;
-  lists_resources: boolean;
-  outranks: string;
+export interface GateRung extends GateFacts {
   /** The verdict when the gate is closed, null when it is open. */
   close: (g: GateInput) => Verdict | null;
 }
@@ -110,19 +108,12 @@ function verdictOf<T>(g: Gate<T>, hit: T, input: GateInput): Verdict {
 }
 
 function gate<T>(g: Gate<T>): GateRung {
+  const { when: _when, say: _say, ...facts } = g;
   const close = (input: GateInput): Verdict | null => {
     const hit = g.when(input);
     return hit === null ? null : verdictOf(g, hit, input);
   };
-  return {
-    needs: g.needs,
-    reason: g.reason,
-    condition: g.condition,
-    trigger: g.trigger,
-    lists_resources: g.lists_resources,
-    outranks: g.outranks,
-    close,
-  };
+  return { ...facts, close };
 }
 
 /** What the authority holds, once it could be read. */
@@ -242,7 +233,7 @@ export const GATES: readonly GateRung[] = [
       if (!o || snapshotFresh(o.observed_at, g.now, g.intent.policy.observation_ttl, g.rules)) return null;
       const age = msBetween(o.observed_at, g.now);
       const ahead = age < 0;
-      // As before for a stale snapshot; whole seconds for one from the future.
+      // A stale snapshot's age to the millisecond; one from the future in whole seconds.
       return { observation: o, age: formatDuration(ahead ? Math.round(-age / 1000) * 1000 : age), ahead };
     },
     say: ({ observation, age, ahead }, g): Said => {
@@ -274,6 +265,19 @@ export const GATES: readonly GateRung[] = [
     },
   }),
 ];
+
+/**
+ * Conditions about the pass itself (can the node be reached, is the intent current, is the
+ * snapshot fresh): the gates' own, and INVALID_SIGNAL, which signalConditions raises again from
+ * the loop's history on every pass. They are re-judged on every pass; the rest are about resources
+ * and can only be re-judged from a fresh observation under current intent.
+ */
+export const GATE_CONDITIONS: readonly ConditionType[] = [...new Set(GATES.map((g) => g.condition)), 'INVALID_SIGNAL'];
+
+/** Resource conditions carried unchanged through a pass that could not re-judge them. */
+export function carriedResourceConditions(previous: Condition[]): ConditionDraft[] {
+  return previous.filter((c) => !GATE_CONDITIONS.includes(c.type)).map(({ since: _since, ...rest }) => rest);
+}
 
 /**
  * The conditions of the gates after a closed one, which the pass never reached: judged now where

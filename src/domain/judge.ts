@@ -11,6 +11,7 @@ import { sameMarker } from './markers';
 import { trailAfterRepairs } from './repeated-drift';
 import { list, type Classified } from './verdict';
 import {
+  noFindings,
   standingRefusals,
   trackConflicts,
   trackWithoutProbe,
@@ -153,14 +154,8 @@ export function judgeWithoutProbe(acted: ActedPass, input: StageInput): Unprobed
 /** What each action of this pass did, read off the fresh probe; without one (null), only the agent's answers. */
 function judgeActions(post: Classified | null, acted: ActedPass): ProbeFindings {
   const probe: ProbeFindings = {
+    ...noFindings(),
     acted_keys: new Set(acted.actions.map((a) => a.resource_key)),
-    repaired: {},
-    overwritten: {},
-    refused: {},
-    refused_now: [],
-    stale: [],
-    ineffective: [],
-    failed: [],
     executed: acted.evidence.filter(wasExecuted).map((ev) => ev.resource_key),
   };
   for (const ev of acted.evidence) {

@@ -1,4 +1,4 @@
-import type { AuthorityView, DecideResult, DecisionRule } from './decide';
+import type { AuthorityView, DecideInput, DecideResult, DecisionRule } from './decide';
 import { decide } from './decide';
 import { evidenceOfFailure, evidenceOfSkip, type ApplyFailure } from './loop';
 import type { BoundIntent } from '../contract/desired';
@@ -45,29 +45,29 @@ export interface PassOutcome {
 export async function runPass(ports: PassPorts, intent: BoundIntent, history: History): Promise<PassOutcome> {
   const pre = await ports.observe();
   const authority = await ports.readAuthority();
-  const first = decide({
-    intent,
-    authority,
-    observation: pre.observation,
-    unreachable: pre.unreachable,
-    history,
-    now: ports.now(),
-    rules: ports.ruleInForce?.bind(ports),
-  });
+  // Both judgements read the authority once, before acting: the probe is judged against the
+  // intent the actions were planned under.
+  const judge = (snapshot: Snapshot, acted?: DecideInput['acted']) =>
+    decide({
+      intent,
+      authority,
+      observation: snapshot.observation,
+      unreachable: snapshot.unreachable,
+      history,
+      now: ports.now(),
+      rules: ports.ruleInForce?.bind(ports),
+      acted,
+    });
+  const first = judge(pre);
   const actions = first.decision.authorized_actions;
   if (actions.length === 0 || !pre.observation) return { first, final: first };
 
   const evidence = await act(ports, actions);
-  const post = await ports.observe();
-  const final = decide({
-    intent,
-    authority,
-    observation: post.observation,
-    unreachable: post.unreachable,
-    history,
-    now: ports.now(),
-    rules: ports.ruleInForce?.bind(ports),
-    acted: { planned: first.decision.planned_actions, actions, evidence, pre: pre.observation },
+  const final = judge(await ports.observe(), {
+    planned: first.decision.planned_actions,
+    actions,
+    evidence,
+    pre: pre.observation,
   });
   return { first, final };
 }

@@ -10,14 +10,14 @@ import type { History, PastRepair } from '../contract/history';
 import type { Observation, WriterEvidence } from '../contract/observation';
 
 /*
- * Repeated drift is a writer (issue 18, hole 10b; seed 000 §9: "when another writer keeps
- * changing the field, stop"). conflict_window catches a writer that undoes a repair soon after it;
- * one that comes back more slowly was new drift every time, repaired with a fresh budget, forever.
- * So the loop remembers, per target (what is written, not the key that names it), the repairs that
- * took within policy.writer_horizon, across passes and continue-as-new (History.repair_trail). When
- * a target that was repaired writer_repairs times within the horizon drifts again under a marker
- * that is not Datum's own, that drift is another writer's: its conflict opens before any repair,
- * with the earlier repairs as the evidence, and an operator resolves it like any conflict.
+ * Repeated drift is a writer (seed 000 §9: "when another writer keeps changing the field, stop").
+ * conflict_window catches a writer that undoes a repair soon after it; one that comes back more
+ * slowly would be new drift every time, repaired with a fresh budget, forever. So the loop
+ * remembers, per target (what is written, not the key that names it), the repairs that took within
+ * policy.writer_horizon, across passes and continue-as-new (History.repair_trail). When a target
+ * that was repaired writer_repairs times within the horizon drifts again under a marker that is not
+ * Datum's own, that drift is another writer's: its conflict opens before any repair, with the
+ * earlier repairs as the evidence, and an operator resolves it like any conflict.
  */
 
 export interface WriterRule {

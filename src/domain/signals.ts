@@ -16,7 +16,7 @@ import type { RecordDecisionRequest } from '../contract/agent';
 import type { BoundIntent } from '../contract/desired';
 import type { History } from '../contract/history';
 import type { Decision, OperatorResolution, RecheckTrigger } from '../contract/ledger';
-import type { ConvergenceStatus, Reason } from '../contract/vocabulary';
+import type { ConvergenceStatus, NoteReason } from '../contract/vocabulary';
 
 /*
  * The payloads of the three signals, validated before they touch the loop (by the contract's
@@ -131,7 +131,7 @@ export function noteDecision(
   history: History,
   note: {
     status?: ConvergenceStatus;
-    reason: Reason;
+    reason: NoteReason;
     detail: string;
     trigger?: RecheckTrigger;
     /** A resolveConflict's request to the agent, recorded so the ledger store's copy follows it at once. */

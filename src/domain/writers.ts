@@ -52,17 +52,20 @@ export interface ProbeFindings {
   executed: string[];
 }
 
-export const NO_FINDINGS: ProbeFindings = {
-  acted_keys: new Set(),
-  repaired: {},
-  overwritten: {},
-  refused: {},
-  refused_now: [],
-  stale: [],
-  ineffective: [],
-  failed: [],
-  executed: [],
-};
+/** Findings with nothing in them, fresh each call: judgeProbe fills its own copy in. */
+export function noFindings(): ProbeFindings {
+  return {
+    acted_keys: new Set(),
+    repaired: {},
+    overwritten: {},
+    refused: {},
+    refused_now: [],
+    stale: [],
+    ineffective: [],
+    failed: [],
+    executed: [],
+  };
+}
 
 export interface Writers {
   repaired: History['repaired'];

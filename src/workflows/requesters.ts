@@ -4,11 +4,11 @@ import { WORKFLOW_PATCH, type ControlActivities, type LedgerEntry, type Requeste
 import { inForce } from './patches';
 
 /*
- * Who asked (issue 18, "who resolved"): each note an operator's signal or Update writes carries
- * the name the request declares (`by`) next to the identity Temporal recorded for it. Workflow
- * code is told neither a signal's sender nor its event, so a handler notes how its request came
- * (the n-th signal of its name in this run, or the Update's id) and the loop reads the identity
- * from the run's history by a local activity before it handles the request.
+ * Who asked: each note an operator's signal or Update writes carries the name the request declares
+ * (`by`) next to the identity Temporal recorded for it. Workflow code is told neither a signal's
+ * sender nor its event, so a handler notes how its request came (the n-th signal of its name in
+ * this run, or the Update's id) and the loop reads the identity from the run's history by a local
+ * activity before it handles the request.
  */
 
 /** How a queued request came: the `ordinal`-th signal of its name in this run, or an Update by its id. */

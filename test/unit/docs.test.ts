@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as vocabulary from '../../src/contract/vocabulary';
 import * as conditions from '../../src/domain/conditions';
-import { GATES } from '../../src/domain/gates';
+import { GATES, GATE_CONDITIONS } from '../../src/domain/gates';
 import { LADDER } from '../../src/domain/ladder';
 
 /*
@@ -70,7 +70,7 @@ describe('the docs', () => {
   it('docs/reasons.md is what the code generates', async () => {
     // A dynamic import: the script is an ES module, and this file compiles to CommonJS.
     const { REASONS_DOC, REGENERATE, renderReasonDocs } = await import('../../scripts/reason-docs.mjs');
-    const fresh = renderReasonDocs({ vocabulary, gates: GATES, ladder: LADDER, conditions });
+    const fresh = renderReasonDocs({ vocabulary, gates: GATES, gateConditions: GATE_CONDITIONS, ladder: LADDER, conditions });
     expect(read(REASONS_DOC) === fresh, `${REASONS_DOC} is stale — fix: run \`${REGENERATE}\` and commit the result`).toBe(true);
   });
 

@@ -89,11 +89,20 @@ const choiceOptions = (nodes: Node[]) => {
 };
 
 /** The command path of the words typed so far: each word that names a subcommand of the path before it. */
-function subcommandCases(nodes: Node[], indent: string): string {
-  return nodes
+/**
+ * The step bash and zsh both take for each word typed so far (in `w`): a word that names a
+ * subcommand of the path so far extends the path, so options complete for the command typed.
+ */
+function pathStep(nodes: Node[]): string {
+  const cases = nodes
     .filter((n) => n.subcommands.length)
-    .map((n) => `${indent}"${n.path}") subs="${words(n.subcommands.map((s) => s.name))}" ;;`)
+    .map((n) => `      "${n.path}") subs="${words(n.subcommands.map((s) => s.name))}" ;;`)
     .join('\n');
+  return `    subs=""
+    case "$path" in
+${cases}
+    esac
+    if [[ " $subs " == *" $w "* ]]; then path="\${path:+$path }$w"; fi`;
 }
 
 function bashScript(nodes: Node[]): string {
@@ -111,11 +120,7 @@ _datum_path() {
   local path="" w i subs
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="\${COMP_WORDS[i]}"
-    subs=""
-    case "$path" in
-${subcommandCases(nodes, '      ')}
-    esac
-    if [[ " $subs " == *" $w "* ]]; then path="\${path:+$path }$w"; fi
+${pathStep(nodes)}
   done
   printf '%s' "$path"
 }
@@ -157,11 +162,7 @@ _datum() {
   local -a items
   for ((i = 2; i < CURRENT; i++)); do
     w="\${words[i]}"
-    subs=""
-    case "$path" in
-${subcommandCases(nodes, '      ')}
-    esac
-    if [[ " $subs " == *" $w "* ]]; then path="\${path:+$path }$w"; fi
+${pathStep(nodes)}
   done
   case "\${words[CURRENT-1]}" in
 ${choices}

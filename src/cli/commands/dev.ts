@@ -3,13 +3,14 @@ import { createWriteStream, existsSync, promises as fs, readdirSync, readFileSyn
 import net from 'node:net';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { stringify, parse as parseYaml } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { DesiredStateAuthority } from '../../activities/authority';
 import { listFleetAgents, type FleetAgentFile } from '../../agent/config';
 import { stopServices } from '../../agent/services';
 import { connectClient } from '../../worker/connection';
 import { projectRoot, temporalCliPath } from '../../worker/paths';
 import { devServerFlags } from '../../worker/dev-server';
+import { prepareDemoFleet } from '../../worker/demo-fleet';
 import {
   CONTROL_TASK_QUEUE,
   ROLLOUT_OUTCOMES,
@@ -97,7 +98,7 @@ async function stackOptions({ values, port, uiPort }: DevInput): Promise<Stack> 
   const dataDir = dataDirFrom(values.data);
   await fs.mkdir(path.join(dataDir, 'logs'), { recursive: true });
   await Promise.all([ensureFree(port, '--port'), ensureFree(uiPort, '--ui-port')]);
-  const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir);
+  const fleetDir = values.fleet ? path.resolve(values.fleet) : await prepareDemoFleet(dataDir, 'datum dev');
   const agents = await listFleetAgents(fleetDir);
   if (agents.length === 0)
     throw new UsageError(
@@ -166,30 +167,6 @@ async function ensureFree(port: number, flag: string): Promise<void> {
     );
     server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
   });
-}
-
-/**
- * The bundled demo fleet, copied once into the data dir so the user can edit desired state and
- * agent.yaml there, with each node rooted under DIR/nodes. N-24 starts as the seed tells it: the
- * operator has approved maintenance and switched it on by hand.
- */
-async function prepareDemoFleet(dataDir: string): Promise<string> {
-  const fleetDir = path.join(dataDir, 'fleet');
-  if (existsSync(path.join(fleetDir, 'desired', 'nodes'))) return fleetDir;
-  await fs.cp(path.join(projectRoot(), 'examples', 'fleet'), fleetDir, { recursive: true });
-  for (const { file } of await listFleetAgents(fleetDir)) {
-    const doc = parseYaml(await fs.readFile(file, 'utf8')) as { node: string; root: string };
-    doc.root = path.join(dataDir, 'nodes', doc.node);
-    await fs.writeFile(
-      file,
-      `# Rooted by datum dev under its data dir (the bundled copy says /var/lib/datum).\n${stringify(doc)}`,
-    );
-    await fs.mkdir(doc.root, { recursive: true });
-  }
-  const flag = path.join(dataDir, 'nodes', 'N-24', 'flags', 'maintenance.json');
-  await fs.mkdir(path.dirname(flag), { recursive: true });
-  await fs.writeFile(flag, 'true\n');
-  return fleetDir;
 }
 
 async function waitForServer(address: string, children: Children): Promise<Awaited<ReturnType<typeof connectClient>>> {
