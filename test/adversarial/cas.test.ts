@@ -9,18 +9,12 @@ import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
-import { Stack } from '../helpers/stack';
+import { type Stack, useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 const CONFIG = 'etc/app/config.json';
 
@@ -46,14 +40,6 @@ async function slowArtifact(
   await new Promise((resolve) => server.once('listening', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/${art.name}`;
   return { url, sha256: art.sha256, close: () => server.close() };
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 const evidenceOf = (ledger: LedgerEntry[], key: string) =>
@@ -122,7 +108,9 @@ describe('attack: a superseded generation acts late, after a newer one reached t
         extra: { build: { type: 'release', version: '7.4', artifact: server.url, sha256: server.sha256 } },
       });
       newer = await stack.startNode(node, 2);
-      await until('generation 2 to send its install', async () => ((await stack.historyCounts(newer!)).scheduled.apply ?? 0) > 0);
+      await until(async () => ((await stack.historyCounts(newer!)).scheduled.apply ?? 0) > 0, {
+        what: 'generation 2 to send its install',
+      });
     });
     try {
       await stack.fleet.writeDesired(node, 1, {

@@ -1,8 +1,8 @@
 import { Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
 import { agentTaskQueue } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Suspected in issue 18, confirmed: an agent whose clock runs ahead stamps its snapshots in the
@@ -13,14 +13,7 @@ import { Stack } from '../helpers/stack';
  * clock sends them; Datum must refuse to judge them (STALE_OBSERVATION, saying why) instead.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 const HOUR = 60 * 60_000;
 

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { emptyHistory, type BoundIntent } from '../../src/domain';
 import {
@@ -11,7 +11,7 @@ import {
   type ReconcileCarry,
   type ReconcileNodeWorkflow,
 } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 4 of the safety model: a reconcile workflow trusted carried state from any caller. Here
@@ -20,14 +20,7 @@ import { Stack } from '../helpers/stack';
  * anything runs on the node, with a failure that says why.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 /** A carry as continue-as-new would hand over, but built by the caller. */
 function forgedCarry(intent: BoundIntent): ReconcileCarry {

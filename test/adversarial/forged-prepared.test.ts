@@ -1,7 +1,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 9 of issue 18: a rollout trusted a `prepared` list from whoever started it. An adversary
@@ -11,14 +11,7 @@ import { Stack } from '../helpers/stack';
  * CONVERGED from a loop that is not its own.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 describe('a rollout started with a forged prepared list', () => {
   it('is refused instead of reporting a node CONVERGED from another loop', async () => {

@@ -10,25 +10,19 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { recheckSignal, reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const CONFIG = 'etc/app/config.json';
@@ -86,14 +80,6 @@ const decisionsOnDisk = async (node: string) =>
   JSON.parse(
     await fs.readFile(path.join(stack.fleet.root(node), '.datum/decisions.json'), 'utf8').catch(() => '{"targets":{}}'),
   ) as { targets: Record<string, { kind: string; generation: number; by: string }> };
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe("attack: the old loop's pass in flight writes after the new generation observed the node and had nothing to write", () => {
   it('is fenced by the new generation’s observe: the older write is refused, and the newer loop never has to repair it', async () => {
@@ -153,10 +139,9 @@ describe("attack: a hand-over renames the release resource, and the old loop's s
     const gen1 = await stack.startNode(node, 1);
     // The moment generation 1's switch of `current` lands (its file write still to come), the
     // rollout binds generation 2, which calls the same release "app_release".
-    await until(
-      'generation 1 to switch current',
-      async () => (await fs.readlink(path.join(root, 'current')).catch(() => null)) !== null,
-    );
+    await until(async () => (await fs.readlink(path.join(root, 'current')).catch(() => null)) !== null, {
+      what: 'generation 1 to switch current',
+    });
     await writeDoc(node, 2, { app_release: build, config: file(8) });
     const gen2 = await stack.startNode(node, 2);
 
@@ -205,10 +190,9 @@ describe("attack: the old loop's pass after a hand-over gives the agent back a y
     // Generation 1's loop runs one more pass: the agent no longer holds its yield, so it sends it.
     const before = (await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0;
     await gen1.signal(recheckSignal, {});
-    await until(
-      'generation 1 to send its yield again',
-      async () => ((await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0) > before,
-    );
+    await until(async () => ((await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0) > before, {
+      what: 'generation 1 to send its yield again',
+    });
     await stack.waitForObservePasses(gen1, 1);
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
     // The refusal ends nothing in the old loop: it is still running, and did not spin on it.

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { projectRoot } from '../../src/worker/paths';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   CONTROL_TASK_QUEUE,
   MAX_SIGNAL_DEPTH,
@@ -16,7 +16,7 @@ import {
   rolloutWorkflowId,
   type RolloutWorkflow,
 } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 import { aliasBomb, deep } from '../fuzz/generators';
 
 /*
@@ -26,14 +26,7 @@ import { aliasBomb, deep } from '../fuzz/generators';
  * query and the DatumConditions search attribute, and nothing was applied on disk.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 /** Every path under `dir` with a digest of what it holds: equal before and after means nothing was written. */
 async function treeOf(dir: string): Promise<Record<string, string>> {

@@ -1,9 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 8 of issue 18, the validation side: a desired-state author writes a file resource whose
@@ -14,14 +14,7 @@ import { Stack } from '../helpers/stack';
  * the last valid generation goes on repairing it.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 describe('a file path with a name longer than the filesystem allows', () => {
   it('is invalid desired state, named with its fix, not an unreachable node', async () => {

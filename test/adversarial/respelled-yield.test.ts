@@ -2,14 +2,14 @@ import type { ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 5 of issue 18: a yield was bound to the canonical JSON of the spec, so a desired-state
@@ -19,17 +19,10 @@ import { Stack } from '../helpers/stack';
  * about the value Datum would write; a re-spelling changes nothing, on real processes.
  */
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const CONFIG = 'etc/app/config.json';

@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 10b of issue 18: a writer that flips a managed file back more slowly than conflict_window
@@ -24,17 +24,10 @@ const WRITER_DELAY_MS = 3 * CONFLICT_WINDOW_MS;
 const POLICY = { ...FAST_POLICY, conflict_window: `${CONFLICT_WINDOW_MS}ms`, writer_horizon: '5m', writer_repairs: 3 };
 const CONFIG = 'etc/app/config.json';
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');

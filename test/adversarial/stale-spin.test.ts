@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../helpers/stack';
+import { describe, expect, it } from 'vitest';
+import { useStack } from '../helpers/stack';
 
 /*
  * Hole 8 of the safety model: a snapshot that is stale every time made the loop spin. With an
@@ -8,14 +8,7 @@ import { Stack } from '../helpers/stack';
  * policy.backoff, and the condition must say how many were taken.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 describe('a snapshot that is stale every time', () => {
   it('an observation_ttl shorter than any observation backs off instead of spinning, and says how many were taken', async () => {

@@ -3,14 +3,15 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * The ledger store's copy of the operator decisions, attacked on real processes (dev server,
@@ -19,18 +20,15 @@ import { Stack } from '../helpers/stack';
  * rules (docs/architecture.md §4 "Targets and operator decisions"), so both give one answer.
  */
 
-let stack: Stack;
+// Its own controller, held to stop and restart it (withControllerStopped).
+const stack = useStack({ controller: false });
 let controller: Worker;
 const children: ChildProcess[] = [];
 beforeAll(async () => {
-  stack = await Stack.start();
   controller = await stack.startController();
 });
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const CONFIG = 'etc/app/config.json';
@@ -64,16 +62,12 @@ async function conflictOnConfig(node: string): Promise<{ gen1: WorkflowHandle; w
   children.push(writer);
   await stack.waitFor(gen1, (s) => s.convergence_status === 'CONFLICT');
   // The state query answers before the pass's entry reaches the store: wait for the store too.
-  await until(async () => (await operatorDecisionsOf(stack.ledgerStore, node)).length > 0, 'the store holds the conflict');
+  await until(async () => (await operatorDecisionsOf(stack.ledgerStore, node)).length > 0, {
+    what: 'the store to hold the conflict',
+    timeoutMs: 30_000,
+  });
   expect((await operatorDecisionsOf(stack.ledgerStore, node)).map((d) => d.kind)).toEqual(['conflict']);
   return { gen1, writer };
-}
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !(await check());) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /** Stops the controller worker until `meanwhile` is done: signals sent then reach the loop in one workflow task. */

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { LedgerEntry } from '../../src/domain';
 import { FAST_POLICY, MAINTENANCE } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Issue 18, hole 1, end to end: the dev server, the controller worker and a real agent process.
@@ -16,14 +16,7 @@ import { Stack } from '../helpers/stack';
  * it OPERATOR_OWNED with the entry and the target, and no write of it, and the file keeps its bytes.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 const PROTECTED = 'etc/app/app.conf';
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -3,14 +3,14 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { type Stack, useStack } from '../helpers/stack';
 
 /*
  * Holes 1 and 2 of issue 10, attacked with ordinary powers on real processes (dev server,
@@ -19,17 +19,10 @@ import { Stack } from '../helpers/stack';
  * protection or decision. See docs/architecture.md §4 "Targets and operator decisions".
  */
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const CONFIG = 'etc/app/config.json';

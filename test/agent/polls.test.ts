@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runAgents, type RunningAgents } from '../../src/agent/worker';
 import { agentTaskQueue } from '../../src/contract';
 import { freePort, startDevEnv } from '../helpers/temporal';
+import { until } from '../helpers/until';
 import { cleanupNodes, makeNode } from './helpers';
 
 const NODES = 6;
@@ -43,7 +44,7 @@ describe('an agent serving several nodes, on a dev server', () => {
   it('holds one activity poll per node queue, as the server counts them', async () => {
     // The server's own per-namespace workers poll the namespace too (two activity polls in the
     // pinned dev server): counted once they have started, before any agent.
-    await until(async () => (await openActivityPolls()) > 0);
+    await until(async () => (await openActivityPolls()) > 0, { what: 'the server’s own activity polls', timeoutMs: 30_000 });
     const own = await openActivityPolls();
     const nodes = await Promise.all(Array.from({ length: NODES }, (_, i) => makeNode({ node: `P-${i + 1}` })));
     agents = await runAgents({
@@ -54,28 +55,26 @@ describe('an agent serving several nodes, on a dev server', () => {
 
     // Every node's queue has its poller...
     for (const n of nodes) {
-      await until(async () => {
-        const queue = await env!.client.workflowService.describeTaskQueue({
-          namespace: 'default',
-          taskQueue: { name: agentTaskQueue(n.node) },
-          taskQueueType: 2, // activity
-        });
-        return queue.pollers.length > 0;
-      });
+      await until(
+        async () => {
+          const queue = await env!.client.workflowService.describeTaskQueue({
+            namespace: 'default',
+            taskQueue: { name: agentTaskQueue(n.node) },
+            taskQueueType: 2, // activity
+          });
+          return queue.pollers.length > 0;
+        },
+        { what: `a poller on ${agentTaskQueue(n.node)}`, timeoutMs: 30_000 },
+      );
     }
     // ...and the server holds as many polls open as there are nodes, not eight per node. The
     // gauge is recorded as each poll starts, so once every worker has started polling it reads
     // the total; give a few more starts the chance to overshoot before judging.
-    await until(async () => (await openActivityPolls()) >= own + NODES);
+    await until(async () => (await openActivityPolls()) >= own + NODES, {
+      what: `${NODES} more activity polls`,
+      timeoutMs: 30_000,
+    });
     await new Promise((r) => setTimeout(r, 2000));
     expect(await openActivityPolls()).toBe(own + NODES);
   });
 });
-
-async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
 import {
@@ -17,7 +17,8 @@ import {
   type ReconcileNodeWorkflow,
 } from '../../src/contract';
 import { startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * The operator's commands against a real stack (dev server, controller worker, agents on temp
@@ -27,18 +28,11 @@ import { Stack } from '../helpers/stack';
 
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
 
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -50,17 +44,6 @@ async function datum(...args: string[]): Promise<{ code: number; stdout: string;
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
-
-/** Visibility is eventually consistent: retries `read` until `check` holds (or fails with the last output). */
-async function eventually<T>(read: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 300));
   }
 }
 
@@ -220,10 +203,11 @@ describe('datum nodes / status / describe / ledger / diff', () => {
       ]),
     });
 
-    const table = await eventually(
-      () => datum('nodes'),
-      (r) => /Q-4\s+DRIFTED/.test(r.stdout) && /Q-3\s+CONVERGED/.test(r.stdout) && /Q-5/.test(r.stdout),
-    );
+    const table = await until(() => datum('nodes'), {
+      what: 'nodes to show Q-3, Q-4 and Q-5',
+      accept: (r) => /Q-4\s+DRIFTED/.test(r.stdout) && /Q-3\s+CONVERGED/.test(r.stdout) && /Q-5/.test(r.stdout),
+      timeoutMs: 30_000,
+    });
     expect(table.code).toBe(0);
     expect(table.stdout.split('\n')[0]).toMatch(/^NODE\s+STATUS\s+REASON\s+GEN\s+MODE\s+CONDITIONS\s+LAST VERIFIED\s+AGE$/);
     expect(table.stdout).toMatch(/Q-3\s+CONVERGED\s+\S+\s+1\s+enforce\s+-\s+\d+s ago\s+\d+s/);
@@ -344,13 +328,13 @@ describe('datum_build_info', () => {
     );
     children.push(agent);
     const version = (await datum('--version')).stdout.trim().replace(/^datum /, '');
-    const metrics = await eventually(
+    const metrics = await until(
       () =>
         fetch(`http://127.0.0.1:${port}/metrics`).then(
           (r) => r.text(),
           () => '',
         ),
-      (t) => t.includes('datum_build_info'),
+      { what: 'the agent to serve datum_build_info', accept: (t) => t.includes('datum_build_info'), timeoutMs: 30_000 },
     );
     expect(metrics).toMatch(new RegExp(`datum_build_info\\{[^}]*version="${version.replace(/\./g, '\\.')}"[^}]*\\} 1`));
   });

@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
 import { auditSqliteLedgersUnder } from '../helpers/ledger-audit';
+import { until } from '../helpers/until';
 
 /*
  * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
@@ -41,12 +42,9 @@ function startDev(port: number, uiPort: number): ChildProcess {
   return child;
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; output so far:\n${output}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+/** `until`, with dev's output so far in the timeout error. */
+async function untilDev(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  await until(check, { what, timeoutMs, context: () => `output so far:\n${output}` });
 }
 
 async function datum(port: number, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -101,7 +99,7 @@ describe('datum dev (npm start)', () => {
     dataDir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-dev-')));
     const [port, uiPort] = [await freePort(), await freePort()];
     dev = startDev(port, uiPort);
-    await until('the first rollout and the next steps', () => output.includes('Ctrl-C stops everything'));
+    await untilDev('the first rollout and the next steps', () => output.includes('Ctrl-C stops everything'));
     expect(output).toMatch(/N-24\s+CONVERGED/);
     expect(output).toMatch(/N-25\s+DRIFTED\s+OBSERVE_MODE_DRIFT/);
     expect(output).toContain(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`);
@@ -138,16 +136,16 @@ describe('datum dev (npm start)', () => {
 
     // Ctrl-C: every process it started exits, the node services too.
     dev.kill('SIGINT');
-    await until('dev to exit', () => dev!.exitCode !== null, 60_000);
+    await untilDev('dev to exit', () => dev!.exitCode !== null, 60_000);
     expect(output).toContain('every process it started has exited');
     await expect(fs.stat(path.join(dataDir, 'dev.json'))).rejects.toThrow(/ENOENT/);
     expect(await leftovers()).toEqual([]);
 
     // Again: resumes from the SQLite file; the same loops are there and carry on.
     dev = startDev(port, uiPort);
-    await until('the restart', () => output.includes('Ctrl-C stops everything'));
+    await untilDev('the restart', () => output.includes('Ctrl-C stops everything'));
     expect(output).toMatch(/The first rollout ran at .*; the reconcile loops resume/);
-    await until('N-24 re-verified after the restart', async () => {
+    await untilDev('N-24 re-verified after the restart', async () => {
       const after = await datum(port, 'describe', 'N-24', '--json');
       if (after.code !== 0) return false;
       const state = (JSON.parse(after.stdout) as typeof before).state;
@@ -157,7 +155,7 @@ describe('datum dev (npm start)', () => {
       );
     });
     dev.kill('SIGINT');
-    await until('dev to exit', () => dev!.exitCode !== null, 60_000);
+    await untilDev('dev to exit', () => dev!.exitCode !== null, 60_000);
     expect(await leftovers()).toEqual([]);
   });
 

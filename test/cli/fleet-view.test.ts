@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type ReconcileNodeWorkflow } from '../../src/contract';
 import { nodesWithoutLoop } from '../../src/worker/fleet-metrics';
 import { projectRoot } from '../../src/worker/paths';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * A fleet view that cannot lie (issue 20): `datum status` and `datum nodes` compare the nodes the
@@ -16,15 +17,7 @@ import { Stack } from '../helpers/stack';
 
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
-let stack: Stack;
-
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 async function datum(env: Record<string, string | undefined>, ...args: string[]) {
   const childEnv: NodeJS.ProcessEnv = {
@@ -40,17 +33,6 @@ async function datum(env: Record<string, string | undefined>, ...args: string[])
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
-
-/** Visibility is eventually consistent: retries `read` until `check` holds (or fails with the last output). */
-async function eventually<T>(read: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 300));
   }
 }
 
@@ -83,10 +65,11 @@ describe('datum status and datum nodes against the authority', () => {
     });
     await expect(lost.result()).rejects.toThrow();
 
-    const status = await eventually(
-      () => datum({}, 'status', '--json'),
-      (r) => ['F-2', 'F-3', 'F-4'].every((n) => r.stdout.includes(`"node": "${n}"`)),
-    );
+    const status = await until(() => datum({}, 'status', '--json'), {
+      what: 'status to list F-2, F-3 and F-4',
+      accept: (r) => ['F-2', 'F-3', 'F-4'].every((n) => r.stdout.includes(`"node": "${n}"`)),
+      timeoutMs: 30_000,
+    });
     expect(status.code).toBe(1);
     const report = JSON.parse(status.stdout) as { conditions: StatusCondition[]; declared: number; fleet: string };
     expect(report.fleet).toBe(stack.fleet.dir);
@@ -152,10 +135,11 @@ describe('datum status and datum nodes against the authority', () => {
       workflowId: reconcileWorkflowId('F-3', 1),
       args: [{ node: 'F-3', generation: 1 }],
     });
-    const after = await eventually(
-      () => datum({}, 'status', '--condition', 'NO_RUNNING_LOOP', '--json'),
-      (r) => !r.stdout.includes('"node": "F-3"'),
-    );
+    const after = await until(() => datum({}, 'status', '--condition', 'NO_RUNNING_LOOP', '--json'), {
+      what: 'status to drop F-3 from NO_RUNNING_LOOP',
+      accept: (r) => !r.stdout.includes('"node": "F-3"'),
+      timeoutMs: 30_000,
+    });
     expect((JSON.parse(after.stdout) as { conditions: StatusCondition[] }).conditions.map((c) => c.node)).toEqual(['F-2', 'F-4']);
     for (const h of [right, again]) await h.terminate('test done');
   });

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
 import {
   MEMO_ROLLOUT_CANCELLED,
@@ -11,7 +11,8 @@ import {
   type RolloutCancelled,
   type RolloutWorkflow,
 } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * Rollouts as objects, with the real CLI against a real stack: start --wait with jsonl progress,
@@ -21,15 +22,7 @@ import { Stack } from '../helpers/stack';
 
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
-let stack: Stack;
-
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -40,16 +33,6 @@ async function datum(...args: string[]): Promise<{ code: number; stdout: string;
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
-
-async function eventually<T>(read: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 300));
   }
 }
 
@@ -96,10 +79,11 @@ describe('datum rollout start | status | list | cancel', () => {
     expect(lines.at(-1)).toEqual({ rollout: id, done: true, generation: 1, need_attention: ['R-3'] });
     expect(started.code).toBe(1); // R-3 was refused
 
-    const list = await eventually(
-      () => datum('rollout', 'list', '--json'),
-      (r) => r.stdout.includes('COMPLETED'),
-    );
+    const list = await until(() => datum('rollout', 'list', '--json'), {
+      what: 'rollout list to show a COMPLETED rollout',
+      accept: (r) => r.stdout.includes('COMPLETED'),
+      timeoutMs: 30_000,
+    });
     expect((JSON.parse(list.stdout) as { rollouts: unknown[] }).rollouts).toContainEqual(
       expect.objectContaining({ workflow_id: id, generation: 1, nodes: 3, status: 'COMPLETED' }),
     );

@@ -20,6 +20,7 @@ import { workflowBundleOptions } from '../../src/worker/bundle';
 import { Fleet } from '../helpers/fleet';
 import { quietLogger } from '../helpers/stack';
 import { startDevEnv, type DevEnvOptions } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 export const newKey = () => randomBytes(32).toString('base64');
 
@@ -142,20 +143,12 @@ export async function waitForState(
   predicate: (s: NodeState) => boolean,
   timeoutMs = 60_000,
 ): Promise<NodeState> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const state = await handle.query(stateQuery);
-      if (predicate(state)) return state;
-      last = state;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  return until(() => handle.query(stateQuery), {
+    what: `${handle.workflowId}'s state`,
+    accept: predicate,
+    errors: 'retry',
+    timeoutMs,
+  });
 }
 
 /** Every payload in a history with where it sits, search attributes aside (the server indexes those in clear). */

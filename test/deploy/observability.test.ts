@@ -37,6 +37,7 @@ import {
 import { fileBytes } from '../../src/domain';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 const ROOT = projectRoot();
 const ALERTS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'alerts.yml');
@@ -253,16 +254,22 @@ async function scrape(at: string): Promise<Sample[]> {
   return parseExposition(await res.text());
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    const exited = children.find((c) => c.exitCode !== null && !stopped.has(c));
-    if (exited) throw new Error(`a process exited (${exited.exitCode}) while waiting for ${what}:\n${output.get(exited)}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${[...output.values()].join('\n---\n')}`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
+/**
+ * `until` for the processes under test: a probe that fails counts as not yet, a process that
+ * exits fails the wait at once with its output, and a timeout shows every process's output.
+ */
+async function untilUp<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
+  const found = await until(() => probe().catch(() => undefined), {
+    what,
+    timeoutMs,
+    accept: (value) => value !== undefined,
+    giveUp: () => {
+      const exited = children.find((c) => c.exitCode !== null && !stopped.has(c));
+      return exited && new Error(`a process exited (${exited.exitCode}) while waiting for ${what}:\n${output.get(exited)}`);
+    },
+    context: () => [...output.values()].join('\n---\n'),
+  });
+  return found as T;
 }
 
 beforeAll(async () => {
@@ -296,14 +303,14 @@ beforeAll(async () => {
     workflowId: reconcileWorkflowId(NODE, 1),
     args: [{ node: NODE, generation: 1 }],
   });
-  await until('the node to converge', async () => {
+  await untilUp('the node to converge', async () => {
     const s = await handle.query(stateQuery);
     return s.convergence_status === 'CONVERGED' ? s : undefined;
   });
   // Then a drift, repaired: someone edits the managed config file on the node.
   const changedMs = Date.now();
   await writeFile(path.join(fleet.root(NODE), 'etc/app/config.json'), fileBytes({ workers: 99 }));
-  await until('the drift to be repaired', async () => {
+  await untilUp('the drift to be repaired', async () => {
     const ledger = await handle.query(ledgerQuery);
     const repair = ledger.find(
       (e) => Date.parse(e.decided_at) > changedMs && e.execution_evidence.some((x) => x.resource_key === 'config'),
@@ -589,7 +596,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
     output.set(prometheus, '');
     prometheus.stderr!.on('data', (c: Buffer) => output.set(prometheus!, output.get(prometheus!) + c.toString()));
     children.push(prometheus);
-    await until('both targets up', async () => {
+    await untilUp('both targets up', async () => {
       const body = (await (await fetch(`http://${address.prometheus}/api/v1/targets`)).json()) as {
         data: { activeTargets: { health: string; labels: { job: string } }[] };
       };
@@ -605,7 +612,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
 
   it('evaluates every alert rule without error', async (ctx) => {
     ctx.skip(missing !== undefined, missing ?? '');
-    const rules = await until('every rule evaluated', async () => {
+    const rules = await untilUp('every rule evaluated', async () => {
       const body = (await (await fetch(`http://${address.prometheus}/api/v1/rules`)).json()) as {
         data: { groups: { rules: { name: string; health: string; lastError?: string }[] }[] };
       };
@@ -638,7 +645,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
     ctx.skip(missing !== undefined, missing ?? '');
     const agent = children[1];
     expect(await stop(agent), 'the agent exits cleanly on SIGTERM').toBe(0);
-    await until(
+    await untilUp(
       'DatumAgentDown pending',
       async () => {
         const body = (await (await fetch(`http://${address.prometheus}/api/v1/alerts`)).json()) as {

@@ -20,7 +20,7 @@ import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
 import { MAINTENANCE } from '../helpers/fleet';
 import { arMembers, gunzip, readRpm, tarEntries, type Installed, type RpmPackage } from '../helpers/packages';
-import { Stack, statusesOf } from '../helpers/stack';
+import { statusesOf, useStack } from '../helpers/stack';
 
 const run = promisify(execFile);
 const ROOT = projectRoot();
@@ -152,20 +152,16 @@ describe('the datum-agent packages', () => {
 });
 
 describe('the worked example, against the agent from the unpacked .deb', () => {
-  let stack: Stack;
+  const stack = useStack();
   let agent: ChildProcess | undefined;
   let output = '';
   const node = 'N-24';
   const config = () => path.join(sysroot, 'etc/datum/agents', `${node}.yaml`);
 
-  beforeAll(async () => {
-    stack = await Stack.start();
-    await stack.startController();
-  });
+  // Before the stack stops (after-hooks run in reverse order).
   afterAll(async () => {
     agent?.kill('SIGTERM');
     if (agent && agent.exitCode === null) await new Promise((r) => agent!.once('exit', r));
-    await stack?.stop();
   });
 
   /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the unpacked root. */

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { afterAll, beforeAll } from 'vitest';
 import { bundleWorkflowCode, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { LedgerEntry } from '../../src/domain';
 import { runAgents, type RunningAgents } from '../../src/agent/worker';
@@ -27,6 +28,7 @@ import {
 } from '../../src/contract';
 import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
+import { until } from './until';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
 
 /** A run's history, counted: its events, and the activities it scheduled by type (observe, apply, watch). */
@@ -35,26 +37,63 @@ export interface HistoryCounts {
   scheduled: Record<string, number>;
 }
 
+/** What a started Stack holds: the dev server, the fleet directory, the workflow bundle, the ledger store. */
+interface Started {
+  env: TestWorkflowEnvironment;
+  fleet: Fleet;
+  bundle: WorkflowBundleWithSourceMap;
+  ledgerStore: LedgerStore;
+}
+
+/** Another queue (with another fleet: a lagging controller), or a shorter work-item escalation. */
+export interface ControllerOptions {
+  taskQueue?: string;
+  fleetDir?: string;
+  workEscalateAfter?: string;
+}
+
 export class Stack {
   readonly agents = new Map<string, RunningAgents>();
   private readonly controllers: { worker: Worker; run: Promise<void> }[] = [];
-
-  private constructor(
-    readonly env: TestWorkflowEnvironment,
-    readonly fleet: Fleet,
-    readonly bundle: WorkflowBundleWithSourceMap,
-    readonly ledgerStore: LedgerStore,
-  ) {}
+  private parts: Started | undefined;
 
   /** Options: those of startDevEnv, e.g. `{ ui: true }` for a dev server that serves its Web UI too. */
   static async start(options: DevEnvOptions = {}): Promise<Stack> {
+    return new Stack().start(options);
+  }
+
+  /** Starts this Stack (once); `Stack.start` and `useStack` call it. */
+  async start(options: DevEnvOptions = {}): Promise<this> {
+    if (this.parts) throw new Error('this Stack is already started');
     const [env, fleet, bundle] = await Promise.all([
       startDevEnv(options),
       Fleet.create(),
       bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
     ]);
     const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
-    return new Stack(env, fleet, bundle, ledgerStore);
+    this.parts = { env, fleet, bundle, ledgerStore };
+    return this;
+  }
+
+  private get started(): Started {
+    if (!this.parts) throw new Error('this Stack is not started yet: use it in a hook or a test, after useStack()');
+    return this.parts;
+  }
+
+  get env(): TestWorkflowEnvironment {
+    return this.started.env;
+  }
+
+  get fleet(): Fleet {
+    return this.started.fleet;
+  }
+
+  get bundle(): WorkflowBundleWithSourceMap {
+    return this.started.bundle;
+  }
+
+  get ledgerStore(): LedgerStore {
+    return this.started.ledgerStore;
   }
 
   get client() {
@@ -69,7 +108,7 @@ export class Stack {
   }
 
   /** A controller worker on datum-control (or another queue, with another fleet: a lagging controller). */
-  async startController(options: { taskQueue?: string; fleetDir?: string; workEscalateAfter?: string } = {}): Promise<Worker> {
+  async startController(options: ControllerOptions = {}): Promise<Worker> {
     const worker = await createControllerWorker({
       connection: this.env.nativeConnection,
       client: this.env.client,
@@ -113,22 +152,22 @@ export class Stack {
     predicate: (s: NodeState, ledger: LedgerEntry[]) => boolean,
     timeoutMs = 60_000,
   ): Promise<NodeState> {
-    const deadline = Date.now() + timeoutMs;
-    let last: NodeState | undefined;
     let ledger: LedgerEntry[] = [];
-    for (;;) {
-      try {
-        [last, ledger] = await Promise.all([handle.query(stateQuery), handle.query(ledgerQuery)]);
-        if (predicate(last, ledger)) return last;
-      } catch (error) {
-        if (Date.now() > deadline) throw error;
-      }
-      if (Date.now() > deadline) {
-        const summary = ledger.map((e) => `#${e.seq} ${e.convergence_status}/${e.reason}: ${e.reason_detail}`).join('\n  ');
-        throw new Error(`timed out after ${timeoutMs} ms; state: ${JSON.stringify(last)}\nledger:\n  ${summary}`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    return until(
+      async () => {
+        const [state, entries] = await Promise.all([handle.query(stateQuery), handle.query(ledgerQuery)]);
+        ledger = entries;
+        return state;
+      },
+      {
+        what: `${handle.workflowId}'s state`,
+        accept: (state) => predicate(state, ledger),
+        errors: 'retry',
+        timeoutMs,
+        context: () =>
+          `ledger:\n  ${ledger.map((e) => `#${e.seq} ${e.convergence_status}/${e.reason}: ${e.reason_detail}`).join('\n  ')}`,
+      },
+    );
   }
 
   /**
@@ -171,17 +210,13 @@ export class Stack {
   ): Promise<{ before: HistoryCounts; after: HistoryCounts }> {
     const before = await this.historyCounts(handle);
     const start = before.scheduled.observe ?? 0;
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const after = await this.historyCounts(handle);
+    const after = await until(() => this.historyCounts(handle), {
+      what: `${passes} passes after ${start} observes`,
       // The observe in flight at the start may belong to a pass that began before it: one more.
-      if ((after.scheduled.observe ?? 0) >= start + passes + 1) return { before, after };
-      if (Date.now() > deadline)
-        throw new Error(
-          `timed out after ${timeoutMs} ms waiting for ${passes} passes; observes scheduled: ${start} then ${after.scheduled.observe ?? 0}`,
-        );
-      await new Promise((r) => setTimeout(r, 200));
-    }
+      accept: (counts) => (counts.scheduled.observe ?? 0) >= start + passes + 1,
+      timeoutMs,
+    });
+    return { before, after };
   }
 
   /**
@@ -189,16 +224,12 @@ export class Stack {
    * (its first heartbeat comes right after): a change made from now on wakes the loop.
    */
   async waitForWatch(handle: WorkflowHandle, timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      if (pending.some((a) => a.activityType?.name === 'watch' && a.lastHeartbeatTime)) return;
-      if (Date.now() > deadline)
-        throw new Error(
-          `timed out after ${timeoutMs} ms waiting for a running watch; pending: ${pending.map((a) => a.activityType?.name).join(', ')}`,
-        );
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await until(async () => (await handle.describe()).raw.pendingActivities ?? [], {
+      what: `a running watch on ${handle.workflowId}`,
+      accept: (pending) => pending.some((a) => a.activityType?.name === 'watch' && a.lastHeartbeatTime),
+      timeoutMs,
+      intervalMs: 100,
+    });
   }
 
   /**
@@ -240,7 +271,9 @@ export class Stack {
     return handle.query(stateQuery);
   }
 
+  /** Stops what the Stack started, agents first; a Stack that never started has nothing to stop. */
   async stop(): Promise<void> {
+    if (!this.parts) return;
     await Promise.all([...this.agents.keys()].map((n) => this.stopAgent(n)));
     for (const c of this.controllers.splice(0)) {
       if (c.worker.getState() === 'RUNNING') c.worker.shutdown();
@@ -251,6 +284,23 @@ export class Stack {
     await this.ledgerStore.close();
     await this.fleet.remove();
   }
+}
+
+/**
+ * The file's (or the describe block's) Stack, with one controller worker: started before its
+ * tests, stopped after them. Hooks registered after this call run after the start and before the
+ * stop (vitest runs after-hooks in reverse order). `controller: false` starts none.
+ */
+export function useStack(options: { controller?: ControllerOptions | false } = {}): Stack {
+  const stack = new Stack();
+  beforeAll(async () => {
+    await stack.start();
+    if (options.controller !== false) await stack.startController(options.controller);
+  });
+  afterAll(async () => {
+    await stack.stop();
+  });
+  return stack;
 }
 
 async function listNodes(fleet: Fleet): Promise<string[]> {

@@ -4,29 +4,23 @@ import os from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { stringify } from 'yaml';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
 import { DatumConditions, DatumStatus, MEMO_SUMMARY, ledgerQuery, reconcileWorkflowId, stateQuery } from '../../src/contract';
 import { sha256 as sha256Of, tarGz } from '../agent/helpers';
-import { Stack, statusesOf } from '../helpers/stack';
+import { statusesOf, useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * Bad input reaches no node, and a controller killed mid-pass loses nothing and repeats nothing.
  */
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 async function failureOf(node: string, generation: number): Promise<string> {
@@ -42,23 +36,18 @@ async function failureOf(node: string, generation: number): Promise<string> {
 
 /** A loop waiting at its start for valid desired state: running, BLOCKED in visibility, the error in its memo and details. */
 async function waitForInvalidAtStart(handle: WorkflowHandle): Promise<{ summary: string; details: string }> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const d = await handle.describe();
-    const status = d.typedSearchAttributes.get(DatumStatus);
-    const conditions = d.typedSearchAttributes.get(DatumConditions) ?? [];
-    if (status === 'BLOCKED' && conditions.includes('INVALID_DESIRED_STATE')) {
-      expect(d.status.name).toBe('RUNNING');
-      const memo = d.memo?.[MEMO_SUMMARY];
-      const summary = typeof memo === 'string' ? memo : '';
-      // The workflow's current details, as the Web UI shows them (the SDK's built-in metadata query).
-      const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
-      return { summary, details: metadata.currentDetails ?? '' };
-    }
-    if (Date.now() > deadline)
-      throw new Error(`the loop never showed INVALID_DESIRED_STATE; status ${d.status.name}, DatumStatus ${status}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const d = await until(() => handle.describe(), {
+    what: 'the loop to show INVALID_DESIRED_STATE',
+    accept: ({ typedSearchAttributes: attributes }) =>
+      attributes.get(DatumStatus) === 'BLOCKED' && (attributes.get(DatumConditions) ?? []).includes('INVALID_DESIRED_STATE'),
+    timeoutMs: 30_000,
+  });
+  expect(d.status.name).toBe('RUNNING');
+  const memo = d.memo?.[MEMO_SUMMARY];
+  const summary = typeof memo === 'string' ? memo : '';
+  // The workflow's current details, as the Web UI shows them (the SDK's built-in metadata query).
+  const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+  return { summary, details: metadata.currentDetails ?? '' };
 }
 
 async function listTree(dir: string): Promise<string[]> {
@@ -264,11 +253,11 @@ describe('controller worker killed mid-pass', () => {
     await stack.fleet.writeDesired(node, 2, { version: '7.4', workers: 16 });
     const first = worker();
     const gen2 = await stack.startNode(node, 2, taskQueue);
-    const deadline = Date.now() + 60_000;
-    while ((await fs.readdir(journal)).length < journalBefore + 3) {
-      if (Date.now() > deadline) throw new Error('the pass never applied its three actions');
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    // Polled often: the worker is killed as soon as the third action is in the journal.
+    await until(async () => (await fs.readdir(journal)).length >= journalBefore + 3, {
+      what: 'the pass to apply its three actions',
+      intervalMs: 5,
+    });
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
     expect((await gen2.describe()).status.name).toBe('RUNNING');

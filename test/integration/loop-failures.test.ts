@@ -2,29 +2,22 @@ import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { reconcileWorkflowId, recheckSignal, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { Fleet, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
-import { Stack, statusesOf } from '../helpers/stack';
+import { statusesOf, useStack } from '../helpers/stack';
 
 /*
  * The loop when the world misbehaves: a node that goes offline, another writer, an observe-mode
  * host, two generations racing on one node. Real server, real controller, real agents.
  */
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { refreshDesiredSignal } from '../../src/contract';
 import { auditLedger } from '../../src/domain/ledger-audit';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * No note manufactures a status (issue 20): a refreshDesired that re-binds the loop's generation
@@ -11,14 +11,7 @@ import { Stack } from '../helpers/stack';
  * controller, agent and service.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 async function digestOf(node: string): Promise<string> {
   const read = await new DesiredStateAuthority(stack.fleet.dir).read(node);

@@ -2,13 +2,13 @@ import type { ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { refreshDesiredUpdate, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Who resolved (issue 18): the ledger records, on each note an operator's signal or Update wrote,
@@ -17,18 +17,11 @@ import { Stack } from '../helpers/stack';
  * request is sent by its own client, with an identity of its own that no payload repeats.
  */
 
-let stack: Stack;
+const stack = useStack();
 const children: ChildProcess[] = [];
 const clients: Client[] = [];
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  await stack?.stop();
 });
 
 const CONFIG = 'etc/app/config.json';

@@ -1,16 +1,9 @@
 import { defaultPayloadConverter } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, stateQuery, type RolloutWorkflow } from '../../src/contract';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 describe('rollout', () => {
   it('starts one loop per node, hands over from older generations, refuses a node whose authority is elsewhere', async () => {

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { D7, health } from '../helpers/service-health';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * A service killed on the node comes back because the loop restarts it, and the loop says so only
@@ -9,14 +9,7 @@ import { Stack } from '../helpers/stack';
  * a real agent and the real demo service, killed with SIGKILL as a crash or an OOM kill would.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 /** Whether `pid` still runs (a zombie or a reaped pid does not). */
 async function runs(pid: number): Promise<boolean> {

@@ -12,7 +12,8 @@ import { installRuntime } from '../../src/worker/metrics';
 import { startFleetMetrics } from '../../src/worker/fleet-metrics';
 import { freePort } from '../../src/agent/services/launch';
 import { startConflictingWriter } from '../helpers/fleet';
-import { Stack, statusesOf } from '../helpers/stack';
+import { type Stack, statusesOf, useStack } from '../helpers/stack';
+import { until } from '../helpers/until';
 
 /*
  * Work items on real processes (issue 20, docs/work-items.md): a dev server, the controller
@@ -25,29 +26,32 @@ import { Stack, statusesOf } from '../helpers/stack';
 
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
-let stack: Stack;
 let scratch: string;
 let metricsAddress: string;
 let fleetMetrics: { stop(): void } | undefined;
 const children: ChildProcess[] = [];
 
+// Hooks in this order: the runtime before the stack's first connection, scratch removed after the
+// stack stopped, the fleet metrics on the stack's client stopped before it (after-hooks run in reverse).
 beforeAll(async () => {
   // Before the first connection: this process's runtime serves Prometheus metrics, as a worker's does.
   metricsAddress = `127.0.0.1:${await freePort()}`;
   installRuntime({ metricsAddress, logLevel: 'warn' });
-  stack = await Stack.start();
-  // Short enough that an unclaimed item escalates while the test watches.
-  await stack.startController({ workEscalateAfter: '3s' });
-  fleetMetrics = startFleetMetrics(stack.client, null, 1000);
   scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-work-'));
+});
+afterAll(async () => {
+  await fs.rm(scratch, { recursive: true, force: true });
+});
+// Short enough that an unclaimed item escalates while the test watches.
+const stack = useStack({ controller: { workEscalateAfter: '3s' } });
+beforeAll(() => {
+  fleetMetrics = startFleetMetrics(stack.client, null, 1000);
+});
+afterAll(() => {
+  fleetMetrics?.stop();
 });
 afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
-});
-afterAll(async () => {
-  fleetMetrics?.stop();
-  await stack?.stop();
-  await fs.rm(scratch, { recursive: true, force: true });
 });
 
 async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -62,22 +66,6 @@ async function datum(...args: string[]): Promise<{ code: number; stdout: string;
   }
 }
 
-/** Polls `read` until `check` holds; fails with the last value otherwise. */
-async function until<T>(read: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    try {
-      last = await read();
-      if (check(last)) return last;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms; last: ${JSON.stringify(last)?.slice(0, 2000)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 /** The item as its workflow holds it: the open one by query, a closed one by its result. */
 async function item(id: string): Promise<WorkItem> {
   const handle = stack.client.workflow.getHandle(id);
@@ -86,10 +74,11 @@ async function item(id: string): Promise<WorkItem> {
 }
 
 const listed = (id: string) =>
-  until(
-    () => listWork(stack.client),
-    (rows) => rows.some((r) => r.id === id),
-  );
+  until(() => listWork(stack.client), {
+    what: `${id} to be listed`,
+    accept: (rows) => rows.some((r) => r.id === id),
+    errors: 'retry',
+  });
 
 async function enforcing(node: string, options: Parameters<Stack['fleet']['writeDesired']>[2] = {}) {
   await stack.fleet.writeDesired(node, 1, options);
@@ -109,10 +98,11 @@ describe('a conflict, resolved by a program', () => {
     await stack.waitFor(loop, (s) => s.convergence_status === 'CONFLICT');
 
     const id = workItemId(node, 'CONFLICTING_WRITER', 'config');
-    const open = await until(
-      () => item(id),
-      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
-    );
+    const open = await until(() => item(id), {
+      what: `${id} to be open`,
+      accept: (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+      errors: 'retry',
+    });
     expect(open).toMatchObject({
       node,
       condition: 'CONFLICTING_WRITER',
@@ -149,10 +139,7 @@ describe('a conflict, resolved by a program', () => {
     expect(given).toMatchObject({ id, state: 'CLAIMED', claim: { by: 'resolver-bot' } });
 
     // Closed by the observation after it: the loop repaired, and the item says so.
-    const closed = await until(
-      () => item(id),
-      (i) => i.state === 'CLOSED',
-    );
+    const closed = await until(() => item(id), { what: `${id} to close`, accept: (i) => i.state === 'CLOSED', errors: 'retry' });
     expect(closed.resolutions).toHaveLength(1);
     expect(closed.resolutions[0]).toMatchObject({ resolution: 'retake', by: 'resolver-bot', outcome: 'cleared' });
     expect(closed.resolutions[0].identity).toMatch(/@/); // the identity Temporal recorded for the resolve Update
@@ -177,10 +164,11 @@ describe('two resolvers racing, by the CLI', () => {
     children.push(startConflictingWriter(config, fileBytes({ workers: 2 })));
     await stack.waitFor(loop, (s) => s.convergence_status === 'CONFLICT');
     const id = workItemId(node, 'CONFLICTING_WRITER', 'config');
-    await until(
-      () => item(id),
-      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
-    );
+    await until(() => item(id), {
+      what: `${id} to be open`,
+      accept: (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+      errors: 'retry',
+    });
 
     // Two people claim at once: one wins, the other is told who holds it.
     const claims = await Promise.all(['alice', 'bob'].map((by) => datum('work', 'claim', id, '--by', by, '-o', 'json')));
@@ -207,10 +195,7 @@ describe('two resolvers racing, by the CLI', () => {
     );
     expect([yielded.code, yielded.stderr]).toEqual([0, '']);
 
-    const closed = await until(
-      () => item(id),
-      (i) => i.state === 'CLOSED',
-    );
+    const closed = await until(() => item(id), { what: `${id} to close`, accept: (i) => i.state === 'CLOSED', errors: 'retry' });
     expect(closed.resolutions.map((r) => [r.resolution, r.by, r.outcome])).toEqual([['yield', winner, 'cleared']]);
     const ledger = await stack.ledger(loop);
     const recorded = ledger.filter((e) => e.work_resolution);
@@ -245,19 +230,17 @@ describe("a new generation's loop", () => {
     const config = path.join(stack.fleet.root(node), 'etc/app/config.json');
     await fs.writeFile(config, fileBytes({ workers: 2 }));
     const id = workItemId(node, 'OBSERVED_DRIFT', 'config');
-    await until(
-      () => item(id),
-      (i) => i.loop === gen1.workflowId && i.state !== 'CLOSED',
-    );
+    await until(() => item(id), {
+      what: `${id} to be open on generation 1`,
+      accept: (i) => i.loop === gen1.workflowId && i.state !== 'CLOSED',
+      errors: 'retry',
+    });
     await gen1.terminate('next generation');
 
     // Generation 2 declares what the node has: its first fresh observation shows no drift on config.
     await stack.fleet.writeDesired(node, 2, { workers: 2 });
     const gen2 = await stack.startNode(node, 2);
-    const closed = await until(
-      () => item(id),
-      (i) => i.state === 'CLOSED',
-    );
+    const closed = await until(() => item(id), { what: `${id} to close`, accept: (i) => i.state === 'CLOSED', errors: 'retry' });
     expect(closed.loop).toBe(gen2.workflowId);
     expect(closed.resolutions).toEqual([]);
     expect(closed.closed?.detail).toMatch(
@@ -297,10 +280,11 @@ describe('a repair episode past policy.repair_deadline (real processes)', () => 
     const blocked = await stack.waitFor(loop, (s) => s.reason === 'REPAIR_DEADLINE_EXCEEDED', 90_000);
     expect(blocked.convergence_status).toBe('BLOCKED');
     expect(blocked.attempt_count).toBeLessThan(6);
-    const opened = await until(
-      () => item(workItemId(node, 'REPAIR_DEADLINE_EXCEEDED', 'app')),
-      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
-    );
+    const opened = await until(() => item(workItemId(node, 'REPAIR_DEADLINE_EXCEEDED', 'app')), {
+      what: 'the REPAIR_DEADLINE_EXCEEDED item to open',
+      accept: (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+      errors: 'retry',
+    });
     expect(opened.allowed.map((a) => a.resolution)).toEqual(['grant', 'hold']);
     // Three more resync passes (1s apart) observe and authorize nothing: no entry after the
     // deadline's carries an action, and the attempts stay where the deadline stopped them.
@@ -322,10 +306,11 @@ describe('a spent retry budget, resolved by a person', () => {
     const loop = await enforcing(node, { artifact: art.name, policy: { retry_budget: 1 } });
     await stack.waitFor(loop, (s) => s.reason === 'RETRY_BUDGET_EXHAUSTED', 90_000);
     const id = workItemId(node, 'RETRY_BUDGET_EXHAUSTED', 'app');
-    await until(
-      () => item(id),
-      (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
-    );
+    await until(() => item(id), {
+      what: `${id} to be open`,
+      accept: (i) => i.state === 'OPEN' || i.state === 'ESCALATED',
+      errors: 'retry',
+    });
 
     // Granted once, without the fix: the repair does not take, and the fresh observation reopens the item.
     const grant = (note: string, ...more: string[]) =>
@@ -337,10 +322,7 @@ describe('a spent retry budget, resolved by a person', () => {
         `^${id}: AWAITING_OBSERVATION\\n  ledger #\\d+: alice \\(.+\\) resolved RETRY_BUDGET_EXHAUSTED on "app" by granting 1 more attempt\\(s\\) \\(one more try\\)`,
       ),
     );
-    const reopened = await until(
-      () => item(id),
-      (i) => i.reopened === 1,
-    );
+    const reopened = await until(() => item(id), { what: `${id} to reopen`, accept: (i) => i.reopened === 1, errors: 'retry' });
     expect(reopened).toMatchObject({ state: 'OPEN', claim: null, resolution: null });
     expect(reopened.resolutions.map((r) => [r.resolution, r.by, r.outcome])).toEqual([['grant', 'alice', 'not cleared']]);
     expect(reopened.message).toMatch(/Repair of "app" did not take/);
@@ -351,11 +333,12 @@ describe('a spent retry budget, resolved by a person', () => {
     const second = await grant('host fixed', '-o', 'json');
     expect(second.code).toBe(0);
     expect((JSON.parse(second.stdout) as { item: WorkItem }).item.state).toBe('AWAITING_OBSERVATION');
-    const closed = await until(
-      () => item(id),
-      (i) => i.state === 'CLOSED',
-      90_000,
-    );
+    const closed = await until(() => item(id), {
+      what: `${id} to close`,
+      accept: (i) => i.state === 'CLOSED',
+      errors: 'retry',
+      timeoutMs: 90_000,
+    });
     expect(closed.resolutions.map((r) => r.outcome)).toEqual(['not cleared', 'cleared']);
     const state = await stack.state(loop);
     expect([state.convergence_status, state.conditions]).toEqual(['CONVERGED', []]);
@@ -372,19 +355,14 @@ describe('claims and refusals', () => {
     const loop = await stack.startNode(node, 1);
     await stack.waitFor(loop, (s) => s.convergence_status === 'DRIFTED');
     const id = workItemId(node, 'OBSERVED_DRIFT', 'config');
-    await until(
-      () => item(id),
-      (i) => i.state === 'ESCALATED',
-    ); // unclaimed past the controller's 3s
-    await until(
-      () => listWork(stack.client, { states: ['ESCALATED'] }),
-      (rows) => rows.some((r) => r.id === id),
-    );
+    await until(() => item(id), { what: `${id} to escalate`, accept: (i) => i.state === 'ESCALATED', errors: 'retry' }); // unclaimed past the controller's 3s
+    await until(() => listWork(stack.client, { states: ['ESCALATED'] }), {
+      what: `${id} to be listed as ESCALATED`,
+      accept: (rows) => rows.some((r) => r.id === id),
+      errors: 'retry',
+    });
     // The fleet metric the DatumWorkItemsEscalated alert reads counts it.
-    await until(
-      () => escalatedGauge(),
-      (n) => n >= 1,
-    );
+    await until(() => escalatedGauge(), { what: 'the escalated gauge to count it', accept: (n) => n >= 1, errors: 'retry' });
 
     expect((await datum('work', 'claim', id, '--by', 'bob', '--lease', '15s')).code).toBe(0);
     const taken = await datum('work', 'claim', id, '--by', 'carol');
@@ -394,10 +372,7 @@ describe('claims and refusals', () => {
         `claim refused: ${id} is claimed by bob \\(.+\\) until .+ — fix: wait for the lease to end, or ask bob to release it`,
       ),
     );
-    await until(
-      () => item(id),
-      (i) => i.claim === null,
-    ); // the lease's timer ended it
+    await until(() => item(id), { what: `${id}'s claim to end`, accept: (i) => i.claim === null, errors: 'retry' }); // the lease's timer ended it
     const reclaimed = await datum('work', 'claim', id, '--by', 'carol', '-o', 'json');
     expect(reclaimed.code).toBe(0);
     expect((JSON.parse(reclaimed.stdout) as WorkItem).claim?.by).toBe('carol');

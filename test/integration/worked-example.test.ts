@@ -2,26 +2,19 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/contract';
 import { MAINTENANCE } from '../helpers/fleet';
 import { D7, health } from '../helpers/service-health';
-import { Stack, statusesOf } from '../helpers/stack';
+import { statusesOf, useStack } from '../helpers/stack';
 
 /*
  * The seed's worked example and its four probes, end to end: real dev server, real controller,
  * a real agent on a temp directory, a real demo service answering its health endpoint.
  */
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
-});
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = useStack();
 
 /** The summaries of the activities a run scheduled and the timers it started, in history order. */
 async function summariesOf(handle: WorkflowHandle): Promise<{ activities: string[]; timers: string[] }> {

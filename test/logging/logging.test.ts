@@ -12,6 +12,7 @@ import {
 import { projectRoot } from '../../src/worker/paths';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 /*
  * The structured logs of a real `datum worker` and a real `datum agent` process (DATUM_LOG_FORMAT=json,
@@ -56,14 +57,6 @@ function jsonLines(out: string[]): Array<Record<string, unknown>> {
     });
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 let workerOut: string[];
 let agentOut: string[];
 
@@ -74,28 +67,30 @@ beforeAll(async () => {
   workerOut = start(['worker', '--fleet', fleet.dir, '--data', path.join(fleet.dir, 'data')]);
   agentOut = start(['agent', '--config', fleet.agentFile('L-1')]);
   await until(
-    'the worker and the agent to start',
     () =>
       linesOf(workerOut).some((l) => l.startsWith('datum worker: ')) &&
       linesOf(agentOut).some((l) => l.startsWith('datum agent: ')),
+    { what: 'the worker and the agent to start' },
   );
   const handle = await env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
     taskQueue: CONTROL_TASK_QUEUE,
     workflowId: reconcileWorkflowId('L-1', 1),
     args: [{ node: 'L-1', generation: 1 }],
   });
-  await until(
-    'L-1 to converge',
-    async () => (await handle.query(stateQuery).catch(() => null))?.convergence_status === 'CONVERGED',
-    90_000,
-  );
+  await until(async () => (await handle.query(stateQuery).catch(() => null))?.convergence_status === 'CONVERGED', {
+    what: 'L-1 to converge',
+    timeoutMs: 90_000,
+  });
   await handle.terminate('test done');
   // The agent's lines reach this process through a pipe, after the loop may have seen the node
   // converge: wait for the four applies' lines rather than racing them.
-  await until('the agent to log its four applies', () => {
-    const lines = linesOf(agentOut).filter((l) => l.includes('"apply applied"'));
-    return lines.length >= 4;
-  });
+  await until(
+    () => {
+      const lines = linesOf(agentOut).filter((l) => l.includes('"apply applied"'));
+      return lines.length >= 4;
+    },
+    { what: 'the agent to log its four applies' },
+  );
 }, 180_000);
 
 afterAll(async () => {

@@ -18,6 +18,7 @@ import {
 } from '../../src/contract';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 /*
  * Each worker process serves Prometheus metrics: the SDK's runtime metrics and Datum's own, on
@@ -187,29 +188,23 @@ async function scrape(address: string): Promise<Sample[]> {
   return parse(await res.text());
 }
 
+/** Polls the loop's state until `done`; a datum process that exits ends the wait at once, with its output. */
 async function waitForState(
   query: () => Promise<NodeState>,
   done: (s: NodeState) => boolean,
   timeoutMs = 90_000,
 ): Promise<NodeState> {
-  const deadline = Date.now() + timeoutMs;
-  let last: NodeState | undefined;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      last = await query();
-      if (done(last)) return last;
-    } catch (error) {
-      lastError = error; // no worker has picked the workflow up yet
-    }
-    const exited = children.find((c) => c.exitCode !== null);
-    if (exited) throw new Error(`a datum process exited (${exited.exitCode}):\n${output.get(exited)}`);
-    if (Date.now() > deadline) {
-      const logs = children.map((c) => output.get(c)).join('\n---\n');
-      throw new Error(`timed out; last state ${JSON.stringify(last)}; last error ${String(lastError)}\n${logs}`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  return until(query, {
+    what: 'the loop’s state',
+    accept: done,
+    errors: 'retry', // no worker has picked the workflow up yet
+    timeoutMs,
+    giveUp: () => {
+      const exited = children.find((c) => c.exitCode !== null);
+      return exited && new Error(`a datum process exited (${exited.exitCode}):\n${output.get(exited)}`);
+    },
+    context: () => children.map((c) => output.get(c)).join('\n---\n'),
+  });
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   writeNode,
   type ProductionStack,
 } from './fixture';
+import { until } from '../helpers/until';
 
 /*
  * Crashes on the production topology, 20 nodes, two `datum worker` processes: a worker killed -9
@@ -56,14 +57,14 @@ async function startRollout(generation: number) {
 
 /** Resolves once `n` nodes have a recorded decision at `generation` in the store (the rollout is under way). */
 async function untilDecided(generation: number, n: number): Promise<void> {
-  const deadline = Date.now() + 180_000;
-  while (Date.now() < deadline) {
-    let decided = 0;
-    for (const node of NODES) if ((await stack.ledger.list(node)).some((e) => e.desired_generation === generation)) decided++;
-    if (decided >= n) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`fewer than ${n} nodes decided at generation ${generation} within 180 s`);
+  await until(
+    async () => {
+      let decided = 0;
+      for (const node of NODES) if ((await stack.ledger.list(node)).some((e) => e.desired_generation === generation)) decided++;
+      return decided >= n;
+    },
+    { what: `${n} nodes to decide at generation ${generation}`, timeoutMs: 180_000 },
+  );
 }
 
 async function expectEveryNode(generation: number, starts: number): Promise<void> {

@@ -17,6 +17,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { FAST_POLICY } from '../helpers/fleet';
 import { auditPostgresLedger } from '../helpers/ledger-audit';
 import { killProcessesUnder } from '../helpers/processes';
+import { until } from '../helpers/until';
 
 export const D7 = createHash('sha256')
   .update(fileBytes({ workers: 8 }))
@@ -180,23 +181,24 @@ export async function waitFor(
   predicate: (s: NodeState, ledger: LedgerEntry[]) => boolean,
   timeoutMs = 120_000,
 ): Promise<NodeState> {
-  const deadline = Date.now() + timeoutMs;
-  let last: NodeState | undefined;
-  let why = '';
-  for (;;) {
-    // Both queries settle before the next try: a query still retrying in the background when the
-    // stack closes its connection would throw from the client's retry timer, outside any test.
-    const [state, ledger] = await Promise.allSettled([handle.query(stateQuery), handle.query(ledgerQuery)]);
-    if (state.status === 'fulfilled' && ledger.status === 'fulfilled') {
-      last = state.value;
-      if (predicate(state.value, ledger.value)) return state.value;
-    } else {
-      why = String(((state.status === 'rejected' ? state : ledger) as PromiseRejectedResult).reason);
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms on ${handle.workflowId}; state ${JSON.stringify(last)} ${why}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  const { state } = await until(
+    async () => {
+      // Both queries settle before the next try: a query still retrying in the background when the
+      // stack closes its connection would throw from the client's retry timer, outside any test.
+      const [state, ledger] = await Promise.allSettled([handle.query(stateQuery), handle.query(ledgerQuery)]);
+      if (state.status === 'rejected') throw state.reason;
+      if (ledger.status === 'rejected') throw ledger.reason;
+      return { state: state.value, ledger: ledger.value };
+    },
+    {
+      what: `${handle.workflowId}'s state`,
+      accept: ({ state, ledger }) => predicate(state, ledger),
+      errors: 'retry',
+      timeoutMs,
+      intervalMs: 500,
+    },
+  );
+  return state;
 }
 
 /** The store's entries for a node, and the applied actions among them as "generation:resource:action". */

@@ -8,7 +8,7 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { temporalCliPath } from '../../src/worker/paths';
 import type { NodeState } from '../../src/contract';
 import { startConflictingWriter } from '../helpers/fleet';
-import { Stack } from '../helpers/stack';
+import { useStack } from '../helpers/stack';
 
 /*
  * Plain Temporal tools against Datum's names (docs/architecture.md §3 "The contract"): the commands an
@@ -34,13 +34,11 @@ const NODE = 'T-1';
 const WORKFLOW_ID = 'datum/T-1/gen-1';
 
 const run = promisify(execFile);
-let stack: Stack;
+const stack = useStack();
 let binDir: string;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  stack = await Stack.start();
-  await stack.startController();
   await stack.fleet.writeDesired(NODE, 1);
   await stack.fleet.writeAgent(NODE, { mode: 'enforce' });
   await stack.startAgent(NODE);
@@ -52,7 +50,6 @@ afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
 });
 afterAll(async () => {
-  await stack?.stop();
   if (binDir) await fs.rm(binDir, { recursive: true, force: true });
 });
 

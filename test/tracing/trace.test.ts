@@ -11,7 +11,8 @@ import { workflowsPath } from '../../src/worker/paths';
 import { tracingWorkerOptions } from '../../src/tracing';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
-import { DATUM, DatumProcess, OtlpReceiver, closedPort, until, type ReceivedSpan } from './helpers';
+import { until } from '../helpers/until';
+import { DATUM, DatumProcess, OtlpReceiver, closedPort, type ReceivedSpan } from './helpers';
 
 /*
  * OpenTelemetry across real processes: the `datum` CLI, a `datum worker` and a `datum agent`,
@@ -48,9 +49,9 @@ function startDatum(args: string[], extra: NodeJS.ProcessEnv): DatumProcess {
 async function startWorkerAndAgent(node: string, workerEnv: NodeJS.ProcessEnv, agentEnv: NodeJS.ProcessEnv) {
   const worker = startDatum(['worker', '--fleet', fleet.dir, '--data', path.join(fleet.dir, 'data')], workerEnv);
   const agent = startDatum(['agent', '--config', fleet.agentFile(node)], agentEnv);
-  await until('the worker and the agent to start', () =>
-    [worker, agent].every((p) => p.lines().some((l) => /^datum (worker|agent): /.test(l))),
-  );
+  await until(() => [worker, agent].every((p) => p.lines().some((l) => /^datum (worker|agent): /.test(l))), {
+    what: 'the worker and the agent to start',
+  });
   return { worker, agent };
 }
 
@@ -91,7 +92,7 @@ describe('one trace from `datum rollout start` to the node', () => {
     started = await datum(['rollout', 'start', '--generation', '1', '--nodes', 'T-1', '--wait', '--timeout', '2m'], OTEL());
     observes = { atConvergence: await observesScheduled('T-1', 1), atStop: 0 };
     // The loop goes on (a resync a second): three more passes, none of them in the trace.
-    await until('three more passes', async () => (await observesScheduled('T-1', 1)) >= observes.atConvergence + 3);
+    await until(async () => (await observesScheduled('T-1', 1)) >= observes.atConvergence + 3, { what: 'three more passes' });
     observes.atStop = await observesScheduled('T-1', 1);
     const count = (service: string) => receiver.spans.filter((s) => s.service === service).length;
     beforeStop = { cli: count('datum-cli'), others: count('datum-worker') + count('datum-agent') };
@@ -225,9 +226,9 @@ describe('a collector that is not there, an endpoint that is not a URL', () => {
     ({ worker, agent } = await startWorkerAndAgent('T-2', unreachable, { OTEL_EXPORTER_OTLP_ENDPOINT: 'localhost:4318' }));
     started = await datum(['rollout', 'start', '--generation', '1', '--nodes', 'T-2', '--wait', '--timeout', '2m'], unreachable);
     passes = { atConvergence: await observesScheduled('T-2', 1), later: 0 };
-    await until('two more passes', async () => (await observesScheduled('T-2', 1)) >= passes.atConvergence + 2);
+    await until(async () => (await observesScheduled('T-2', 1)) >= passes.atConvergence + 2, { what: 'two more passes' });
     passes.later = await observesScheduled('T-2', 1);
-    await until('the worker to have tried to export', () => warnings(worker).length > 0, 30_000);
+    await until(() => warnings(worker).length > 0, { what: 'the worker to have tried to export', timeoutMs: 30_000 });
   }, 240_000);
 
   const warnings = (p: DatumProcess) => p.logLines().filter((l) => l.level === 'warn' && /OTEL|traces/.test(String(l.msg)));
