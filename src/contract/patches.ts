@@ -298,7 +298,7 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
   [DECISION_RULE.fenceResetRetriesRefused]: {
     since: UNRELEASED,
     changes:
-      'A standing refusal recorded before the last reset of the node\'s fence (the snapshot\'s fence_reset, which only agents of this release send) is tried once more, instead of waiting for its marker, mode or drift to change.',
+      "A standing refusal recorded before the last reset of the node's fence (the snapshot's fence_reset, which only agents of this release send) is tried once more, instead of waiting for its marker, mode or drift to change.",
     histories: H(),
     stage: 'patched',
     story:
