@@ -369,6 +369,29 @@ export async function claimOnApply(root: string, key: string, target: string, ge
   });
 }
 
+/**
+ * After the node's fence was moved back to `to` (`datum agent reset-fence`): the claims made from
+ * a generation above it came from the generation published by mistake, and would keep every
+ * claim of `to`'s successors out (an older generation's claim never replaces a newer one). They
+ * keep their key and target, with the generation no longer known, so the next claim replaces them.
+ */
+export async function forgetClaimGenerationsAbove(root: string, to: number): Promise<void> {
+  await withLock(`records:${root}`, async () => {
+    const claims = await readClaims(root);
+    const above = (g: number | null) => g !== null && g > to;
+    if (
+      !Object.values(claims.targets).some((c) => above(c.generation)) &&
+      !Object.values(claims.keys).some((k) => above(k.generation))
+    )
+      return;
+    const targets: ClaimsFile['targets'] = {};
+    for (const [t, c] of Object.entries(claims.targets)) targets[t] = above(c.generation) ? { ...c, generation: null } : c;
+    const keys: ClaimsFile['keys'] = {};
+    for (const [k, c] of Object.entries(claims.keys)) keys[k] = above(c.generation) ? { ...c, generation: null } : c;
+    await writeRecord(root, 'claims.json', { ...claims, targets, keys });
+  });
+}
+
 export async function readClaims(root: string): Promise<ClaimsFile> {
   if (!(await rootExists(root))) return emptyClaims();
   const data = (await readRecord(root, 'claims.json')) as Partial<ClaimsFile> | null;

@@ -1,11 +1,11 @@
 import { promises as fs } from 'node:fs';
-import { canonicalJson, targetOfAction, type AuthorizedAction, type ExecutionEvidence } from '../domain';
+import { canonicalJson, targetOfAction, type AuthorizedAction, type ExecutionEvidence, type FenceReset } from '../domain';
 import { readClaims } from './claims';
-import { readJsonAt, sha256, writeJsonAt } from './fsx';
+import { openAppendAt, readJsonAt, sha256, writeJsonAt } from './fsx';
 import { withLock } from './lock';
 import { sameMarker } from './markers';
 import { inDatumDir } from './paths';
-import { executionEvidence } from '../schemas';
+import { executionEvidence, fenceReset } from '../schemas';
 
 export { withLock } from './lock';
 
@@ -17,6 +17,8 @@ export { withLock } from './lock';
  *                         resource_key the newest that acted on it, and per target the marker
  *                         Datum's own last write left
  *   journal/<key>.json    the evidence of every applied action, by journal key (idempotency)
+ *   fence-resets.jsonl    every move of the node's fence back down by an operator (`datum agent
+ *                         reset-fence`), one JSON object a line; fence.json keeps the last one
  * Both are written atomically and fsynced before apply returns, so a result the workflow
  * never received (the agent died first) is replayed on retry instead of acted on twice.
  * fence.json is read, changed and written under one lock per root: observe, apply and
@@ -35,8 +37,8 @@ interface Acceptance {
   idempotency_key: string;
 }
 
-/** What moved the node's fence to its generation. */
-export type FenceMove = 'apply' | 'observe' | 'decision';
+/** What moved the node's fence to its generation: a reset is an operator's move back down. */
+export type FenceMove = 'apply' | 'observe' | 'decision' | 'reset';
 
 interface NodeFence {
   generation: number;
@@ -69,6 +71,8 @@ interface FenceFile {
    * hand-over that renames a resource writes one target under two keys).
    */
   written_targets?: Record<string, OwnWrite>;
+  /** The last time an operator moved the node's fence back down (`datum agent reset-fence`). */
+  reset?: FenceReset;
   /** Entries of `written` whose key the claims record could not map to a target when migrated. */
   written_keys?: Record<string, KeyedWrite>;
   /** Per resource key, as the release before written_targets wrote it: migrated on load. */
@@ -116,12 +120,55 @@ export class AgentJournal {
    * of that generation: once its loop has seen the node, an older loop's pass still in flight
    * writes nothing there, even when the newer loop had nothing to write.
    */
-  async advance(generation: number, by: Exclude<FenceMove, 'apply'>, at: Date, resourceKey?: string): Promise<void> {
+  async advance(generation: number, by: 'observe' | 'decision', at: Date, resourceKey?: string): Promise<void> {
     await this.update((fence) => {
       const accepted = newestAccepted(fence);
       if (accepted !== null && accepted.generation >= generation) return;
       fence.node = { generation, accepted_at: at.toISOString(), by, ...(resourceKey ? { resource_key: resourceKey } : {}) };
     });
+  }
+
+  /**
+   * Moves the node's fence back down to `to`, the one move down there is: an operator's, after a
+   * generation was published by mistake (`datum agent reset-fence`, which holds the root so no
+   * agent runs meanwhile, src/agent/holder.ts). Refused unless `to` is below the fence. The
+   * acceptances above `to` go (the per-resource ones too, or they would hold the fence up); the
+   * reset is kept in fence.json, reported with every snapshot, and appended to fence-resets.jsonl.
+   */
+  async reset(to: number, by: string, reason: string, at: Date): Promise<FenceReset> {
+    let done: FenceReset | null = null;
+    await this.update((fence) => {
+      const accepted = newestAccepted(fence);
+      if (accepted === null || to >= accepted.generation) throw new FenceNotAbove(to, accepted?.generation ?? null);
+      done = fenceReset.parse({ at: at.toISOString(), by, reason, from: accepted.generation, to });
+      fence.node = { generation: to, accepted_at: done.at, by: 'reset' };
+      for (const [key, a] of Object.entries(fence.resources)) if (a.generation > to) delete fence.resources[key];
+      fence.reset = done;
+    });
+    const record = done as FenceReset | null;
+    if (record === null) throw new Error('unreachable: the fence was reset without a record');
+    await inDatumDir(
+      this.root,
+      '',
+      false,
+      async (dir) => {
+        const log = await openAppendAt(dir, 'fence-resets.jsonl', 0o644);
+        try {
+          await log.write(`${JSON.stringify(record)}\n`);
+          await log.sync();
+        } finally {
+          await log.close();
+        }
+      },
+      undefined,
+    );
+    return record;
+  }
+
+  /** The last reset of the node's fence; null when there was none (or the record is damaged). */
+  async lastReset(): Promise<FenceReset | null> {
+    const parsed = fenceReset.safeParse((await this.readFence()).reset);
+    return parsed.success ? parsed.data : null;
   }
 
   /**
@@ -258,6 +305,21 @@ export class AgentJournal {
 
   private get fenceLock(): string {
     return fenceLockKey(this.root);
+  }
+}
+
+/** A reset that would not move the fence down: `to` is not below it, or there is no fence. */
+export class FenceNotAbove extends Error {
+  constructor(
+    readonly to: number,
+    readonly current: number | null,
+  ) {
+    super(
+      current === null
+        ? `no generation was ever accepted for this node, so there is no fence to move back to ${to}`
+        : `generation ${to} is not below the node's fence, generation ${current}`,
+    );
+    this.name = 'FenceNotAbove';
   }
 }
 

@@ -9,6 +9,9 @@ import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
 import { endOrphanedWatches } from './watch-tokens';
+import { holdAsAgent, liveHolder } from './holder';
+import { realRoot } from './paths';
+import { withFix } from '../contract';
 import type { AgentConfig } from '../schemas';
 
 /*
@@ -107,10 +110,56 @@ async function announce(
   }
 }
 
+/**
+ * Records on each root that this process serves it (src/agent/holder.ts), so a command that
+ * changes the agent's records from outside (`datum agent reset-fence`) refuses while it runs; and
+ * refuses to start while such a command holds a root. A root whose .datum cannot be written is
+ * still served: every write there is refused for that same reason.
+ */
+async function holdRoots(configs: Array<{ file: string; config: AgentConfig }>): Promise<Array<() => Promise<void>>> {
+  const releases: Array<() => Promise<void>> = [];
+  for (const { file, config } of configs) {
+    const holder = await liveHolder(await realRoot(config.root, true)).catch(() => null);
+    if (holder !== null && holder.kind === 'reset-fence' && holder.pid !== process.pid)
+      throw new Error(
+        withFix(
+          `${file}: \`datum agent reset-fence\` (pid ${holder.pid}) is changing the records of ${config.root} now`,
+          'start the agent again once it has finished',
+        ),
+      );
+    try {
+      releases.push(await holdAsAgent(await realRoot(config.root, true), config.node, new Date()));
+    } catch (err) {
+      Runtime.instance().logger.warn('agent started: could not record that it serves this root (.datum/holder.json)', {
+        node: config.node,
+        error: (err as Error).message,
+      });
+    }
+  }
+  return releases;
+}
+
 export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
   const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
+  const releases = await holdRoots(configs);
+  const release = async () => {
+    for (const r of releases) await r().catch(() => undefined);
+  };
 
+  try {
+    return await serve(configs, options, release);
+  } catch (err) {
+    await release();
+    throw err;
+  }
+}
+
+async function serve(
+  configs: Array<{ file: string; config: AgentConfig }>,
+  options: RunAgentsOptions,
+  release: () => Promise<void>,
+): Promise<RunningAgents> {
   // Read before connecting: an unusable keyring stops the agent before it serves anything.
   const dataConverter = codecDataConverter();
   const ownConnection = options.connection === undefined;
@@ -160,6 +209,7 @@ export async function runAgents(options: RunAgentsOptions): Promise<RunningAgent
   )
     .then(() => undefined)
     .finally(async () => {
+      await release();
       if (ownConnection) await connection.close();
     });
   // Observed by shutdown() or the caller; this keeps an early failure from being unhandled.

@@ -121,7 +121,7 @@ export function agentCommandOn(
   inv: Invocation,
   load: () => Promise<CommandModule<AgentRaw, AgentInput>>,
 ): CommandUnknownOpts {
-  return connection(
+  connection(
     command
       .summary('run the node agent for one or more agent.yaml files')
       .description(
@@ -135,8 +135,23 @@ export function agentCommandOn(
       )
       .addOption(metricsOption())
       .addOption(logOptions()[0])
-      .addOption(logOptions()[1]),
+      .addOption(logOptions()[1])
+      // The agent's own options stop at a subcommand's name: `reset-fence --config` is reset-fence's.
+      .enablePositionalOptions(),
   ).action((opts, cmd) => inv.go(cmd, load, opts));
+  command
+    .command('reset-fence')
+    .summary("move a node's generation fence back down, after a generation was published by mistake (on the node, agent stopped)")
+    .description(
+      `Moves the fence of NODE (the newest generation its agent accepted; older ones are refused) back to --to, which must be below it. Run it on the node, as the user the agent runs as, with the agent stopped: it refuses while an agent serves the root. End the mistaken generation's loop first (docs/operations.md, "A generation published by mistake"). The reset is recorded: ROOT/.datum/fence-resets.jsonl keeps every one, and the next snapshot the agent takes carries it into the loop's ledger entry.`,
+    )
+    .option('--config <path>', "the node's agent.yaml (default /etc/datum/agent.yaml)")
+    .option('--node <node>', 'the node, as its agent.yaml names it (a check that this is the node you mean)')
+    .option('--to <generation>', 'the generation to move the fence back to, below the fence')
+    .option('--by <who>', 'who resets it (recorded)')
+    .option('--reason <text>', 'why (recorded)')
+    .action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/reset-fence.js')).resetFenceCommand, opts));
+  return command;
 }
 
 /** The work tree lives in its own module (program-work.ts); it gets these option sets as plain decorators. */
@@ -434,6 +449,8 @@ export function buildProgram(inv: Invocation = new Invocation()): CommandUnknown
     .version(`datum ${datumVersion()}`, '-V, --version', 'print the version')
     .helpCommand('help [command]', 'help for a command')
     .showSuggestionAfterError(true)
+    // A command's options are its own: `datum agent reset-fence --config` is reset-fence's, not the agent's.
+    .enablePositionalOptions()
     .addHelpText(
       'after',
       `

@@ -6,7 +6,7 @@
  */
 import type { Extend, Json } from './json';
 import type { DesiredProvenance } from './desired';
-import type { OperatorDecision, WriterEvidence } from './observation';
+import type { FenceReset, OperatorDecision, WriterEvidence } from './observation';
 import type {
   ConditionType,
   ConvergenceStatus,
@@ -218,6 +218,12 @@ export type Decision = {
    * began and its deadline (the ledger auditor holds later entries to it). Optional: others have none.
    */
   repair_episode?: { started_at: string; repair_deadline: string };
+  /**
+   * The last reset of the node's fence (`datum agent reset-fence`) the agent reported with the
+   * snapshot this decision was planned from. Optional: entries from before it, and of nodes whose
+   * fence was never reset, have none.
+   */
+  fence_reset?: FenceReset;
 };
 
 export const LEDGER_VERSION = 1;

@@ -72,6 +72,19 @@ export type OperatorDecision = {
   sequence: WriterEvidence[];
 };
 
+/**
+ * An operator's move of the node's generation fence back down (`datum agent reset-fence`): when,
+ * who, why, and from which generation to which. The agent keeps the last one in
+ * <root>/.datum/fence.json and every one in .datum/fence-resets.jsonl.
+ */
+export type FenceReset = {
+  at: string;
+  by: string;
+  reason: string;
+  from: number;
+  to: number;
+};
+
 export type Observation = {
   node_id: string;
   observed_at: string;
@@ -87,4 +100,6 @@ export type Observation = {
   protections: Record<string, Protection[]>;
   /** Per current key: the operator decision the agent holds for the target it claims. */
   decisions: Record<string, OperatorDecision>;
+  /** The last reset of the node's fence, as the agent keeps it; null when there was none, and from older agents. */
+  fence_reset: FenceReset | null;
 };

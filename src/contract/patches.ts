@@ -57,6 +57,8 @@ export const DECISION_RULE = {
   repeatedDriftIsWriter: 'repeated-drift-is-writer',
   /** policy.repair_deadline ends a repair episode that outlives it: BLOCKED, nothing more authorized. */
   repairDeadline: 'repair-deadline',
+  /** A refusal older than an operator's reset of the node's fence is tried once more. */
+  fenceResetRetriesRefused: 'fence-reset-retries-refused',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -292,6 +294,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'A repair episode had a budget of attempts but none of time (seed 004: "a budget of attempts and time"): a long backoff kept a node retrying for as long as the attempts lasted (issue 20).',
+  },
+  [DECISION_RULE.fenceResetRetriesRefused]: {
+    since: UNRELEASED,
+    changes:
+      "A standing refusal recorded before the last reset of the node's fence (the snapshot's fence_reset, which only agents of this release send) is tried once more, instead of waiting for its marker, mode or drift to change.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A generation published by mistake (100000000 for 10) fenced the node; once `datum agent reset-fence` moved the fence back, the loop of the right generation kept its StaleGenerationRefusal standing, since nothing it compares (marker, mode, drift) had changed, and never wrote (issue 18).',
   },
 };
 

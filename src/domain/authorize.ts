@@ -30,7 +30,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
     pre,
     input,
   );
-  const refused = standingRefusals(history.refused, pre, []);
+  const refused = standingRefusals(history.refused, pre, [], input.rules);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(
     planItems(intent, pre.assessments, history.action_seq + 1, pre.observation.observed_at),

@@ -144,8 +144,19 @@ function framePass(input: DecideInput): Pass {
     attempt_count,
     retry_budget: policy.retry_budget,
     post_action_observation: acted ? summarizePost(judged) : null,
+    ...fenceResetOf(basis?.observation ?? null),
   };
   return { input, stage: { intent, now, history, carried, rules: input.rules ?? (() => true) }, basis, judged, frame };
+}
+
+/**
+ * The last reset of the node's fence, as the agent reported it with the snapshot: carried into the
+ * entry as it came, so the ledger says the fence was moved back, by whom and why. Activity results
+ * reach the workflow unparsed: a snapshot from an older agent has no such field.
+ */
+function fenceResetOf(observation: Observation | null): Pick<Decision, 'fence_reset'> {
+  const reset = observation?.fence_reset ?? null;
+  return reset === null ? {} : { fence_reset: reset };
 }
 
 /** Everything a Decision says beyond its frame, from a closed gate or a rung of the ladder. */

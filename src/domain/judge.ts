@@ -53,7 +53,7 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
   const { intent, history, carried } = input;
   const probe = judgeActions(post, acted);
   const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe, input.rules);
-  const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now);
+  const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now, input.rules);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   // Each repair the probe proved is remembered per target, so repeated drift shows as a writer.
   const trail = trailAfterRepairs(history, probe.repaired, post, acted.pre, intent.policy, input.now);

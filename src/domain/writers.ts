@@ -219,13 +219,27 @@ function flipsAfterRepair(
   return flips;
 }
 
-/** Refusals are not retried until something they were about has changed (marker, mode, drift). */
-export function standingRefusals(refusals: History['refused'], snapshot: Classified, refusedNow: string[]): History['refused'] {
+/**
+ * Refusals are not retried until something they were about has changed (marker, mode, drift), or
+ * an operator reset the node's fence after the refusal (`datum agent reset-fence`): what the agent
+ * accepts changed on the node itself, so each such refusal is tried once more, and stands again if
+ * refused again.
+ */
+export function standingRefusals(
+  refusals: History['refused'],
+  snapshot: Classified,
+  refusedNow: string[],
+  rules: (rule: DecisionRule) => boolean,
+): History['refused'] {
   const refused = { ...refusals };
+  const reset = snapshot.observation.fence_reset ?? null;
   for (const [key, r] of Object.entries(refused)) {
     const a = snapshot.byKey.get(key);
     if (refusedNow.includes(key)) continue;
     if (!a || !a.drift || !sameMarker(a.observed?.marker ?? null, r.marker) || a.effective_mode !== r.mode) delete refused[key];
+    // Asked only where it changes the outcome: a refusal that would stand, older than the reset.
+    else if (reset !== null && msBetween(r.at, reset.at) > 0 && rules(DECISION_RULE.fenceResetRetriesRefused))
+      delete refused[key];
   }
   return refused;
 }

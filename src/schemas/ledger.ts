@@ -25,7 +25,7 @@ import {
   STATUSES,
 } from '../contract/vocabulary';
 import { exactly, jsonValue } from './base';
-import { operatorDecision, writerEvidence } from './observation';
+import { fenceReset, operatorDecision, writerEvidence } from './observation';
 
 /*
  * A decision and its ledger entry as zod schemas (src/contract/ledger.ts has the types, and what
@@ -209,6 +209,8 @@ export const decision = exactly<Decision>()(
       .optional(),
     /** The repair episode this decision belongs to, where policy.repair_deadline is set. */
     repair_episode: z.object({ started_at: z.string(), repair_deadline: z.string() }).optional(),
+    /** The last reset of the node's fence the agent reported with the snapshot. Optional: others have none. */
+    fence_reset: fenceReset.optional(),
   }),
 );
 

@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import type { Observation, ObservedResource, OperatorDecision, Protection, WriterEvidence } from '../contract/observation';
+import type {
+  FenceReset,
+  Observation,
+  ObservedResource,
+  OperatorDecision,
+  Protection,
+  WriterEvidence,
+} from '../contract/observation';
 import { MODES, OPERATOR_DECISION_KINDS, RESOURCE_TYPES } from '../contract/vocabulary';
 import { exactly, jsonValue, nodeId } from './base';
 import { provenance } from './desired';
@@ -64,6 +71,17 @@ export const protection = exactly<Protection>()(
   }),
 );
 
+/** The last reset of the node's fence (`datum agent reset-fence`). */
+export const fenceReset = exactly<FenceReset>()(
+  z.object({
+    at: z.iso.datetime(),
+    by: z.string().min(1),
+    reason: z.string().min(1),
+    from: z.number().int().min(1),
+    to: z.number().int().min(1),
+  }),
+);
+
 export const observation = exactly<Observation>()(
   z.object({
     node_id: nodeId,
@@ -84,6 +102,8 @@ export const observation = exactly<Observation>()(
     protections: z.record(z.string(), z.array(protection)).default({}),
     /** Per current key: the operator decision the agent holds for the target it claims. */
     decisions: z.record(z.string(), operatorDecision).default({}),
+    /** The last reset of the node's fence; null when there was none, and from older agents. */
+    fence_reset: fenceReset.nullable().default(null),
   }),
 );
 export type ObservationInput = z.input<typeof observation>;

@@ -748,6 +748,7 @@ export class NodeModel {
       resources,
       undeclared: [],
       config_error: null,
+      fence_reset: null,
     };
     return observation;
   }

@@ -1,5 +1,12 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { InvalidAgentConfig, targetOf, type Observation, type ObservedResource, type ResourceSpec } from '../../domain';
+import {
+  InvalidAgentConfig,
+  targetOf,
+  type FenceReset,
+  type Observation,
+  type ObservedResource,
+  type ResourceSpec,
+} from '../../domain';
 import { withFix, type ObserveRequest } from '../../contract';
 import {
   guardFor,
@@ -74,7 +81,21 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
     ),
     undeclared,
     config_error: null,
+    fence_reset: await lastReset(ctx.root),
   });
+}
+
+/**
+ * The last reset of the node's fence, reported with every snapshot so the decision planned from
+ * it records the reset in the ledger. None where .datum/ cannot be read safely.
+ */
+async function lastReset(root: string): Promise<FenceReset | null> {
+  try {
+    return await new AgentJournal(root).lastReset();
+  } catch (err) {
+    if (!(err instanceof AgentRefusal)) throw err;
+    return null;
+  }
 }
 
 /**

@@ -43,6 +43,7 @@ export function staleGeneration(generation: number, accepted: AcceptedGeneration
     apply: `first for "${accepted.resource_key}"`,
     observe: 'when its workflow observed the node',
     decision: `when its workflow recorded a decision on "${accepted.resource_key}"`,
+    reset: 'when an operator reset the fence to it',
   }[accepted.by];
   return {
     type: 'StaleGenerationRefusal',

@@ -139,6 +139,7 @@ export function snapshotOf(entry: LedgerEntry): Snapshot {
     config_error: null,
     protections: {},
     decisions: {},
+    fence_reset: null,
   };
   const history = emptyHistory();
   const str = (v: Json | undefined) => (typeof v === 'string' ? v : '');
