@@ -42,10 +42,20 @@ function reached(clock: EpisodeClock | null, at: string, rules: StageInput['rule
   return rules(DECISION_RULE.repairDeadline);
 }
 
-/** Before acting: the deadline has passed, so nothing more is authorized in this episode. */
+/**
+ * Before acting: the deadline has passed, or a decision of this episode already said its next
+ * retry would come after it (REPAIR_DEADLINE_EXCEEDED is open), so nothing more is authorized in
+ * this episode. A pass that comes early (a resync, a watch) must not retry what that decision stopped.
+ */
 export function deadlinePassed(input: StageInput): EpisodeClock | null {
   const clock = episodeClock(input.intent, input.history, input.now, false);
-  return reached(clock, input.now, input.rules) ? clock : null;
+  if (clock === null) return null;
+  const raised = input.history.conditions.some(
+    (c) =>
+      c.type === 'REPAIR_DEADLINE_EXCEEDED' &&
+      (c.evidence as { episode_started?: unknown })?.episode_started === clock.started_at,
+  );
+  return reached(clock, raised ? clock.ends_at : input.now, input.rules) ? clock : null;
 }
 
 /**

@@ -119,6 +119,23 @@ describe('a repair that never takes, with and without repair_deadline', () => {
     ]);
   });
 
+  it('a pass that comes before the deadline itself (a resync, a watch) after BLOCKED authorizes nothing either', async () => {
+    const steps = await episode(policy({ repair_deadline: '20s' }));
+    // BLOCKED at 15s because the next retry would come at 35s; a resync at 16s is before the 20s deadline.
+    const next = await pass(snapshot(n24Before(), { at: later(16 * SEC) }), null, {
+      intent: policy({ repair_deadline: '20s' }),
+      history: steps.at(-1)!.result.history,
+      now: later(16 * SEC),
+    });
+    const d = next.first.decision;
+    expect([d.convergence_status, d.reason, d.authorized_actions, d.attempt_count]).toEqual([
+      'BLOCKED',
+      'REPAIR_DEADLINE_EXCEEDED',
+      [],
+      3,
+    ]);
+  });
+
   it('a node repaired by hand meanwhile converges and ends the episode: the next drift has a whole deadline again', async () => {
     const intent = policy({ repair_deadline: '20s' });
     const steps = await episode(intent);
