@@ -44,6 +44,10 @@ async function n24Before(node: string) {
   await stack.waitFor(gen11, (s) => s.convergence_status === 'CONVERGED');
   // The operator approves maintenance locally and turns it on by hand.
   await stack.fleet.writeAgent(node, { mode: 'enforce', overrides: { maintenance: MAINTENANCE } });
+  // The loop sees the override before the hand writes the flag: a pass between the two would take
+  // the hand's write for another writer's (CONFLICT), as a real operator doing it in that order would.
+  await gen11.signal(recheckSignal, {});
+  await stack.waitFor(gen11, (s, ledger) => ledger.some((e) => e.operator_exceptions.length > 0));
   await fs.writeFile(path.join(stack.fleet.root(node), 'flags/maintenance.json'), 'true\n');
   await gen11.signal(recheckSignal, {});
   await stack.waitFor(
