@@ -9,7 +9,8 @@ import { Command, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { agentCommand } from './commands/agent';
 import { runProgram } from './main';
 import { datumVersion } from './command';
-import { Invocation, agentCommandOn } from './program';
+import { Invocation } from './invocation';
+import { agentCommandOn } from './program';
 
 export function buildAgentProgram(inv: Invocation): CommandUnknownOpts {
   const program = new Command('datum-agent').version(`datum-agent ${datumVersion()}`, '-V, --version', 'print the version');

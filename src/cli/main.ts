@@ -1,7 +1,8 @@
 import { CommanderError } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { EXIT, UsageError, withFix } from './errors';
-import { Invocation, buildProgram } from './program';
+import { Invocation } from './invocation';
+import { buildProgram } from './program';
 
 /** The command an error belongs to, as commander reports it (an error names no command itself). */
 interface ErrorSite {

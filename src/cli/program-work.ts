@@ -4,15 +4,10 @@
  * rest, each action loads its module only when that command runs.
  */
 import type { Command, CommandUnknownOpts, Option } from '@commander-js/extra-typings';
+import type { Invocation } from './invocation';
 
-/** program.ts's Invocation, as far as these commands use it (no import of program.ts: no circle). */
-interface Runner {
-  go<Raw, Input>(
-    command: CommandUnknownOpts,
-    load: () => Promise<{ input(raw: Raw): Input | Promise<Input>; run(input: Input): Promise<number> }>,
-    raw: Raw,
-  ): Promise<void>;
-}
+/** The invocation these commands run in (src/cli/invocation.ts), as far as they use it. */
+export type Runner = Pick<Invocation, 'go'>;
 
 /**
  * program.ts's option sets, handed in rather than imported (no circle, and no exported generic

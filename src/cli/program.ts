@@ -11,29 +11,9 @@ import { Command, Option } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
 import type { AgentInput, AgentRaw } from './commands/agent';
 import { datumVersion, type CommandModule } from './command';
-import { traced } from './tracing';
+import { Invocation } from './invocation';
+import { resetFenceCommandOn } from './program-agent';
 import { workCommands, type OptionSets } from './program-work';
-
-/**
- * One invocation of the tree. An action records the command it belongs to, loads its module,
- * checks its input and, unless only parsing (the fuzz tests' parse layer), runs it.
- */
-export class Invocation {
-  code = 0;
-  parsed: unknown = undefined;
-  command: CommandUnknownOpts | null = null;
-
-  constructor(readonly parseOnly = false) {}
-
-  async go<Raw, Input>(command: CommandUnknownOpts, load: () => Promise<CommandModule<Raw, Input>>, raw: Raw): Promise<void> {
-    this.command = command;
-    const module = await load();
-    const input = await module.input(raw);
-    if (this.parseOnly) this.parsed = input;
-    // In a trace of its own when OTEL_* turn tracing on (src/cli/tracing.ts).
-    else this.code = await traced(command, datumVersion, () => module.run(input));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Option sets several commands share.
@@ -139,18 +119,7 @@ export function agentCommandOn(
       // The agent's own options stop at a subcommand's name: `reset-fence --config` is reset-fence's.
       .enablePositionalOptions(),
   ).action((opts, cmd) => inv.go(cmd, load, opts));
-  command
-    .command('reset-fence')
-    .summary("move a node's generation fence back down, after a generation was published by mistake (on the node, agent stopped)")
-    .description(
-      `Moves the fence of NODE (the newest generation its agent accepted; older ones are refused) back to --to, which must be below it. Run it on the node, as the user the agent runs as, with the agent stopped: it refuses while an agent serves the root. End the mistaken generation's loop first (docs/operations.md, "A generation published by mistake"). The reset is recorded: ROOT/.datum/fence-resets.jsonl keeps every one, and the next snapshot the agent takes carries it into the loop's ledger entry.`,
-    )
-    .option('--config <path>', "the node's agent.yaml (default /etc/datum/agent.yaml)")
-    .option('--node <node>', 'the node, as its agent.yaml names it (a check that this is the node you mean)')
-    .option('--to <generation>', 'the generation to move the fence back to, below the fence')
-    .option('--by <who>', 'who resets it (recorded)')
-    .option('--reason <text>', 'why (recorded)')
-    .action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/reset-fence.js')).resetFenceCommand, opts));
+  resetFenceCommandOn(command, inv);
   return command;
 }
 
