@@ -1,6 +1,7 @@
 import { constants, promises as fs } from 'node:fs';
 import { readJsonAt, writeJsonAt } from './fsx';
 import { isErrno, inDatumDir } from './paths';
+import { startTicks } from './services/identity';
 
 /*
  * Which process works on a node root now: <root>/.datum/holder.json. The agent serialises every
@@ -23,20 +24,9 @@ export interface RootHolder {
   since: string;
 }
 
-/** When `pid` started, as /proc says (clock ticks since boot); null when it is not running or /proc is not there. */
-export async function processStart(pid: number): Promise<string | null> {
-  try {
-    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces and parentheses: count from the last ")".
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 /** Whether the process a holder names still runs: the same pid and, where /proc tells, the same start. */
 async function alive(holder: RootHolder): Promise<boolean> {
-  if (holder.started !== null) return (await processStart(holder.pid)) === holder.started;
+  if (holder.started !== null) return (await startTicks(holder.pid)) === holder.started;
   try {
     process.kill(holder.pid, 0);
     return true;
@@ -48,7 +38,7 @@ async function alive(holder: RootHolder): Promise<boolean> {
 const holderOf = async (pid: number, kind: RootHolder['kind'], node: string, at: Date): Promise<RootHolder> => ({
   kind,
   pid,
-  started: await processStart(pid),
+  started: await startTicks(pid),
   node,
   since: at.toISOString(),
 });
@@ -117,7 +107,7 @@ export async function holdExclusively(
 /** Whether `root` is still held by this very process (the record was not replaced meanwhile). */
 export async function stillHeld(root: string): Promise<boolean> {
   const found = (await inDatumDir(root, '', false, (dir) => readJsonAt(dir, NAME), null)) as RootHolder | null;
-  return found !== null && found.pid === process.pid && found.started === (await processStart(process.pid));
+  return found !== null && found.pid === process.pid && found.started === (await startTicks(process.pid));
 }
 
 async function releaseIfOwn(root: string, own: RootHolder): Promise<void> {

@@ -119,7 +119,8 @@ async function announce(
 async function holdRoots(configs: Array<{ file: string; config: AgentConfig }>): Promise<Array<() => Promise<void>>> {
   const releases: Array<() => Promise<void>> = [];
   for (const { file, config } of configs) {
-    const holder = await liveHolder(await realRoot(config.root, true)).catch(() => null);
+    const root = await realRoot(config.root, true);
+    const holder = await liveHolder(root).catch(() => null);
     if (holder !== null && holder.kind === 'reset-fence' && holder.pid !== process.pid)
       throw new Error(
         withFix(
@@ -128,7 +129,7 @@ async function holdRoots(configs: Array<{ file: string; config: AgentConfig }>):
         ),
       );
     try {
-      releases.push(await holdAsAgent(await realRoot(config.root, true), config.node, new Date()));
+      releases.push(await holdAsAgent(root, config.node, new Date()));
     } catch (err) {
       Runtime.instance().logger.warn('agent started: could not record that it serves this root (.datum/holder.json)', {
         node: config.node,
