@@ -128,7 +128,8 @@ async function systemDir(root: Where): Promise<string | null> {
  */
 export async function rootProblems(configPath: string, root: string): Promise<Problem[]> {
   // agent.yaml is read on every observation, and this check walks the filesystem: the verdict for
-  // the same file and root is kept VERDICT_MS, so a change elsewhere is seen within that time.
+  // the same file and root is kept VERDICT_MS, and so is a directory's scan of its siblings, so a
+  // change elsewhere is seen within twice that time.
   const key = `${path.resolve(configPath)}\0${root}`;
   const known = verdicts.get(key);
   if (known && Date.now() - known.at < VERDICT_MS) return known.problems;
@@ -207,11 +208,27 @@ async function othersOf(configPath: string, self: string): Promise<Claimed[]> {
 const dirCache = new Map<string, { key: string; names: string[] }>();
 const siblingCache = new Map<string, { key: string; claimed: Claimed | null }>();
 
+/** Per directory: its siblings as last scanned, and when (a scan under way is shared). */
+const scans = new Map<string, { at: number; claims: Promise<Claimed[]> }>();
+
 /**
- * The *.yaml files beside an agent.yaml that this process does not serve itself, parsed once per
- * change of each (stat-keyed); one that cannot be read is its own agent's problem, not this one's.
+ * The *.yaml files beside an agent.yaml that this process does not serve itself. A directory is
+ * scanned at most once per VERDICT_MS, whichever of its nodes asks: an agent serving 1000 nodes
+ * from one directory otherwise stats every sibling for every node, 1000 × 1000 per resync.
  */
-async function siblingsOf(dir: string): Promise<Claimed[]> {
+function siblingsOf(dir: string): Promise<Claimed[]> {
+  const scan = scans.get(dir);
+  if (scan && Date.now() - scan.at < VERDICT_MS) return scan.claims;
+  const claims = scanSiblings(dir);
+  scans.set(dir, { at: Date.now(), claims });
+  return claims;
+}
+
+/**
+ * Each sibling parsed once per change of it (stat-keyed); one that cannot be read is its own
+ * agent's problem, not this one's.
+ */
+async function scanSiblings(dir: string): Promise<Claimed[]> {
   const dst = await fs.stat(dir).catch(() => null);
   if (!dst) return [];
   const dkey = `${dst.ino}:${dst.mtimeMs}:${dst.ctimeMs}`;
