@@ -8,9 +8,8 @@ import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { recheckSignal, reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
@@ -18,12 +17,10 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { useChildren } from '../helpers/processes';
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 const CONFIG = 'etc/app/config.json';
 const configFile = (node: string) => path.join(stack.fleet.root(node), CONFIG);

@@ -1,8 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
@@ -10,6 +9,7 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
+import { killChildren, useChildren } from '../helpers/processes';
 
 /*
  * Hole 5 of issue 18: a yield was bound to the canonical JSON of the spec, so a desired-state
@@ -20,10 +20,7 @@ import { useStack } from '../helpers/stack';
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 const CONFIG = 'etc/app/config.json';
 const configFile = (node: string) => path.join(stack.fleet.root(node), CONFIG);
@@ -57,7 +54,7 @@ describe('a re-spelled spec of a yielded file', () => {
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONFLICT');
     await gen1.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall', note: 'tuner' });
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
-    for (const c of children.splice(0)) c.kill('SIGKILL');
+    killChildren(children);
 
     // The author re-spells config: the very bytes Datum wrote, as a string instead of a mapping.
     await writeDoc(node, 2, { content: fileBytes({ workers: 8 }) });

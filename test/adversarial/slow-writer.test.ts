@@ -2,12 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
+import { useChildren } from '../helpers/processes';
 
 /*
  * Hole 10b of issue 18: a writer that flips a managed file back more slowly than conflict_window
@@ -25,10 +26,7 @@ const POLICY = { ...FAST_POLICY, conflict_window: `${CONFLICT_WINDOW_MS}ms`, wri
 const CONFIG = 'etc/app/config.json';
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 

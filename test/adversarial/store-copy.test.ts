@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
@@ -12,6 +12,7 @@ import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { useChildren } from '../helpers/processes';
 
 /*
  * The ledger store's copy of the operator decisions, attacked on real processes (dev server,
@@ -23,12 +24,9 @@ import { until } from '../helpers/until';
 // Its own controller, held to stop and restart it (withControllerStopped).
 const stack = useStack({ controller: false });
 let controller: Worker;
-const children: ChildProcess[] = [];
+const children = useChildren();
 beforeAll(async () => {
   controller = await stack.startController();
-});
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
 });
 
 const CONFIG = 'etc/app/config.json';

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { operatorDecisionsOf } from '../../src/activities/ledger-store';
@@ -11,6 +11,7 @@ import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { reconcileWorkflowId, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
 import { type Stack, useStack } from '../helpers/stack';
+import { killChildren, useChildren } from '../helpers/processes';
 
 /*
  * Holes 1 and 2 of issue 10, attacked with ordinary powers on real processes (dev server,
@@ -20,10 +21,7 @@ import { type Stack, useStack } from '../helpers/stack';
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 const CONFIG = 'etc/app/config.json';
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -185,7 +183,7 @@ describe('hole 2: operator decisions outlive a generation', () => {
     });
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toMatchObject({ kind: 'yield', by: 'oncall' });
-    for (const c of children.splice(0)) c.kill('SIGKILL');
+    killChildren(children);
 
     // The next generation changes something else; config's spec is the same.
     await writeDoc(node, 2, { config: file({ workers: 8 }), maintenance: flag(true) });
@@ -220,7 +218,7 @@ describe('hole 2: operator decisions outlive a generation', () => {
       note: 'tuner owns it',
     });
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
-    for (const c of children.splice(0)) c.kill('SIGKILL');
+    killChildren(children);
     // The node loses .datum/decisions.json (a rebuilt disk, an operator's clean-up): only the
     // ledger store still knows about the yield.
     await fs.rm(path.join(stack.fleet.root(node), '.datum', 'decisions.json'), { force: true });
@@ -279,7 +277,7 @@ describe('hole 2: operator decisions outlive a generation', () => {
     const { theirs } = await conflictOnConfig(node, gen1);
     await gen1.signal(resolveConflictSignal, { resource_key: 'config', resolution: 'yield', by: 'oncall' });
     await stack.waitFor(gen1, (s) => s.convergence_status === 'CONVERGED');
-    for (const c of children.splice(0)) c.kill('SIGKILL');
+    killChildren(children);
 
     // New intent for config itself: workers 16. The yield stands until an operator decides.
     await writeDoc(node, 2, { config: file({ workers: 16 }), maintenance: flag(false) });

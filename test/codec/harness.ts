@@ -21,6 +21,7 @@ import { Fleet } from '../helpers/fleet';
 import { quietLogger } from '../helpers/stack';
 import { startDevEnv, type DevEnvOptions } from '../helpers/temporal';
 import { until } from '../helpers/until';
+import { startTogether } from '../helpers/processes';
 
 export const newKey = () => randomBytes(32).toString('base64');
 
@@ -64,7 +65,7 @@ export class CodecStack {
   ) {}
 
   static async start(options: DevEnvOptions = {}): Promise<CodecStack> {
-    const [env, fleet, bundle, keysDir] = await Promise.all([
+    const [env, fleet, bundle, keysDir] = await startTogether([
       startDevEnv(options),
       Fleet.create('datum-codec-fleet-'),
       bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),

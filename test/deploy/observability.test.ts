@@ -38,6 +38,7 @@ import { fileBytes } from '../../src/domain';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
+import { startTogether } from '../helpers/processes';
 
 const ROOT = projectRoot();
 const ALERTS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'alerts.yml');
@@ -283,7 +284,7 @@ beforeAll(async () => {
   });
   if (built.status !== 0) throw new Error(`bundle-workflows.mjs failed:\n${built.stdout}\n${built.stderr}`);
 
-  [env, fleet] = await Promise.all([startDevEnv(), Fleet.create('datum-observability-')]);
+  [env, fleet] = await startTogether([startDevEnv(), Fleet.create('datum-observability-')]);
   // conflict_window 0s: the change below is ordinary drift, not another writer flipping a repair.
   await fleet.writeDesired(NODE, 1, { version: '7.4', policy: { conflict_window: '0s' } });
   await fleet.writeAgent(NODE, { mode: 'enforce' });

@@ -30,6 +30,7 @@ import { Fleet } from './fleet';
 import { startDevEnv, webUiUrl, type DevEnvOptions } from './temporal';
 import { until } from './until';
 import { openLedgerStore, type LedgerStore } from '../../src/activities/ledger-store';
+import { startTogether } from './processes';
 
 /** A run's history, counted: its events, and the activities it scheduled by type (observe, apply, watch). */
 export interface HistoryCounts {
@@ -65,12 +66,16 @@ export class Stack {
   /** Starts this Stack (once); `Stack.start` and `useStack` call it. */
   async start(options: DevEnvOptions = {}): Promise<this> {
     if (this.parts) throw new Error('this Stack is already started');
-    const [env, fleet, bundle] = await Promise.all([
+    const [env, fleet, bundle] = await startTogether([
       startDevEnv(options),
       Fleet.create(),
       bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
     ]);
-    const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` });
+    const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` }).catch(async (e: unknown) => {
+      await env.teardown();
+      await fleet.remove();
+      throw e;
+    });
     this.parts = { env, fleet, bundle, ledgerStore };
     return this;
   }

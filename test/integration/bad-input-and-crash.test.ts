@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { stringify } from 'yaml';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
@@ -12,16 +12,14 @@ import { DatumConditions, DatumStatus, MEMO_SUMMARY, ledgerQuery, reconcileWorkf
 import { sha256 as sha256Of, tarGz } from '../agent/helpers';
 import { statusesOf, useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { useChildren } from '../helpers/processes';
 
 /*
  * Bad input reaches no node, and a controller killed mid-pass loses nothing and repeats nothing.
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 async function failureOf(node: string, generation: number): Promise<string> {
   const handle = await stack.startNode(node, generation);

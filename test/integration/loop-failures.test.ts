@@ -2,12 +2,13 @@ import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes } from '../../src/domain';
 import { reconcileWorkflowId, recheckSignal, refreshDesiredSignal, resolveConflictSignal } from '../../src/contract';
 import { Fleet, MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
 import { statusesOf, useStack } from '../helpers/stack';
+import { useChildren } from '../helpers/processes';
 
 /*
  * The loop when the world misbehaves: a node that goes offline, another writer, an observe-mode
@@ -15,10 +16,7 @@ import { statusesOf, useStack } from '../helpers/stack';
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 const configFile = (node: string) => path.join(stack.fleet.root(node), 'etc/app/config.json');

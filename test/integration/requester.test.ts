@@ -1,14 +1,14 @@
-import type { ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { DesiredStateAuthority } from '../../src/activities/authority';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { refreshDesiredUpdate, resolveConflictSignal } from '../../src/contract';
 import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
+import { useChildren } from '../helpers/processes';
 
 /*
  * Who resolved (issue 18): the ledger records, on each note an operator's signal or Update wrote,
@@ -18,11 +18,8 @@ import { useStack } from '../helpers/stack';
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
+const children = useChildren();
 const clients: Client[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
 
 const CONFIG = 'etc/app/config.json';
 

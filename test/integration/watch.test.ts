@@ -2,11 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
 import { recheckSignal } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { useStack } from '../helpers/stack';
+import { useChildren } from '../helpers/processes';
 
 /*
  * Event-driven observation: with resync at ten minutes, an out-of-band change is still seen in
@@ -15,10 +16,7 @@ import { useStack } from '../helpers/stack';
  */
 
 const stack = useStack();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+const children = useChildren();
 
 /** A real `datum agent` process for `node`, as a host runs it. */
 function agentProcess(node: string): ChildProcess {

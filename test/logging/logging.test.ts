@@ -13,6 +13,7 @@ import { projectRoot } from '../../src/worker/paths';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
+import { startTogether } from '../helpers/processes';
 
 /*
  * The structured logs of a real `datum worker` and a real `datum agent` process (DATUM_LOG_FORMAT=json,
@@ -61,7 +62,7 @@ let workerOut: string[];
 let agentOut: string[];
 
 beforeAll(async () => {
-  [env, fleet] = await Promise.all([startDevEnv(), Fleet.create()]);
+  [env, fleet] = await startTogether([startDevEnv(), Fleet.create()]);
   await fleet.writeDesired('L-1', 1, { version: '7.4' });
   await fleet.writeAgent('L-1', { mode: 'enforce' });
   workerOut = start(['worker', '--fleet', fleet.dir, '--data', path.join(fleet.dir, 'data')]);

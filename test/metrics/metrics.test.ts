@@ -19,6 +19,7 @@ import {
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
+import { startTogether } from '../helpers/processes';
 
 /*
  * Each worker process serves Prometheus metrics: the SDK's runtime metrics and Datum's own, on
@@ -52,7 +53,7 @@ function datum(args: string[], metricsAddress: string | null): ChildProcess {
 }
 
 beforeAll(async () => {
-  [env, fleet] = await Promise.all([startDevEnv(), Fleet.create('datum-metrics-')]);
+  [env, fleet] = await startTogether([startDevEnv(), Fleet.create('datum-metrics-')]);
   await fleet.writeDesired(NODE, 1, { version: '7.4' });
   await fleet.writeAgent(NODE, { mode: 'enforce' });
   [workerAddress, agentAddress] = (await freePorts(2)).map((port) => `127.0.0.1:${port}`);

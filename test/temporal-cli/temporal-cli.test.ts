@@ -3,12 +3,13 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { temporalCliPath } from '../../src/worker/paths';
 import type { NodeState } from '../../src/contract';
 import { startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
+import { useChildren } from '../helpers/processes';
 
 /*
  * Plain Temporal tools against Datum's names (docs/architecture.md §3 "The contract"): the commands an
@@ -36,7 +37,7 @@ const WORKFLOW_ID = 'datum/T-1/gen-1';
 const run = promisify(execFile);
 const stack = useStack();
 let binDir: string;
-const children: ChildProcess[] = [];
+const children = useChildren();
 
 beforeAll(async () => {
   await stack.fleet.writeDesired(NODE, 1);
@@ -45,9 +46,6 @@ beforeAll(async () => {
   // `temporal` on PATH is the pinned binary, whatever its file is called (DATUM_TEMPORAL_CLI).
   binDir = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-cli-bin-'));
   await fs.symlink(temporalCliPath(), path.join(binDir, 'temporal'));
-});
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
 });
 afterAll(async () => {
   if (binDir) await fs.rm(binDir, { recursive: true, force: true });
