@@ -1,11 +1,11 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
 import {
@@ -19,6 +19,8 @@ import {
 import { startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { useChildren } from '../helpers/processes';
+import { runDatum } from '../helpers/cli';
 
 /*
  * The operator's commands against a real stack (dev server, controller worker, agents on temp
@@ -29,23 +31,10 @@ import { until } from '../helpers/until';
 const run = promisify(execFile);
 const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const stack = useStack();
-const children: ChildProcess[] = [];
+const children = useChildren();
 
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
 
-async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
-      env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, DATUM_DATA: stack.fleet.dir },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, DATUM_DATA: stack.fleet.dir });
 
 async function convergedNode(node: string, mode: 'observe' | 'enforce' = 'enforce') {
   await stack.fleet.writeDesired(node, 1);

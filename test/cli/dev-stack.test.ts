@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
 import { auditSqliteLedgersUnder } from '../helpers/ledger-audit';
 import { until } from '../helpers/until';
+import { runDatum } from '../helpers/cli';
 
 /*
  * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
@@ -47,17 +48,7 @@ async function untilDev(what: string, check: () => boolean | Promise<boolean>, t
   await until(check, { what, timeoutMs, context: () => `output so far:\n${output}` });
 }
 
-async function datum(port: number, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
-      env: { ...process.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (port: number, ...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir });
 
 async function terminate(port: number, workflowId: string, reason: string): Promise<void> {
   const connection = await Connection.connect({ address: `127.0.0.1:${port}` });

@@ -1,12 +1,9 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type ReconcileNodeWorkflow } from '../../src/contract';
 import { nodesWithoutLoop } from '../../src/worker/fleet-metrics';
-import { projectRoot } from '../../src/worker/paths';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { runDatum } from '../helpers/cli';
 
 /*
  * A fleet view that cannot lie (issue 20): `datum status` and `datum nodes` compare the nodes the
@@ -15,26 +12,10 @@ import { until } from '../helpers/until';
  * A real dev server, the real controller worker, a real agent, and `datum` as a user runs it.
  */
 
-const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const stack = useStack();
 
-async function datum(env: Record<string, string | undefined>, ...args: string[]) {
-  const childEnv: NodeJS.ProcessEnv = {
-    ...process.env,
-    TEMPORAL_ADDRESS: stack.env.address,
-    DATUM_FLEET: stack.fleet.dir,
-    ...env,
-  };
-  for (const [k, v] of Object.entries(env)) if (v === undefined) delete childEnv[k];
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], { env: childEnv });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (env: Record<string, string | undefined>, ...args: string[]) =>
+  runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, ...env });
 
 interface StatusCondition {
   node: string;

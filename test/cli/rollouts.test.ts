@@ -1,8 +1,4 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/worker/paths';
 import {
   MEMO_ROLLOUT_CANCELLED,
   WORKFLOW_TYPES,
@@ -13,6 +9,7 @@ import {
 } from '../../src/contract';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { runDatum } from '../helpers/cli';
 
 /*
  * Rollouts as objects, with the real CLI against a real stack: start --wait with jsonl progress,
@@ -20,21 +17,9 @@ import { until } from '../helpers/until';
  * loops it started running.
  */
 
-const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const stack = useStack();
 
-async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
-      env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir });
 
 describe('datum rollout start | status | list | cancel', () => {
   it('start --wait -o jsonl prints a progress object a line and a final one; list and status show the rollout', async () => {

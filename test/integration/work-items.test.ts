@@ -1,19 +1,18 @@
-import { execFile, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fileBytes } from '../../src/domain';
 import { WORK_ITEMS_METRIC, workItemId, workItemQuery, type WorkItem } from '../../src/contract';
 import { listWork } from '../../src/cli/work';
-import { projectRoot } from '../../src/worker/paths';
 import { installRuntime } from '../../src/worker/metrics';
 import { startFleetMetrics } from '../../src/worker/fleet-metrics';
 import { freePort } from '../../src/agent/services/launch';
 import { startConflictingWriter } from '../helpers/fleet';
 import { type Stack, statusesOf, useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
+import { runDatum } from '../helpers/cli';
 
 /*
  * Work items on real processes (issue 20, docs/work-items.md): a dev server, the controller
@@ -24,8 +23,6 @@ import { until } from '../helpers/until';
  * serves it (installRuntime with a metrics address, startFleetMetrics).
  */
 
-const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 let scratch: string;
 let metricsAddress: string;
 let fleetMetrics: { stop(): void } | undefined;
@@ -54,17 +51,7 @@ afterEach(() => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
 });
 
-async function datum(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
-      env: { ...process.env, TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir });
 
 /** The item as its workflow holds it: the open one by query, a closed one by its result. */
 async function item(id: string): Promise<WorkItem> {

@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +10,9 @@ import { tracingWorkerOptions } from '../../src/tracing';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
-import { DATUM, DatumProcess, OtlpReceiver, closedPort, type ReceivedSpan } from './helpers';
+import { DatumProcess, OtlpReceiver, closedPort, type ReceivedSpan } from './helpers';
+import { runDatum } from '../helpers/cli';
+import { startTogether } from '../helpers/processes';
 
 /*
  * OpenTelemetry across real processes: the `datum` CLI, a `datum worker` and a `datum agent`,
@@ -22,23 +22,12 @@ import { DATUM, DatumProcess, OtlpReceiver, closedPort, type ReceivedSpan } from
  * that is not there, and an endpoint that is not a URL: warnings, and the loop goes on.
  */
 
-const run = promisify(execFile);
 let env: TestWorkflowEnvironment;
 let fleet: Fleet;
 let receiver: OtlpReceiver;
 const processes: DatumProcess[] = [];
 
-async function datum(args: string[], extra: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [DATUM, ...args], {
-      env: { ...process.env, TEMPORAL_ADDRESS: env.address, ...extra },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+const datum = (args: string[], extra: Record<string, string | undefined>) => runDatum(args, { TEMPORAL_ADDRESS: env.address, ...extra });
 
 function startDatum(args: string[], extra: NodeJS.ProcessEnv): DatumProcess {
   const p = new DatumProcess(args, { TEMPORAL_ADDRESS: env.address, DATUM_LOG_FORMAT: 'json', ...extra });
@@ -62,7 +51,7 @@ async function observesScheduled(node: string, generation: number): Promise<numb
 }
 
 beforeAll(async () => {
-  [env, fleet, receiver] = await Promise.all([startDevEnv(), Fleet.create('datum-tracing-'), OtlpReceiver.start()]);
+  [env, fleet, receiver] = await startTogether([startDevEnv(), Fleet.create('datum-tracing-'), OtlpReceiver.start()]);
 }, 120_000);
 
 afterAll(async () => {

@@ -1,9 +1,6 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { WebUiView } from '../../src/cli/commands/webui-view';
-import { projectRoot } from '../../src/worker/paths';
+import { runDatum } from '../helpers/cli';
 
 /*
  * `datum webui-view` before any browser: what it prints for an address and a namespace, and the
@@ -11,24 +8,9 @@ import { projectRoot } from '../../src/worker/paths';
  * process; test/webui/webui.test.ts runs what it prints in Chromium.
  */
 
-const run = promisify(execFile);
 
-async function datum(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  if (!('TEMPORAL_NAMESPACE' in env)) delete childEnv.TEMPORAL_NAMESPACE;
-  try {
-    const { stdout, stderr } = await run(process.execPath, [path.join(projectRoot(), 'bin', 'datum.js'), ...args], {
-      env: childEnv,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+/** TEMPORAL_NAMESPACE only when a test gives it. */
+const datum = (args: string[], env: Record<string, string> = {}) => runDatum(args, { TEMPORAL_NAMESPACE: undefined, ...env });
 
 describe('datum webui-view', () => {
   it('links every view under the public path and namespace given, and binds the script to that origin', async () => {
