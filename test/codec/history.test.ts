@@ -143,9 +143,12 @@ describe.sequential('payload codec on a running loop', () => {
         { timeout: 60_000, interval: 500 },
       )
       .toMatch(/refused a payload encrypted with key "k2": it does not authenticate under the key "k2" in .*wrong\.json/);
-    // Nothing was decoded wrongly: the loop got no observation, so no pass was verified meanwhile.
+    // Nothing was decoded wrongly: once every attempt of that observe was refused, the loop has
+    // its failure and no observation, so no pass was verified meanwhile.
     const stuck = await handle.query(stateQuery);
-    await new Promise((r) => setTimeout(r, 3_000));
+    await expect
+      .poll(async () => activityFailuresOf(await handle.fetchHistory()).join('\n'), { timeout: 60_000, interval: 500 })
+      .toMatch(/does not authenticate under the key "k2"/);
     expect((await handle.query(stateQuery)).last_verified_at).toBe(stuck.last_verified_at);
 
     await stack.startAgent(NODE, ringV2);
@@ -171,5 +174,14 @@ function failuresOf(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>
   return (history.events ?? []).flatMap((e) => {
     const message = e.workflowTaskFailedEventAttributes?.failure?.message;
     return message ? [message] : [];
+  });
+}
+
+/** The failures of activities that ended failed (every attempt spent), with their causes. */
+function activityFailuresOf(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>): string[] {
+  return (history.events ?? []).flatMap((e) => {
+    const messages: string[] = [];
+    for (let f = e.activityTaskFailedEventAttributes?.failure; f; f = f.cause) if (f.message) messages.push(f.message);
+    return messages;
   });
 }
