@@ -33,8 +33,8 @@ const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const stack = useStack();
 const children = useChildren();
 
-
-const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, DATUM_DATA: stack.fleet.dir });
+const datum = (...args: string[]) =>
+  runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, DATUM_DATA: stack.fleet.dir });
 
 async function convergedNode(node: string, mode: 'observe' | 'enforce' = 'enforce') {
   await stack.fleet.writeDesired(node, 1);

@@ -68,7 +68,9 @@ async function release(part: unknown): Promise<void> {
  * the first error is thrown, so a failed start (a workflow bundle that does not build, say)
  * leaves no Temporal server running behind it.
  */
-export async function startTogether<T extends readonly unknown[]>(parts: readonly [...{ [K in keyof T]: Promise<T[K]> }]): Promise<T> {
+export async function startTogether<T extends readonly unknown[]>(
+  parts: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
   const settled: PromiseSettledResult<unknown>[] = await Promise.allSettled(parts as readonly Promise<unknown>[]);
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (!failure) return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;

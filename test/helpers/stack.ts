@@ -71,11 +71,13 @@ export class Stack {
       Fleet.create(),
       bundleWorkflowCode({ ...workflowBundleOptions(), logger: quietLogger }),
     ]);
-    const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` }).catch(async (e: unknown) => {
-      await env.teardown();
-      await fleet.remove();
-      throw e;
-    });
+    const ledgerStore = await openLedgerStore({ url: `sqlite:${path.join(fleet.dir, 'ledger.sqlite')}` }).catch(
+      async (e: unknown) => {
+        await env.teardown();
+        await fleet.remove();
+        throw e;
+      },
+    );
     this.parts = { env, fleet, bundle, ledgerStore };
     return this;
   }

@@ -27,7 +27,8 @@ let fleet: Fleet;
 let receiver: OtlpReceiver;
 const processes: DatumProcess[] = [];
 
-const datum = (args: string[], extra: Record<string, string | undefined>) => runDatum(args, { TEMPORAL_ADDRESS: env.address, ...extra });
+const datum = (args: string[], extra: Record<string, string | undefined>) =>
+  runDatum(args, { TEMPORAL_ADDRESS: env.address, ...extra });
 
 function startDatum(args: string[], extra: NodeJS.ProcessEnv): DatumProcess {
   const p = new DatumProcess(args, { TEMPORAL_ADDRESS: env.address, DATUM_LOG_FORMAT: 'json', ...extra });

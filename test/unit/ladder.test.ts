@@ -649,7 +649,11 @@ describe('withheld_because keeps the ledger v1 wording', () => {
       async () => judge(before(), { history: await afterRefusal() }),
       'refused by the agent: ObserveModeRefusal: the resource is set to observe on the node',
     ],
-    ['dependency', async () => judge(before(), { history: await afterBuildRefused() }), 'depends on "build", which cannot be repaired now'],
+    [
+      'dependency',
+      async () => judge(before(), { history: await afterBuildRefused() }),
+      'depends on "build", which cannot be repaired now',
+    ],
     [
       'conflict',
       async () => judge(before(), { history: (await acting(before(), overwritten())).history }),

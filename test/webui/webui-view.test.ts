@@ -8,7 +8,6 @@ import { runDatum } from '../helpers/cli';
  * process; test/webui/webui.test.ts runs what it prints in Chromium.
  */
 
-
 /** TEMPORAL_NAMESPACE only when a test gives it. */
 const datum = (args: string[], env: Record<string, string> = {}) => runDatum(args, { TEMPORAL_NAMESPACE: undefined, ...env });
 
