@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { AgentActivities } from '../../contract';
+import { agentGate } from '../gate';
 import { whileBeating } from '../heartbeat';
 import { countedApply } from '../metrics';
 import { loggedApply, loggedDecision, loggedObserve } from '../logging';
@@ -11,7 +12,8 @@ import { recordDecision } from './record-decision';
 /*
  * The node agent's activities (task queue datum-node-<node>). Each re-reads agent.yaml on every
  * call: the mode and the overrides are the operator's, and a change takes effect on the next
- * observation or action without restarting the agent.
+ * observation or action without restarting the agent. Observes and applies of all the nodes a
+ * process serves pass one gate (../gate.ts), applies first.
  *
  *   observe.ts          observe: the node read from the things themselves
  *   apply.ts            apply: config, refusals, fence, journal, the write, in numbered steps
@@ -25,8 +27,12 @@ import { recordDecision } from './record-decision';
 export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
   return {
-    observe: (request) => whileBeating(() => loggedObserve(request, () => observeNode(config, request))),
-    apply: (request) => whileBeating(() => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
+    observe: (request) =>
+      whileBeating(() => agentGate.run('observe', () => loggedObserve(request, () => observeNode(config, request)))),
+    apply: (request) =>
+      whileBeating(() =>
+        agentGate.run('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
+      ),
     watch: (request) => watchNode(config, request),
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
   };
