@@ -35,6 +35,7 @@ const temporalProto = require('@temporalio/proto');
 const { readServiceState, stopServices } = require(dist('agent/services/index.js'));
 const contract = require(dist('contract/index.js'));
 const { observeNode, applyAction } = require(dist('agent/activities/index.js'));
+const { agentGate } = require(dist('agent/gate.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 const { mapLimit } = require(dist('activities/map-limit.js'));
 const domain = require(dist('domain/index.js'));
@@ -306,7 +307,9 @@ async function stopAllServices(dir) {
 
 /**
  * The floor: the same observations and applies, by a plain in-process loop calling the agent's
- * providers directly, every node at once (the concurrency a rollout gives), no Temporal.
+ * providers directly, every node at once (the concurrency a rollout gives), no Temporal. They
+ * pass the agent's own gate (src/agent/gate.ts) as the agent's do: ungated, 3000 nodes' held
+ * descriptors at once ran out of file descriptors (EMFILE).
  */
 async function floorRollout(n, services) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `datum-floor-${n}-`));
@@ -327,7 +330,7 @@ async function floorRollout(n, services) {
           ]),
         );
         const configPath = path.join(dir, 'agents', `${node}.yaml`);
-        const pre = await observeNode(configPath, { node, resources });
+        const pre = await agentGate.run('observe', () => observeNode(configPath, { node, resources }));
         const view = { ok: true, generation: intent.generation, digest: intent.digest };
         const first = domain.decide({
           intent,
@@ -337,10 +340,10 @@ async function floorRollout(n, services) {
           now: new Date().toISOString(),
         });
         for (const action of first.decision.authorized_actions) {
-          await applyAction(configPath, { node, action });
+          await agentGate.run('apply', () => applyAction(configPath, { node, action }));
           applies++;
         }
-        const post = await observeNode(configPath, { node, resources });
+        const post = await agentGate.run('observe', () => observeNode(configPath, { node, resources }));
         const final = domain.decide({
           intent,
           authority: view,
