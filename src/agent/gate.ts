@@ -31,7 +31,7 @@ export class Gate {
     }
   }
 
-  /** Running and waiting, for the tests and the agent's metrics. */
+  /** How many run and how many wait. */
   get load(): { running: number; waiting: number } {
     return { running: this.running, waiting: this.waiting.apply.length + this.waiting.observe.length };
   }

@@ -13,12 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { recheckSignal } from '../../src/contract';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
-import { projectRoot } from '../../src/worker/paths';
 import { FAST_POLICY } from '../helpers/fleet';
 import { Stack } from '../helpers/stack';
+import { DATUM } from '../helpers/cli';
 
 const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const HUGE = 100_000_000;
 
 let stack: Stack;

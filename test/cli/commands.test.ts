@@ -7,7 +7,7 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { fileBytes, type LedgerEntry } from '../../src/domain';
-import { projectRoot, temporalCliPath } from '../../src/worker/paths';
+import { temporalCliPath } from '../../src/worker/paths';
 import {
   DatumGeneration,
   DatumNode,
@@ -20,7 +20,7 @@ import { startConflictingWriter } from '../helpers/fleet';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
 import { useChildren } from '../helpers/processes';
-import { runDatum } from '../helpers/cli';
+import { DATUM, runDatum } from '../helpers/cli';
 
 /*
  * The operator's commands against a real stack (dev server, controller worker, agents on temp
@@ -29,7 +29,6 @@ import { runDatum } from '../helpers/cli';
  */
 
 const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 const stack = useStack();
 const children = useChildren();
 

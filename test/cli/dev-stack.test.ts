@@ -6,10 +6,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/worker/paths';
 import { auditSqliteLedgersUnder } from '../helpers/ledger-audit';
 import { until } from '../helpers/until';
-import { runDatum } from '../helpers/cli';
+import { DATUM, runDatum } from '../helpers/cli';
 
 /*
  * `datum dev` as a user runs it (what `npm start` does): a real dev server with the Web UI,
@@ -18,7 +17,6 @@ import { runDatum } from '../helpers/cli';
  */
 
 const run = promisify(execFile);
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 let dataDir: string;
 let dev: ChildProcess | undefined;
 let output = '';

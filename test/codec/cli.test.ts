@@ -4,11 +4,9 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/worker/paths';
+import { DATUM } from '../helpers/cli';
 
 /* `datum codec-server` as an operator starts it: refused without a keyring, serving with one. */
-
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 
 describe('datum codec-server', () => {
   it('refuses to start without a keyring, naming the variable', () => {

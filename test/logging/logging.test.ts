@@ -9,11 +9,11 @@ import {
   stateQuery,
   type ReconcileNodeWorkflow,
 } from '../../src/contract';
-import { projectRoot } from '../../src/worker/paths';
 import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
 import { startTogether } from '../helpers/processes';
+import { DATUM } from '../helpers/cli';
 
 /*
  * The structured logs of a real `datum worker` and a real `datum agent` process (DATUM_LOG_FORMAT=json,
@@ -22,7 +22,6 @@ import { startTogether } from '../helpers/processes';
  * workflow that asked.
  */
 
-const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
 let env: TestWorkflowEnvironment;
 let fleet: Fleet;
 const children: Array<{ child: ChildProcess; out: string[] }> = [];

@@ -3,10 +3,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
-import { projectRoot } from '../../src/worker/paths';
 
-export const DATUM = path.join(projectRoot(), 'bin', 'datum.js');
+import { DATUM } from '../helpers/cli';
 
 export interface ReceivedSpan {
   service: string;

@@ -6,7 +6,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tracingConfig } from '../../src/tracing/config';
 import { projectRoot } from '../../src/worker/paths';
-import { DATUM, closedPort } from './helpers';
+import { DATUM } from '../helpers/cli';
+import { closedPort } from './helpers';
 
 /*
  * Tracing off by default, and the OTEL_* settings as Datum reads them: what turns it on, where
