@@ -90,6 +90,11 @@ function fail(message) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** `fn` run at most once: a second call (the row's finally after an interrupt) waits for the first. */
+const once = (fn) => {
+  let running = null;
+  return () => (running ??= fn());
+};
 const REFUSED_POLL = /concurrent poller limit exceeded/gi;
 const round = (x, digits = 2) =>
   x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits;
@@ -313,6 +318,8 @@ async function stopAllServices(dir) {
  */
 async function floorRollout(n, services) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `datum-floor-${n}-`));
+  const tearDown = once(() => stopAllServices(dir));
+  interruptible.add(tearDown);
   try {
     const nodes = await fleetOf(dir, n, false, services);
     const authority = new DesiredStateAuthority(dir);
@@ -358,7 +365,8 @@ async function floorRollout(n, services) {
     );
     return { ms: Date.now() - t0, applies };
   } finally {
-    await stopAllServices(dir);
+    await tearDown();
+    interruptible.delete(tearDown);
     await rm(dir, { recursive: true, force: true });
   }
 }
@@ -433,6 +441,16 @@ async function runSize(n, mode, serverKind, workerCount) {
   const load0 = os.loadavg()[0];
   // What the row measured so far: a later phase that fails keeps the finished phases' figures.
   const partial = { server: serverKind, workers: workerCount, nodes: n, mode };
+  const tearDown = once(async () => {
+    for (const p of [...procs].reverse()) if (p.exitCode === null) p.kill('SIGTERM');
+    // A profiled process writes its profile on exit, which takes a moment for a big one.
+    await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(values.profile ? 60_000 : 5000)]);
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+    await stopAllServices(dir);
+    if (server) await server.stop();
+    else if (serverKind === 'cluster') await clusterLeftIn(dir);
+  });
+  interruptible.add(tearDown);
   try {
     const services = Math.min(serviceNodes, n);
     const nodes = await fleetOf(dir, n, mode === 'watch', services);
@@ -672,14 +690,32 @@ async function runSize(n, mode, serverKind, workerCount) {
   } catch (error) {
     throw Object.assign(error instanceof Error ? error : new Error(String(error)), { partial });
   } finally {
-    for (const p of [...procs].reverse()) if (p.exitCode === null) p.kill('SIGTERM');
-    // A profiled process writes its profile on exit, which takes a moment for a big one.
-    await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(values.profile ? 60_000 : 5000)]);
-    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
-    await stopAllServices(dir);
-    await server?.stop();
+    await tearDown();
+    interruptible.delete(tearDown);
     if (!values.keep && !values.profile) await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * What a row or the floor started and must stop, also when the run is interrupted (Ctrl-C, or a
+ * SIGTERM): before, an interrupted row left its server, PostgreSQL and the demo services running.
+ */
+const interruptible = new Set();
+let interrupted = false;
+async function interrupt(signal) {
+  if (interrupted) return;
+  interrupted = true;
+  console.error(`bench: ${signal}: stopping what the run started (the rows finished so far are written) …`);
+  await Promise.allSettled([...interruptible].map((stop) => stop()));
+  process.exit(130);
+}
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void interrupt(signal));
+
+/** A cluster the row had started when Cluster.up had not yet returned it: found by its data directory. */
+async function clusterLeftIn(dir) {
+  const { Cluster } = require(dist('cluster/cluster.js'));
+  const cluster = await Cluster.attach(path.join(dir, 'cluster')).catch(() => null);
+  await cluster?.down();
 }
 
 // A row that fails closes its connection while other reads of that row may still be waiting to
