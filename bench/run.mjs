@@ -416,6 +416,7 @@ async function patiently(read, tries = 6) {
 const ask = (handle, query) => patiently(() => handle.query(query));
 
 /** A run's history events from `sinceMs` on: "+1.234 s EVENT_TYPE (activity or timer)". */
+/** A loop's history events from `sinceMs` on: offset, type and the activity or task queue it names. */
 async function eventsSince(handle, sinceMs) {
   const history = await patiently(() => handle.fetchHistory());
   const out = [];
@@ -425,9 +426,32 @@ async function eventsSince(handle, sinceMs) {
     const type = temporalProto.temporal.api.enums.v1.EventType[e.eventType] ?? e.eventType;
     const what =
       e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowTaskScheduledEventAttributes?.taskQueue?.name ?? '';
-    out.push(`+${((at - sinceMs) / 1000).toFixed(3)} s ${type} ${what}`.trim());
+    out.push({ offset_s: (at - sinceMs) / 1000, type, what });
   }
   return out;
+}
+
+const eventLine = (e) => `+${e.offset_s.toFixed(3)} s ${e.type} ${e.what}`.trim();
+
+/**
+ * What the verification pass added to every loop's history, by event type: the mean per node,
+ * and how many nodes had a workflow task time out (a sticky task that waited out its
+ * schedule-to-start timeout adds EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and a task scheduled again).
+ */
+async function steadyPassEventTypes(handles, sinceMs) {
+  const totals = {};
+  let timedOutNodes = 0;
+  await mapLimit(handles, 32, async (h) => {
+    const events = await eventsSince(h, sinceMs);
+    for (const e of events) totals[e.type] = (totals[e.type] ?? 0) + 1;
+    if (events.some((e) => e.type === 'EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT')) timedOutNodes++;
+  });
+  const perNode = Object.fromEntries(
+    Object.entries(totals)
+      .sort((a, b) => b[1] - a[1])
+      .map(([type, count]) => [type.replace('EVENT_TYPE_', ''), round(count / handles.length)]),
+  );
+  return { per_node: perNode, nodes_with_timed_out_workflow_task: timedOutNodes };
 }
 
 async function runSize(n, mode, serverKind, workerCount) {
@@ -568,7 +592,9 @@ async function runSize(n, mode, serverKind, workerCount) {
     const events1 = await mapLimit(handles, 32, async (h) => (await patiently(() => h.describe())).historyLength);
     const steadyEvents = events1.map((e, i) => e - events0[i]);
     say(`verification pass ${verifyMs === null ? 'unfinished' : `${verifyMs / 1000} s`}; drift detection …`);
-    if (slowest >= 0) say(`the slowest node's pass (${nodes[slowest]}):\n  ${slowestEvents.join('\n  ')}`);
+    if (slowest >= 0) say(`the slowest node's pass (${nodes[slowest]}):\n  ${slowestEvents.map(eventLine).join('\n  ')}`);
+    const steadyTypes = await steadyPassEventTypes(handles, t1);
+    say(`the pass's events per node, by type: ${JSON.stringify(steadyTypes)}`);
 
     // Drift detection: out-of-band edits to managed config files and kills of service processes,
     // at random nodes and random times; latency is the change → the ledger entry recording it.
@@ -643,7 +669,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
       verification_unfinished_nodes: unverified,
       verification_p50_s: pct(verifySpread, 50) / 1000,
-      verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents },
+      verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents.map(eventLine) },
+      steady_pass_event_types: steadyTypes,
       detection_p50_s: pct(ms('all'), 50),
       detection_p99_s: pct(ms('all'), 99),
       detection_observed_p50_s: pct(observedS, 50),
