@@ -161,7 +161,7 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(
         new Option(
           '--max-cached-workflows <n>',
-          "loops kept in this worker's memory between passes, about 2 MB each; an evicted loop is replayed when it wakes (default: the SDK's, from the heap size)",
+          "loops kept in this worker's memory between passes, about 0.3 MB each (docs/performance.md); an evicted loop is replayed when it wakes (default: the SDK's, from the heap size)",
         ).env('DATUM_MAX_CACHED_WORKFLOWS'),
       )
       .addOption(metricsOption())
