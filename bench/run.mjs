@@ -424,8 +424,11 @@ async function eventsSince(handle, sinceMs) {
     const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
     if (at < sinceMs) continue;
     const type = temporalProto.temporal.api.enums.v1.EventType[e.eventType] ?? e.eventType;
+    const timeout = e.workflowTaskTimedOutEventAttributes?.timeoutType;
     const what =
-      e.activityTaskScheduledEventAttributes?.activityType?.name ?? e.workflowTaskScheduledEventAttributes?.taskQueue?.name ?? '';
+      e.activityTaskScheduledEventAttributes?.activityType?.name ??
+      e.workflowTaskScheduledEventAttributes?.taskQueue?.name ??
+      (timeout === undefined ? '' : String(temporalProto.temporal.api.enums.v1.TimeoutType[timeout] ?? timeout));
     out.push({ offset_s: (at - sinceMs) / 1000, type, what });
   }
   return out;
@@ -435,23 +438,26 @@ const eventLine = (e) => `+${e.offset_s.toFixed(3)} s ${e.type} ${e.what}`.trim(
 
 /**
  * What the verification pass added to every loop's history, by event type: the mean per node,
- * and how many nodes had a workflow task time out (a sticky task that waited out its
- * schedule-to-start timeout adds EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and a task scheduled again).
+ * how many nodes had a workflow task time out, and of which kind (a sticky task that waited out
+ * its schedule-to-start timeout adds EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and a task scheduled again).
  */
 async function steadyPassEventTypes(handles, sinceMs) {
   const totals = {};
+  const timeoutKinds = {};
   let timedOutNodes = 0;
   await mapLimit(handles, 32, async (h) => {
     const events = await eventsSince(h, sinceMs);
     for (const e of events) totals[e.type] = (totals[e.type] ?? 0) + 1;
-    if (events.some((e) => e.type === 'EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT')) timedOutNodes++;
+    const timedOut = events.filter((e) => e.type === 'EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT');
+    for (const e of timedOut) timeoutKinds[e.what] = (timeoutKinds[e.what] ?? 0) + 1;
+    if (timedOut.length > 0) timedOutNodes++;
   });
   const perNode = Object.fromEntries(
     Object.entries(totals)
       .sort((a, b) => b[1] - a[1])
       .map(([type, count]) => [type.replace('EVENT_TYPE_', ''), round(count / handles.length)]),
   );
-  return { per_node: perNode, nodes_with_timed_out_workflow_task: timedOutNodes };
+  return { per_node: perNode, nodes_with_timed_out_workflow_task: timedOutNodes, workflow_task_timeouts: timeoutKinds };
 }
 
 async function runSize(n, mode, serverKind, workerCount) {
@@ -541,13 +547,21 @@ async function runSize(n, mode, serverKind, workerCount) {
     const rolloutBackends = backends ? await backends.stop() : null;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
+    // The nodes that settled otherwise, by status and reason: what a partial rollout hit.
+    const unconverged = {};
+    for (const x of result.nodes.filter((x) => x.status !== 'CONVERGED')) {
+      const key = `${x.status ?? x.outcome} ${x.reason ?? x.error ?? ''}`.trim();
+      unconverged[key] = (unconverged[key] ?? 0) + 1;
+    }
     Object.assign(partial, {
       converged,
+      ...(converged < n ? { unconverged } : {}),
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
       datum_over_ceiling: round(rolloutMs / ceilingMs),
     });
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
+    if (converged < n) say(`not CONVERGED: ${JSON.stringify(unconverged)}`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
     // Per node: from the rollout's start to the node's recorded convergence.
     const perNode = await mapLimit(handles, 32, async (h) => {

@@ -10,6 +10,18 @@ import { activeTracing, tracingWorkerOptions } from '../tracing';
 import { workflowMetricSinks } from './workflow-metrics';
 import { workflowPatchSinks } from './workflow-patches';
 
+/**
+ * How long a loop's next task waits for this worker on its sticky queue (where the loop is cached)
+ * before the server hands it to datum-control, where any worker replays the whole history. The
+ * SDK's 10 s is shorter than a busy worker takes to drain a pass over 1000 nodes on two cores,
+ * and each task that waits it out costs a timed-out task, a task scheduled again and a full
+ * replay (bench: 437 to 736 of 1000 loops per pass). A new task is not sent to a worker that has
+ * stopped polling (the server sends to datum-control at once when no poller has been seen on the
+ * sticky queue for 10 s); only the tasks already waiting when a worker dies wait this long for
+ * another: a controller crash delays such a loop by up to 30 s, the default resync interval.
+ */
+const STICKY_QUEUE_WAIT = '30s';
+
 export interface ControllerOptions {
   connection: NativeConnection;
   client: Client;
@@ -49,6 +61,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     // the old branches replaying runs still take: workflow-patches.ts.
     sinks: { ...workflowMetricSinks(), ...workflowPatchSinks(), ...tracing.sinks },
     ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+    stickyQueueScheduleToStartTimeout: STICKY_QUEUE_WAIT,
     activities: createControlActivities({
       fleetDir: options.fleetDir,
       client: options.client,
