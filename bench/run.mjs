@@ -388,7 +388,18 @@ async function ceilingRollout(address, n, appliesPerNode) {
     await mapLimit(
       Array.from({ length: n }, (_, i) => i),
       200,
-      (i) => client.workflow.execute('noopPass', { taskQueue, workflowId: `bench-ceiling-${i}-${t0}`, args: [appliesPerNode] }),
+      async (i) => {
+        // A saturated dev server can refuse a start for a moment (at 3000 nodes: "Namespace not
+        // found"); a start retried after one that did go through finds its workflow running.
+        const workflowId = `bench-ceiling-${i}-${t0}`;
+        const handle = await patiently(() =>
+          client.workflow.start('noopPass', { taskQueue, workflowId, args: [appliesPerNode] }).catch((error) => {
+            if (error?.name === 'WorkflowExecutionAlreadyStartedError') return client.workflow.getHandle(workflowId);
+            throw error;
+          }),
+        );
+        await patiently(() => handle.result());
+      },
     );
     return Date.now() - t0;
   } finally {
@@ -413,7 +424,7 @@ async function patiently(read, tries = 6) {
     }
   }
 }
-const ask = (handle, query) => patiently(() => handle.query(query));
+const ask = (handle, query) => patiently(() => handle.query(query), 12);
 
 /** A run's history events from `sinceMs` on: "+1.234 s EVENT_TYPE (activity or timer)". */
 /** A loop's history events from `sinceMs` on: offset, type and the activity or task queue it names. */
