@@ -558,21 +558,21 @@ async function runSize(n, mode, serverKind, workerCount) {
     const rolloutBackends = backends ? await backends.stop() : null;
     const [cpu1, m1] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const converged = result.nodes.filter((x) => x.status === 'CONVERGED').length;
-    // The nodes that settled otherwise, by status and reason: what a partial rollout hit.
-    const unconverged = {};
-    for (const x of result.nodes.filter((x) => x.status !== 'CONVERGED')) {
-      const key = `${x.status ?? x.outcome} ${x.reason ?? x.error ?? ''}`.trim();
-      unconverged[key] = (unconverged[key] ?? 0) + 1;
-    }
+    // How the rollout left each node, by status and reason: for a partial rollout, what it hit
+    // (NODE_UNREACHABLE when the agent took no task within node_timeout, which on an overloaded
+    // machine it may not). Kept with the row's finished phases if a later phase fails.
+    const statusOf = (x) => `${x.status ?? x.outcome}${x.reason ? `/${x.reason}` : ''}`;
+    const rolloutStatuses = {};
+    for (const x of result.nodes) rolloutStatuses[statusOf(x)] = (rolloutStatuses[statusOf(x)] ?? 0) + 1;
     Object.assign(partial, {
       converged,
-      ...(converged < n ? { unconverged } : {}),
+      rollout_statuses: rolloutStatuses,
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
       datum_over_ceiling: round(rolloutMs / ceilingMs),
     });
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
-    if (converged < n) say(`not CONVERGED: ${JSON.stringify(unconverged)}`);
+    if (converged < n) say(`the rollout's statuses: ${JSON.stringify(rolloutStatuses)}`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
     // Per node: from the rollout's start to the node's recorded convergence.
     const perNode = await mapLimit(handles, 32, async (h) => {
@@ -678,14 +678,7 @@ async function runSize(n, mode, serverKind, workerCount) {
       mode,
       service_nodes: services,
       converged,
-      // How the rollout left the nodes that did not converge (NODE_UNREACHABLE when the agent
-      // took no task within node_timeout, which on an overloaded machine it may not).
-      rollout_statuses: Object.fromEntries(
-        [...new Set(result.nodes.map((x) => `${x.status}${x.reason ? `/${x.reason}` : ''}`))].map((k) => [
-          k,
-          result.nodes.filter((x) => `${x.status}${x.reason ? `/${x.reason}` : ''}` === k).length,
-        ]),
-      ),
+      rollout_statuses: rolloutStatuses,
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
       datum_over_ceiling: round(rolloutMs / ceilingMs),
