@@ -426,7 +426,6 @@ async function patiently(read, tries = 6) {
 }
 const ask = (handle, query) => patiently(() => handle.query(query), 12);
 
-/** A run's history events from `sinceMs` on: "+1.234 s EVENT_TYPE (activity or timer)". */
 /** A loop's history events from `sinceMs` on: offset, type and the activity or task queue it names. */
 async function eventsSince(handle, sinceMs) {
   const history = await patiently(() => handle.fetchHistory());
@@ -564,13 +563,14 @@ async function runSize(n, mode, serverKind, workerCount) {
     const statusOf = (x) => `${x.status ?? x.outcome}${x.reason ? `/${x.reason}` : ''}`;
     const rolloutStatuses = {};
     for (const x of result.nodes) rolloutStatuses[statusOf(x)] = (rolloutStatuses[statusOf(x)] ?? 0) + 1;
-    Object.assign(partial, {
+    const rolloutFigures = {
       converged,
       rollout_statuses: rolloutStatuses,
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
       datum_over_ceiling: round(rolloutMs / ceilingMs),
-    });
+    };
+    Object.assign(partial, rolloutFigures);
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
     if (converged < n) say(`the rollout's statuses: ${JSON.stringify(rolloutStatuses)}`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
@@ -603,10 +603,11 @@ async function runSize(n, mode, serverKind, workerCount) {
     const unverified = verifiedAt.filter((v) => v === null).length;
     if (unverified > 0) say(`verification pass did not finish in 15 min; ${unverified} nodes left`);
     const verifyMs = unverified > 0 ? null : Math.max(...verifiedAt) - t1;
-    Object.assign(partial, {
+    const verificationFigures = {
       verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
       verification_unfinished_nodes: unverified,
-    });
+    };
+    Object.assign(partial, verificationFigures);
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const verifyPhaseMs = Date.now() - t1;
     // Where the slowest node's pass spent the time: its history from the recheck on, by offset.
@@ -677,15 +678,10 @@ async function runSize(n, mode, serverKind, workerCount) {
       nodes: n,
       mode,
       service_nodes: services,
-      converged,
-      rollout_statuses: rolloutStatuses,
-      rollout_s: rolloutMs / 1000,
-      ceiling_s: ceilingMs / 1000,
-      datum_over_ceiling: round(rolloutMs / ceilingMs),
+      ...rolloutFigures,
       convergence_p50_s: pct(perNode, 50) / 1000,
       convergence_p99_s: pct(perNode, 99) / 1000,
-      verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
-      verification_unfinished_nodes: unverified,
+      ...verificationFigures,
       verification_p50_s: pct(verifySpread, 50) / 1000,
       verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents.map(eventLine) },
       steady_pass_event_types: steadyTypes,
