@@ -116,6 +116,12 @@ const LAYERS = [
   },
 ];
 
+// The agent's filesystem zone (src/agent/index.ts is its map): only src/agent/fs/ touches a node's
+// root, and node:fs is imported there and in the files below, each for the reason the map gives.
+const AGENT_FS_EXCEPTIONS = ['src/agent/services/identity.ts', 'src/agent/services/systemd.ts'];
+const AGENT_FS_MESSAGE =
+  'only src/agent/fs/ touches a node root: reach it through its entry module (../fs), or add this file to the exceptions of src/agent/index.ts and eslint.config.mjs with its reason.';
+
 const nonWorkflowTemporalPackages = (where) =>
   ['@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'].map((name) => ({
     name,
@@ -238,6 +244,23 @@ export default tseslint.config(
       'datum/layers': ['error', LAYERS],
       // No import cycle in src/, type-only imports included (eslint.cycles.mjs).
       'datum/no-cycle': ['error', { dirs: ['src'] }],
+    },
+  },
+  {
+    files: ['src/agent/**/*.ts'],
+    ignores: ['src/agent/fs/**', ...AGENT_FS_EXCEPTIONS],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['fs', 'node:fs', 'fs/promises', 'node:fs/promises'].map((name) => ({
+            name,
+            allowTypeImports: true,
+            message: AGENT_FS_MESSAGE,
+          })),
+          patterns: [{ regex: '^\\.\\.?/(.*/)?fs/[^/]+$', message: AGENT_FS_MESSAGE }],
+        },
+      ],
     },
   },
   {

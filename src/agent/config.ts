@@ -1,16 +1,15 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type Mode } from '../domain';
 import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../schemas/documents';
 import type { AgentConfig } from '../schemas';
-import { FileTooLarge, NotRegularFile, readRegular } from './held';
-import { rootProblems } from './roots';
+import { readdirOrEmpty, FileTooLarge, NotRegularFile, readRegular } from './fs';
+import { rootProblems } from './fs';
 
 /**
  * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
  * new mode or override takes effect without restarting the agent. Throws InvalidAgentConfig
  * (naming the file, the field and the fix) for a file that is unreadable or invalid, or whose
- * root overlaps another's, holds an agent.yaml or is a system directory (src/agent/roots.ts).
+ * root overlaps another's, holds an agent.yaml or is a system directory (src/agent/fs/roots.ts).
  */
 export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
   let text: string;
@@ -60,7 +59,7 @@ export interface FleetAgentFile {
  */
 export async function listFleetAgents(fleetDir: string): Promise<FleetAgentFile[]> {
   const dir = path.join(fleetDir, 'agents');
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  const names = await readdirOrEmpty(dir);
   return names
     .filter((f) => f.endsWith('.yaml'))
     .sort()

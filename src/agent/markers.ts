@@ -32,3 +32,6 @@ export const serviceMarker = (pid: number, ticks: string) => `pid:${pid}:${ticks
 
 /** Something that should be a symlink but is another kind of entry (`what`): its kind + ctime + inode. */
 export const obstructionMarker = (what: string, st: Pick<Stats, 'ctimeMs' | 'ino'>) => `${what}:${st.ctimeMs}:${st.ino}`;
+
+/** The marker the agent's re-check saw at a target; null or undefined where there is none to compare. */
+export type CheckedMarker = string | null | undefined;

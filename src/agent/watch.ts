@@ -1,14 +1,12 @@
-import { watch as fsWatch } from 'node:fs';
-import { lstat, readlink } from 'node:fs/promises';
-import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
 import type { ResourceSpec } from '../domain';
 import type { WatchRequest, WatchResult } from '../contract';
 import { loadAgentConfig } from './config';
+import { watchDir } from './fs';
 import { loopHeartbeat } from './heartbeat';
-import { keepWatch } from './watch-tokens';
-import { ABSENT_MARKER, fileMarker, linkMarker, sameMarker, serviceMarker } from './markers';
-import { onChildExit, readServiceState, startTicks } from './services';
+import { keepWatch } from './node/watch-tokens';
+import { sameMarker } from './markers';
+import { providerFor } from './providers';
 
 /*
  * Event-driven observation: a long-lived, heartbeating activity that returns as soon as
@@ -36,29 +34,9 @@ const POLL_MS = 500;
  */
 const SAFETY_POLL_MS = 15_000;
 
+/** The marker of a resource as its provider's watch reads it; 'unknown' for a type this agent has no provider for. */
 async function markerOf(root: string, key: string, spec: ResourceSpec): Promise<string> {
-  const stamp = async (p: string) => {
-    try {
-      const st = await lstat(p);
-      return st.isSymbolicLink() ? linkMarker(await readlink(p), st.ctimeMs) : fileMarker(st);
-    } catch {
-      return ABSENT_MARKER;
-    }
-  };
-  switch (spec.type) {
-    case 'file':
-      return stamp(path.join(root, spec.path));
-    case 'flag':
-      return stamp(path.join(root, 'flags', `${key}.json`));
-    case 'release':
-      return stamp(path.join(root, 'current'));
-    case 'service': {
-      const state = await readServiceState(root, key).catch(() => null);
-      if (!state) return 'stopped';
-      const ticks = await startTicks(state.pid);
-      return ticks !== null && ticks === state.start_ticks ? serviceMarker(state.pid, ticks) : 'stopped';
-    }
-  }
+  return (await providerFor(spec.type)?.watch.marker(root, key, spec)) ?? 'unknown';
 }
 
 async function markers(root: string, resources: Record<string, ResourceSpec>): Promise<Record<string, string>> {
@@ -68,14 +46,11 @@ async function markers(root: string, resources: Record<string, ResourceSpec>): P
   return Object.fromEntries(entries);
 }
 
-/** Directories whose entries change when a managed resource does (watched with fs.watch). */
+/** Directories whose entries change when a managed resource does (watched with inotify). */
 function watchedDirs(root: string, resources: Record<string, ResourceSpec>): string[] {
   const dirs = new Set<string>([root]);
-  for (const spec of Object.values(resources)) {
-    if (spec.type === 'file') dirs.add(path.dirname(path.join(root, spec.path)));
-    if (spec.type === 'flag') dirs.add(path.join(root, 'flags'));
-    if (spec.type === 'service') dirs.add(path.join(root, '.datum', 'services'));
-  }
+  for (const [key, spec] of Object.entries(resources))
+    for (const dir of providerFor(spec.type)?.watch.dirs(root, key, spec) ?? []) dirs.add(dir);
   return [...dirs];
 }
 
@@ -137,10 +112,10 @@ export async function watchNode(configPath: string, request: WatchRequest, polls
 }
 
 /**
- * What wakes the watch before its poll: fs.watch on each watched directory, and the exit of each
- * service instance that is this agent's child. `blind` when something is out of their sight (a
- * directory not there yet, an instance the agent adopted or systemd runs): then the short poll.
- * A service with no instance recorded needs none: its start writes a state file, which inotify sees.
+ * What wakes the watch before its poll: inotify on each watched directory, and what each provider
+ * listens to (the exit of a service instance that is this agent's child). `blind` when something
+ * is out of their sight (a directory not there yet, an instance the agent adopted or systemd
+ * runs): then the short poll.
  */
 async function wakeSources(
   root: string,
@@ -150,20 +125,14 @@ async function wakeSources(
   const closers: Array<() => void> = [];
   let blind = false;
   for (const dir of watchedDirs(root, resources)) {
-    try {
-      const watcher = fsWatch(dir, { persistent: false }, poke);
-      closers.push(() => watcher.close());
-    } catch {
-      blind = true; // not there yet: the poll covers it
-    }
-  }
-  for (const [key, spec] of Object.entries(resources)) {
-    if (spec.type !== 'service') continue;
-    const state = await readServiceState(root, key).catch(() => null);
-    if (!state) continue;
-    const stop = state.systemd ? null : onChildExit(state.pid, poke);
+    const stop = watchDir(dir, poke);
     if (stop) closers.push(stop);
     else blind = true;
+  }
+  for (const [key, spec] of Object.entries(resources)) {
+    const wake = await providerFor(spec.type)?.watch.wake?.(root, key, spec, poke);
+    if (wake === 'blind') blind = true;
+    else if (typeof wake === 'function') closers.push(wake);
   }
   return { blind, close: () => closers.forEach((close) => close()) };
 }

@@ -1,17 +1,15 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Runtime, Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
 import { codecDataConverter } from '../codec';
-import { agentTaskQueue } from '../contract';
+import { agentTaskQueue, withFix } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
-import { endOrphanedWatches } from './watch-tokens';
-import { holdAsAgent, liveHolder } from './holder';
-import { realRoot } from './paths';
-import { withFix } from '../contract';
+import { endOrphanedWatches } from './node/watch-tokens';
+import { holdAsAgent, liveHolder } from './node/holder';
+import { makeDirs, realRoot } from './fs';
 import type { AgentConfig } from '../schemas';
 
 /*
@@ -111,7 +109,7 @@ async function announce(
 }
 
 /**
- * Records on each root that this process serves it (src/agent/holder.ts), so a command that
+ * Records on each root that this process serves it (src/agent/node/holder.ts), so a command that
  * changes the agent's records from outside (`datum agent reset-fence`) refuses while it runs; and
  * refuses to start while such a command holds a root. A root whose .datum cannot be written is
  * still served: every write there is refused for that same reason.
@@ -142,7 +140,7 @@ async function holdRoots(configs: Array<{ file: string; config: AgentConfig }>):
 
 export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
   const configs = await loadDistinctConfigs(options.configPaths);
-  for (const { config } of configs) await fs.mkdir(config.root, { recursive: true });
+  for (const { config } of configs) await makeDirs(config.root);
   const releases = await holdRoots(configs);
   const release = async () => {
     for (const r of releases) await r().catch(() => undefined);

@@ -98,7 +98,7 @@ export interface BoundIntent extends DesiredState {
   /**
    * Where the agent fetches each release's artifact (absolute path or URL), resolved by the
    * controller when it reads the authority. Outside the digest: the digest binds what the author
-   * wrote. Read through artifactLocation (src/domain/desired.ts) only.
+   * wrote. Read through artifactLocation (src/domain/resources/release.ts) only.
    */
   locations?: Record<string, string>;
 }

@@ -1,24 +1,13 @@
 import { jsonEqual, type Json } from './canonical';
 import { desiredValue } from './desired';
-import type { BoundIntent, ResourceSpec } from '../contract/desired';
+import { kindOf } from './resources';
+import type { BoundIntent } from '../contract/desired';
 import type { History } from '../contract/history';
 import type { Observation, ObservedResource } from '../contract/observation';
-import type { Mode, Ownership, ResourceType } from '../contract/vocabulary';
+import type { Mode } from '../contract/vocabulary';
+import type { Assessment } from './assessment';
 
-/** One resource_key as this pass sees it: who owns it, what should be, what is. */
-export interface Assessment {
-  resource_key: string;
-  type: ResourceType | null;
-  ownership: Ownership;
-  ownership_provenance: Json;
-  /** Why the ownership is what it is, in words (for UNKNOWN it is the condition's message). */
-  ownership_reason: string;
-  spec: ResourceSpec | null;
-  desired: Json;
-  observed: ObservedResource | null;
-  drift: boolean;
-  effective_mode: Mode;
-}
+export type { Assessment } from './assessment';
 
 /**
  * The mode a resource is judged in: observe when the host or the resource says so. The one copy
@@ -44,7 +33,8 @@ export function classify(intent: BoundIntent, observation: Observation, history:
     const base = sighting(key, intent, observation);
     return { ...base, ...ownershipOf(base, intent, observation, history) };
   });
-  return assessed.map((a) => (a.spec?.type === 'service' ? withServiceInputs(a, a.spec, assessed) : a));
+  // A type may judge a key by the others' values (a service by its release and config): once all are classified.
+  return assessed.map((a) => (a.spec ? (kindOf(a.spec).refine?.(a, a.spec, assessed) ?? a) : a));
 }
 
 type Sighting = Omit<Assessment, 'ownership' | 'ownership_provenance' | 'ownership_reason'>;
@@ -166,25 +156,4 @@ function yieldClaim(key: string, history: History): Claim | null {
     },
     ownership_reason: `yielded to the other writer by ${yielded.by}`,
   };
-}
-
-/**
- * A service should run what its node is meant to hold: the desired build and config where
- * Datum manages them, and what is actually on disk where an operator owns them ("managed
- * convergence is evaluated without" operator-owned state).
- */
-function withServiceInputs(a: Assessment, spec: Extract<ResourceSpec, { type: 'service' }>, all: Assessment[]): Assessment {
-  const input = (key: string, pick: (v: Json) => Json) => {
-    const dep = all.find((d) => d.resource_key === key);
-    if (!dep) return null;
-    // By ownership only, never by mode: observe must plan exactly what enforce would.
-    const source = dep.ownership === 'MANAGED' ? dep.desired : (dep.observed?.value ?? null);
-    return source === null ? null : pick(source);
-  };
-  const desired: Json = {
-    build: input(spec.release, (v) => (v && typeof v === 'object' && !Array.isArray(v) ? (v.version ?? null) : null)),
-    config_sha256: input(spec.config, (v) => v),
-  };
-  const drift = a.ownership === 'UNKNOWN' && !a.observed ? false : !jsonEqual(a.observed?.value ?? null, desired);
-  return { ...a, desired, drift };
 }

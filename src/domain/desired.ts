@@ -1,5 +1,8 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import type { BoundIntent, DesiredProvenance, DesiredState, Policy, ReleaseSpec, ResourceSpec } from '../contract/desired';
+import { kindOf } from './resources';
+import type { BoundIntent, DesiredProvenance, DesiredState, Policy, ResourceSpec } from '../contract/desired';
+
+export { fileBytes } from './resources';
 
 /**
  * desired_digest = "sha256:" + hex sha256 of the canonical JSON of {resources, policy} with
@@ -14,24 +17,13 @@ export function bindIntent(desired: DesiredState, provenance: DesiredProvenance)
   return { ...desired, digest: desiredDigest(desired.resources, desired.policy), provenance };
 }
 
-/** Where the agent fetches a release's artifact: the location the controller resolved, else as written. */
-export function artifactLocation(intent: BoundIntent, key: string, spec: ReleaseSpec): string {
-  return intent.locations?.[key] ?? spec.artifact;
-}
-
-/** The resources as the agent reads and writes them: each release's artifact at artifactLocation. */
+/** The resources as the agent reads and writes them (each release's artifact where the controller resolved it). */
 export function agentResources(intent: BoundIntent): Record<string, ResourceSpec> {
   const out: Record<string, ResourceSpec> = {};
   for (const [key, spec] of Object.entries(intent.resources)) {
-    out[key] = spec.type === 'release' ? { ...spec, artifact: artifactLocation(intent, key, spec) } : spec;
+    out[key] = kindOf(spec).forAgent?.(intent, key, spec) ?? spec;
   }
   return out;
-}
-
-/** The exact bytes a file resource writes: text as given, structured content as sorted, indented JSON. */
-export function fileBytes(content: string | Json): string {
-  if (typeof content === 'string') return content;
-  return `${JSON.stringify(JSON.parse(canonicalJson(content)), null, 2)}\n`;
 }
 
 /**
@@ -42,20 +34,5 @@ export function desiredValue(key: string, resources: Record<string, ResourceSpec
   const spec = resources[key];
   // An undeclared key has no desired value.
   if (!spec) return null;
-  switch (spec.type) {
-    case 'release':
-      return { version: spec.version, sha256: spec.sha256 };
-    case 'file':
-      return sha256Hex(fileBytes(spec.content));
-    case 'flag':
-      return spec.value;
-    case 'service': {
-      const release = resources[spec.release];
-      const config = resources[spec.config];
-      return {
-        build: release?.type === 'release' ? release.version : null,
-        config_sha256: config?.type === 'file' ? sha256Hex(fileBytes(config.content)) : null,
-      };
-    }
-  }
+  return kindOf(spec).desiredValue(key, spec, resources);
 }

@@ -2,6 +2,7 @@ import { DECISION_RULE } from '../contract/patches';
 import type { Assessment } from './classify';
 import { durationMs, formatDuration, msBetween } from './duration';
 import { sameMarker } from './markers';
+import { kindOf } from './resources';
 import { targetOf } from './targets';
 import type { Classified } from './verdict';
 import { blockingOf, openConflicts, type RepairRecord, type StageInput, type Writers } from './writers';
@@ -97,13 +98,13 @@ export function forgetRepairs(trail: History['repair_trail'], key: string): Hist
 
 /**
  * Whether this drift is one the rule may call a writer's: managed, enforced, repairable, with no
- * conflict about it yet. A service that is not running has crashed or been stopped: that is not a
- * writer, and its restart is an ordinary repair.
+ * conflict about it yet. Where a type's absence is its failure (a service that is not running has
+ * crashed or been stopped), that is not a writer, and its restart is an ordinary repair.
  */
 function judgeable(a: Assessment, conflicts: Writers['conflicts']): boolean {
   if (a.ownership !== 'MANAGED' || !a.drift || a.effective_mode !== 'enforce' || !a.observed) return false;
   if (a.observed.obstruction !== null || a.resource_key in conflicts) return false;
-  return !(a.type === 'service' && a.observed.value === null);
+  return !(a.spec !== null && kindOf(a.spec).absenceIsFailure && a.observed.value === null);
 }
 
 /** The drifts of this snapshot that are a writer's by the rule, each with its evidence. */

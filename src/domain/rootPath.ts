@@ -2,7 +2,7 @@ import { clip } from './bounds';
 
 /*
  * The one rule for how a path under a node root may be spelled. Desired-state validation
- * (src/schemas/desired.ts) and the agent (src/agent/paths.ts) both judge a path by it; the agent then also
+ * (src/schemas/desired.ts) and the agent (src/agent/fs/paths.ts) both judge a path by it; the agent then also
  * checks what is really on disk (symlinked parents), which only it can see.
  */
 

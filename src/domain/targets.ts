@@ -1,7 +1,7 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import { clip } from './bounds';
-import { lengthProblem, pathSegments, pathSpellingProblem } from './rootPath';
+import { kindOf, RESOURCE_KINDS, typeOfAction } from './resources';
 import type { ResourceSpec } from '../contract/desired';
+import { RESOURCE_TYPES, type ResourceType } from '../contract/vocabulary';
 
 /*
  * Targets: what the agent writes, as opposed to the resource key that names it in one
@@ -10,28 +10,14 @@ import type { ResourceSpec } from '../contract/desired';
  * cannot escape them.
  */
 
-export const TARGET_KINDS = ['file', 'flag', 'release', 'service'] as const;
+/** The kinds of target agent.yaml may name ("file:etc/app.json"): one per resource type. */
+export const TARGET_KINDS: readonly ResourceType[] = RESOURCE_TYPES;
 
-/** The one link every release switches. */
-export const RELEASE_TARGET = 'release:current';
-
-/** A file's target: its path under the root, separators normalised to "/". */
-export function fileTarget(path: string): string {
-  return `file:${pathSegments(path).join('/')}`;
-}
+export { RELEASE_TARGET, fileTarget } from './resources';
 
 /** The target a resource spec writes. The one function that names it (the agent uses targetOfAction, below). */
 export function targetOf(key: string, spec: ResourceSpec): string {
-  switch (spec.type) {
-    case 'file':
-      return fileTarget(spec.path);
-    case 'flag':
-      return `flag:${key}`;
-    case 'release':
-      return RELEASE_TARGET;
-    case 'service':
-      return `service:${key}`;
-  }
+  return kindOf(spec).target(key, spec);
 }
 
 /**
@@ -39,18 +25,10 @@ export function targetOf(key: string, spec: ResourceSpec): string {
  * from what the controller says the action is for; null when the spec does not say.
  */
 export function targetOfAction(kind: string, resourceKey: string, spec: Json): string | null {
-  const field = (name: string): string | null => {
-    const v = spec && typeof spec === 'object' && !Array.isArray(spec) ? spec[name] : undefined;
-    return typeof v === 'string' ? v : null;
-  };
-  if (kind.startsWith('file.')) {
-    const path = field('path');
-    return path === null ? null : fileTarget(path);
-  }
-  if (kind.startsWith('flag.')) return `flag:${field('name') ?? resourceKey}`;
-  if (kind.startsWith('release.')) return RELEASE_TARGET;
-  if (kind.startsWith('service.')) return `service:${resourceKey}`;
-  return null;
+  const type = typeOfAction(kind);
+  if (type === null) return null;
+  const fields = spec && typeof spec === 'object' && !Array.isArray(spec) ? spec : {};
+  return RESOURCE_KINDS[type].targetOfAction(resourceKey, fields);
 }
 
 /** "sha256:" + hex sha256 of a resource spec's canonical JSON: what a yield or a conflict was about. */
@@ -85,15 +63,8 @@ export function targetNameProblem(entry: string): string | null {
   const colon = entry.indexOf(':');
   const kind = entry.slice(0, colon);
   const rest = entry.slice(colon + 1);
-  if (!(TARGET_KINDS as readonly string[]).includes(kind))
+  if (!Object.hasOwn(RESOURCE_KINDS, kind))
     return `"${entry}" names no target kind ("${kind}" is not one of ${TARGET_KINDS.join(', ')})`;
   if (rest === '') return `"${entry}" names a ${kind} target without saying which`;
-  if (kind === 'release' && entry !== RELEASE_TARGET)
-    return `"${entry}" is not a release target (the only one is ${RELEASE_TARGET})`;
-  if (kind === 'file' && fileTarget(rest) !== entry) return `"${entry}" is not spelled as Datum names it (${fileTarget(rest)})`;
-  if (kind === 'file' && pathSegments(rest).some((s) => s === '' || s === '.' || s === '..' || rest.startsWith('/')))
-    return `"${entry}" is not a plain path under the node root`;
-  const spelling = kind === 'file' ? pathSpellingProblem(rest) : null;
-  if (spelling !== null) return `"${clip(entry, 60)}" names a path Datum cannot write: ${lengthProblem(rest)}`;
-  return null;
+  return RESOURCE_KINDS[kind as ResourceType].targetNameProblem(entry, rest);
 }

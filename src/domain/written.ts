@@ -1,5 +1,5 @@
 import { canonicalJson, sha256Hex, type Json } from './canonical';
-import { desiredValue } from './desired';
+import { kindOf, RESOURCE_KINDS, typeOfAction } from './resources';
 import type { ResourceSpec } from '../contract/desired';
 
 /*
@@ -15,19 +15,7 @@ import type { ResourceSpec } from '../contract/desired';
 export function valueDigest(key: string, resources: Record<string, ResourceSpec>): string | null {
   const spec = resources[key];
   if (!spec) return null;
-  switch (spec.type) {
-    case 'file':
-    case 'flag':
-    case 'release':
-      return digestOf({ [spec.type]: desiredValue(key, resources) });
-    case 'service': {
-      // A service's write is the process it starts: its command, run on the config file at its path.
-      // The build and the config bytes it loads are other targets' values (and where an operator
-      // owns them, what is on disk), so they are not this one's.
-      const config = resources[spec.config];
-      return digestOf({ service: { command: spec.command, config_path: config?.type === 'file' ? config.path : null } });
-    }
-  }
+  return digestOf({ [spec.type]: kindOf(spec).written(key, spec, resources) });
 }
 
 /**
@@ -36,19 +24,9 @@ export function valueDigest(key: string, resources: Record<string, ResourceSpec>
  */
 export function valueDigestOfAction(kind: string, spec: Json): string | null {
   if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return null;
-  switch (kind) {
-    case 'file.write':
-      return typeof spec.sha256 === 'string' ? digestOf({ file: spec.sha256 }) : null;
-    case 'flag.write':
-      return spec.value === undefined ? null : digestOf({ flag: spec.value });
-    case 'release.install':
-      return digestOf({ release: { version: spec.version ?? null, sha256: spec.sha256 ?? null } });
-    case 'service.start':
-    case 'service.restart':
-      return digestOf({ service: { command: spec.command ?? null, config_path: spec.config_path ?? null } });
-    default:
-      return null;
-  }
+  const type = typeOfAction(kind);
+  const written = type === null ? undefined : RESOURCE_KINDS[type].writtenByAction(kind, spec);
+  return written === undefined ? null : digestOf({ [type!]: written });
 }
 
 const digestOf = (value: Json) => `sha256:${sha256Hex(canonicalJson(value))}`;

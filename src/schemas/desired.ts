@@ -1,47 +1,22 @@
 import { z } from 'zod';
-import {
-  WRITER_DEFAULTS,
-  type FileSpec,
-  type FlagSpec,
-  type Policy,
-  type ReleaseSpec,
-  type ResourceSpec,
-  type ServiceSpec,
-} from '../contract/desired';
+import { WRITER_DEFAULTS, type Policy } from '../contract/desired';
 import { withFix } from '../contract/fix';
 import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
 import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
-import { hasParentSegment, nodePathProblem, pathSpellingProblem, type PathSpellingProblem } from '../domain/rootPath';
 import { namesTarget, targetNameProblem } from '../domain/targets';
 import { agentServices } from './agent-services';
-import { exactly, jsonValue, nodeId, resourceKey } from './base';
+import { exactly, nodeId, resourceKey } from './base';
+
+export { RESOURCE_SCHEMAS, releaseSpec, resourceSpec } from './resources';
 
 /*
  * The two files a person writes, as zod schemas: desired/nodes/<node>.yaml (docs/architecture.md
- * §2) and agent.yaml. The resource specs parse to exactly the contract's types (src/contract/
- * desired.ts). Messages a person will read are written "<what is wrong> — fix: <what to do>", so
+ * §2) and agent.yaml. The resource specs, one file per type, are in resources/ and parse to
+ * exactly the contract's types (src/contract/desired.ts). Messages a person will read are written "<what is wrong> — fix: <what to do>", so
  * problemsFromZod can always name the field, the problem and the fix; the readers that use these
  * are in documents.ts.
  */
-
-const VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$/;
-const SHA256_HEX = /^[a-f0-9]{64}$/;
-const TOO_LONG: readonly (PathSpellingProblem | null)[] = ['too_long', 'segment_too_long', 'name_too_long'];
-
-export const nodePath = z.string().superRefine((p, ctx) => {
-  const problem = nodePathProblem(p);
-  if (problem)
-    ctx.addIssue({
-      code: 'custom',
-      message: withFix(
-        problem,
-        TOO_LONG.includes(pathSpellingProblem(p))
-          ? 'shorten the path or the name named, so the file can exist on the node'
-          : 'write a path relative to the node root, such as "etc/app/config.json"',
-      ),
-    });
-});
 
 const duration = (what: string, allowZero = false) =>
   z.string({ error: withFix(`${what} must be a duration string`, DURATION_HINT) }).superRefine((text, ctx) => {
@@ -50,85 +25,6 @@ const duration = (what: string, allowZero = false) =>
     else if (ms === 0 && !allowZero)
       ctx.addIssue({ code: 'custom', message: withFix(`${what} cannot be zero`, 'give a positive duration') });
   });
-
-const sha256Field = z
-  .string({ error: withFix('the artifact digest is missing', 'add sha256: <hex sha256 of the archive> (sha256sum prints it)') })
-  .regex(SHA256_HEX, withFix('is not a hex sha256', 'write the 64 lowercase hex digits that sha256sum prints for the archive'));
-
-const artifactRef = z
-  .string({
-    error: withFix(
-      'the artifact is missing',
-      'name the release archive: a path under the fleet directory, an absolute path or an http(s) URL',
-    ),
-  })
-  .superRefine((ref, ctx) => {
-    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(ref);
-    if (scheme && !/^https?$/i.test(scheme[1] ?? '')) {
-      ctx.addIssue({
-        code: 'custom',
-        message: withFix(`the artifact scheme "${scheme[1]}" is not supported`, 'use an http(s) URL or a file path'),
-      });
-    } else if (!scheme && hasParentSegment(ref)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: withFix(
-          `"${ref}" has a ".." segment`,
-          'reference artifacts under the fleet directory (artifacts/…), by absolute path or by URL',
-        ),
-      });
-    }
-  });
-
-export const releaseSpec = exactly<ReleaseSpec>()(
-  z.strictObject({
-    type: z.literal('release'),
-    version: z
-      .string()
-      .regex(VERSION, withFix('is not a usable release version', 'use letters, digits, ".", "_", "+" or "-", such as "7.4"')),
-    artifact: artifactRef,
-    sha256: sha256Field,
-  }),
-);
-export const fileSpec = exactly<FileSpec>()(
-  z.strictObject({
-    type: z.literal('file'),
-    path: nodePath,
-    /**
-     * The content is a secret: the ledger and the CLI show only its digest and size (as for every
-     * file) and say so. Optional and never defaulted, so existing digests do not change.
-     */
-    sensitive: z.boolean().optional(),
-    content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
-      error: withFix(
-        'content must be text or a JSON/YAML object',
-        'write the file body as a string, or as a mapping that Datum writes as JSON',
-      ),
-    }),
-  }),
-);
-export const serviceSpec = exactly<ServiceSpec>()(
-  z.strictObject({
-    type: z.literal('service'),
-    release: resourceKey,
-    config: resourceKey,
-    command: z
-      .array(z.string().min(1))
-      .min(1, withFix('command is empty', 'give the program and its arguments, such as ["node", "server.js"]')),
-  }),
-);
-export const flagSpec = exactly<FlagSpec>()(
-  z.strictObject({
-    type: z.literal('flag'),
-    // null is how an absent flag is observed, so it cannot also be a desired value.
-    value: jsonValue.refine(
-      (v): boolean => v !== null,
-      withFix('a flag value cannot be null', 'write false, 0, "" or another JSON value, or remove the resource'),
-    ),
-  }),
-);
-
-export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
 
 export const POLICY_DEFAULTS = {
   observation_ttl: '60s',

@@ -4,6 +4,7 @@ import type { Problem } from '../contract/fix';
 import { RESOURCE_TYPES } from '../contract/vocabulary';
 import { breachProblem, jsonBreach, pathOf, type Frame, type JsonBreach } from '../domain/bounds';
 import { bindIntent } from '../domain/desired';
+import { kindOf } from '../domain/resources';
 import { InvalidAgentConfig, InvalidDesiredState, type InvalidInputError } from '../domain/errors';
 import { RELEASE_TARGET, sharedTargets } from '../domain/targets';
 import { resourceKey } from './base';
@@ -362,24 +363,17 @@ function checkResources(raw: Record<string, unknown>, problems: Problem[]): Reco
     else out[key] = parsed.data;
   }
   problems.push(...sharedTargetProblems(out));
+  // What a resource names elsewhere in the file (a service's release and config) must be there, with its type.
+  const rawType = (k: string) => (raw[k] && typeof raw[k] === 'object' ? (raw[k] as { type?: unknown }).type : undefined);
   for (const [key, r] of Object.entries(out)) {
-    if (r.type === 'service') {
+    for (const ref of kindOf(r).references(r)) {
       // A reference to a resource that failed validation already has its own problem above.
-      const rawType = (k: string) => (raw[k] && typeof raw[k] === 'object' ? (raw[k] as { type?: unknown }).type : undefined);
-      if (rawType(r.release) !== 'release') {
-        problems.push({
-          field: `resources.${key}.release`,
-          problem: `"${r.release}" is not a release resource of this node`,
-          fix: 'name the key of a resource with type: release',
-        });
-      }
-      if (rawType(r.config) !== 'file') {
-        problems.push({
-          field: `resources.${key}.config`,
-          problem: `"${r.config}" is not a file resource of this node`,
-          fix: 'name the key of a resource with type: file',
-        });
-      }
+      if (rawType(ref.key) === ref.type) continue;
+      problems.push({
+        field: `resources.${key}.${ref.field}`,
+        problem: `"${ref.key}" is not a${/^[aeiou]/.test(ref.type) ? 'n' : ''} ${ref.type} resource of this node`,
+        fix: `name the key of a resource with type: ${ref.type}`,
+      });
     }
   }
   return out;

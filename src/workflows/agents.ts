@@ -49,7 +49,7 @@ const OBSERVE_TIMEOUT = '1m';
  * A watch beats every 4 minutes (0.8 × this, the agent's maxHeartbeatThrottleInterval), not every
  * 24 s: each beat is a server write, about 150 per watched loop-hour at a 30 s timeout. An agent
  * killed while watching is announced by the next one to start on its node, which ends the watch
- * (src/agent/watch-tokens.ts); this timeout bounds only an agent that does not come back.
+ * (src/agent/node/watch-tokens.ts); this timeout bounds only an agent that does not come back.
  */
 const WATCH_HEARTBEAT_TIMEOUT = '5m';
 /** How long one watch runs before it returns "nothing changed" and the loop starts another. */

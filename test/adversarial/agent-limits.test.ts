@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_FILE_CONTENT_BYTES, MAX_FLAG_BYTES, limits } from '../../src/agent/limits';
-import { pruneJournal } from '../../src/agent/retention';
+import { pruneJournal } from '../../src/agent/node/retention';
 import {
   action,
   cleanupNodes,

@@ -2,7 +2,7 @@
 // file. With `conf -> etc/app` inside the root, a file resource at `conf/app.conf` wrote
 // `etc/app/app.conf` although an override, an observe entry or a yield protected
 // `etc/app/app.conf`: the agent named targets by their spelled path. A target is now what is
-// written (src/agent/identity.ts): the agent resolves every spelling it compares, reports the
+// written (src/agent/fs/identity.ts): the agent resolves every spelling it compares, reports the
 // identity in the observation, and refuses at the write a target whose identity is protected.
 // On real files with the real agent activities; each case fails on the code before it.
 

@@ -6,7 +6,7 @@ import { action, cleanupNodes, expectRefusal, fileAction, makeNode, type TestNod
 import { n24 } from '../unit/fixtures';
 
 /*
- * The agent's own judgement of targets (src/agent/claims.ts), with no workflow in front of it:
+ * The agent's own judgement of targets (src/agent/node/claims.ts), with no workflow in front of it:
  * agent.yaml entries named after a target, entries bound to the target their key claimed, and
  * operator decisions kept per target, each refused at the moment of the write.
  */

@@ -27,7 +27,7 @@ import { createInterface } from 'node:readline';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyAction, observeNode } from '../../src/agent/activities';
-import { probeSwapsForTests } from '../../src/agent/replace';
+import { probeSwapsForTests } from '../../src/agent/fs/replace';
 import { fileBytes, idempotencyKey, type AuthorizedAction, type Json, type ResourceSpec } from '../../src/domain';
 import { tarGz } from '../agent/helpers';
 import { RACER_SCRIPT } from './fs-racer';

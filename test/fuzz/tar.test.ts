@@ -5,7 +5,7 @@ import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIX } from '../../src/contract';
-import { inspectArchive } from '../../src/agent/providers/artifact';
+import { inspectArchive } from '../../src/agent/fs/artifact';
 import { AgentRefusal } from '../../src/agent/refusal';
 import { RUNS } from './generators';
 

@@ -54,7 +54,7 @@ export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
     async watch(): Promise<never> {
       return Promise.reject(new Error('fakeNode has no watch: run time-skipping tests with policy.watch false'));
     },
-    // Operator decisions are kept by the real agent (src/agent/claims.ts); this node only counts them.
+    // Operator decisions are kept by the real agent (src/agent/node/claims.ts); this node only counts them.
     async recordDecision(request) {
       calls.push({ name: 'recordDecision', at: now() });
       return Promise.resolve({ target: request.target, holds: null });

@@ -32,7 +32,7 @@ import {
   type OperatorDecision,
   type RecordDecisionRequest,
 } from '../../src/domain';
-import { claimResources, observedProtections, protecting, resolveEntries, type ClaimsFile } from '../../src/agent/claims';
+import { claimResources, observedProtections, protecting, resolveEntries, type ClaimsFile } from '../../src/agent/node/claims';
 import { MAINTENANCE_OVERRIDE, NOW, pass } from './fixtures';
 import { type AgentConfig, agentConfig, operatorDecision, validateDesiredState } from '../../src/schemas';
 
@@ -46,7 +46,7 @@ import { type AgentConfig, agentConfig, operatorDecision, validateDesiredState }
  *
  * The agent is a model: values and change markers per target, and the records it keeps under
  * .datum/ (claims, decisions, fence, its own last writes). Its observation reports protections
- * and decisions through the agent's own pure functions (src/agent/claims.ts), so the properties
+ * and decisions through the agent's own pure functions (src/agent/node/claims.ts), so the properties
  * judge what the controller does with what a real agent would report. Its refusals follow
  * applyLocked's order (observe, override, kept decision, fence, stale snapshot, compare-and-swap).
  *
@@ -923,14 +923,14 @@ export interface Holes {
   decisionsUnfenced: boolean;
   /**
    * The agent remembers Datum's own last write per resource key (fence.json `written`,
-   * src/agent/journal.ts), and compare-and-swap asks it by the action's key: a hand-over that
+   * src/agent/node/journal.ts), and compare-and-swap asks it by the action's key: a hand-over that
    * renames a resource, with the old loop's write landing between the new loop's plan and its
    * apply, has that write taken for another writer's (MARKER_MOVED, a CONFLICT). Closed: by target.
    */
   ownWritesByKey: boolean;
   /**
    * The per-node fence moves only when an action of a newer generation is accepted
-   * (journal.accept in apply, src/agent/journal.ts): a new loop that observed the node and had
+   * (journal.accept in apply, src/agent/node/journal.ts): a new loop that observed the node and had
    * nothing to write leaves it where it was, so the old loop's pass in flight still writes after
    * the new generation was bound and observed. Closed: an observe of generation G moves it to G
    * too (the observe request carries its generation).

@@ -14,7 +14,7 @@ import { InvalidLedgerEntry } from './common';
 /*
  * The ledger store's copy of the agent's operator decisions (docs/architecture.md §4 "Targets and
  * operator decisions"), one record per node, kept by the rules the agent keeps its own
- * (.datum/decisions.json, src/agent/claims.ts):
+ * (.datum/decisions.json, src/agent/node/claims.ts):
  *
  *   - a yield or a conflict is set when the loop holds it (operator_decisions of an entry) or the
  *     operator yields (operator_resolution); a conflict never replaces a yield for the same value

@@ -1,30 +1,25 @@
 import { ApplicationFailure } from '@temporalio/common';
-import type { z } from 'zod';
 import {
   InvalidAgentConfig,
   canonicalJson,
+  kindOfAction,
   targetOfAction,
   type AuthorizedAction,
   type ExecutionEvidence,
   type Json,
 } from '../../domain';
 import { withFix, type ApplyRequest } from '../../contract';
-import { claimOnApply, endDecisionsFor, guardFor, protecting, unboundEntries, type ClaimsFile } from '../claims';
-import { resolveTarget } from '../identity';
+import { claimOnApply, endDecisionsFor, guardFor, protecting, unboundEntries, type ClaimsFile } from '../node/claims';
+import { resolveTarget, realRoot } from '../fs';
 import { loadAgentConfig } from '../config';
-import { AgentJournal, journalKey, withLock } from '../journal';
+import { AgentJournal, journalKey, withLock } from '../node/journal';
 import { sameMarker } from '../markers';
-import { realRoot } from '../paths';
-import { assertJournalRoom } from '../retention';
-import { applyFileWrite, fileWriteSpec } from '../providers/file';
-import { applyFlagWrite, flagWriteSpec } from '../providers/flag';
-import { applyReleaseInstall, releaseInstallSpec } from '../providers/release';
-import { applyServiceRun, serviceRunSpec } from '../providers/service';
-import type { ApplyResult, AtWrite, NodeContext } from '../providers/types';
+import { assertJournalRoom } from '../node/retention';
+import { providerOfAction, type ApplyResult, type AtWrite, type NodeContext } from '../providers';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { ACTION_CHECKS, type Refuse, type TargetScope } from './refusals';
-import { specOf, targetNow, writtenBy } from './target';
+import { targetNow, writtenBy } from './target';
 import { staleGeneration, writeChecks } from './write-checks';
 import { type AgentConfig, authorizedAction, executionEvidence } from '../../schemas';
 
@@ -212,40 +207,18 @@ async function landedEarlier(ctx: NodeContext, action: AuthorizedAction, journal
   };
 }
 
-/** The observed value the action's write leaves (the provider's observe spelling). */
+/** Whether `value` (the provider's observe spelling) is what the action's write leaves. */
 function holdsWhatActionWrites(action: AuthorizedAction, value: Json): boolean {
-  const spec = action.spec as Record<string, Json> | null;
+  const spec = action.spec;
   if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return false;
-  switch (action.action) {
-    case 'file.write':
-      return value === spec.sha256;
-    case 'flag.write':
-      return canonicalJson(value) === canonicalJson(spec.value ?? null);
-    case 'release.install':
-      return canonicalJson(value) === canonicalJson({ version: spec.version ?? null, sha256: spec.sha256 ?? null });
-    case 'service.start':
-    case 'service.restart':
-      return canonicalJson(value) === canonicalJson({ build: spec.build ?? null, config_sha256: spec.config_sha256 ?? null });
-    default:
-      return false;
-  }
+  const after = kindOfAction(action.action)?.valueAfter(action.action, spec);
+  return after !== undefined && canonicalJson(value) === canonicalJson(after);
 }
 
 async function carryOut(ctx: NodeContext, action: AuthorizedAction, atWrite: AtWrite): Promise<ApplyResult> {
-  const spec = <T>(schema: z.ZodType<T>): T => specOf(action, schema);
+  const provider = providerOfAction(action.action);
+  if (provider === null) throw new AgentRefusal('InvalidAction', `${action.action} has no provider`);
   // Only new actions reach here (a replay is answered from the journal): room for its entry first.
   await assertJournalRoom(ctx.root, now());
-  switch (action.action) {
-    case 'file.write':
-      return await applyFileWrite(ctx, action.resource_key, spec(fileWriteSpec), now, atWrite);
-    case 'flag.write':
-      return await applyFlagWrite(ctx, action.resource_key, spec(flagWriteSpec), now, atWrite);
-    case 'release.install':
-      return await applyReleaseInstall(ctx, action.resource_key, spec(releaseInstallSpec), atWrite);
-    case 'service.start':
-    case 'service.restart':
-      return await applyServiceRun(ctx, action.resource_key, action.action, spec(serviceRunSpec), now, atWrite);
-    default:
-      throw new AgentRefusal('InvalidAction', `${action.action} has no provider`);
-  }
+  return await provider.apply(ctx, action, atWrite);
 }

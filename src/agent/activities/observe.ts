@@ -17,15 +17,12 @@ import {
   unboundEntries,
   unboundProblem,
   type Guard,
-} from '../claims';
+} from '../node/claims';
 import { loadAgentConfig } from '../config';
-import { AgentJournal } from '../journal';
-import { realRoot } from '../paths';
-import { observeFile } from '../providers/file';
-import { observeFlag, undeclaredFlags } from '../providers/flag';
-import { observeRelease } from '../providers/release';
-import { observeService } from '../providers/service';
-import type { NodeContext } from '../providers/types';
+import { AgentJournal } from '../node/journal';
+import { realRoot } from '../fs';
+import { undeclaredFlags } from '../providers/flag';
+import { providerFor, type NodeContext } from '../providers';
 import { AgentRefusal } from '../refusal';
 import { assertNode } from './assert-node';
 import { type AgentConfig, observation } from '../../schemas';
@@ -99,7 +96,7 @@ async function lastReset(root: string): Promise<FenceReset | null> {
 }
 
 /**
- * Each file resource as written, not as spelled (src/agent/identity.ts): its detail names the
+ * Each file resource as written, not as spelled (src/agent/fs/identity.ts): its detail names the
  * target it really writes when a symlinked directory makes that another path, and resources whose
  * paths are two spellings of one file are each obstructed (one target has one owner; writing
  * both would have them overwrite each other), so no write is planned for either.
@@ -134,7 +131,7 @@ function withIdentities(
 }
 
 /**
- * While an agent.yaml entry's target cannot be established (src/agent/claims.ts unboundEntries),
+ * While an agent.yaml entry's target cannot be established (src/agent/node/claims.ts unboundEntries),
  * every file and the release not protected otherwise is obstructed, saying why and how to end it:
  * no write is planned for them, and the agent would refuse one.
  */
@@ -178,22 +175,12 @@ async function fenceOnObserve(config: AgentConfig, generation: number | undefine
 }
 
 async function observeResource(ctx: NodeContext, key: string, spec: ResourceSpec): Promise<ObservedResource> {
-  switch (spec.type) {
-    case 'file':
-      return await observeFile(ctx, spec);
-    case 'flag':
-      return await observeFlag(ctx, key);
-    case 'release':
-      return await observeRelease(ctx, spec);
-    case 'service':
-      return await observeService(ctx, key);
-    default: {
-      const type = (spec as { type?: unknown }).type;
-      throw ApplicationFailure.nonRetryable(
-        `observe of "${key}": unknown resource type ${JSON.stringify(type)}`,
-        'InvalidAction',
-        { resource_key: key },
-      );
-    }
-  }
+  const provider = providerFor(spec.type);
+  if (provider === null)
+    throw ApplicationFailure.nonRetryable(
+      `observe of "${key}": unknown resource type ${JSON.stringify(spec.type)}`,
+      'InvalidAction',
+      { resource_key: key },
+    );
+  return await provider.observe(ctx, key, spec);
 }

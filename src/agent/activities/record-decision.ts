@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { InvalidAgentConfig, namesTarget, targetNameProblem, type RecordDecisionRequest } from '../../domain';
 import { withFix, type RecordDecisionResult } from '../../contract';
-import { recordDecisionAt } from '../claims';
+import { recordDecisionAt } from '../node/claims';
 import { loadAgentConfig } from '../config';
-import { AgentJournal } from '../journal';
-import { realRoot } from '../paths';
+import { AgentJournal } from '../node/journal';
+import { realRoot } from '../fs';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { staleGeneration } from './write-checks';

@@ -1,6 +1,6 @@
 import type { ApplicationFailure } from '@temporalio/common';
 import { ACTIONS, DESTRUCTIVE_ACTIONS, sameIntent, type AuthorizedAction, type Json, type OperatorDecision } from '../../domain';
-import { UNKNOWN_SPEC, heldBackByUnbound, unboundProblem, type ResolvedEntry } from '../claims';
+import { UNKNOWN_SPEC, heldBackByUnbound, unboundProblem, type ResolvedEntry } from '../node/claims';
 import { effectiveMode } from '../config';
 import type { AgentRefusal } from '../refusal';
 import type { AgentConfig } from '../../schemas';
@@ -22,15 +22,15 @@ export type Refuse = (
   facts?: Record<string, Json>,
 ) => ApplicationFailure;
 
-/** The target an action writes and what protects it (src/agent/claims.ts). */
+/** The target an action writes and what protects it (src/agent/node/claims.ts). */
 export interface TargetScope {
-  /** The target's identity: where the write lands now (src/agent/identity.ts). */
+  /** The target's identity: where the write lands now (src/agent/fs/identity.ts). */
   target: string | null;
   /** The target as the action spells it. */
   spelled: string | null;
   /** Other keys of the action's generation that write the same target under another spelling. */
   sharedWith: string[];
-  /** Key-based agent.yaml entries whose target cannot be established (src/agent/claims.ts unboundEntries). */
+  /** Key-based agent.yaml entries whose target cannot be established (src/agent/node/claims.ts unboundEntries). */
   unbound: ResolvedEntry[];
   /** agent.yaml entries that protect the action's key or its target. */
   entries: ResolvedEntry[];

@@ -1,5 +1,5 @@
 import { formatDuration, parseDuration, targetOfAction, type AuthorizedAction } from '../../domain';
-import type { AcceptedGeneration, AgentJournal } from '../journal';
+import type { AcceptedGeneration, AgentJournal } from '../node/journal';
 import { sameMarker } from '../markers';
 import type { AtWrite, NodeContext } from '../providers/types';
 import type { Refusal, Refuse } from './refusals';

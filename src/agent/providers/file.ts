@@ -1,11 +1,14 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { fileTarget, type FileSpec, type ObservedResource } from '../../domain';
-import { sha256, sha256Handle } from '../fsx';
-import { FileTooLarge, NotRegularFile, openRegular, readAll } from '../held';
-import { bytes as sized, limits } from '../limits';
-import { ABSENT_MARKER, fileMarker } from '../markers';
 import {
+  pathStamp,
+  sha256,
+  sha256Handle,
+  FileTooLarge,
+  NotRegularFile,
+  openRegular,
+  readAll,
   checkFileResourcePath,
   kindOf,
   locateIn,
@@ -14,15 +17,28 @@ import {
   readLocated,
   refusingSwaps,
   type ProtectedArea,
-} from '../paths';
-import { replaceIn, type Replaced } from '../replace';
+  replaceIn,
+  type Replaced,
+} from '../fs';
+import { bytes as sized, limits } from '../limits';
+import { ABSENT_MARKER, fileMarker } from '../markers';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
-import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import {
+  now,
+  observeGuarded,
+  observed,
+  short,
+  specOf,
+  type ApplyResult,
+  type AtWrite,
+  type NodeContext,
+  type Provider,
+} from './types';
 
 /*
  * file: the sha256 of the bytes at <root>/<path> (null when absent). Written atomically; the
- * previous content is kept under .datum/backup/ (src/agent/replace.ts). Deleting a file is
+ * previous content is kept under .datum/backup/ (src/agent/fs/replace.ts). Deleting a file is
  * destructive and never done.
  */
 
@@ -34,6 +50,18 @@ export const fileWriteSpec = z.strictObject({
   sha256: z.string().regex(/^[a-f0-9]{64}$/),
 });
 export type FileWriteSpec = z.infer<typeof fileWriteSpec>;
+
+export const fileProvider: Provider<FileSpec> = {
+  actions: ['file.write'],
+  destructive: ['file.delete'],
+  observe: (ctx, _key, spec) => observeFile(ctx, spec),
+  apply: (ctx, action, atWrite) => applyFileWrite(ctx, action.resource_key, specOf(action, fileWriteSpec), now, atWrite),
+  targetNow: (ctx, action) => observeFile(ctx, { path: specOf(action, fileWriteSpec).path }),
+  watch: {
+    marker: (root, _key, spec) => pathStamp(path.join(root, spec.path)),
+    dirs: (root, _key, spec) => [path.dirname(path.join(root, spec.path))],
+  },
+};
 
 export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
   const detail = { path: spec.path };
@@ -193,7 +221,7 @@ function assertJudged(ctx: NodeContext, rel: string, target: string): void {
  * The write path shared by file and flag: locate inside the root and inside the right area
  * (resolved, not spelled), hold the target's directory open (reached without following a
  * symlink, so a parent swapped afterwards cannot redirect the write), then replace what is there
- * (src/agent/replace.ts) through `atWrite`: what it reads and replaces is what the agent's
+ * (src/agent/fs/replace.ts) through `atWrite`: what it reads and replaces is what the agent's
  * re-check saw, and a refused write leaves neither a backup nor a temp file behind.
  */
 export async function writeReplacing(

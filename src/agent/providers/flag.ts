@@ -1,13 +1,13 @@
 import { z } from 'zod';
-import type { Json, Observation, ObservedResource } from '../../domain';
+import path from 'node:path';
+import type { FlagSpec, Json, Observation, ObservedResource } from '../../domain';
 import { ABSENT_MARKER, fileMarker } from '../markers';
-import { lstatAt } from '../held';
+import { pathStamp, lstatAt, inLocatedDir, locateIn, readLocated } from '../fs';
 import { bytes as sized, limits } from '../limits';
-import { inLocatedDir, locateIn, readLocated } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { observeRegularFile, writeReplacing, type ReadFile } from './file';
-import { observeGuarded, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import { now, observeGuarded, specOf, type ApplyResult, type AtWrite, type NodeContext, type Provider } from './types';
 
 /*
  * flag: the JSON document at <root>/flags/<name>.json (null when absent). Nothing about a flag is
@@ -18,6 +18,18 @@ export const flagWriteSpec = z.strictObject({ name: z.string(), value: z.json() 
 
 const FLAG_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 const flagRel = (name: string) => `flags/${name}.json`;
+
+export const flagProvider: Provider<FlagSpec> = {
+  actions: ['flag.write'],
+  destructive: [],
+  observe: (ctx, key) => observeFlag(ctx, key),
+  apply: (ctx, action, atWrite) => applyFlagWrite(ctx, action.resource_key, specOf(action, flagWriteSpec), now, atWrite),
+  targetNow: (ctx, action) => observeFlag(ctx, action.resource_key),
+  watch: {
+    marker: (root, key) => pathStamp(path.join(root, flagRel(key))),
+    dirs: (root) => [path.join(root, 'flags')],
+  },
+};
 
 function parseFlag({ bytes }: ReadFile): { ok: true; value: Json } | { ok: false; error: string } {
   if (bytes === null || bytes.length > limits.flagBytes)

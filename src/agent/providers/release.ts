@@ -1,17 +1,41 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { type Json, type ObservedResource, type ReleaseSpec } from '../../domain';
-import { RECORD, fetchArtifact, inspectArchive } from './artifact';
-import { readJsonAt, sha256Handle } from '../fsx';
-import { DirectorySwapped, lstatAt, openRegular, type Identity } from '../held';
-import { switchCurrent, openReleases, unpackRelease } from '../install';
+import {
+  pathStamp,
+  readLink,
+  RECORD,
+  fetchArtifact,
+  inspectArchive,
+  readJsonAt,
+  sha256Handle,
+  DirectorySwapped,
+  lstatAt,
+  openRegular,
+  type Identity,
+  switchCurrent,
+  openReleases,
+  unpackRelease,
+  inDatumDir,
+  isInside,
+  kindOf,
+  locateIn,
+  lstatOrNull,
+} from '../fs';
 import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
-import { inDatumDir, isInside, kindOf, locateIn, lstatOrNull } from '../paths';
 import { withFix } from '../../contract';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
-import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import {
+  observeGuarded,
+  observed,
+  short,
+  specOf,
+  type ApplyResult,
+  type AtWrite,
+  type NodeContext,
+  type Provider,
+} from './types';
 import { releaseSpec } from '../../schemas';
 
 /*
@@ -29,17 +53,29 @@ export type ReleaseInstallSpec = z.infer<typeof releaseInstallSpec>;
 const releaseRecord = z.object({ version: z.string(), sha256: z.string() });
 type ReleaseRecord = z.infer<typeof releaseRecord>;
 
+export const releaseProvider: Provider<ReleaseSpec> = {
+  actions: ['release.install'],
+  destructive: ['release.delete'],
+  observe: (ctx, _key, spec) => observeRelease(ctx, spec),
+  apply: (ctx, action, atWrite) => applyReleaseInstall(ctx, action.resource_key, specOf(action, releaseInstallSpec), atWrite),
+  targetNow: (ctx, action) => observeRelease(ctx, specOf(action, releaseInstallSpec)),
+  watch: {
+    marker: (root) => pathStamp(path.join(root, 'current')),
+    dirs: (root) => [root],
+  },
+};
+
 type CurrentState =
   | { kind: 'absent' }
-  | { kind: 'obstructed'; what: string }
+  | { kind: 'obstructed'; what: string; marker: string }
   | { kind: 'link'; target: string; marker: string; release: string | null };
 
 /** What `current` is: absent, a symlink (and to which releases/<name>, if any), or in the way. */
 async function readCurrent(ctx: NodeContext): Promise<CurrentState> {
   const st = await lstatOrNull(path.join(ctx.root, 'current'));
   if (st === null) return { kind: 'absent' };
-  if (!st.isSymbolicLink()) return { kind: 'obstructed', what: kindOf(st) };
-  const target = await fs.readlink(path.join(ctx.root, 'current'));
+  if (!st.isSymbolicLink()) return { kind: 'obstructed', what: kindOf(st), marker: obstructionMarker(kindOf(st), st) };
+  const target = await readLink(path.join(ctx.root, 'current'));
   const rel = path.relative(path.join(ctx.root, 'releases'), path.resolve(ctx.root, target));
   const release = rel && !rel.startsWith('..') && !path.isAbsolute(rel) && !rel.includes(path.sep) ? rel : null;
   return { kind: 'link', target, marker: linkMarker(target, st.ctimeMs), release };
@@ -106,11 +142,10 @@ async function observeReleaseNow(ctx: NodeContext, spec: Pick<ReleaseSpec, 'vers
   const current = await readCurrent(ctx);
   if (current.kind === 'absent') return observed('release', null, ABSENT_MARKER, { ...detail, current: null }, obstruction);
   if (current.kind === 'obstructed') {
-    const st = await fs.lstat(path.join(ctx.root, 'current'));
     return observed(
       'release',
       null,
-      obstructionMarker(current.what, st),
+      current.marker,
       { ...detail, current: current.what },
       `"current" is a ${current.what}, not a symlink; switching it would destroy it`,
     );
@@ -206,7 +241,7 @@ export async function applyReleaseInstall(
 /**
  * Fetches the artifact into .datum/tmp, verifies its sha256 and inspects every entry, all from
  * one descriptor of the downloaded copy (the bytes that verified are the bytes that land), then
- * unpacks it (src/agent/install.ts). Returns the identity of the installed release directory.
+ * unpacks it (src/agent/fs/releases.ts). Returns the identity of the installed release directory.
  */
 async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): Promise<Identity> {
   const name = `artifact-${randomBytes(6).toString('hex')}.tgz`;
@@ -237,7 +272,7 @@ async function installFromArtifact(ctx: NodeContext, spec: ReleaseInstallSpec): 
           await handle.close();
         }
       } finally {
-        await fs.rm(tmp.at(name), { force: true });
+        await tmp.remove(name);
       }
     },
     null,

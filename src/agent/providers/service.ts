@@ -1,13 +1,15 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { canonicalJson, type Json, type ObservedResource } from '../../domain';
-import { sha256 } from '../fsx';
-import { checkFileResourcePath, locate } from '../paths';
+import { canonicalJson, type Json, type ObservedResource, type ServiceSpec } from '../../domain';
+import { sha256, checkFileResourcePath, locate } from '../fs';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import { serviceMarker } from '../markers';
 import {
   adoptInterrupted,
+  onChildExit,
+  readServiceState,
+  startTicks,
   capServiceLog,
   describeInstance,
   launch,
@@ -21,7 +23,17 @@ import {
   type ServiceState,
 } from '../services';
 import { currentReleaseDir } from './release';
-import { observeGuarded, observed, short, type ApplyResult, type AtWrite, type NodeContext } from './types';
+import {
+  now,
+  observeGuarded,
+  observed,
+  short,
+  specOf,
+  type ApplyResult,
+  type AtWrite,
+  type NodeContext,
+  type Provider,
+} from './types';
 
 /*
  * service: observed from the running process's own health endpoint — the build and config
@@ -37,6 +49,35 @@ export const serviceRunSpec = z.strictObject({
   config_sha256: z.json(),
 });
 export type ServiceRunSpec = z.infer<typeof serviceRunSpec>;
+
+export const serviceProvider: Provider<ServiceSpec> = {
+  actions: ['service.start', 'service.restart'],
+  destructive: ['service.kill'],
+  observe: (ctx, key) => observeService(ctx, key),
+  apply: (ctx, action, atWrite) =>
+    applyServiceRun(ctx, action.resource_key, action.action as ServiceRun, specOf(action, serviceRunSpec), now, atWrite),
+  targetNow: (ctx, action) => observeService(ctx, action.resource_key),
+  watch: {
+    marker: (root, key) => serviceMarkerNow(root, key),
+    dirs: (root) => [path.join(root, '.datum', 'services')],
+    wake: async (root, key, _spec, poke) => {
+      // A service with no instance recorded needs nothing: its start writes a state file, which inotify sees.
+      const state = await readServiceState(root, key).catch(() => null);
+      if (!state) return null;
+      return (state.systemd ? null : onChildExit(state.pid, poke)) ?? 'blind';
+    },
+  },
+};
+
+type ServiceRun = 'service.start' | 'service.restart';
+
+/** The running instance's pid and start time, or 'stopped': what the watch compares. */
+async function serviceMarkerNow(root: string, key: string): Promise<string> {
+  const state = await readServiceState(root, key).catch(() => null);
+  if (!state) return 'stopped';
+  const ticks = await startTicks(state.pid);
+  return ticks !== null && ticks === state.start_ticks ? serviceMarker(state.pid, ticks) : 'stopped';
+}
 
 export const HEALTH_TIMEOUT_MS = 2000;
 export const START_WAIT_MS = 10_000;
@@ -97,7 +138,7 @@ const launchTag = (command: string[], cwd: string, configPath: string) => sha256
 export async function applyServiceRun(
   ctx: NodeContext,
   resourceKey: string,
-  kind: 'service.start' | 'service.restart',
+  kind: ServiceRun,
   spec: ServiceRunSpec,
   now: () => Date,
   atWrite: AtWrite,

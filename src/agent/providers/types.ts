@@ -1,6 +1,9 @@
+import type { z } from 'zod';
 import { withFix } from '../../contract';
-import { FileTooLarge, NotRegularFile } from '../held';
-import type { Json, ObservedResource } from '../../domain';
+import { FileTooLarge, NotRegularFile } from '../fs';
+import type { CheckedMarker } from '../markers';
+import { AgentRefusal } from '../refusal';
+import type { ActionKind, AuthorizedAction, DestructiveActionKind, Json, ObservedResource, ResourceSpec } from '../../domain';
 import type { AgentConfig } from '../../schemas';
 
 /** The node an activity works on: its name and the real path of its root. */
@@ -11,7 +14,7 @@ export interface NodeContext {
   /** agent.yaml's `services` as read for this apply (how a service is started); absent: the process backend. */
   services?: AgentConfig['services'];
   /**
-   * The identity of the target the agent judged the apply's protections on (src/agent/identity.ts);
+   * The identity of the target the agent judged the apply's protections on (src/agent/fs/identity.ts);
    * a file write that resolves anywhere else at its write is refused. Absent: not an apply.
    */
   judged?: string | null;
@@ -35,8 +38,43 @@ export interface ApplyResult {
  */
 export type AtWrite = <T>(step: (checked: CheckedMarker) => Promise<T>) => Promise<T>;
 
-/** The marker the agent's re-check saw at the target; null or undefined where there is none to compare. */
-export type CheckedMarker = string | null | undefined;
+export type { CheckedMarker } from '../markers';
+
+/**
+ * One resource type on the node, as controller-runtime's Reconciler is one small interface: what
+ * is there (read from the thing itself), one of its actions carried out, what the action's target
+ * is now, and what the watch listens to. The agent looks the type up in one table (./index.ts);
+ * nothing else switches on a type. Which of a type's actions the controller may plan, and which
+ * are destructive, are the domain's (src/domain/resources/) and the tables must agree
+ * (test/unit/resource-tables.test.ts).
+ */
+export interface Provider<S extends ResourceSpec = ResourceSpec> {
+  /** The actions this provider carries out. */
+  actions: readonly ActionKind[];
+  /** Its actions that would destroy something: the agent refuses them whoever asks (apply, step 5). */
+  destructive: readonly DestructiveActionKind[];
+  /** The resource as it is now, read from the thing itself, in the shape the domain's desiredValue gives. */
+  observe(ctx: NodeContext, key: string, spec: S): Promise<ObservedResource>;
+  /** Carries out one of its actions, its irreversible step through `atWrite`. */
+  apply(ctx: NodeContext, action: AuthorizedAction, atWrite: AtWrite): Promise<ApplyResult>;
+  /** The action's target as observe reads it now: its marker is what compare-and-swap compares. */
+  targetNow(ctx: NodeContext, action: AuthorizedAction): Promise<ObservedResource>;
+  /** What the watch listens to for a resource of this type (src/agent/watch.ts). */
+  watch: WatchHooks<S>;
+}
+
+/** How the watch sees a resource change without observing it: a cheap marker, and what wakes it early. */
+export interface WatchHooks<S extends ResourceSpec = ResourceSpec> {
+  /** A cheap fingerprint (lstat, readlink, /proc): any change of the resource changes it. */
+  marker(root: string, key: string, spec: S): Promise<string>;
+  /** Directories whose entries change when the resource does (watched with inotify). */
+  dirs(root: string, key: string, spec: S): string[];
+  /**
+   * Other sources that wake the watch (a child's exit): a function that stops listening, or
+   * 'blind' when a change can be seen only by polling (an adopted process, a systemd unit).
+   */
+  wake?(root: string, key: string, spec: S, poke: () => void): Promise<(() => void) | 'blind' | null>;
+}
 
 export function observed(
   type: ObservedResource['type'],
@@ -98,3 +136,13 @@ export async function observeGuarded(
     return observed(type, null, null, { ...detail, errno: code }, withFix(`${known.problem} (${code})`, known.fix));
   }
 }
+
+/** An action's write spec as its provider reads it; a malformed one is refused, never guessed at. */
+export function specOf<T>(action: AuthorizedAction, schema: z.ZodType<T>): T {
+  const r = schema.safeParse(action.spec);
+  if (r.success) return r.data;
+  const issues = r.error.issues.map((i) => `${i.path.map(String).join('.') || '(spec)'}: ${i.message}`).join('; ');
+  throw new AgentRefusal('InvalidAction', withFix(`its spec is malformed (${issues})`, 're-plan from the desired state'));
+}
+
+export const now = () => new Date();

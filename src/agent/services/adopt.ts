@@ -1,6 +1,5 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { atomicWriteAt, readdirOrEmpty } from '../fsx';
+import { atomicWriteAt, readdirOrEmpty } from '../fs';
 import { procStat, procText, startTicks, verifyIdentity } from './identity';
 import {
   NONCE_ENV,
@@ -41,7 +40,7 @@ export async function adoptInterrupted(root: string, key: string): Promise<{ sta
         adopted = { state, tag: parsed.data.tag };
       }
     }
-    await fs.rm(dir.at(path.basename(intentRel(key))), { force: true });
+    await dir.remove(path.basename(intentRel(key)));
     return adopted;
   } finally {
     await dir.close();

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { withFix } from '../../contract';
-import { isErrno, isInside } from '../paths';
+import { isErrno, isInside } from '../fs';
 import { AgentRefusal } from '../refusal';
 import { NONCE_ENV, type ServiceState } from './state';
 import { judgeUnit, showUnit } from './systemd';

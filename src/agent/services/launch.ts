@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { withFix } from '../../contract';
-import { atomicWriteAt, openAppendAt, type HeldDir } from '../fsx';
+import { atomicWriteAt, openAppendAt, type HeldDir } from '../fs';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
 import { followChild } from './exits';
 import { startTicks } from './identity';
@@ -83,14 +82,14 @@ export async function launch(req: LaunchRequest): Promise<ServiceState> {
           ? await startUnitLogged(dir, req.root, intent, backend.settings, version)
           : { pid: await spawnLogged(dir, intent) };
     } catch (err) {
-      await fs.rm(dir.at(intentName), { force: true });
+      await dir.remove(intentName);
       throw err;
     }
     crashPointForTests('service.spawned');
     if (spawned === null) {
       // The unit was gone before its pid could be read: nothing runs, nothing to record. The
       // caller sees what it sees of a child that exited at once (start_ticks null).
-      await fs.rm(dir.at(intentName), { force: true });
+      await dir.remove(intentName);
       return { ...stateOf(intent), pid: 0, start_ticks: null, systemd: { ...intent.systemd!, invocation_id: '' } };
     }
     const { pid } = spawned;
@@ -101,7 +100,7 @@ export async function launch(req: LaunchRequest): Promise<ServiceState> {
       ...(spawned.systemd ? { systemd: spawned.systemd } : {}),
     };
     await atomicWriteAt(dir, `${req.key}.json`, `${JSON.stringify(state, null, 2)}\n`);
-    await fs.rm(dir.at(intentName), { force: true });
+    await dir.remove(intentName);
     return state;
   } finally {
     await dir.close();

@@ -1,7 +1,5 @@
-import { constants, promises as fs } from 'node:fs';
-import { atomicWriteAt, isSoleRegular, type HeldDir } from '../fsx';
+import { OPEN_FLAGS, atomicWriteAt, isSoleRegular, type HeldDir, isErrno } from '../fs';
 import { limits } from '../limits';
-import { isErrno } from '../paths';
 import { servicesDir } from './state';
 
 /**
@@ -12,7 +10,7 @@ import { servicesDir } from './state';
 export async function rotateLog(dir: HeldDir, logName: string): Promise<void> {
   let handle;
   try {
-    handle = await fs.open(dir.at(logName), constants.O_RDWR | constants.O_NOFOLLOW);
+    handle = await dir.open(logName, OPEN_FLAGS.readWrite);
   } catch (err) {
     if (isErrno(err, 'ENOENT') || isErrno(err, 'ELOOP')) return; // nothing to rotate; a symlink is refused on open
     throw err;
@@ -21,7 +19,7 @@ export async function rotateLog(dir: HeldDir, logName: string): Promise<void> {
     if (!(await isSoleRegular(handle))) {
       // A hard link to a file elsewhere, or no regular file: truncating it would cut someone
       // else's file. Only this name goes; the next start opens a fresh log.
-      await fs.unlink(dir.at(logName));
+      await dir.remove(logName);
       return;
     }
     const { size } = await handle.stat();

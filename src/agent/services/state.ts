@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { readRegular, type HeldDir } from '../fsx';
-import { isErrno, locateIn, openLocatedDir } from '../paths';
+import { readRegular, type HeldDir, isErrno, locateIn, openLocatedDir } from '../fs';
 
 /*
  * What the agent records about a service, under <root>/.datum/services/: the state file

@@ -1,8 +1,6 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readdirOrEmpty } from '../fsx';
-import { isErrno, locateIn, realRoot } from '../paths';
+import { inDatumDir, readdirOrEmpty, isErrno, locateIn, realRoot } from '../fs';
 import { AgentRefusal } from '../refusal';
 import { adoptInterrupted } from './adopt';
 import { isRunning, unverified, verifyIdentity } from './identity';
@@ -85,7 +83,7 @@ export async function stopServices(root: string): Promise<Array<{ key: string; p
       throw err;
     });
     stopped.push({ key, pid: state.pid, result });
-    await fs.rm(path.join(dir, name), { force: true });
+    await inDatumDir(real, 'services', false, (held) => held.remove(name), undefined);
   }
   return stopped;
 }

@@ -27,7 +27,7 @@ export const agentCommand: CommandModule<AgentRaw, AgentInput> = {
   },
   async run({ values, configPaths }) {
     const [{ runAgents }, { installRuntime }] = await Promise.all([
-      import('../../agent/worker.js'),
+      import('../../agent/index.js'),
       import('../../worker/metrics.js'),
     ]);
     applyConnectionFlags(values);

@@ -8,7 +8,7 @@ import type { CommandModule } from '../command';
  * generation was published by mistake (docs/operations.md, "A generation published by mistake").
  * The agent's records are serialised by a lock inside the agent's own process, so this command
  * runs only while no agent serves the root, and holds the root itself meanwhile
- * (src/agent/holder.ts). The reset is recorded: .datum/fence-resets.jsonl keeps every one,
+ * (src/agent/node/holder.ts). The reset is recorded: .datum/fence-resets.jsonl keeps every one,
  * fence.json the last, which the agent reports with every snapshot and the ledger records.
  */
 
@@ -47,7 +47,7 @@ export const resetFenceCommand: CommandModule<ResetFenceRaw, ResetFenceInput> = 
     };
   },
   async run(input) {
-    const [{ resetNodeFence }] = await Promise.all([import('../../agent/fence-reset.js')]);
+    const [{ resetNodeFence }] = await Promise.all([import('../../agent/node/fence-reset.js')]);
     const done = await resetNodeFence(input);
     process.stdout.write(
       `datum agent reset-fence: node ${input.node}: fence moved from generation ${done.reset.from} to ${done.reset.to} by ${done.reset.by} (${done.reset.reason}); recorded in ${done.log}\n` +

@@ -1,9 +1,7 @@
-import { promises as fs } from 'node:fs';
-import { withFix } from '../contract';
-import type { HeldDir } from './held';
-import { limits } from './limits';
-import { inDatumDir } from './paths';
-import { AgentRefusal } from './refusal';
+import { withFix } from '../../contract';
+import { lstatAt, type HeldDir, inDatumDir } from '../fs';
+import { limits } from '../limits';
+import { AgentRefusal } from '../refusal';
 
 /*
  * Retention of the idempotency journal (<root>/.datum/journal/<key>.json, one small file per
@@ -31,7 +29,7 @@ async function pruneIn(dir: HeldDir, now: Date): Promise<number> {
   const names = (await dir.entries()).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
   const aged: Array<{ name: string; age: number }> = [];
   for (const name of names) {
-    const st = await fs.lstat(dir.at(name)).catch(() => null);
+    const st = await lstatAt(dir, name).catch(() => null);
     if (st !== null) aged.push({ name, age: now.getTime() - st.mtimeMs });
   }
   aged.sort((a, b) => b.age - a.age); // oldest first
@@ -40,7 +38,7 @@ async function pruneIn(dir: HeldDir, now: Date): Promise<number> {
     const expired = age > limits.journalRetainMs;
     const excess = left >= limits.journalEntries && age > limits.journalMinAgeMs; // leave room for one more
     if (!expired && !excess) break; // everything after this one is younger still
-    await fs.rm(dir.at(name), { force: true });
+    await dir.remove(name);
     left--;
   }
   return left;

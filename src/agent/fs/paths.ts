@@ -1,10 +1,10 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { RESERVED_ROOT_ENTRIES, lengthProblem, nodePathProblem, pathSpellingProblem } from '../domain';
-import { clip } from '../domain/bounds';
-import { withFix } from '../contract';
+import { RESERVED_ROOT_ENTRIES, lengthProblem, nodePathProblem, pathSpellingProblem } from '../../domain';
+import { clip } from '../../domain/bounds';
+import { withFix } from '../../contract';
 import { DirectorySwapped, kindOfStats, openDirChain, type HeldDir } from './held';
-import { AgentRefusal } from './refusal';
+import { AgentRefusal } from '../refusal';
 
 /*
  * Keeping every byte inside the node root. Paths are checked twice: by their spelling (absolute,
@@ -406,6 +406,11 @@ export async function lstatOrNull(p: string) {
     if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return null;
     throw err;
   }
+}
+
+/** The target of the symlink at `p` (EINVAL when it is not one). */
+export async function readLink(p: string): Promise<string> {
+  return await fs.readlink(p);
 }
 
 export async function statOrNull(p: string) {

@@ -1,4 +1,3 @@
-import { promises as fs } from 'node:fs';
 import {
   namesTarget,
   sameIntent,
@@ -10,12 +9,10 @@ import {
   type Provenance,
   type RecordDecisionRequest,
   type ResourceSpec,
-} from '../domain';
-import { readJsonAt, writeJsonAt } from './fsx';
-import { asSpelled, identify, type Identify } from './identity';
+} from '../../domain';
+import { isDirectory, readJsonAt, writeJsonAt, asSpelled, identify, type Identify, inDatumDir } from '../fs';
 import { withLock } from './lock';
-import { inDatumDir } from './paths';
-import { type AgentConfig, operatorDecision } from '../schemas';
+import { type AgentConfig, operatorDecision } from '../../schemas';
 
 /*
  * What the agent remembers about targets, per node, under <root>/.datum/ (docs/architecture.md §4
@@ -24,7 +21,7 @@ import { type AgentConfig, operatorDecision } from '../schemas';
  *                   target each key-based agent.yaml entry was bound to when first seen
  *   decisions.json  the operator decisions (yield, open conflict) kept per target
  * Protections and refusals are judged by target, so renaming a resource escapes none of them,
- * and a file target by its identity (src/agent/identity.ts: where the write lands), so spelling
+ * and a file target by its identity (src/agent/fs/identity.ts: where the write lands), so spelling
  * its path through a symlinked directory escapes none of them either.
  */
 
@@ -430,5 +427,5 @@ async function writeRecord(root: string, name: string, value: unknown): Promise<
 }
 
 async function rootExists(root: string): Promise<boolean> {
-  return (await fs.stat(root).catch(() => null))?.isDirectory() ?? false;
+  return await isDirectory(root);
 }

@@ -1,11 +1,9 @@
-import { constants, promises as fs } from 'node:fs';
-import { readJsonAt, writeJsonAt } from './fsx';
-import { isErrno, inDatumDir } from './paths';
-import { startTicks } from './services/identity';
+import { OPEN_FLAGS, readJsonAt, writeJsonAt, isErrno, inDatumDir } from '../fs';
+import { startTicks } from '../services/identity';
 
 /*
  * Which process works on a node root now: <root>/.datum/holder.json. The agent serialises every
- * change to its records with a lock that lives in its own process (src/agent/lock.ts), so a
+ * change to its records with a lock that lives in its own process (src/agent/node/lock.ts), so a
  * command that changes those records from another process (`datum agent reset-fence`) must know
  * that no agent serves the root meanwhile. A running agent keeps its pid and the process's start
  * time there; a pid alone is not proof, since the kernel hands a dead agent's pid to the next
@@ -79,9 +77,8 @@ export async function holdExclusively(
       '',
       true,
       async (dir) => {
-        const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
         try {
-          const handle = await fs.open(dir.at(NAME), flags, 0o644);
+          const handle = await dir.open(NAME, OPEN_FLAGS.createNew);
           await handle.writeFile(`${JSON.stringify(own, null, 2)}\n`);
           await handle.sync();
           await handle.close();
@@ -97,7 +94,7 @@ export async function holdExclusively(
     const holder = await liveHolder(root);
     if (holder !== null) return { held: false, holder };
     // Left by a process that is gone: remove it and try once more.
-    await inDatumDir(root, '', false, (dir) => fs.rm(dir.at(NAME), { force: true }), undefined);
+    await inDatumDir(root, '', false, (dir) => dir.remove(NAME), undefined);
   }
   const holder = await liveHolder(root);
   if (holder !== null) return { held: false, holder };
@@ -117,7 +114,7 @@ async function releaseIfOwn(root: string, own: RootHolder): Promise<void> {
     false,
     async (dir) => {
       const found = (await readJsonAt(dir, NAME)) as RootHolder | null;
-      if (same(found, own)) await fs.rm(dir.at(NAME), { force: true });
+      if (same(found, own)) await dir.remove(NAME);
     },
     undefined,
   );

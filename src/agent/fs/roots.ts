@@ -1,8 +1,8 @@
 import { promises as fs, type Stats } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseAgentConfigText } from '../schemas/documents';
-import type { Problem } from '../domain';
+import { parseAgentConfigText } from '../../schemas/documents';
+import type { Problem } from '../../domain';
 import { readRegular } from './held';
 
 /*

@@ -7,12 +7,12 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import * as tar from 'tar';
 import { withFix } from '../../contract';
 import { clip } from '../../domain/bounds';
-import { NotRegularFile, openRegular, type HeldDir } from '../held';
+import { NotRegularFile, openRegular, type HeldDir } from './held';
 import { bytes as sized, limits } from '../limits';
 import { AgentRefusal } from '../refusal';
 
 /*
- * A release's artifact before it is unpacked (src/agent/install.ts unpacks it): fetched into a
+ * A release's artifact before it is unpacked (src/agent/fs/releases.ts unpacks it): fetched into a
  * held directory of the agent's own (.datum/tmp) under MAX_ARTIFACT_BYTES (neither a server's
  * Content-Length nor a file's size is trusted alone, and a FIFO at the path is refused, not
  * waited on), and every entry of the archive judged before a single one is extracted.

@@ -1,11 +1,11 @@
 import path from 'node:path';
-import { InvalidAgentConfig, type FenceReset } from '../domain';
-import { withFix } from '../contract';
+import { InvalidAgentConfig, type FenceReset } from '../../domain';
+import { withFix } from '../../contract';
 import { forgetClaimGenerationsAbove } from './claims';
-import { loadAgentConfig } from './config';
+import { loadAgentConfig } from '../config';
 import { holdExclusively, stillHeld, type RootHolder } from './holder';
 import { AgentJournal, FenceNotAbove } from './journal';
-import { realRoot } from './paths';
+import { realRoot } from '../fs';
 
 /*
  * The node side of `datum agent reset-fence` (src/cli/commands/reset-fence.ts): the one way the

@@ -25,6 +25,14 @@ import type { FileHandle } from 'node:fs/promises';
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
+/** open(2) flags for the agent's own records: never through a symlink at the last name. */
+export const OPEN_FLAGS = {
+  /** An existing file, to read and write in place (a log to rotate). */
+  readWrite: constants.O_RDWR | constants.O_NOFOLLOW,
+  /** A new file only: EEXIST when anything is there. */
+  createNew: constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+} as const;
+
 /** Where an inode is: its device and inode number. */
 export interface Identity {
   dev: number;
@@ -113,6 +121,26 @@ export class HeldDir {
     if (name === '' || name === '.' || name === '..' || name.includes('/'))
       throw new Error(`"${name}" is not a plain entry name`);
     return `/proc/self/fd/${this.handle.fd}/${name}`;
+  }
+
+  /** Removes the entry `name` when it is there; a symlink there is removed itself, never followed. */
+  async remove(name: string): Promise<void> {
+    await fs.rm(this.at(name), { force: true });
+  }
+
+  /** Opens the entry `name` with open(2) `flags` (add O_NOFOLLOW to refuse a symlink there). */
+  async open(name: string, flags: number, mode = 0o644): Promise<FileHandle> {
+    return await fs.open(this.at(name), flags, mode);
+  }
+
+  /** Creates the directory `name` (EEXIST when something is there). */
+  async mkdir(name: string, mode = 0o755): Promise<void> {
+    await fs.mkdir(this.at(name), mode);
+  }
+
+  /** The target of the symlink `name`. */
+  async readlink(name: string): Promise<string> {
+    return await fs.readlink(this.at(name));
   }
 
   /** The names of its entries, unsorted. */

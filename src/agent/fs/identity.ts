@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { fileTarget } from '../domain';
+import { fileTarget } from '../../domain';
 import { locate } from './paths';
 
 /*
@@ -7,7 +7,7 @@ import { locate } from './paths';
  * inside the root, "file:conf/app.conf" and "file:etc/app/app.conf" are one file, and whatever
  * protects the one protects the other. The agent resolves every file target it compares (a
  * resource's, an agent.yaml entry's, a claim's, a decision's) the way its write would reach it:
- * every symlinked parent followed while it stays inside the root (src/agent/paths.ts `locate`), the
+ * every symlinked parent followed while it stays inside the root (src/agent/fs/paths.ts `locate`), the
  * final name not followed (a symlink there is an obstruction, never written through). Flags, the
  * release and services have one spelling each and are their own identity.
  *

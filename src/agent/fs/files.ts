@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { constants, promises as fs, renameSync, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { withFix } from '../contract';
+import { withFix } from '../../contract';
 import { FileTooLarge, NotRegularFile, readRegular, type HeldDir } from './held';
-import { AgentRefusal } from './refusal';
+import { AgentRefusal } from '../refusal';
 
 export function sha256(bytes: string | Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
@@ -187,4 +187,4 @@ export async function isSoleRegular(handle: FileHandle): Promise<boolean> {
 }
 
 // src/agent/services.ts reads its records through these until it moves to held directories too.
-export { readRegular, type HeldDir } from './held';
+export { type HeldDir } from './held';

@@ -1,14 +1,14 @@
 import { linkSync, lstatSync, promises as fs, renameSync, unlinkSync, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { withFix } from '../contract';
-import { atomicWriteAt, fileStamp, sha256, writeTemp } from './fsx';
+import { withFix } from '../../contract';
+import { atomicWriteAt, fileStamp, sha256, writeTemp } from './files';
 import { NotRegularFile, isCode, lstatAt, openRegular, readAll, type HeldDir } from './held';
-import { bytes as sized, limits } from './limits';
-import { ABSENT_MARKER, fileMarker, sameMarker } from './markers';
+import { bytes as sized, limits } from '../limits';
+import { ABSENT_MARKER, fileMarker, sameMarker } from '../markers';
 import { kindOf, locateIn, openLocatedDir } from './paths';
-import { AgentRefusal } from './refusal';
-import type { CheckedMarker } from './providers/types';
+import { AgentRefusal } from '../refusal';
+import type { CheckedMarker } from '../markers';
 
 /*
  * Replacing a regular file (a file resource, a flag) so that no other writer's change is lost in

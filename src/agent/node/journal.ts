@@ -1,11 +1,9 @@
-import { promises as fs } from 'node:fs';
-import { canonicalJson, targetOfAction, type AuthorizedAction, type ExecutionEvidence, type FenceReset } from '../domain';
+import { canonicalJson, targetOfAction, type AuthorizedAction, type ExecutionEvidence, type FenceReset } from '../../domain';
 import { readClaims } from './claims';
-import { openAppendAt, readJsonAt, sha256, writeJsonAt } from './fsx';
+import { openAppendAt, readJsonAt, sha256, writeJsonAt, inDatumDir } from '../fs';
 import { withLock } from './lock';
-import { sameMarker } from './markers';
-import { inDatumDir } from './paths';
-import { executionEvidence, fenceReset } from '../schemas';
+import { sameMarker } from '../markers';
+import { executionEvidence, fenceReset } from '../../schemas';
 
 export { withLock } from './lock';
 
@@ -131,7 +129,7 @@ export class AgentJournal {
   /**
    * Moves the node's fence back down to `to`, the one move down there is: an operator's, after a
    * generation was published by mistake (`datum agent reset-fence`, which holds the root so no
-   * agent runs meanwhile, src/agent/holder.ts). Refused unless `to` is below the fence. The
+   * agent runs meanwhile, src/agent/node/holder.ts). Refused unless `to` is below the fence. The
    * acceptances above `to` go (the per-resource ones too, or they would hold the fence up); the
    * reset is kept in fence.json, reported with every snapshot, and appended to fence-resets.jsonl.
    */
@@ -232,7 +230,7 @@ export class AgentJournal {
   }
 
   private async removePending(key: string): Promise<void> {
-    await inDatumDir(this.root, 'pending', false, (dir) => fs.rm(dir.at(`${key}.json`), { force: true }), undefined);
+    await inDatumDir(this.root, 'pending', false, (dir) => dir.remove(`${key}.json`), undefined);
   }
 
   /** One of the records under .datum/<sub> (sub "" for .datum itself); null when absent. */

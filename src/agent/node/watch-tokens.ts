@@ -1,10 +1,8 @@
-import { promises as fs } from 'node:fs';
 import { AsyncCompletionClient, type ConnectionLike } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import type { Context } from '@temporalio/activity';
-import { reconcileWorkflowId, type WatchResult } from '../contract';
-import { readJsonAt, sha256, writeJsonAt } from './fsx';
-import { inDatumDir } from './paths';
+import { reconcileWorkflowId, type WatchResult } from '../../contract';
+import { readJsonAt, sha256, writeJsonAt, inDatumDir } from '../fs';
 
 /*
  * The agent announces itself when it starts again. A watch beats rarely (its heartbeat timeout is
@@ -54,7 +52,7 @@ export async function keepWatch(root: string, ctx: Context): Promise<() => Promi
     return () => Promise.resolve();
   }
   return async () => {
-    await inDatumDir(root, SUB, false, (dir) => fs.rm(dir.at(name), { force: true }), undefined).catch(() => undefined);
+    await inDatumDir(root, SUB, false, (dir) => dir.remove(name), undefined).catch(() => undefined);
   };
 }
 
@@ -98,7 +96,7 @@ export async function endOrphanedWatches(
     const id = { workflowId: String(w?.workflow_id), runId: String(w?.run_id), activityId: String(w?.activity_id) };
     const outcome = await endIfOurs(client, namespace, node, id);
     ends.push({ workflow_id: id.workflowId, outcome });
-    await inDatumDir(root, SUB, false, (dir) => fs.rm(dir.at(name), { force: true }), undefined);
+    await inDatumDir(root, SUB, false, (dir) => dir.remove(name), undefined);
   }
   return ends;
 }

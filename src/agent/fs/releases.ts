@@ -1,20 +1,20 @@
 import { linkSync, lstatSync, promises as fs, readlinkSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { withFix } from '../contract';
-import { RECORD } from './providers/artifact';
+import { withFix } from '../../contract';
+import { RECORD } from './artifact';
 import { extractInto } from './unpack';
-import { tempName, writeJsonAt } from './fsx';
+import { tempName, writeJsonAt } from './files';
 import { DirectorySwapped, HeldDir, isCode, openDirChain, removeTree, sameIdentity, type Identity } from './held';
-import { ABSENT_MARKER, linkMarker, sameMarker } from './markers';
+import { ABSENT_MARKER, linkMarker, sameMarker } from '../markers';
 import { kindOf } from './paths';
-import type { CheckedMarker } from './providers/types';
-import { AgentRefusal } from './refusal';
+import type { CheckedMarker } from '../markers';
+import { AgentRefusal } from '../refusal';
 
 /*
  * Installing a release beneath the root, in two steps that each end in one rename:
  *
  *   unpack   the archive goes into a staging directory made inside releases/ and held open
- *            (src/agent/unpack.ts writes every entry through held descriptors), then, once
+ *            (src/agent/fs/unpack.ts writes every entry through held descriptors), then, once
  *            releases/ is verified to still be the root's own (device, inode), the staging
  *            directory is renamed to releases/<version>, and the result checked to be it;
  *   switch   a new symlink "current -> releases/<version>" is renamed over `current` once the

@@ -2,7 +2,7 @@ import { constants, promises as fs } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 import { openBelow, type HeldDir } from './held';
-import { normalizeEntryPath, readFrom, type ArchiveSource } from './providers/artifact';
+import { normalizeEntryPath, readFrom, type ArchiveSource } from './artifact';
 
 /*
  * The archive is unpacked by Datum itself, one entry at a time, into a staging directory held

@@ -1,0 +1,37 @@
+import { watch, promises as fs } from 'node:fs';
+import { ABSENT_MARKER, fileMarker, linkMarker } from '../markers';
+
+/*
+ * What the watch (src/agent/watch.ts) reads of a node's root between observations: a cheap stamp
+ * of a path, and inotify on a directory. Neither reads a byte of content or follows a link.
+ */
+
+/** A path's stamp as the watch compares it: a symlink's target and ctime, else the entry's marker; 'absent' when nothing is there. */
+export async function pathStamp(abs: string): Promise<string> {
+  try {
+    const st = await fs.lstat(abs);
+    return st.isSymbolicLink() ? linkMarker(await fs.readlink(abs), st.ctimeMs) : fileMarker(st);
+  } catch {
+    return ABSENT_MARKER;
+  }
+}
+
+/** Calls `onChange` on any change of the directory's entries until the returned function is called; null when it is not there. */
+export function watchDir(dir: string, onChange: () => void): (() => void) | null {
+  try {
+    const watcher = watch(dir, { persistent: false }, onChange);
+    return () => watcher.close();
+  } catch {
+    return null; // not there yet: the watch's poll covers it
+  }
+}
+
+/** Whether `dir` is a directory now (following links, as a root given in agent.yaml may be one). */
+export async function isDirectory(dir: string): Promise<boolean> {
+  return (await fs.stat(dir).catch(() => null))?.isDirectory() ?? false;
+}
+
+/** Creates `dir` and its parents (the agent's roots, at start). */
+export async function makeDirs(dir: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true });
+}

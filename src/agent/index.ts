@@ -1,0 +1,27 @@
+/*
+ * The node agent (`datum agent`): a Temporal worker per process on task queues datum-node-<node>,
+ * whose activities observe each node from the things themselves and carry out authorized actions
+ * after refusals of its own. Its parts, in wings:
+ *
+ *   worker.ts       runAgents: one worker per agent.yaml, the root each one serves held
+ *   activities/     observe, apply (its refusals and write checks in numbered steps), recordDecision
+ *   providers/      one provider per resource type, in one table (providers/index.ts)
+ *   fs/             the only code that touches a node's root: held descriptors, path rules,
+ *                   atomic replace, unpack (one entry module, fs/index.ts)
+ *   node/           the per-node records under <root>/.datum/: claims and decisions, the journal
+ *                   and fence, the root's holder, fence resets, watch tokens, retention, the lock
+ *   services/       the processes the agent starts for `service` resources (process or systemd)
+ *   watch.ts        watch: returns as soon as something managed changes
+ *   config.ts       agent.yaml, read on every call
+ *   gate.ts, heartbeat.ts, logging.ts, metrics.ts, limits.ts, markers.ts, refusal.ts
+ *
+ * `node:fs` is imported only in fs/ and in these files, each for a reason (eslint.config.mjs
+ * holds the same list, and test/unit/agent-zones.test.ts checks the two agree):
+ *
+ *   services/identity.ts   reads /proc/<pid>/ to know a service's process: the kernel's, not a root's
+ *   services/systemd.ts    reads /proc/1/comm and /run/systemd/system: whether systemd runs the host
+ *
+ * Type-only imports of node:fs (its Stats) are allowed everywhere.
+ */
+
+export { runAgents } from './worker';
