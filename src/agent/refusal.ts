@@ -7,8 +7,15 @@ import type { RefusalType } from '../contract';
  * found). Not a refusal: the agent tried and failed, so the workflow records it as `failed`.
  */
 export const SERVICE_START_FAILED = 'ServiceStartFailed';
+/** A package manager that ran and failed (dpkg or apt-get exited non-zero): tried, not refused. */
+export const PACKAGE_INSTALL_FAILED = 'PackageInstallFailed';
+/** A service manager that ran and failed (systemctl exited non-zero): tried, not refused. */
+export const UNIT_CHANGE_FAILED = 'UnitChangeFailed';
 
-export type AgentFailureType = RefusalType | typeof SERVICE_START_FAILED;
+/** Failure types of what the agent tried and could not do (the workflow records `failed`, not `refused`). */
+const FAILED = [SERVICE_START_FAILED, PACKAGE_INSTALL_FAILED, UNIT_CHANGE_FAILED] as const;
+
+export type AgentFailureType = RefusalType | (typeof FAILED)[number];
 
 /**
  * The agent will not (or cannot) do what it was asked, and retrying the same request cannot
@@ -32,7 +39,7 @@ export class AgentRefusal extends Error {
  * "<subject> refused: <why> — fix: <how>".
  */
 export function toFailure(refusal: AgentRefusal, subject: string | null, context: Record<string, Json>): ApplicationFailure {
-  const verb = refusal.type === SERVICE_START_FAILED ? 'failed' : 'refused';
+  const verb = (FAILED as readonly string[]).includes(refusal.type) ? 'failed' : 'refused';
   const message = subject === null ? refusal.message : `${subject} ${verb}: ${refusal.message}`;
   return ApplicationFailure.nonRetryable(message, refusal.type, { ...context, ...refusal.facts });
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfig, desiredStateFile, nodeId, resourceKey, resourceSpec } from '../schemas';
+import { agentConfigFields, desiredStateFile, nodeId, resourceKey, resourceSpec } from '../schemas';
 
 /*
  * JSON Schemas of the two files an operator writes, generated from the zod schemas the controller
@@ -18,7 +18,7 @@ const desiredStateDocument = desiredStateFile.extend({ resources: z.record(resou
  * agent.yaml as a person may write it: the node as `node:` or as seed 001's `host:` (the parser
  * reads host: as node:, src/domain/documents.ts), so one of the two is required, not node: itself.
  */
-const agentDocument = agentConfig.extend({
+const agentDocument = agentConfigFields.extend({
   node: nodeId.optional(),
   host: nodeId.optional().describe("seed 001's spelling of node:; with both, they must name the same node"),
 });

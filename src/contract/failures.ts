@@ -34,6 +34,9 @@ export const REFUSALS = [
   'ServiceIdentityUnverified',
   // Something larger than the agent's documented caps (src/agent/limits.ts).
   'SizeLimitExceeded',
+  // What reaches outside the node's root (a package, a unit) that the host's agent.yaml does not
+  // allow (its `allow`), or allows only from another source: desired state reaches no further.
+  'NotAllowedByHost',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
 

@@ -5,6 +5,7 @@ import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
 import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
 import { namesTarget, targetNameProblem } from '../domain/targets';
+import { agentAllow, agentPackages, agentUnits } from './agent-reach';
 import { agentServices } from './agent-services';
 import { exactly, nodeId, resourceKey } from './base';
 
@@ -194,10 +195,13 @@ export const agentEntryName = z.string().superRefine((name, ctx) => {
     });
 });
 
-export const agentConfig = z.strictObject({
+/** agent.yaml's fields, before the checks between them (src/cli/schemas.ts extends it for the JSON Schema). */
+export const agentConfigFields = z.strictObject({
   node: nodeId,
   root: z
-    .string({ error: withFix('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24') })
+    .string({
+      error: withFix('root is missing', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24'),
+    })
     .refine(
       (r) => r.startsWith('/'),
       withFix('root must be an absolute path', 'give the absolute directory this agent manages, such as /var/lib/datum/N-24'),
@@ -231,5 +235,31 @@ export const agentConfig = z.strictObject({
     })
     .default({}),
   services: agentServices,
+  allow: agentAllow,
+  packages: agentPackages,
+  units: agentUnits,
+});
+
+/** agent.yaml, with the checks between its fields. */
+export const agentConfig = agentConfigFields.superRefine((config, ctx) => {
+  // What the host's package and service managers read must be out of desired state's reach: a
+  // file resource could otherwise write dpkg's database or a unit file that systemd runs as root.
+  const overlaps = (a: string, b: string) => {
+    const [x, y] = [a.replace(/\/+$/, ''), b.replace(/\/+$/, '')];
+    return x === y || y.startsWith(`${x}/`) || x.startsWith(`${y}/`);
+  };
+  const outside = (field: 'packages' | 'units', value: string | undefined, sub: string) => {
+    if (value === undefined || (field === 'packages' && value === '/') || !overlaps(config.root, value)) return;
+    ctx.addIssue({
+      code: 'custom',
+      path: [field, sub],
+      message: withFix(
+        `${field}.${sub} ${value} overlaps the node root ${config.root}, where desired state writes`,
+        `give ${field}.${sub} a directory outside the node root`,
+      ),
+    });
+  };
+  outside('packages', config.packages.root, 'root');
+  outside('units', config.units.directory, 'directory');
 });
 export type AgentConfig = z.infer<typeof agentConfig>;

@@ -14,6 +14,7 @@ export * from './base';
 export * from './problems';
 export * from './desired';
 export * from './agent-services';
+export * from './agent-reach';
 export * from './observation';
 export * from './ledger';
 export * from './signals';

@@ -140,7 +140,7 @@ async function fenceJournalAndAct(
   judged: string | null,
 ): Promise<ExecutionEvidence> {
   const root = await realRoot(config.root, true);
-  const ctx: NodeContext = { node: config.node, root, services: config.services, judged };
+  const ctx: NodeContext = { node: config.node, root, services: config.services, config, judged };
   const journal = new AgentJournal(ctx.root);
   // 6. Per-node fencing: once generation G observed or acted on this node (any resource), nothing
   // older writes. Checked now, and again at the write itself (writeChecks).

@@ -1,3 +1,4 @@
+import { RESOURCE_KINDS, typeOfAction } from '../../domain/resources';
 import {
   namesTarget,
   sameIntent,
@@ -9,6 +10,7 @@ import {
   type Provenance,
   type RecordDecisionRequest,
   type ResourceSpec,
+  type ResourceType,
 } from '../../domain';
 import { isDirectory, readJsonAt, writeJsonAt, asSpelled, identify, type Identify, inDatumDir } from '../fs';
 import { withLock } from './lock';
@@ -236,8 +238,16 @@ export function unboundEntries(guard: Pick<Guard, 'entries'>): ResolvedEntry[] {
   return guard.entries.filter((e) => e.target === null && !namesTarget(e.name));
 }
 
-/** Whether a resource or an action of this type is held back by an unbound entry. */
-export const heldBackByUnbound = (type: string): boolean => type.startsWith('file') || type.startsWith('release');
+/**
+ * Whether a resource type, or an action ("file.write"), is held back by an unbound entry: every type
+ * whose target comes from its spec (a path, a package name), not from its key (a flag, a service),
+ * since a renamed key writes the same target. An action of no known type is not: the agent refuses
+ * it for what it is (an unknown action).
+ */
+export function heldBackByUnbound(typeOrAction: string): boolean {
+  const type = typeOrAction.includes('.') ? typeOfAction(typeOrAction) : typeOrAction;
+  return type !== null && Object.hasOwn(RESOURCE_KINDS, type) && !RESOURCE_KINDS[type as ResourceType].targetIsKey;
+}
 
 /** Why unbound entries hold the node's files and release back, and how the operator ends it. */
 export function unboundProblem(entries: ResolvedEntry[]): { problem: string; fix: string } {

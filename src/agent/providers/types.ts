@@ -14,6 +14,11 @@ export interface NodeContext {
   /** agent.yaml's `services` as read for this apply (how a service is started); absent: the process backend. */
   services?: AgentConfig['services'];
   /**
+   * agent.yaml as read for this call: what the host allows outside the root (`allow`) and how its
+   * package and service managers are reached (`packages`, `units`). Absent: nothing is allowed.
+   */
+  config?: AgentConfig;
+  /**
    * The identity of the target the agent judged the apply's protections on (src/agent/fs/identity.ts);
    * a file write that resolves anywhere else at its write is refused. Absent: not an apply.
    */
