@@ -66,7 +66,17 @@ export interface Provider<S extends ResourceSpec = ResourceSpec> {
   targetNow(ctx: NodeContext, action: AuthorizedAction): Promise<ObservedResource>;
   /** What the watch listens to for a resource of this type (src/agent/watch.ts). */
   watch: WatchHooks<S>;
+  /**
+   * `datum import`: the spec that declares what is there now under `name` (a path, a package or
+   * unit name), read as observe reads it and changing nothing, so a first pass from it finds no
+   * drift; or why it cannot be declared (absent, too large, not a kind this type holds). Absent:
+   * the type cannot be imported (a release's artifact is not on the node).
+   */
+  importSpec?(ctx: NodeContext, key: string, name: string): Promise<ImportResult<S>>;
 }
+
+/** What `datum import` found for one resource: its spec, or the problem, in a person's words. */
+export type ImportResult<S extends ResourceSpec = ResourceSpec> = { spec: S } | { problem: string };
 
 /** How the watch sees a resource change without observing it: a cheap marker, and what wakes it early. */
 export interface WatchHooks<S extends ResourceSpec = ResourceSpec> {
