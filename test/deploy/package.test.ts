@@ -1,8 +1,12 @@
 // The agent's packages (`npm run package`, src/packaging): built here into a scratch directory;
-// the .deb unpacked into a scratch root with no dpkg (test/helpers/packages.ts reads ar, tar and
-// the RPM header); its files checked against the .rpm's and the tarball's; then the seed's worked
-// example run against the agent started from that root, by the unit's own command line, with no
-// node on its PATH, on a real dev server with the real controller worker.
+// the .deb read with no dpkg (test/helpers/packages.ts reads ar, tar and the RPM header) and its
+// files checked against the .rpm's and the tarball's. Then the real dpkg installs it into a
+// confined root that has the shared libraries the package names and no nodejs
+// (test/helpers/dpkg.ts), where the package as it was before it shipped its own Node.js is
+// refused; and the seed's worked example runs against the agent started from that installed tree
+// by the unit's own command line, with no node on its PATH, on a real dev server with the real
+// controller worker. (Where dpkg cannot run, not a Debian host or not root, the worked example
+// runs on the .deb's files unpacked by hand instead.)
 //
 // The first run on a machine builds nfpm from the Go module proxy into the cache (a few minutes,
 // once: src/packaging/nfpm.ts); every later run finds it there.
@@ -18,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, recheckSignal, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
+import { confinedRoot, dpkgIn, dpkgUnavailable } from '../helpers/dpkg';
 import { MAINTENANCE } from '../helpers/fleet';
 import { arMembers, gunzip, readRpm, tarEntries, type Installed, type RpmPackage } from '../helpers/packages';
 import { statusesOf, useStack } from '../helpers/stack';
@@ -29,6 +34,9 @@ const UNIT = '/usr/lib/systemd/system/datum-agent@.service';
 const PROGRAM = '/usr/lib/datum-agent/datum-agent.js';
 const RUNTIME = '/usr/lib/datum-agent/node';
 const NATIVE = '/usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node';
+/** The package's dependencies before it shipped its own Node.js (package.json's engines). */
+const OLD_DEPENDS = 'nodejs (>= 20.10)';
+const noDpkg = dpkgUnavailable();
 
 interface Built {
   tarball: string;
@@ -46,6 +54,8 @@ let control: Map<string, string>;
 /** The .deb's control fields. */
 let fields: Record<string, string>;
 let rpm: RpmPackage;
+/** The root dpkg installed the .deb into, and what dpkg said (undefined where it cannot run). */
+let installed: { root: string; status: number | null; output: string } | undefined;
 
 beforeAll(async () => {
   scratch = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-package-test-')));
@@ -80,7 +90,21 @@ beforeAll(async () => {
       .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
   );
   rpm = readRpm(await fs.readFile(built.rpm));
+  if (noDpkg === undefined) {
+    const root = path.join(scratch, 'installed');
+    await hostWith(root, fields.Depends);
+    installed = { root, ...dpkgIn(root, ['--install', built.deb]) };
+  }
 }, 20 * 60_000);
+
+/**
+ * A confined root with this host's packages that `depends` names, and dash: the /bin/sh dpkg runs
+ * the package's maintainer scripts with (postinst, postrm: test/helpers/dpkg.ts). No nodejs.
+ */
+async function hostWith(root: string, depends: string): Promise<void> {
+  const names = depends.split(',').map((d) => d.trim().split(/[\s(]/)[0]);
+  await confinedRoot(root, [...names, 'dash']);
+}
 
 afterAll(async () => {
   if (scratch) await fs.rm(scratch, { recursive: true, force: true });
@@ -181,13 +205,68 @@ describe('the datum-agent packages', () => {
   });
 });
 
-describe('the worked example, against the agent from the unpacked .deb, with no node on its PATH', () => {
+describe('the .deb, installed by dpkg on a host with glibc and libstdc++ and no nodejs', () => {
+  it('is refused as it was before, when it depended on nodejs: dpkg leaves it unconfigured', async (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    // The same package with the Depends it had: rebuilt by dpkg-deb from its own files.
+    const tree = path.join(scratch, 'old-deb');
+    const old = path.join(scratch, 'datum-agent-old.deb');
+    await run('dpkg-deb', ['--raw-extract', built.deb, tree]);
+    const controlFile = path.join(tree, 'DEBIAN/control');
+    await fs.writeFile(
+      controlFile,
+      (await fs.readFile(controlFile, 'utf8')).replace(/^Depends: .*$/m, `Depends: ${OLD_DEPENDS}`),
+    );
+    await run('dpkg-deb', ['-Zgzip', '-z1', '--build', tree, old], { maxBuffer: 16 * 1024 * 1024 });
+    await fs.rm(tree, { recursive: true, force: true });
+    const root = path.join(scratch, 'refused');
+    await hostWith(root, fields.Depends);
+
+    const result = dpkgIn(root, ['--install', old]);
+    expect(result.status, result.output).toBe(1);
+    expect(result.output).toContain('dependency problems prevent configuration of datum-agent');
+    expect(result.output).toContain(`datum-agent depends on ${OLD_DEPENDS}; however:\n  Package nodejs is not installed.`);
+    expect(dpkgIn(root, ['--status', 'datum-agent']).output).toMatch(/^Status: install ok unpacked$/m);
+  });
+
+  it('installs with every dependency met: dpkg configures it and finds its files as the package lists them', (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    const { root, status, output } = installed!;
+    expect(status, output).toBe(0);
+    expect(output).toContain(`Setting up datum-agent (${VERSION}-1)`);
+    expect(output).not.toMatch(/dependency problems|warning|error/i);
+    // The root knows no nodejs at all: dpkg-query finds no such package.
+    expect(dpkgIn(root, ['--status', 'nodejs']).output).toMatch(/package 'nodejs' is not installed/);
+    expect(dpkgIn(root, ['--status', 'datum-agent']).output).toMatch(/^Status: install ok installed$/m);
+    // Every file against the md5sums in the package, and nothing half-installed in the root.
+    expect(dpkgIn(root, ['--verify', 'datum-agent'])).toEqual({ status: 0, output: '' });
+    expect(dpkgIn(root, ['--audit'])).toEqual({ status: 0, output: '' });
+  });
+
+  it('runs in that root and nowhere else: datum-agent --version and the native module under chroot, no node but its own', (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    const { root } = installed!;
+    // The root holds the package, libc6, libstdc++6, libgcc-s1 and dash: nothing else to find.
+    const chrooted = (...args: string[]) =>
+      spawnSync('chroot', [root, ...args], { encoding: 'utf8', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+    expect(chrooted('/bin/sh', '-c', 'command -v node').status).not.toBe(0);
+    const version = chrooted('/usr/bin/datum-agent', '--version');
+    expect(version.stderr).toBe('');
+    expect(version.stdout.trim()).toBe(`datum-agent ${VERSION}`);
+    // The dynamic linker finds everything the native module needs among the packages depended on.
+    const native = chrooted(RUNTIME, '-e', `console.log(Object.keys(require(${JSON.stringify(NATIVE)})).length > 0)`);
+    expect(native.stderr).toBe('');
+    expect(native.stdout.trim()).toBe('true');
+  });
+});
+
+describe('the worked example, against the agent dpkg installed, with no node on its PATH', () => {
   const stack = useStack();
   let agent: ChildProcess | undefined;
   let output = '';
   const node = 'N-24';
-  /** The tree the agent runs from: the .deb's files, unpacked. */
-  const tree = () => sysroot;
+  /** The tree dpkg installed; where it cannot run, the .deb's files unpacked by hand. */
+  const tree = () => installed?.root ?? sysroot;
   const config = () => path.join(tree(), 'etc/datum/agents', `${node}.yaml`);
   /** This host's PATH less every directory that has a node: the agent has only its own. */
   const pathWithoutNode = process.env
@@ -206,12 +285,12 @@ describe('the worked example, against the agent from the unpacked .deb, with no 
     if (agent && agent.exitCode === null) await new Promise((r) => agent!.once('exit', r));
   });
 
-  /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the unpacked tree. */
+  /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the installed tree. */
   async function writeAgent(overrides?: Record<string, typeof MAINTENANCE>) {
     await fs.copyFile(await stack.fleet.writeAgent(node, { mode: 'enforce', overrides }), config());
   }
 
-  /** The unit's ExecStart, rooted in the unpacked tree; the connection as temporal.env would give it. */
+  /** The unit's ExecStart, rooted in the installed tree; the connection as temporal.env would give it. */
   function startPackagedAgent(): ChildProcess {
     const unit = readFileSync(path.join(tree(), UNIT), 'utf8');
     const exec = /^ExecStart=(.*)$/m.exec(unit)![1].replaceAll('%i', node).split(/\s+/);
