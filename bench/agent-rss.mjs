@@ -13,8 +13,8 @@
 //                 compiler: less code memory, slower code; an agent mostly waits);
 //   - bundle:     the packaged agent's one program (`npm run package`: datum-agent.js, bundled
 //                 and staged here as the packages install it, src/packaging/layout.ts), run plainly;
-//   - unit:       the same as datum-agent@.service runs it: its ExecStart (Node's flags included)
-//                 and its Environment= lines, in the staged tree.
+//   - unit:       the same as datum-agent@.service runs it: its ExecStart (the package's node and
+//                 its flags) and its Environment= lines, in the staged tree.
 // Each variant also reports the packages it loaded (require.cache, by package) and their count;
 // the bundle loads one module, so its rows also count the source files bundled into it.
 //
@@ -56,21 +56,23 @@ const VARIANTS = {
 };
 
 /** The packaged agent, staged by stagePackaged when a bundle variant runs. */
-const packaged = { program: '', inputs: 0, unitArgs: (config) => [config], unitEnv: {} };
+const packaged = { program: '', runtime: '', inputs: 0, unitArgs: (config) => [config], unitEnv: {} };
 
 /** Bundles the agent and lays it out as the packages install it, under `dir`. */
 async function stagePackaged(dir) {
   const { bundleAgent } = require(path.join(root, 'dist', 'src', 'packaging', 'bundle.js'));
-  const { stagePackage, AGENT_PROGRAM } = require(path.join(root, 'dist', 'src', 'packaging', 'layout.js'));
+  const { stagePackage, AGENT_PROGRAM, AGENT_RUNTIME } = require(path.join(root, 'dist', 'src', 'packaging', 'layout.js'));
+  const { nodeRuntime } = require(path.join(root, 'dist', 'src', 'packaging', 'runtime.js'));
   await mkdir(path.join(dir, 'bundle'), { recursive: true });
-  const bundle = await bundleAgent(path.join(dir, 'bundle', 'datum-agent.js'));
+  const bundle = await bundleAgent(path.join(dir, 'bundle', 'datum-agent.js'), AGENT_RUNTIME);
   const version = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')).version;
-  await stagePackage(path.join(dir, 'root'), bundle, version);
+  await stagePackage(path.join(dir, 'root'), bundle, await nodeRuntime(), version);
   packaged.program = path.join(dir, 'root', AGENT_PROGRAM);
   packaged.inputs = bundle.inputs.length;
-  // The unit's command line, rooted in the staged tree, on this bench's agent.yaml.
+  // The unit's command line, its node the package's, rooted in the staged tree, on this bench's agent.yaml.
   const unit = await readFile(path.join(dir, 'root', 'usr/lib/systemd/system/datum-agent@.service'), 'utf8');
-  const [, ...exec] = /^ExecStart=(.*)$/m.exec(unit)[1].split(/\s+/);
+  const [runtime, ...exec] = /^ExecStart=(.*)$/m.exec(unit)[1].split(/\s+/);
+  packaged.runtime = path.join(dir, 'root', runtime);
   packaged.unitArgs = (config) =>
     exec.map((a, i) => (exec[i - 1] === '--config' ? config : a.startsWith('/') ? path.join(dir, 'root', a) : a));
   for (const [, key, value] of unit.matchAll(/^Environment=(\w+)=(.*)$/gm)) packaged.unitEnv[key] = value;
@@ -140,7 +142,7 @@ async function measure(variant, dir, logs, address, client, node, generation) {
     NODE_OPTIONS: `--require ${path.join(root, 'bench', 'memory-report.js')}`,
     DATUM_BENCH_REPORT: report,
   };
-  const agent = start(`agent-${variant}`, process.execPath, args, logs, env);
+  const agent = start(`agent-${variant}`, variant === 'unit' ? packaged.runtime : process.execPath, args, logs, env);
   try {
     const t0 = Date.now();
     for (;;) {

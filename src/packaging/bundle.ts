@@ -1,7 +1,8 @@
 /*
  * The node agent as one program: `datum-agent` (src/cli/agent-main.ts) and everything it imports,
  * bundled by esbuild from the TypeScript sources into a single CommonJS file that needs nothing
- * but Node.js and the Temporal SDK's native module beside it (src/packaging/layout.ts places it).
+ * but Node.js and the Temporal SDK's native module beside it (src/packaging/layout.ts places
+ * both, the Node.js the package ships included).
  *
  * The agent never loads workflow code. Its Worker has no workflows, yet @temporalio/worker
  * requires its workflow bundler (webpack, memfs, swc) and workflow sandboxes at load time. Those
@@ -57,8 +58,11 @@ export interface AgentBundle {
   metafile: Metafile;
 }
 
-/** Bundles the agent into `file` (its directory must exist). */
-export async function bundleAgent(file: string): Promise<AgentBundle> {
+/**
+ * Bundles the agent into `file` (its directory must exist), run by `interpreter`: its #! line
+ * names the node the package installs, so `datum-agent` runs where no node is on PATH.
+ */
+export async function bundleAgent(file: string, interpreter: string): Promise<AgentBundle> {
   const root = projectRoot();
   const result = await build({
     stdin: { contents: ENTRY, resolveDir: root, loader: 'ts', sourcefile: 'datum-agent.ts' },
@@ -69,7 +73,7 @@ export async function bundleAgent(file: string): Promise<AgentBundle> {
     format: 'cjs',
     // package.json's engines: the oldest Node the agent runs on.
     target: 'node20',
-    banner: { js: '#!/usr/bin/env node' },
+    banner: { js: `#!${interpreter}` },
     // Minified (the program's source stays in the V8 heap: 3.1 MB instead of 4.2), but with the
     // names kept: classes and functions keep theirs, and so do stack traces.
     minify: true,

@@ -3,7 +3,9 @@
  * tarball and nfpm's contents (deb, rpm) are all made, so the three hold the same files.
  *
  *   /usr/bin/datum-agent                              → ../lib/datum-agent/datum-agent.js
- *   /usr/lib/datum-agent/datum-agent.js               the bundled agent (src/packaging/bundle.ts)
+ *   /usr/lib/datum-agent/node                         the Node.js it runs on (src/packaging/runtime.ts)
+ *   /usr/lib/datum-agent/datum-agent.js               the bundled agent (src/packaging/bundle.ts),
+ *                                                     whose #! line names that node
  *   /usr/lib/datum-agent/package.json                 Datum's name and version (datum-agent --version)
  *   /usr/lib/datum-agent/releases/<target>/index.node the Temporal SDK's native module, where
  *                                                     @temporalio/core-bridge looks for it: beside its
@@ -12,7 +14,8 @@
  *   /usr/lib/sysusers.d/datum.conf                    deploy/systemd/datum.sysusers
  *   /etc/datum/, /etc/datum/agents/                   the agents' configuration (one <node>.yaml each)
  *   /etc/datum/temporal.env.example                   the Temporal connection, to copy to temporal.env
- *   /usr/share/doc/datum-agent/                       README.md, THIRD-PARTY-LICENSES
+ *   /usr/share/doc/datum-agent/                       README.md, THIRD-PARTY-LICENSES (Node.js's and
+ *                                                     the bundled npm packages')
  */
 import { chmod, copyFile, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -21,10 +24,12 @@ import { projectRoot } from '../worker/paths';
 import type { AgentBundle } from './bundle';
 import { PackagingError } from './errors';
 import { thirdPartyLicenses } from './licenses';
+import type { Runtime } from './runtime';
 
 export const PACKAGE_NAME = 'datum-agent';
 export const AGENT_DIR = '/usr/lib/datum-agent';
 export const AGENT_PROGRAM = `${AGENT_DIR}/datum-agent.js`;
+export const AGENT_RUNTIME = `${AGENT_DIR}/node`;
 
 /** One thing the package installs. `src` is the staged file it is made from. */
 export type Entry =
@@ -54,7 +59,7 @@ function nativeModule(): { file: string; relative: string } {
 }
 
 /** Writes the package's tree under `stage` (empty) and returns its entries, parents before children. */
-export async function stagePackage(stage: string, bundle: AgentBundle, version: string): Promise<Entry[]> {
+export async function stagePackage(stage: string, bundle: AgentBundle, runtime: Runtime, version: string): Promise<Entry[]> {
   const root = projectRoot();
   const native = nativeModule();
   const entries: Entry[] = [];
@@ -69,6 +74,7 @@ export async function stagePackage(stage: string, bundle: AgentBundle, version: 
   };
 
   dir(AGENT_DIR);
+  file(AGENT_RUNTIME, runtime.file, 0o755);
   file(AGENT_PROGRAM, bundle.file, 0o755);
   // projectRoot() finds Datum's package.json by name from the bundle's directory: the version.
   file(`${AGENT_DIR}/package.json`, await write('package.json', packageJson(version)));
@@ -88,7 +94,7 @@ export async function stagePackage(stage: string, bundle: AgentBundle, version: 
   file(`/usr/share/doc/${PACKAGE_NAME}/README.md`, path.join(root, 'README.md'));
   file(
     `/usr/share/doc/${PACKAGE_NAME}/THIRD-PARTY-LICENSES`,
-    await write('THIRD-PARTY-LICENSES', await thirdPartyLicenses(bundle.inputs)),
+    await write('THIRD-PARTY-LICENSES', await thirdPartyLicenses(bundle.inputs, runtime)),
   );
 
   for (const entry of entries) await place(stage, entry);

@@ -11,6 +11,7 @@ import { stringify } from 'yaml';
 import { GO_TOOLCHAIN, cacheRoot, findGo, runGo, sha256File, withBuildLock } from '../cluster/binaries';
 import { PackagingError } from './errors';
 import { PACKAGE_NAME, debianArch, type Entry } from './layout';
+import type { SystemDependencies } from './shlibs';
 
 export const NFPM_VERSION = '2.45.2';
 const NFPM_PACKAGE = 'github.com/goreleaser/nfpm/v2/cmd/nfpm';
@@ -73,7 +74,12 @@ export interface PackageInfo {
 }
 
 /** nfpm's configuration for the staged entries (src/packaging/layout.ts). */
-export function nfpmConfig(info: PackageInfo, entries: Entry[], scriptsDir: string): Record<string, unknown> {
+export function nfpmConfig(
+  info: PackageInfo,
+  entries: Entry[],
+  depends: SystemDependencies,
+  scriptsDir: string,
+): Record<string, unknown> {
   const contents = entries.map((e) => {
     if (e.kind === 'symlink') return { src: e.target, dst: e.dst, type: 'symlink' };
     const file_info = { mode: e.mode, owner: 'root', group: 'root' };
@@ -91,11 +97,12 @@ export function nfpmConfig(info: PackageInfo, entries: Entry[], scriptsDir: stri
     maintainer: 'Datum maintainers <datum@localhost>',
     vendor: 'Datum',
     // The first line is the synopsis package managers list; the rest, the long description.
-    description: `Datum node agent\n${info.description}\nThis is the node agent (datum-agent@.service, one instance per node): one bundled Node.js program plus the Temporal SDK's native module.`,
+    description: `Datum node agent\n${info.description}\nThis is the node agent (datum-agent@.service, one instance per node): one bundled Node.js program, the Node.js runtime it runs on and the Temporal SDK's native module.`,
     license: info.license,
-    // The engines of Datum's package.json; Debian's and NodeSource's package are both "nodejs".
-    depends: ['nodejs (>= 20.10)'],
-    overrides: { rpm: { depends: ['nodejs >= 20.10'] } },
+    // The shared libraries the runtime and the native module need (src/packaging/shlibs.ts); no
+    // nodejs: the package ships its own.
+    depends: depends.deb,
+    overrides: { rpm: { depends: depends.rpm } },
     contents,
     scripts: { postinstall: path.join(scriptsDir, 'postinstall.sh'), postremove: path.join(scriptsDir, 'postremove.sh') },
     // gzip, which any reader has (the test reads both with node:zlib).
@@ -105,11 +112,18 @@ export function nfpmConfig(info: PackageInfo, entries: Entry[], scriptsDir: stri
 }
 
 /** Builds the .deb and the .rpm into `outDir`; their paths. */
-export async function buildPackages(nfpm: string, info: PackageInfo, entries: Entry[], work: string, outDir: string) {
+export async function buildPackages(
+  nfpm: string,
+  info: PackageInfo,
+  entries: Entry[],
+  depends: SystemDependencies,
+  work: string,
+  outDir: string,
+) {
   await fs.writeFile(path.join(work, 'postinstall.sh'), POSTINSTALL, { mode: 0o755 });
   await fs.writeFile(path.join(work, 'postremove.sh'), POSTREMOVE, { mode: 0o755 });
   const config = path.join(work, 'nfpm.yaml');
-  await fs.writeFile(config, stringify(nfpmConfig(info, entries, work)));
+  await fs.writeFile(config, stringify(nfpmConfig(info, entries, depends, work)));
   const built: Record<'deb' | 'rpm', string> = { deb: '', rpm: '' };
   for (const packager of ['deb', 'rpm'] as const) {
     const target = path.join(work, packager);

@@ -1,14 +1,18 @@
 // The agent's packages (`npm run package`, src/packaging): built here into a scratch directory;
-// the .deb unpacked into a scratch root with no dpkg (test/helpers/packages.ts reads ar, tar and
-// the RPM header); its files checked against the .rpm's and the tarball's; then the seed's worked
-// example run against the agent started from that root, by the unit's own command line, on a
-// real dev server with the real controller worker.
+// the .deb read with no dpkg (test/helpers/packages.ts reads ar, tar and the RPM header) and its
+// files checked against the .rpm's and the tarball's. Then the real dpkg installs it into a
+// confined root that has the shared libraries the package names and no nodejs
+// (test/helpers/dpkg.ts), where the package as it was before it shipped its own Node.js is
+// refused; and the seed's worked example runs against the agent started from that installed tree
+// by the unit's own command line, with no node on its PATH, on a real dev server with the real
+// controller worker. (Where dpkg cannot run, not a Debian host or not root, the worked example
+// runs on the .deb's files unpacked by hand instead.)
 //
 // The first run on a machine builds nfpm from the Go module proxy into the cache (a few minutes,
 // once: src/packaging/nfpm.ts); every later run finds it there.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { promises as fs, readFileSync } from 'node:fs';
+import { existsSync, promises as fs, readFileSync, realpathSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -18,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, recheckSignal, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
+import { confinedRoot, dpkgIn, dpkgUnavailable } from '../helpers/dpkg';
 import { MAINTENANCE } from '../helpers/fleet';
 import { arMembers, gunzip, readRpm, tarEntries, type Installed, type RpmPackage } from '../helpers/packages';
 import { statusesOf, useStack } from '../helpers/stack';
@@ -27,6 +32,11 @@ const ROOT = projectRoot();
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const UNIT = '/usr/lib/systemd/system/datum-agent@.service';
 const PROGRAM = '/usr/lib/datum-agent/datum-agent.js';
+const RUNTIME = '/usr/lib/datum-agent/node';
+const NATIVE = '/usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node';
+/** The package's dependencies before it shipped its own Node.js (package.json's engines). */
+const OLD_DEPENDS = 'nodejs (>= 20.10)';
+const noDpkg = dpkgUnavailable();
 
 interface Built {
   tarball: string;
@@ -41,7 +51,11 @@ let built: Built;
 let sysroot: string;
 let debFiles: Map<string, Installed>;
 let control: Map<string, string>;
+/** The .deb's control fields. */
+let fields: Record<string, string>;
 let rpm: RpmPackage;
+/** The root dpkg installed the .deb into, and what dpkg said (undefined where it cannot run). */
+let installed: { root: string; status: number | null; output: string } | undefined;
 
 beforeAll(async () => {
   scratch = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-package-test-')));
@@ -68,8 +82,29 @@ beforeAll(async () => {
   await tar.x({ file: data, cwd: sysroot, preservePaths: false });
   debFiles = tarEntries(gunzip(members.get('data.tar.gz')!)).entries;
   control = tarEntries(gunzip(members.get('control.tar.gz')!), ['/control', '/postinst', '/postrm', '/conffiles']).texts;
+  fields = Object.fromEntries(
+    control
+      .get('/control')!
+      .split('\n')
+      .filter((l) => /^\w[\w-]*:/.test(l))
+      .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+  );
   rpm = readRpm(await fs.readFile(built.rpm));
+  if (noDpkg === undefined) {
+    const root = path.join(scratch, 'installed');
+    await hostWith(root, fields.Depends);
+    installed = { root, ...dpkgIn(root, ['--install', built.deb]) };
+  }
 }, 20 * 60_000);
+
+/**
+ * A confined root with this host's packages that `depends` names, and dash: the /bin/sh dpkg runs
+ * the package's maintainer scripts with (postinst, postrm: test/helpers/dpkg.ts). No nodejs.
+ */
+async function hostWith(root: string, depends: string): Promise<void> {
+  const names = depends.split(',').map((d) => d.trim().split(/[\s(]/)[0]);
+  await confinedRoot(root, [...names, 'dash']);
+}
 
 afterAll(async () => {
   if (scratch) await fs.rm(scratch, { recursive: true, force: true });
@@ -95,7 +130,8 @@ describe('the datum-agent packages', () => {
       target: '../lib/datum-agent/datum-agent.js',
     });
     expect(debFiles.get(PROGRAM)).toEqual({ type: 'file', mode: 0o755 });
-    expect(debFiles.get('/usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node')).toMatchObject({ type: 'file' });
+    expect(debFiles.get(RUNTIME)).toEqual({ type: 'file', mode: 0o755 });
+    expect(debFiles.get(NATIVE)).toMatchObject({ type: 'file' });
     expect(debFiles.get(UNIT)).toEqual({ type: 'file', mode: 0o644 });
     expect(debFiles.get('/usr/lib/sysusers.d/datum.conf')).toEqual({ type: 'file', mode: 0o644 });
     for (const dir of ['/etc/datum', '/etc/datum/agents']) expect(rpm.files.get(dir)).toMatchObject({ type: 'dir' });
@@ -103,7 +139,7 @@ describe('the datum-agent packages', () => {
     // The unit's command is the packaged program, on the agent.yaml of its instance.
     const unit = readFileSync(path.join(sysroot, UNIT), 'utf8');
     expect(unit).toMatch(
-      new RegExp(`^ExecStart=/usr/bin/node (--[\\w-]+(=\\S+)? )*${PROGRAM} --config /etc/datum/agents/%i\\.yaml$`, 'm'),
+      new RegExp(`^ExecStart=${RUNTIME} (--[\\w-]+(=\\S+)? )*${PROGRAM} --config /etc/datum/agents/%i\\.yaml$`, 'm'),
     );
     expect(readFileSync(path.join(sysroot, 'usr/lib/sysusers.d/datum.conf'), 'utf8')).toMatch(/^u datum /m);
     // The example is a conffile: an upgrade keeps an operator's edit.
@@ -111,28 +147,43 @@ describe('the datum-agent packages', () => {
     expect(rpm.configFiles).toEqual(['/etc/datum/temporal.env.example']);
   });
 
-  it('depend on Node.js and create the datum user and reload systemd on install, nothing more', () => {
-    const fields = Object.fromEntries(
-      control
-        .get('/control')!
-        .split('\n')
-        .filter((l) => /^\w[\w-]*:/.test(l))
-        .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
-    );
-    expect(fields).toMatchObject({
-      Package: 'datum-agent',
-      Version: `${VERSION}-1`,
-      Architecture: 'amd64',
-      Depends: 'nodejs (>= 20.10)',
-    });
+  it('depend on glibc and libstdc++, not on nodejs, and create the datum user and reload systemd on install, nothing more', () => {
+    expect(fields).toMatchObject({ Package: 'datum-agent', Version: `${VERSION}-1`, Architecture: 'amd64' });
     expect(fields.Maintainer).toBeTruthy();
+    expect(fields.Depends).toMatch(/^libc6 \(>= [\d.]+\), libstdc\+\+6 \(>= [\d.]+\), libgcc-s1 \(>= [\d.]+\)$/);
+    for (const field of ['Pre-Depends', 'Recommends']) expect(fields[field]).toBeUndefined();
     expect(rpm).toMatchObject({ name: 'datum-agent', version: VERSION, release: '1' });
-    expect(rpm.requires).toContain('nodejs 20.10');
+    expect(rpm.requires.filter((r) => /node/i.test(r))).toEqual([]);
     for (const script of [control.get('/postinst')!, rpm.postin]) {
       expect(script).toMatch(/systemd-sysusers datum\.conf/);
       expect(script).toMatch(/systemctl daemon-reload/);
     }
     expect(rpm.postun).toMatch(/systemctl daemon-reload/);
+  });
+
+  it('depend on the glibc and libstdc++ versions objdump reads from the runtime and the native module', (ctx) => {
+    const objdump = spawnSync('objdump', ['--version']);
+    ctx.skip(objdump.status !== 0, 'objdump is not installed (apt-get install binutils)');
+    // soname → version family → newest version, across both files, as "Version References" lists them.
+    const newest = new Map<string, Map<string, string>>();
+    const later = (a: string, b: string) => a.localeCompare(b, 'en', { numeric: true }) > 0;
+    for (const file of [RUNTIME, NATIVE]) {
+      let soname = '';
+      for (const line of spawnSync('objdump', ['-p', path.join(sysroot, file)], { encoding: 'utf8' }).stdout.split('\n')) {
+        const from = /^\s+required from (\S+):$/.exec(line);
+        if (from) soname = from[1];
+        const version = /^\s+0x[\da-f]+ 0x[\da-f]+ \d+ ([A-Z]+)_([\d.]+)$/.exec(line);
+        if (!version) continue;
+        const families = newest.get(soname) ?? new Map<string, string>();
+        newest.set(soname, families);
+        if (!families.has(version[1]) || later(version[2], families.get(version[1])!)) families.set(version[1], version[2]);
+      }
+    }
+    const rpmRequires = [...newest].flatMap(([soname, f]) => [...f].map(([family, v]) => `${soname}(${family}_${v})(64bit)`));
+    expect(rpm.requires.sort()).toEqual(rpmRequires.sort());
+    const glibc = [...newest.values()].map((f) => f.get('GLIBC')).filter((v) => v !== undefined);
+    const newestGlibc = glibc.reduce((m, v) => (later(v, m) ? v : m));
+    expect(fields.Depends).toContain(`libc6 (>= ${newestGlibc})`);
   });
 
   it('bundle the agent with none of the workflow code or the workflow bundler', async () => {
@@ -146,17 +197,87 @@ describe('the datum-agent packages', () => {
     );
     expect(inputs).toContain('src/agent/worker.ts');
     expect(inputs.filter((n) => n.startsWith('src/workflows/') || /node_modules\/(webpack|@swc)\//.test(n))).toEqual([]);
+    // Run as /usr/bin/datum-agent, the program names its interpreter: the package's node.
     const text = readFileSync(path.join(sysroot, PROGRAM), 'utf8');
-    expect(text.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(text.startsWith(`#!${RUNTIME}\n`)).toBe(true);
+    const licenses = readFileSync(path.join(sysroot, 'usr/share/doc/datum-agent/THIRD-PARTY-LICENSES'), 'utf8');
+    expect(licenses).toContain(`Node.js ${process.versions.node} (node)\n\nNode.js is licensed for use as follows:`);
   });
 });
 
-describe('the worked example, against the agent from the unpacked .deb', () => {
+describe('the .deb, installed by dpkg on a host with glibc and libstdc++ and no nodejs', () => {
+  it('is refused as it was before, when it depended on nodejs: dpkg leaves it unconfigured', async (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    // The same package with the Depends it had: rebuilt by dpkg-deb from its own files.
+    const tree = path.join(scratch, 'old-deb');
+    const old = path.join(scratch, 'datum-agent-old.deb');
+    await run('dpkg-deb', ['--raw-extract', built.deb, tree]);
+    const controlFile = path.join(tree, 'DEBIAN/control');
+    await fs.writeFile(
+      controlFile,
+      (await fs.readFile(controlFile, 'utf8')).replace(/^Depends: .*$/m, `Depends: ${OLD_DEPENDS}`),
+    );
+    await run('dpkg-deb', ['-Zgzip', '-z1', '--build', tree, old], { maxBuffer: 16 * 1024 * 1024 });
+    await fs.rm(tree, { recursive: true, force: true });
+    const root = path.join(scratch, 'refused');
+    await hostWith(root, fields.Depends);
+
+    const result = dpkgIn(root, ['--install', old]);
+    expect(result.status, result.output).toBe(1);
+    expect(result.output).toContain('dependency problems prevent configuration of datum-agent');
+    expect(result.output).toContain(`datum-agent depends on ${OLD_DEPENDS}; however:\n  Package nodejs is not installed.`);
+    expect(dpkgIn(root, ['--status', 'datum-agent']).output).toMatch(/^Status: install ok unpacked$/m);
+  });
+
+  it('installs with every dependency met: dpkg configures it and finds its files as the package lists them', (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    const { root, status, output } = installed!;
+    expect(status, output).toBe(0);
+    expect(output).toContain(`Setting up datum-agent (${VERSION}-1)`);
+    expect(output).not.toMatch(/dependency problems|warning|error/i);
+    // The root knows no nodejs at all: dpkg-query finds no such package.
+    expect(dpkgIn(root, ['--status', 'nodejs']).output).toMatch(/package 'nodejs' is not installed/);
+    expect(dpkgIn(root, ['--status', 'datum-agent']).output).toMatch(/^Status: install ok installed$/m);
+    // Every file against the md5sums in the package, and nothing half-installed in the root.
+    expect(dpkgIn(root, ['--verify', 'datum-agent'])).toEqual({ status: 0, output: '' });
+    expect(dpkgIn(root, ['--audit'])).toEqual({ status: 0, output: '' });
+  });
+
+  it('runs in that root and nowhere else: datum-agent --version and the native module under chroot, no node but its own', (ctx) => {
+    ctx.skip(noDpkg !== undefined, noDpkg ?? '');
+    const { root } = installed!;
+    // The root holds the package, libc6, libstdc++6, libgcc-s1 and dash: nothing else to find.
+    const chrooted = (...args: string[]) =>
+      spawnSync('chroot', [root, ...args], { encoding: 'utf8', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+    expect(chrooted('/bin/sh', '-c', 'command -v node').status).not.toBe(0);
+    const version = chrooted('/usr/bin/datum-agent', '--version');
+    expect(version.stderr).toBe('');
+    expect(version.stdout.trim()).toBe(`datum-agent ${VERSION}`);
+    // The dynamic linker finds everything the native module needs among the packages depended on.
+    const native = chrooted(RUNTIME, '-e', `console.log(Object.keys(require(${JSON.stringify(NATIVE)})).length > 0)`);
+    expect(native.stderr).toBe('');
+    expect(native.stdout.trim()).toBe('true');
+  });
+});
+
+describe('the worked example, against the agent dpkg installed, with no node on its PATH', () => {
   const stack = useStack();
   let agent: ChildProcess | undefined;
   let output = '';
   const node = 'N-24';
-  const config = () => path.join(sysroot, 'etc/datum/agents', `${node}.yaml`);
+  /** The tree dpkg installed; where it cannot run, the .deb's files unpacked by hand. */
+  const tree = () => installed?.root ?? sysroot;
+  const config = () => path.join(tree(), 'etc/datum/agents', `${node}.yaml`);
+  /** This host's PATH less every directory that has a node: the agent has only its own. */
+  const pathWithoutNode = process.env
+    .PATH!.split(':')
+    .filter((dir) => dir !== '' && !existsSync(path.join(dir, 'node')))
+    .join(':');
+  /**
+   * The demo app is itself a Node.js program, whose runtime is the app's business, not the
+   * agent's: its command names this host's node by its path, so nothing needs a node on PATH.
+   */
+  const app = { type: 'service', release: 'build', config: 'config', command: [process.execPath, 'server.js'] };
 
   // Before the stack stops (after-hooks run in reverse order).
   afterAll(async () => {
@@ -164,26 +285,27 @@ describe('the worked example, against the agent from the unpacked .deb', () => {
     if (agent && agent.exitCode === null) await new Promise((r) => agent!.once('exit', r));
   });
 
-  /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the unpacked root. */
+  /** agent.yaml where the unit reads it: /etc/datum/agents/<node>.yaml of the installed tree. */
   async function writeAgent(overrides?: Record<string, typeof MAINTENANCE>) {
     await fs.copyFile(await stack.fleet.writeAgent(node, { mode: 'enforce', overrides }), config());
   }
 
-  /** The unit's ExecStart, rooted in the unpacked tree; the connection as temporal.env would give it. */
+  /** The unit's ExecStart, rooted in the installed tree; the connection as temporal.env would give it. */
   function startPackagedAgent(): ChildProcess {
-    const unit = readFileSync(path.join(sysroot, UNIT), 'utf8');
-    const [, ...args] = /^ExecStart=(.*)$/m.exec(unit)![1].replaceAll('%i', node).split(/\s+/);
-    const rooted = args.map((a) => (a.startsWith('/') ? path.join(sysroot, a) : a));
-    // Only what a unit's environment has: no NODE_PATH or NODE_OPTIONS, nothing of this checkout.
+    const unit = readFileSync(path.join(tree(), UNIT), 'utf8');
+    const exec = /^ExecStart=(.*)$/m.exec(unit)![1].replaceAll('%i', node).split(/\s+/);
+    const [program, ...args] = exec.map((a) => (a.startsWith('/') ? path.join(tree(), a) : a));
+    // Only what a unit's environment has: no NODE_PATH or NODE_OPTIONS, nothing of this checkout,
+    // and a PATH on which no node is found.
     const env: Record<string, string> = {
-      PATH: process.env.PATH!,
+      PATH: pathWithoutNode,
       TEMPORAL_ADDRESS: stack.env.address,
       TEMPORAL_NAMESPACE: 'default',
       // The suite's own TMPDIR (test/global-setup.ts), by which it finds a process a test left running.
       ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
     };
     for (const [, key, value] of unit.matchAll(/^Environment=(\w+)=(.*)$/gm)) env[key] = value;
-    const child = spawn(process.execPath, rooted, { cwd: scratch, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(program, args, { cwd: scratch, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     return child;
@@ -191,7 +313,7 @@ describe('the worked example, against the agent from the unpacked .deb', () => {
 
   /** The seed's starting point: 7.3 converged at generation 11, maintenance overridden and on. Its flag file. */
   async function n24At11WithMaintenance(): Promise<string> {
-    await stack.fleet.writeDesired(node, 11, { version: '7.3' });
+    await stack.fleet.writeDesired(node, 11, { version: '7.3', extra: { app } });
     await writeAgent();
     agent = startPackagedAgent();
     const gen11 = await stack.startNode(node, 11);
@@ -217,7 +339,7 @@ describe('the worked example, against the agent from the unpacked .deb', () => {
     const flag = await n24At11WithMaintenance();
     const flagBefore = await fs.stat(flag);
 
-    await stack.fleet.writeDesired(node, 12, { version: '7.4' });
+    await stack.fleet.writeDesired(node, 12, { version: '7.4', extra: { app } });
     const result = await stack.client.workflow.execute<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
       taskQueue: CONTROL_TASK_QUEUE,
       workflowId: 'datum-rollout/package-test',
@@ -252,16 +374,19 @@ describe('the worked example, against the agent from the unpacked .deb', () => {
     expect((await fs.stat(flag)).mtimeMs).toBe(flagBefore.mtimeMs);
   });
 
-  it("ran the package's program and native module, nothing of this checkout", async () => {
+  it("ran the package's node, program and native module: nothing of this checkout or of the host's Node.js", async () => {
     expect(agent?.exitCode, output).toBeNull();
+    expect(pathWithoutNode.split(':').filter((dir) => existsSync(path.join(dir, 'node')))).toEqual([]);
+    expect(await fs.realpath(`/proc/${agent!.pid}/exe`)).toBe(path.join(tree(), RUNTIME));
     const maps = await fs.readFile(`/proc/${agent!.pid}/maps`, 'utf8');
-    const natives = new Set(
+    const mapped = new Set(
       maps
         .split('\n')
         .map((l) => l.split(/\s+/)[5])
-        .filter((f) => f?.endsWith('.node')),
+        .filter((f) => f?.startsWith('/')),
     );
-    expect([...natives]).toEqual([path.join(sysroot, 'usr/lib/datum-agent/releases/x86_64-unknown-linux-gnu/index.node')]);
+    expect([...mapped].filter((f) => f.endsWith('.node'))).toEqual([path.join(tree(), NATIVE)]);
+    expect(mapped).not.toContain(realpathSync(process.execPath));
     expect(maps).not.toContain(path.join(ROOT, 'node_modules'));
   });
 });

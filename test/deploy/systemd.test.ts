@@ -43,14 +43,17 @@ function parseUnit(text: string): Unit {
 
 const one = (unit: Unit, section: string, key: string) => unit.get(section)?.get(key)?.at(-1);
 
-/** A copy systemd-analyze can load: a template instantiated, ExecStart's node the one running this test. */
+/**
+ * A copy systemd-analyze can load: a template instantiated, ExecStart's node (the package's for the
+ * agent, /usr/bin/node for the worker) the one running this test where that one is not installed.
+ */
 function loadable(file: string, instance?: string): string {
   const name = instance ? path.basename(file).replace('@.service', `@${instance}.service`) : path.basename(file);
   const copy = path.join(scratch, name);
   copyFileSync(file, copy);
-  if (!existsSync('/usr/bin/node')) {
-    writeFileSync(copy, readFileSync(copy, 'utf8').replace(/^ExecStart=\/usr\/bin\/node /m, `ExecStart=${process.execPath} `));
-  }
+  const node = /^ExecStart=(\S+) /m.exec(readFileSync(copy, 'utf8'))![1];
+  if (!existsSync(node))
+    writeFileSync(copy, readFileSync(copy, 'utf8').replace(`ExecStart=${node} `, `ExecStart=${process.execPath} `));
   return copy;
 }
 
