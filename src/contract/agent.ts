@@ -5,6 +5,7 @@
 import type { ResourceSpec } from './desired';
 import type { AuthorizedAction, ExecutionEvidence } from './ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from './observation';
+import type { ResourceType } from './vocabulary';
 
 export interface ObserveRequest {
   node: string;
@@ -58,7 +59,23 @@ export interface AgentActivities {
    * retake, which ends it. Answers what the agent now holds for that target.
    */
   recordDecision: (request: RecordDecisionRequest) => Promise<RecordDecisionResult>;
+  /**
+   * `datum import`: the spec that declares what the node holds now under each name asked, read as
+   * observe reads it and writing nothing (src/agent/activities/inventory.ts).
+   */
+  inventory: (request: InventoryRequest) => Promise<InventoryAnswer>;
 }
+
+/** What `datum import` asks a node's agent: for each resource key, a type and its name there (a path, a package or unit name). */
+export interface InventoryRequest {
+  node: string;
+  resources: Record<string, { type: ResourceType; name: string }>;
+  /** Also every flag under flags/, each under its own name. */
+  include_flags?: boolean;
+}
+
+/** Per resource key: the spec that declares what is there now, or why it cannot be declared. */
+export type InventoryAnswer = Record<string, { spec: ResourceSpec } | { problem: string }>;
 
 /** What the workflow sends the agent's recordDecision: a decision to keep, or a retake that ends one. */
 export interface RecordDecisionRequest {

@@ -14,11 +14,18 @@ export const agentTaskQueue = (node: string) => `datum-node-${node}`;
  * Workflow types, as registered by the controller worker (the export names of
  * src/workflows/index.ts, checked there against these).
  */
-export const WORKFLOW_TYPES = { reconcileNode: 'reconcileNode', rollout: 'rollout', workItem: 'workItem' } as const;
+export const WORKFLOW_TYPES = {
+  reconcileNode: 'reconcileNode',
+  rollout: 'rollout',
+  workItem: 'workItem',
+  importNode: 'importNode',
+} as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 
 /** One loop per (node, generation): starting it twice attaches instead. */
 export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;
+/** One `datum import` of a node: a read, so each run has an id of its own. */
+export const importWorkflowId = (node: string, nonce: string) => `datum-import/${node}/${nonce}`;
 /** One id per (generation, node set): a second `rollout start` for the same set attaches. */
 export const rolloutWorkflowId = (generation: number, nodes: string[]) =>
   `datum-rollout/gen-${generation}/${nodes.length === 1 ? nodes[0] : `${nodes.length}-nodes-${sha256Hex([...nodes].sort().join(',')).slice(0, 12)}`}`;

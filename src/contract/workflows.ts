@@ -3,6 +3,7 @@
  * `client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, …)`, so the
  * arguments are checked without importing workflow code.
  */
+import type { InventoryAnswer, InventoryRequest } from './agent';
 import type { BoundIntent } from './desired';
 import type { History } from './history';
 import type { Decision, LedgerEntry } from './ledger';
@@ -103,6 +104,20 @@ export interface RolloutProgress {
 /** Statuses a node settles in for a rollout's purposes: nothing more happens without new evidence. */
 export const ROLLOUT_SETTLED: readonly ConvergenceStatus[] = ['CONVERGED', 'DRIFTED', 'BLOCKED', 'CONFLICT'];
 
+/** `datum import NODE`: what to ask the node's agent, and how long to wait for one to take it. */
+export interface ImportNodeInput extends InventoryRequest {
+  /** An agent that does not pick the read up within this long is unreachable (a duration, "30s"). */
+  node_timeout: string;
+}
+
+export interface ImportNodeResult {
+  node: string;
+  /** When the agent answered (the workflow's clock). */
+  read_at: string;
+  answer: InventoryAnswer;
+}
+
+export type ImportNodeWorkflow = (input: ImportNodeInput) => Promise<ImportNodeResult>;
 export type ReconcileNodeWorkflow = (input: ReconcileNodeInput) => Promise<ReconcileResult>;
 export type RolloutWorkflow = (input: RolloutInput) => Promise<RolloutResult>;
 
@@ -111,4 +126,5 @@ export interface DatumWorkflows extends Record<WorkflowType, (input: never) => P
   reconcileNode: ReconcileNodeWorkflow;
   rollout: RolloutWorkflow;
   workItem: WorkItemWorkflow;
+  importNode: ImportNodeWorkflow;
 }

@@ -6,9 +6,11 @@ import type { DatumWorkflows } from '../contract';
 import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
 import { rollout as rolloutWorkflow } from './rollout';
 import { workItem as workItemWorkflow } from './workItem';
+import { importNode as importNodeWorkflow } from './importNode';
 
-export const { reconcileNode, rollout, workItem }: DatumWorkflows = {
+export const { reconcileNode, rollout, workItem, importNode }: DatumWorkflows = {
   reconcileNode: reconcileNodeWorkflow,
   rollout: rolloutWorkflow,
   workItem: workItemWorkflow,
+  importNode: importNodeWorkflow,
 };

@@ -54,6 +54,10 @@ export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
     async watch(): Promise<never> {
       return Promise.reject(new Error('fakeNode has no watch: run time-skipping tests with policy.watch false'));
     },
+    // No loop asks for an import; a test that does is a test bug.
+    async inventory(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no inventory: datum import is tested against the real agent'));
+    },
     // Operator decisions are kept by the real agent (src/agent/node/claims.ts); this node only counts them.
     async recordDecision(request) {
       calls.push({ name: 'recordDecision', at: now() });

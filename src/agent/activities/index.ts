@@ -6,6 +6,7 @@ import { countedApply } from '../metrics';
 import { loggedApply, loggedDecision, loggedObserve } from '../logging';
 import { watchNode } from '../watch';
 import { applyAction } from './apply';
+import { inventoryNode } from './inventory';
 import { observeNode } from './observe';
 import { recordDecision } from './record-decision';
 
@@ -21,6 +22,7 @@ import { recordDecision } from './record-decision';
  *   write-checks.ts     what must still hold at the moment of the write (steps 6, 8 and 9)
  *   target.ts           the action's target as observe reads it (the marker compared in step 9)
  *   record-decision.ts  recordDecision: an operator's decision, kept on the node
+ *   inventory.ts        inventory: what `datum import` declares, read as observe reads it
  *   ../watch.ts         watch: returns when something managed changes
  */
 
@@ -35,6 +37,8 @@ export function createAgentActivities(configPath: string): AgentActivities {
       ),
     watch: (request) => watchNode(config, request),
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
+    // A read like observe, through the same gate: an import of a busy node waits its turn.
+    inventory: (request) => whileBeating(() => agentGate.run('observe', () => inventoryNode(config, request))),
   };
 }
 

@@ -32,6 +32,7 @@ import {
   specOf,
   type ApplyResult,
   type AtWrite,
+  type ImportResult,
   type NodeContext,
   type Provider,
 } from './types';
@@ -61,7 +62,59 @@ export const fileProvider: Provider<FileSpec> = {
     marker: (root, _key, spec) => pathStamp(path.join(root, spec.path)),
     dirs: (root, _key, spec) => [path.dirname(path.join(root, spec.path))],
   },
+  importSpec: (ctx, _key, name) => importFile(ctx, name),
 };
+
+/**
+ * The largest file `datum import` declares: its text travels in the workflow's result and is
+ * printed as YAML, and configuration files are far smaller. A larger one belongs in a release.
+ */
+export const MAX_IMPORT_BYTES = 256 * 1024;
+
+/** A file as desired state declares it to keep it as it is: its path and its exact text. */
+async function importFile(ctx: NodeContext, rel: string): Promise<ImportResult<FileSpec>> {
+  try {
+    checkFileResourcePath(rel);
+    const loc = await locateIn(ctx.root, rel, 'file path', null);
+    const read = await readLocated(
+      ctx.root,
+      loc,
+      rel,
+      'file path',
+      async (entry): Promise<{ bytes: Buffer } | { problem: string }> => {
+        const { handle, st } = await openRegular(entry, rel);
+        try {
+          if (st.size > MAX_IMPORT_BYTES)
+            return { problem: `"${rel}" holds ${sized(st.size)}, more than the ${sized(MAX_IMPORT_BYTES)} an import declares` };
+          return { bytes: await readAll(handle, MAX_IMPORT_BYTES, rel) };
+        } finally {
+          await handle.close();
+        }
+      },
+    );
+    if (read === null) return { problem: `nothing is at "${rel}"` };
+    if ('problem' in read) return { problem: withFix(read.problem, 'ship large data in a release artifact') };
+    const text = textOf(read.bytes);
+    if (text === null) return { problem: withFix(`"${rel}" is not UTF-8 text`, 'ship binary data in a release artifact') };
+    return { spec: { type: 'file', path: rel, content: text } };
+  } catch (err) {
+    if (err instanceof AgentRefusal || err instanceof NotRegularFile) return { problem: err.message };
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { problem: `nothing is at "${rel}"` };
+    if (typeof code === 'string') return { problem: `"${rel}" cannot be read (${code})` };
+    throw err;
+  }
+}
+
+/** The bytes as text when they are UTF-8 without NUL (which YAML cannot carry); null otherwise. */
+function textOf(bytes: Buffer): string | null {
+  if (bytes.includes(0)) return null;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
 
 export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
   const detail = { path: spec.path };

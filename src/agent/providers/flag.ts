@@ -29,6 +29,17 @@ export const flagProvider: Provider<FlagSpec> = {
     marker: (root, key) => pathStamp(path.join(root, flagRel(key))),
     dirs: (root) => [path.join(root, 'flags')],
   },
+  importSpec: async (ctx, _key, name) => {
+    if (!FLAG_NAME.test(name))
+      return { problem: withFix(`"${name}" is not a flag name`, 'name a flag by its file under flags/, without .json') };
+    const seen = await observeFlag(ctx, name);
+    if (seen.obstruction !== null) return { problem: seen.obstruction };
+    if (seen.value === null) {
+      const parseError = seen.detail.parse_error;
+      return { problem: `flags/${name}.json ${typeof parseError === 'string' ? `is ${parseError}` : 'is absent'}` };
+    }
+    return { spec: { type: 'flag', value: seen.value } };
+  },
 };
 
 function parseFlag({ bytes }: ReadFile): { ok: true; value: Json } | { ok: false; error: string } {
