@@ -3,6 +3,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { EXIT, UsageError, withFix } from './errors';
 import { Invocation } from './invocation';
 import { buildProgram } from './program';
+import { terminalSafe } from './output';
 
 /** The command an error belongs to, as commander reports it (an error names no command itself). */
 interface ErrorSite {
@@ -51,14 +52,14 @@ function report(error: unknown, command: CommandUnknownOpts): number {
     if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return EXIT.ok;
     // A command that needs a subcommand, given none: its help went to stderr.
     if (error.code === 'commander.help') return EXIT.usage;
-    process.stderr.write(`${commandPath(command)}: ${commanderProblem(error, command)}\n\n${usageOf(command)}\n`);
+    process.stderr.write(terminalSafe(`${commandPath(command)}: ${commanderProblem(error, command)}\n\n${usageOf(command)}\n`));
     return EXIT.usage;
   }
   if (error instanceof UsageError) {
-    process.stderr.write(`${commandPath(command)}: ${error.message}\n\n${usageOf(command)}\n`);
+    process.stderr.write(terminalSafe(`${commandPath(command)}: ${error.message}\n\n${usageOf(command)}\n`));
     return EXIT.usage;
   }
-  process.stderr.write(`${commandPath(command)}: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(terminalSafe(`${commandPath(command)}: ${error instanceof Error ? error.message : String(error)}\n`));
   return EXIT.finding;
 }
 

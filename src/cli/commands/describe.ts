@@ -3,7 +3,7 @@ import type { LedgerEntry } from '../../domain';
 import { outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode, loopFor, stateOf } from '../nodes';
-import { ago, print, printDocument, short, table } from '../output';
+import { ago, oneLine, print, printDocument, short, table } from '../output';
 import type { CommandModule } from '../command';
 
 /** What an operator does about each status, in one sentence. */
@@ -60,7 +60,7 @@ function printDecision(node: string, workflowId: string, state: NodeState): void
     `${node}  generation ${state.desired_generation}  ${state.desired_digest.slice(0, 19)}…  mode ${state.mode ?? '?'}  (${workflowId})`,
   );
   print(`\n${state.convergence_status ?? 'no decision yet'} ${state.reason ?? ''}`);
-  if (state.reason_detail) print(`  ${state.reason_detail}`);
+  if (state.reason_detail) print(`  ${oneLine(state.reason_detail)}`);
   const t = state.recheck_trigger;
   if (t) print(`  rechecks on: ${t.trigger}${t.not_before ? ` (not before ${t.not_before})` : ''} — ${t.detail}`);
   print(`  last verified: ${ago(state.last_verified_at)}   repairs this episode: ${state.attempt_count}/${state.retry_budget}`);
@@ -90,8 +90,8 @@ function printConditions(state: NodeState): void {
     print(
       `  ${c.type}${c.resource_key ? ` on ${c.resource_key}` : ''} since ${ago(c.since)} — resolver: ${c.resolver}${judgement}`,
     );
-    print(`    ${c.message}`);
-    if (c.tried.length) print(`    tried: ${c.tried.join('; ')}`);
+    print(`    ${oneLine(c.message)}`);
+    if (c.tried.length) print(`    tried: ${oneLine(c.tried.join('; '))}`);
   }
 }
 

@@ -10,7 +10,7 @@ import { WORK_CONDITIONS, parseClaim, parseRelease, parseResolve, type CheckedRe
 import { UsageError, durationFlag, listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
-import { ago, print, printDocument, printLine, short, table } from '../output';
+import { ago, oneLine, print, printDocument, printLine, short, table } from '../output';
 import type { CommandModule } from '../command';
 import { checkItemId, listWork, readItem, sendWorkUpdate, type WorkFilter } from '../work';
 
@@ -81,10 +81,10 @@ export function printItem(item: WorkItem): void {
   print(
     `${item.condition}${item.resource_key ? ` on "${item.resource_key}"` : ''} of ${item.node}, since ${item.since}; resolver: ${item.resolver}`,
   );
-  print(`  ${item.message}`);
+  print(`  ${oneLine(item.message)}`);
   print(`  loop ${item.loop} at generation ${item.target.generation}, mode ${item.mode ?? '-'}`);
-  if (item.tried.length) print(`  tried: ${item.tried.join('; ')}`);
-  print(`  evidence: ${short(item.evidence, 200)}`);
+  if (item.tried.length) print(`  tried: ${oneLine(item.tried.join('; '))}`);
+  print(`  evidence: ${oneLine(short(item.evidence, 200))}`);
   print('\nResolutions:');
   for (const a of item.allowed)
     print(`  ${a.resolution.padEnd(8)} ${a.does}${a.refused ? `\n           refused here: ${a.refused}` : ''}`);
@@ -92,12 +92,13 @@ export function printItem(item: WorkItem): void {
     print('\nGiven:');
     for (const r of item.resolutions)
       print(
-        `  ${r.at} ${r.resolution} by ${r.by}${r.identity ? ` (${r.identity})` : ''}${r.note ? `: ${r.note}` : ''} → ${r.outcome ?? 'waiting for an observation'}`,
+        `  ${r.at} ${r.resolution} by ${oneLine(r.by)}${r.identity ? ` (${oneLine(r.identity)})` : ''}${r.note ? `: ${oneLine(r.note)}` : ''} → ${r.outcome ?? 'waiting for an observation'}`,
       );
   }
   print('\nLedger entries that led here:');
-  for (const l of item.ledger) print(`  #${l.seq} ${l.decided_at} ${l.status}/${l.reason}: ${short(l.reason_detail, 120)}`);
-  if (item.closed) print(`\nClosed: ${item.closed.detail}`);
+  for (const l of item.ledger)
+    print(`  #${l.seq} ${l.decided_at} ${l.status}/${l.reason}: ${oneLine(short(l.reason_detail, 120))}`);
+  if (item.closed) print(`\nClosed: ${oneLine(item.closed.detail)}`);
 }
 
 interface ClaimRaw extends ItemRaw {
