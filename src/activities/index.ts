@@ -42,7 +42,7 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
     ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
-    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter()),
+    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter(), deps.ledger),
     ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
 }

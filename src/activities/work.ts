@@ -15,12 +15,15 @@ import {
   type LoopResolution,
   type LoopResolutionResult,
   type PassReport,
+  type ReportCheck,
   type UpdateRef,
   type WorkItemWorkflow,
   type WorkReportInput,
   workQuery,
+  ledgerQuery,
 } from '../contract';
-import { describeItem, parseDuration } from '../domain';
+import { describeItem, isNodeLoop, parseDuration, reportMismatch, type LedgerEntry } from '../domain';
+import type { LedgerStore } from './ledger-store';
 
 /*
  * The controller's side of work items (docs/work-items.md): the loop's reports reach its items,
@@ -37,9 +40,10 @@ export function workEscalateAfter(env: NodeJS.ProcessEnv = process.env): string 
   return value;
 }
 
-export function createWorkActivities(client: () => Client, escalateAfter: string) {
+export function createWorkActivities(client: () => Client, escalateAfter: string, ledger?: LedgerStore) {
   return {
     reportWork: (input: WorkReportInput) => reportWork(client(), input, escalateAfter),
+    confirmReport: (report: PassReport) => confirmReport(client(), ledger, report),
     updateRequester: (ref: UpdateRef): Promise<string | null> => requesterOf(client(), ref),
     forwardResolution: (input: ForwardInput) => forwardResolution(client(), input),
   };
@@ -95,6 +99,49 @@ async function openItemsOf(c: Client, node: string, known: string[]): Promise<st
   for await (const w of c.workflow.list({ query: workQuery({ nodes: [node] }), pageSize: 1000 }))
     if (!known.includes(w.workflowId)) ids.push(w.workflowId);
   return ids;
+}
+
+/**
+ * A report as its source says it (issue 30: a work item takes facts only from its loop). The
+ * loop must be the node's reconcile workflow of the report's generation; the entry at the report's
+ * seq is the loop's own (its `ledger` query, which also holds entries the store has not confirmed
+ * yet), else the ledger store's (the loop ended, or the entry left its tail). Not found, or saying
+ * something else: not confirmed, and the item drops the report.
+ */
+async function confirmReport(c: Client, ledger: LedgerStore | undefined, report: PassReport): Promise<ReportCheck> {
+  if (!report || typeof report !== 'object' || typeof report.node !== 'string' || !isNodeLoop(report))
+    return {
+      confirmed: false,
+      why: `${String(report?.loop)} is not the reconcile loop of node ${String(report?.node)} at generation ${String(report?.generation)}`,
+    };
+  const fromLoop = await loopEntry(c, report);
+  const entry = fromLoop ?? (await storedEntry(ledger, report));
+  if (entry === null)
+    return { confirmed: false, why: `neither ${report.loop} nor the ledger store has an entry #${report.ledger_seq}` };
+  const mismatch = reportMismatch(report, entry);
+  return mismatch === null
+    ? { confirmed: true, source: fromLoop ? 'loop' : 'ledger store' }
+    : { confirmed: false, why: mismatch };
+}
+
+async function loopEntry(c: Client, report: PassReport): Promise<LedgerEntry | null> {
+  try {
+    const entries = await c.workflow.getHandle(report.loop).query(ledgerQuery);
+    return entries.find((e) => e.seq === report.ledger_seq && e.workflow_id === report.loop) ?? null;
+  } catch (error) {
+    // Not running (or never was): the ledger store is the other source.
+    log.info('a report could not be checked against its loop; the ledger store is asked', {
+      loop: report.loop,
+      error: String(error),
+    });
+    return null;
+  }
+}
+
+async function storedEntry(ledger: LedgerStore | undefined, report: PassReport): Promise<LedgerEntry | null> {
+  if (!ledger) return null;
+  const entries = await ledger.list(report.node, { workflowId: report.loop, since: report.decided_at });
+  return entries.find((e) => e.seq === report.ledger_seq && e.workflow_id === report.loop) ?? null;
 }
 
 type ForwardInput = { loop: string; resolution: Omit<LoopResolution, 'identity'>; update: UpdateRef };

@@ -91,6 +91,10 @@ function resolvingCommands(work: Command, inv: Runner, { connection, output, tim
         .option('--by <who>', 'who resolves it (recorded in the ledger)')
         .option('--note <text>', 'why (recorded in the ledger)')
         .option('--attempts <n>', 'grant only: how many more repair attempts (1 to retry_budget)')
+        .option(
+          '--episode <episode>',
+          "the episode you judged, as `datum work claim` or `show` printed it: refused if the item reopened or its facts changed since (default: your claim's, else the one read now)",
+        )
         .addOption(timeoutOption('the loop to record it (default 60s)')),
     ),
   ).action((item, opts, cmd) =>

@@ -17,6 +17,7 @@ import {
   withFix,
   workItemQuery,
   workQuery,
+  type WorkEpisode,
   type WorkFilter,
   type WorkItem,
 } from '../contract';
@@ -76,14 +77,43 @@ export function checkItemId(id: string | undefined): string {
 
 /** The item as its workflow knows it: the open item by query, a closed one by its result. */
 export async function readItem(client: Client, id: string): Promise<WorkItem> {
+  return (await readItemRun(client, id)).item;
+}
+
+/** The item and the run that holds it: a resolution is sent to the run it was read from, never a later one. */
+export async function readItemRun(client: Client, id: string): Promise<{ item: WorkItem; runId: string }> {
   const handle = client.workflow.getHandle(id);
   try {
-    const { status } = await handle.describe();
-    return status.name === 'RUNNING' ? await handle.query(workItemQuery) : ((await handle.result()) as WorkItem);
+    const { status, runId } = await handle.describe();
+    const run = client.workflow.getHandle(id, runId);
+    const item = status.name === 'RUNNING' ? await run.query(workItemQuery) : ((await run.result()) as WorkItem);
+    return { item, runId };
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) throw notFound(id);
     throw error;
   }
+}
+
+/** An episode as `datum work claim` and `show` print it, and `resolve --episode` takes it: run/opened_at/reopened/facts. */
+export const episodeToken = (e: WorkEpisode): string => [e.run_id, e.opened_at, e.reopened, e.facts ?? '-'].join('/');
+
+export function parseEpisodeToken(token: string): WorkEpisode {
+  const [runId, openedAt, reopened, facts, ...rest] = token.split('/');
+  if (
+    !runId ||
+    !openedAt ||
+    !/^\d+$/.test(reopened ?? '') ||
+    !facts ||
+    rest.length > 0 ||
+    !(facts === '-' || /^[0-9a-f]{16}$/.test(facts))
+  )
+    throw new UsageError(
+      withFix(
+        `--episode ${JSON.stringify(token)} is not an episode`,
+        'give the episode `datum work claim` or `datum work show` printed for the item',
+      ),
+    );
+  return { run_id: runId, opened_at: openedAt, reopened: Number(reopened), facts: facts === '-' ? null : facts };
 }
 
 const notFound = (id: string) =>
@@ -99,13 +129,14 @@ export async function sendWorkUpdate<Ret, Arg>(
   update: UpdateDefinition<Ret, [Arg], string>,
   payload: Arg,
   timeoutMs: number,
+  runId?: string,
 ): Promise<Ret> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(silent(id, update.name, timeoutMs)), timeoutMs);
   });
   try {
-    return await Promise.race([client.workflow.getHandle(id).executeUpdate(update, { args: [payload] }), late]);
+    return await Promise.race([client.workflow.getHandle(id, runId).executeUpdate(update, { args: [payload] }), late]);
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) {
       const cause = (error.cause as { message?: string } | undefined)?.message ?? error.message;

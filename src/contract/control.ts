@@ -9,7 +9,7 @@ import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
 import type { PreparedNode } from './workflows';
-import type { LoopResolution, LoopResolutionResult, WorkReportInput } from './work';
+import type { LoopResolution, LoopResolutionResult, PassReport, ReportCheck, WorkReportInput } from './work';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -41,6 +41,12 @@ export interface ControlActivities {
    * `discover`, the node's other open items; answers the ids it discovered.
    */
   reportWork(input: WorkReportInput): Promise<{ discovered: string[] }>;
+  /**
+   * A report a work item received, checked against its source before the item takes it: the
+   * loop must be the node's reconcile workflow of the report's generation, and the entry at the
+   * report's seq (the loop's own, else the ledger store's) must say what the report says.
+   */
+  confirmReport(report: PassReport): Promise<ReportCheck>;
   /** The identity Temporal recorded for an Update of a workflow (the client that sent it), or null. */
   updateRequester(input: UpdateRef): Promise<string | null>;
   /**

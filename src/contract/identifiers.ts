@@ -38,3 +38,6 @@ export const isResourceKey = (value: unknown): boolean => typeof value === 'stri
 export function sha256Hex(text: string): string {
   return bytesToHex(sha256(utf8ToBytes(text)));
 }
+
+/** One loop per (node, generation): starting it twice attaches instead (a name of the contract, src/contract/names.ts). */
+export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;

@@ -27,6 +27,8 @@ export const WORK_ITEMS_METRIC = 'datum_work_items';
  * timed_out, canceled, completed). Such a node is nobody's to repair until a loop runs again.
  */
 export const FLEET_NODES_WITHOUT_LOOP_METRIC = 'datum_fleet_nodes_without_loop';
+/** Controller: reports a work item dropped because its loop did not confirm them (a forged or garbled report), by condition. */
+export const WORK_REPORTS_DROPPED_METRIC = 'datum_work_reports_dropped_total';
 /** Controller: ledger entries a loop decided that the fleet-wide store has not taken yet. */
 export const LEDGER_BACKLOG_METRIC = 'datum_ledger_backlog';
 /**

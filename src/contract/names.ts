@@ -22,8 +22,7 @@ export const WORKFLOW_TYPES = {
 } as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 
-/** One loop per (node, generation): starting it twice attaches instead. */
-export const reconcileWorkflowId = (node: string, generation: number) => `datum/${node}/gen-${generation}`;
+export { reconcileWorkflowId } from './identifiers';
 /** One `datum import` of a node: a read, so each run has an id of its own. */
 export const importWorkflowId = (node: string, nonce: string) => `datum-import/${node}/${nonce}`;
 /** One id per (generation, node set): a second `rollout start` for the same set attaches. */

@@ -30,6 +30,7 @@ export const WORKFLOW_PATCH = {
   workItems: 'work-items',
   rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
   signalRequester: 'signal-requester',
+  workItemConfirmsReports: 'work-item-confirms-reports',
 } as const;
 
 /**
@@ -209,6 +210,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'The ledger recorded only the self-declared `by` of a resolution: anyone with access to the namespace could resolve a conflict as anyone (issue 18, "who resolved"). Work items already kept the identity of their Updates.',
+  },
+  [WORKFLOW_PATCH.workItemConfirmsReports]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each work item's run starts. In force, the item takes a report (its opening one included) only once its loop or the ledger store confirmed it (one activity per report), drops and counts one that is not, and binds a resolution to the episode its resolver judged. A run that began before it takes reports as they come until it continues as new.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      "Anyone with a namespace credential could signal a forged report that closed an item \"by a fresh observation\" that never happened, or pointed its resolutions at another node's loop (issue 30, class 3; test/adversarial/forged-report).",
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,

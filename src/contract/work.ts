@@ -128,12 +128,29 @@ export interface LedgerRef {
   reason_detail: string;
 }
 
+/**
+ * What a resolver judged (docs/work-items.md, "Episodes"): the item's run chain, when this episode
+ * opened or last reopened, and a digest of the facts its condition is decided on (for another
+ * writer, the values it writes). A claim records it and a resolution carries it: the item refuses
+ * a resolution judged on another episode, or on facts that have changed since.
+ */
+export interface WorkEpisode {
+  /** The first run id of the item's run chain: a new episode of the condition is a new chain. */
+  run_id: string;
+  opened_at: string;
+  reopened: number;
+  /** sha256 (16 hex) of the facts the resolution is about; null where the episode alone binds it. */
+  facts: string | null;
+}
+
 export interface WorkClaim {
   by: string;
   /** The identity Temporal recorded for the claim's Update (the client's, such as 1234@host). */
   identity: string | null;
   at: string;
   until: string;
+  /** The episode the claim covers (absent in claims from before episodes were kept). */
+  episode?: WorkEpisode;
 }
 
 export interface WorkResolution {
@@ -184,6 +201,10 @@ export interface WorkItem {
   resolutions: WorkResolution[];
   escalated_at: string | null;
   closed: { at: string; ledger_seq: number; detail: string } | null;
+  /** The episode a resolution must be judged on now (absent in items from before episodes were kept). */
+  episode?: WorkEpisode;
+  /** Reports the item dropped because their loop did not confirm them (absent: none). */
+  dropped_reports?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,6 +226,11 @@ export interface ResolvePayload {
   note?: string | null;
   /** grant only: how many more repair attempts (1 to the retry_budget). */
   attempts?: number;
+  /**
+   * The episode the resolver judged (the item's `episode`, as its claim or `datum work show` gave
+   * it): refused when the item reopened, or its facts changed, since.
+   */
+  episode?: WorkEpisode;
 }
 
 /** What the loop is told to do for a resolution (its `resolveWork` Update). */
@@ -260,6 +286,9 @@ export interface WorkMemory {
    */
   discovered: boolean;
 }
+
+/** Whether a report was confirmed by its source (the loop, or the ledger store), and why not. */
+export type ReportCheck = { confirmed: true; source: 'loop' | 'ledger store' } | { confirmed: false; why: string };
 
 /** The loop's report to its node's work items, and what it asks of the controller. */
 export interface WorkReportInput {

@@ -1,3 +1,7 @@
+import { NOTE_REASONS } from '../contract/vocabulary';
+import { reconcileWorkflowId } from '../contract/identifiers';
+import { canonicalJson, sha256Hex, type Json } from './canonical';
+import type { LedgerEntry } from '../contract/ledger';
 import {
   workItemId,
   type LedgerRef,
@@ -6,6 +10,7 @@ import {
   type ReportedResource,
   type WorkClaim,
   type WorkCondition,
+  type WorkEpisode,
   type WorkItem,
   type WorkItemInput,
   type WorkResolution,
@@ -184,8 +189,16 @@ export function claimRefusal(item: WorkItem, by: string, now: string): string | 
   return null;
 }
 
-export function claimWork(item: WorkItem, claim: CheckedClaim, identity: string | null, now: string): WorkItem {
-  return { ...item, state: 'CLAIMED', claim: { by: claim.by, identity, at: now, until: addMs(now, claim.lease_ms) } };
+/** The item claimed by `claim.by` until its lease ends, covering `episode` (the one it was claimed on) where known. */
+export function claimWork(
+  item: WorkItem,
+  claim: CheckedClaim,
+  identity: string | null,
+  now: string,
+  episode: WorkEpisode | null = null,
+): WorkItem {
+  const until = addMs(now, claim.lease_ms);
+  return { ...item, state: 'CLAIMED', claim: { by: claim.by, identity, at: now, until, ...(episode ? { episode } : {}) } };
 }
 
 export function releaseRefusal(item: WorkItem, by: string, now: string): string | null {
@@ -234,9 +247,19 @@ function settledRefusal(item: WorkItem): string | null {
  * Why this resolution is refused now, or null: the item's state, another resolver's claim, a
  * resolution the condition does not allow, or one the node's agent.yaml or mode forbids.
  */
-export function resolveRefusal(item: WorkItem, r: CheckedResolve, now: string): string | null {
+export function resolveRefusal(
+  item: WorkItem,
+  r: CheckedResolve,
+  now: string,
+  episode: WorkEpisode | null = null,
+): string | null {
   const settled = settledRefusal(item) ?? claimRefusal(item, r.by, now);
   if (settled) return `resolve refused: ${settled}`;
+  // What the resolver judged: the episode it sent, else the one its own claim covers.
+  const held = liveClaim(item, now);
+  const judged = r.episode ?? (held?.by === r.by ? (held.episode ?? null) : null);
+  const moved = episode && judged ? episodeRefusal(item.id, judged, episode) : null;
+  if (moved) return `resolve refused: ${moved}`;
   const allowed = item.allowed.find((a) => a.resolution === r.resolution);
   if (!allowed) {
     const choices = item.allowed.map((a) => `${a.resolution} (${a.does})`).join('; ');
@@ -384,4 +407,91 @@ export function workTargets(
   const tell = known.filter((id) => !ids.has(id));
   const settles = reportSettles(report);
   return { open, tell, keep: [...ids, ...(settles ? [] : tell)], settles };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where a report comes from: an item takes one only once its loop (or the ledger store) confirms it.
+
+/** Whether `loop` is the reconcile loop of the report's node and generation: the only loop that reports to its items. */
+export const isNodeLoop = (report: Pick<PassReport, 'node' | 'loop' | 'generation'>): boolean =>
+  report.loop === reconcileWorkflowId(report.node, report.generation);
+
+/**
+ * Why the ledger entry at the report's seq does not say what the report says, or null when it
+ * does: the report is what the loop derived from that entry's decision (passReport), so every
+ * field it carries is checked against the entry itself.
+ */
+export function reportMismatch(report: PassReport, entry: LedgerEntry): string | null {
+  const same = (a: unknown, b: unknown) => canonicalJson(a ?? null) === canonicalJson(b ?? null);
+  const fields: Array<[string, unknown, unknown]> = [
+    ['node', report.node, entry.node_id],
+    ['loop', report.loop, entry.workflow_id],
+    ['seq', report.ledger_seq, entry.seq],
+    ['decided_at', report.decided_at, entry.decided_at],
+    ['generation', report.generation, entry.desired_generation],
+    ['digest', report.digest, entry.desired_digest],
+    ['status', report.status, entry.convergence_status],
+    ['reason', report.reason, entry.reason],
+    ['reason_detail', report.reason_detail, entry.reason_detail],
+    ['mode', report.mode, entry.mode],
+    ['retry_budget', report.retry_budget, entry.retry_budget],
+    ['conditions', report.conditions, entry.conditions],
+    ['resources', report.resources.map(ownershipOf), entry.resources.map(ownershipOf)],
+  ];
+  const differs = fields.filter(([, a, b]) => !same(a, b)).map(([name]) => name);
+  // Only a pass that judged a fresh observation may close or reopen an item; a note never did.
+  const freshness = report.fresh && (!entry.observation_fresh || isNoteReason(entry.reason)) ? ['fresh'] : [];
+  const wrong = [...differs, ...freshness];
+  return wrong.length === 0
+    ? null
+    : `the entry at ${report.loop} #${report.ledger_seq} does not say what the report says (${wrong.join(', ')})`;
+}
+
+const ownershipOf = (r: { resource_key: string; ownership: string; effective_mode: string }) => [
+  r.resource_key,
+  r.ownership,
+  r.effective_mode,
+];
+
+const isNoteReason = (reason: string) => (NOTE_REASONS as readonly string[]).includes(reason);
+
+// ---------------------------------------------------------------------------------------------
+// Episodes: what a resolution is judged on.
+
+/**
+ * The facts an item's condition is decided on, digested: for another writer, the values it
+ * writes (a retake judged about one writer never overrides the next); for a resource nobody is
+ * proven to own or one only destruction would repair, what was observed there. Null where the
+ * episode alone binds a resolution.
+ */
+function judgedFacts(item: Pick<WorkItem, 'condition' | 'evidence'>): string | null {
+  const e = item.evidence as { sequence?: Array<{ value?: Json; source?: string }>; observed?: Json } | null;
+  if (!e || typeof e !== 'object') return null;
+  if (item.condition === 'CONFLICTING_WRITER' && Array.isArray(e.sequence)) {
+    const values = [...new Set(e.sequence.filter((s) => s.source !== 'datum').map((s) => canonicalJson(s.value ?? null)))].sort();
+    return sha256Hex(canonicalJson(values)).slice(0, 16);
+  }
+  if (item.condition === 'UNKNOWN_OWNERSHIP' || item.condition === 'DESTRUCTIVE_REPAIR_REQUIRED')
+    return sha256Hex(canonicalJson(e.observed ?? null)).slice(0, 16);
+  return null;
+}
+
+/** The episode a resolution must be judged on now: the run chain, the (re)opening, the facts. */
+export function workEpisode(item: WorkItem, runId: string): WorkEpisode {
+  return { run_id: runId, opened_at: item.opened_at, reopened: item.reopened, facts: judgedFacts(item) };
+}
+
+/** Why a resolution judged on `judged` may not be recorded on the episode `now`, naming what changed; null when they are one. */
+export function episodeRefusal(id: string, judged: WorkEpisode, now: WorkEpisode): string | null {
+  const look = `look again (datum work show ${id}) and resolve what it shows now`;
+  if (judged.run_id !== now.run_id)
+    return withFix(`${id} is a new episode since you judged it: the condition cleared and came back (run ${now.run_id})`, look);
+  if (judged.opened_at !== now.opened_at || judged.reopened !== now.reopened)
+    return withFix(
+      `${id} reopened since you judged it (${judged.reopened} → ${now.reopened} times, last at ${now.opened_at}): the resolution before did not clear it`,
+      look,
+    );
+  if (judged.facts !== now.facts)
+    return withFix(`the facts of ${id} changed since you judged it (another value is there now)`, look);
+  return null;
 }

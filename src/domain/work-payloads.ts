@@ -7,6 +7,7 @@ import {
   type ReleasePayload,
   type ResolutionKind,
   type ResolvePayload,
+  type WorkEpisode,
 } from '../contract/work';
 import { withFix } from '../contract/fix';
 import { breachProblem, clip, echo, jsonBreach } from './bounds';
@@ -60,10 +61,12 @@ export interface CheckedResolve {
   by: string;
   note: string | null;
   attempts: number | null;
+  /** The episode the resolver judged (its claim's, or what `datum work show` showed); null when not given. */
+  episode: WorkEpisode | null;
 }
 
 export function parseResolve(payload: unknown): Checked<CheckedResolve> {
-  const object = objectOf('resolve', payload, ['resolution', 'by', 'note', 'attempts']);
+  const object = objectOf('resolve', payload, ['resolution', 'by', 'note', 'attempts', 'episode']);
   if (!object.ok) return object;
   const p = object.value as Partial<ResolvePayload>;
   const problems = [nameProblem(p.by)];
@@ -79,11 +82,17 @@ export function parseResolve(payload: unknown): Checked<CheckedResolve> {
     );
   if (p.resolution !== 'grant' && p.attempts !== undefined)
     problems.push(`attempts ${withFix('goes with grant only', 'leave it out')}`);
+  const episode = p.episode === undefined || p.episode === null ? null : episodeOf(p.episode);
+  if (episode === 'invalid')
+    problems.push(
+      `episode ${withFix('is not an episode as an item gives it', 'send the `episode` of the item (its claim, or `datum work show --json`), or leave it out')}`,
+    );
   return done('resolve', problems, {
     resolution: p.resolution as ResolutionKind,
     by: p.by as string,
     note: p.note ?? null,
     attempts: p.resolution === 'grant' ? (p.attempts as number) : null,
+    episode: episode === 'invalid' ? null : episode,
   });
 }
 
@@ -156,4 +165,26 @@ export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
     identity: p.identity ?? null,
     note: p.note ?? null,
   });
+}
+
+/** An episode as an item gives it ({run_id, opened_at, reopened, facts}), or 'invalid'. */
+function episodeOf(value: unknown): WorkEpisode | 'invalid' {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return 'invalid';
+  const e = value as Record<string, unknown>;
+  const text = (v: unknown) => typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME;
+  const ok =
+    Object.keys(e).every((k) => ['run_id', 'opened_at', 'reopened', 'facts'].includes(k)) &&
+    text(e.run_id) &&
+    text(e.opened_at) &&
+    Number.isSafeInteger(e.reopened) &&
+    (e.reopened as number) >= 0 &&
+    (e.facts === null || (typeof e.facts === 'string' && /^[0-9a-f]{16}$/.test(e.facts)));
+  return ok
+    ? {
+        run_id: e.run_id as string,
+        opened_at: e.opened_at as string,
+        reopened: e.reopened as number,
+        facts: e.facts as string | null,
+      }
+    : 'invalid';
 }

@@ -18,6 +18,7 @@ import {
   METRICS_SINK,
   OBSERVATION_AGE_METRIC,
   OPEN_CONDITIONS_METRIC,
+  WORK_REPORTS_DROPPED_METRIC,
   type ConvergenceStart,
   type DatumMetricSinks,
   type MetricSample,
@@ -205,6 +206,19 @@ export function decisionRecorded(decision: Decision): void {
       labels: { type, node: decision.node_id },
     });
   }
+}
+
+/** A work item dropped a report its loop did not confirm. */
+export function workReportDropped(condition: string): void {
+  emit({
+    kind: 'counter',
+    name: WORK_REPORTS_DROPPED_METRIC,
+    unit: '1',
+    help: 'Reports a work item dropped because its loop (or the ledger store) did not confirm them',
+    valueType: 'int',
+    value: 1,
+    labels: { condition },
+  });
 }
 
 /** After each flush: how many entries this loop decided that the fleet-wide store has not taken (0 when it keeps up). */

@@ -17,6 +17,8 @@ import {
   claimRefusal,
   claimWork,
   durationMs,
+  isNodeLoop,
+  workEpisode,
   itemSummary,
   nextDeadline,
   openWorkItem,
@@ -35,6 +37,8 @@ import {
   DatumStatus,
   MAX_HISTORY_EVENTS,
   MEMO_SUMMARY,
+  WORKFLOW_PATCH,
+  workItemId,
   claimWorkUpdate,
   releaseWorkUpdate,
   resolveWorkUpdate,
@@ -48,6 +52,8 @@ import {
   type WorkItemInput,
   type WorkItemWorkflow,
 } from '../contract';
+import { workReportDropped } from './metrics';
+import { inForce } from './patches';
 import { summaryLine } from './summaries';
 
 /**
@@ -59,9 +65,10 @@ import { summaryLine } from './summaries';
  */
 export const workItem: WorkItemWorkflow = async (input) => {
   const w = openItem(input);
+  if (w.confirming && !w.carried && !(await confirmed(w, input.report))) return closeUnconfirmed(w);
   for (;;) {
     await waitForWork(w);
-    takeReports(w);
+    await takeReports(w);
     w.item = tickWork(w.item, nowIso(), w.escalateMs);
     publish(w);
     if (w.item.state === 'CLOSED') break;
@@ -79,21 +86,102 @@ interface Work {
   escalateMs: number;
   /** The state and summary last published (search attribute, memo). */
   shown: { state: string | null; summary: string | null };
+  /** The work-item-confirms-reports patch is in force for this run: reports are confirmed, resolutions bound to their episode. */
+  confirming: boolean;
+  /** The first run of this chain: what an episode's run_id is. */
+  runId: string;
+  /** The item came from this item's own continue-as-new (its opening report was confirmed by an earlier run). */
+  carried: boolean;
 }
 
+/**
+ * The item this run holds: carried from its own continue-as-new, else opened from its first
+ * report. An item is one node's, one condition's, one resource's: a workflow started under
+ * another id than those name is refused, and a carry it did not continue from itself is never
+ * taken (a forged carry would show a resolution nobody gave, and never escalate or close).
+ */
 function openItem(input: WorkItemInput): Work {
+  // Asked first, before any command of the run (the registry's story for work-items).
+  const confirming = inForce(WORKFLOW_PATCH.workItemConfirmsReports);
   const info = workflowInfo();
-  const item = input.carry ?? openWorkItem(info.workflowId, input, nowIso());
+  if (confirming && info.workflowId !== workItemId(input.node, input.condition, input.resource_key))
+    throw ApplicationFailure.nonRetryable(
+      `${info.workflowId} is not the work item of ${input.node}/${input.condition}${input.resource_key ? `/${input.resource_key}` : ''}; only its loop opens a work item`,
+      'InvalidWorkflowInput',
+    );
+  const carry = confirming ? ownCarry(input, info) : (input.carry ?? null);
+  const item = carry ?? openWorkItem(info.workflowId, input, nowIso());
   const w: Work = {
     item,
     reports: [],
     resolving: false,
     escalateMs: durationMs(input.escalate_after),
-    shown: { state: input.carry ? null : 'OPEN', summary: null },
+    shown: { state: carry ? null : 'OPEN', summary: null },
+    confirming,
+    runId: info.firstExecutionRunId,
+    carried: carry !== null,
   };
   installHandlers(w);
   publish(w);
   return w;
+}
+
+/** The carry, when this run continued from the item's own run with it (the server sets continuedFromExecutionRunId for that only) and it is this item's. */
+function ownCarry(input: WorkItemInput, info: ReturnType<typeof workflowInfo>): WorkItem | null {
+  const carry = input.carry;
+  if (!carry) return null;
+  const own =
+    info.continuedFromExecutionRunId !== undefined &&
+    carry.id === info.workflowId &&
+    carry.node === input.node &&
+    carry.condition === input.condition &&
+    carry.resource_key === input.resource_key;
+  if (!own) log.warn('work item refused a carry it did not continue from itself', { id: info.workflowId });
+  return own ? carry : null;
+}
+
+/**
+ * Whether the report is what its loop recorded (confirmReport): the loop is the node's reconcile
+ * workflow, and its entry at that seq (or the ledger store's) says the same. Anything else is
+ * dropped, logged and counted (the item's dropped_reports, datum_work_reports_dropped_total).
+ */
+async function confirmed(w: Work, report: PassReport): Promise<boolean> {
+  let why: string;
+  if (!isNodeLoop(report) || report.node !== w.item.node) why = `${report.loop} is not the reconcile loop of ${w.item.node}`;
+  else {
+    const check = await work.confirmReport.executeWithOptions(
+      { summary: summaryLine(`confirm ${report.loop} #${report.ledger_seq}`) },
+      [report],
+    );
+    if (check.confirmed) return true;
+    why = check.why;
+  }
+  w.item = { ...w.item, dropped_reports: (w.item.dropped_reports ?? 0) + 1 };
+  log.warn('work item dropped a report its loop did not confirm', {
+    id: w.item.id,
+    loop: report.loop,
+    seq: report.ledger_seq,
+    why,
+  });
+  workReportDropped(w.item.condition);
+  return false;
+}
+
+/** An item whose opening report its loop did not confirm was never opened by its loop: it ends at once, saying so. */
+async function closeUnconfirmed(w: Work): Promise<WorkItem> {
+  const at = nowIso();
+  w.item = {
+    ...w.item,
+    state: 'CLOSED',
+    closed: {
+      at,
+      ledger_seq: -1,
+      detail: `Its opening report was not confirmed by ${w.item.loop} (nor the ledger store): no loop opened it.`,
+    },
+  };
+  publish(w);
+  await condition(allHandlersFinished);
+  return w.item;
 }
 
 /**
@@ -108,9 +196,15 @@ async function waitForWork(w: Work): Promise<void> {
   await condition(ready, Math.max(0, Date.parse(deadline) - Date.now()), { summary: summaryLine(summary) });
 }
 
-function takeReports(w: Work): void {
+async function takeReports(w: Work): Promise<void> {
   if (w.resolving) return;
   for (let report = w.reports.shift(); report; report = w.reports.shift()) {
+    if (w.confirming && !(await confirmed(w, report))) continue;
+    // A resolution that started while this report was confirmed is judged with it: the report waits.
+    if (w.resolving) {
+      w.reports.unshift(report);
+      return;
+    }
     const { item, change } = takeReport(w.item, report, nowIso());
     w.item = item;
     if (change === 'reopened' || change === 'closed')
@@ -166,7 +260,7 @@ async function claim(w: Work, payload: unknown): Promise<WorkItem> {
   const parsed = parseClaim(payload);
   if (!parsed.ok) throw ApplicationFailure.nonRetryable(parsed.error, 'InvalidPayload');
   const at = nowIso();
-  w.item = claimWork(w.item, parsed.value, null, at);
+  w.item = claimWork(w.item, parsed.value, null, at, episodeOf(w));
   publish(w);
   const identity = await requester(thisUpdate());
   // The same claim still holds (not released or expired meanwhile): it records who sent it.
@@ -186,8 +280,11 @@ function validateResolve(w: Work, payload: unknown): void {
   const parsed = parseResolve(payload);
   if (!parsed.ok) throw new Error(parsed.error);
   refuseIf(w.resolving ? 'resolve refused: another resolution is being recorded right now' : null);
-  refuseIf(resolveRefusal(w.item, parsed.value, nowIso()));
+  refuseIf(resolveRefusal(w.item, parsed.value, nowIso(), episodeOf(w)));
 }
+
+/** The episode a resolution must be judged on now; null in a run from before episodes were kept. */
+const episodeOf = (w: Work) => (w.confirming ? workEpisode(w.item, w.runId) : null);
 
 /**
  * Carries the resolution to the loop, which records it (with the identity Temporal recorded for
@@ -200,7 +297,7 @@ async function resolve(w: Work, payload: unknown): Promise<ResolveResult> {
   const r: CheckedResolve = parsed.value;
   const before = w.item;
   w.resolving = true;
-  w.item = claimWork(w.item, { by: r.by, lease_ms: FORWARD_TIMEOUT_MS }, before.claim?.identity ?? null, nowIso());
+  w.item = claimWork(w.item, { by: r.by, lease_ms: FORWARD_TIMEOUT_MS }, before.claim?.identity ?? null, nowIso(), episodeOf(w));
   try {
     const { identity, result } = await work.forwardResolution.executeWithOptions(
       { summary: summaryLine(`${r.resolution} by ${r.by} → ${before.loop}`) },
@@ -258,6 +355,8 @@ async function requester(ref: UpdateRef): Promise<string | null> {
 
 /** State as a search attribute, the one-line summary as the memo, the item as the page's details; only what changed. */
 function publish(w: Work): void {
+  const episode = episodeOf(w);
+  if (episode) w.item = { ...w.item, episode };
   const summary = itemSummary(w.item);
   if (w.shown.state !== w.item.state) {
     upsertSearchAttributes([{ key: DatumStatus, value: w.item.state }]);

@@ -143,6 +143,9 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
       async forwardResolution(): Promise<never> {
         return Promise.reject(new Error('work items are not part of these tests'));
       },
+      async confirmReport(): Promise<never> {
+        return Promise.reject(new Error('work items are not part of these tests'));
+      },
       /** Who sent a signal is read on a real server only (test/integration/loop-failures.test.ts): unknown here. */
       async signalRequester(): Promise<null> {
         return Promise.resolve(null);

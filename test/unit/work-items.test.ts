@@ -21,8 +21,12 @@ import {
   takeReport,
   tickWork,
   workTargets,
+  episodeRefusal,
+  reportMismatch,
+  workEpisode,
   type Condition,
   type History,
+  type LedgerEntry,
 } from '../../src/domain';
 import { workItemId, type LoopResolution, type PassReport, type ReportedResource, type WorkItem } from '../../src/contract/work';
 import { NOW, later, loopResolution, n24, n24After, n24Before, pass, snapshot } from './fixtures';
@@ -492,5 +496,126 @@ describe("the loop's reports", () => {
     expect(r.resources.find((x) => x.resource_key === 'maintenance')?.protected_by).toEqual([
       'overrides.maintenance (approved by oncall)',
     ]);
+  });
+});
+
+describe('a resolution is bound to the episode it was judged on', () => {
+  const RUN = 'run-1';
+  const conflict = (values: unknown[]) =>
+    openWorkItem(
+      workItemId(NODE, 'CONFLICTING_WRITER', 'config'),
+      {
+        node: NODE,
+        condition: 'CONFLICTING_WRITER',
+        resource_key: 'config',
+        report: report({
+          status: 'CONFLICT',
+          reason: 'CONFLICTING_WRITER',
+          conditions: [
+            {
+              ...draft('CONFLICTING_WRITER', 'config', 'another writer', {
+                sequence: values.map((value, i) => ({ at: NOW, value, marker: `m${i}`, source: 'observation' })),
+                resolution: null,
+              }),
+              since: NOW,
+            },
+          ],
+        }),
+        escalate_after: '1h',
+      },
+      NOW,
+    );
+
+  it.each([
+    ['the same episode', (e: ReturnType<typeof workEpisode>) => e, null],
+    [
+      'a new run (the condition cleared and came back)',
+      (e: ReturnType<typeof workEpisode>) => ({ ...e, run_id: 'run-2' }),
+      /is a new episode since you judged it/,
+    ],
+    [
+      'a reopening',
+      (e: ReturnType<typeof workEpisode>) => ({ ...e, reopened: 1, opened_at: later(60) }),
+      /reopened since you judged it \(0 → 1 times/,
+    ],
+    [
+      'other facts',
+      (e: ReturnType<typeof workEpisode>) => ({ ...e, facts: '0'.repeat(16) }),
+      /the facts of .* changed since you judged it/,
+    ],
+  ])('%s', (_name, move, refused) => {
+    const judged = workEpisode(item('OBSERVED_DRIFT'), RUN);
+    const now = move(judged);
+    const r = episodeRefusal('datum-work/N-24/OBSERVED_DRIFT/config', judged, now);
+    if (refused === null) expect(r).toBeNull();
+    else expect(r).toMatch(refused);
+  });
+
+  it("another writer's values are the facts of a conflict: a retake judged about one writer is refused once another writes", () => {
+    const one = conflict([{ workers: 2 }, { workers: 2 }]);
+    const same = conflict([{ workers: 2 }]);
+    const next = conflict([{ workers: 2 }, { workers: 3 }]);
+    expect(workEpisode(one, RUN).facts).toBe(workEpisode(same, RUN).facts);
+    expect(workEpisode(one, RUN).facts).not.toBe(workEpisode(next, RUN).facts);
+    // The claim records the episode; resolving under it on the next writer's facts is refused.
+    const claimed = claimWork(one, { by: 'alice', lease_ms: 60_000 }, null, NOW, workEpisode(one, RUN));
+    const moved = { ...claimed, evidence: next.evidence };
+    expect(resolveRefusal(moved, resolve('retake'), NOW, workEpisode(moved, RUN))).toMatch(
+      /the facts of .* changed since you judged it/,
+    );
+    expect(resolveRefusal(claimed, resolve('retake'), NOW, workEpisode(claimed, RUN))).toBeNull();
+    // An episode sent with the resolution outranks the claim's.
+    expect(
+      resolveRefusal(
+        claimed,
+        resolve('retake', { episode: { ...workEpisode(one, RUN), reopened: 3 } }),
+        NOW,
+        workEpisode(claimed, RUN),
+      ),
+    ).toMatch(/reopened since you judged it/);
+  });
+
+  it('a malformed episode is refused by the payload check', () => {
+    expect(parseResolve({ resolution: 'hold', by: 'alice', episode: { run_id: 'r' } })).toMatchObject({ ok: false });
+    expect(
+      parseResolve({ resolution: 'hold', by: 'alice', episode: { run_id: 'r', opened_at: NOW, reopened: 0, facts: 'zz' } }),
+    ).toMatchObject({ ok: false });
+    expect(
+      parseResolve({ resolution: 'hold', by: 'alice', episode: { run_id: 'r', opened_at: NOW, reopened: 0, facts: null } }),
+    ).toMatchObject({ ok: true });
+  });
+});
+
+describe("a report is taken only as its loop's ledger says it", () => {
+  const entry = (o: Partial<LedgerEntry> = {}) =>
+    ({
+      node_id: NODE,
+      workflow_id: LOOP,
+      seq: 5,
+      decided_at: NOW,
+      desired_generation: 12,
+      desired_digest: 'sha256:' + 'd'.repeat(64),
+      convergence_status: 'BLOCKED',
+      reason: 'RETRY_BUDGET_EXHAUSTED',
+      reason_detail: 'spent',
+      mode: 'enforce',
+      retry_budget: 3,
+      observation_fresh: true,
+      conditions: [condition('RETRY_BUDGET_EXHAUSTED')],
+      resources: [{ resource_key: 'config', ownership: 'MANAGED', effective_mode: 'enforce' }],
+      ...o,
+    }) as unknown as LedgerEntry;
+
+  it.each([
+    ['the entry it came from', {}, {}, null],
+    ['a status the entry does not have', { status: 'CONVERGED' as const }, {}, /\(status\)/],
+    ['conditions the entry does not have', { conditions: [] }, {}, /\(conditions\)/],
+    ['another loop', { loop: 'datum/N-25/gen-12' }, {}, /\(loop\)/],
+    ['fresh, from a note', {}, { reason: 'REBOUND' as const }, /reason, fresh\)/],
+    ['fresh, from a stale observation', {}, { observation_fresh: false }, /\(fresh\)/],
+  ])('%s', (_name, r, e, refused) => {
+    const why = reportMismatch(report(r), entry(e));
+    if (refused === null) expect(why).toBeNull();
+    else expect(why).toMatch(refused);
   });
 });

@@ -14,7 +14,7 @@ import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
 import { printLine } from '../output';
 import type { CommandModule } from '../command';
-import { listWork, sendWorkUpdate, type WorkFilter } from '../work';
+import { listWork, readItemRun, sendWorkUpdate, type WorkFilter } from '../work';
 import { payloadOf } from './work';
 
 /*
@@ -94,8 +94,11 @@ type Outcome = 'resolved' | 'released' | 'skipped' | 'failed';
 /** One item: claim it, ask the program, send its answer. Every outcome is one JSON line. */
 async function handle(client: Client, id: string, input: ServeInput): Promise<Outcome> {
   let item: WorkItem;
+  let runId: string;
   try {
-    item = await sendWorkUpdate(client, id, claimWorkUpdate, { by: input.by, lease: input.lease }, 30_000);
+    // The run read is the run claimed and resolved: a later run of the item is another episode.
+    runId = (await readItemRun(client, id)).runId;
+    item = await sendWorkUpdate(client, id, claimWorkUpdate, { by: input.by, lease: input.lease }, 30_000, runId);
   } catch (error) {
     // Another resolver won the claim, or the item closed meanwhile: not this one's to answer.
     printLine({ item: id, outcome: 'skipped', detail: (error as Error).message });
@@ -108,7 +111,9 @@ async function handle(client: Client, id: string, input: ServeInput): Promise<Ou
       printLine({ item: id, outcome: 'released', note: answer.note });
       return 'released';
     }
-    const result = await sendWorkUpdate(client, id, resolveWorkUpdate, payloadOf(answer.resolve), 10 * 60_000);
+    // Only under its own live claim, and on the episode that claim covers.
+    const resolve = { ...answer.resolve, episode: item.claim?.episode ?? null };
+    const result = await sendWorkUpdate(client, id, resolveWorkUpdate, payloadOf(resolve), 10 * 60_000, runId);
     printLine({
       item: id,
       outcome: 'resolved',

@@ -12,7 +12,16 @@ import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
 import { ago, oneLine, print, printDocument, printLine, short, table } from '../output';
 import type { CommandModule } from '../command';
-import { checkItemId, listWork, readItem, sendWorkUpdate, type WorkFilter } from '../work';
+import {
+  checkItemId,
+  listWork,
+  readItem,
+  sendWorkUpdate,
+  type WorkFilter,
+  episodeToken,
+  parseEpisodeToken,
+  readItemRun,
+} from '../work';
 
 /*
  * `datum work`: the work items Datum hands over when it needs a judgement (docs/work-items.md).
@@ -85,6 +94,8 @@ export function printItem(item: WorkItem): void {
   print(`  loop ${item.loop} at generation ${item.target.generation}, mode ${item.mode ?? '-'}`);
   if (item.tried.length) print(`  tried: ${oneLine(item.tried.join('; '))}`);
   print(`  evidence: ${oneLine(short(item.evidence, 200))}`);
+  if (item.episode) print(`  episode: ${episodeToken(item.episode)} (resolve --episode binds a resolution to it)`);
+  if (item.dropped_reports) print(`  dropped: ${item.dropped_reports} report(s) its loop did not confirm`);
   print('\nResolutions:');
   for (const a of item.allowed)
     print(`  ${a.resolution.padEnd(8)} ${a.does}${a.refused ? `\n           refused here: ${a.refused}` : ''}`);
@@ -117,7 +128,10 @@ export const workClaimCommand: CommandModule<ClaimRaw, { values: ClaimRaw; id: s
       const payload = { by: values.by!, ...(values.lease ? { lease: values.lease } : {}) };
       const item = await sendWorkUpdate(client, id, claimWorkUpdate, payload, 30_000);
       if (format !== 'text') printDocument(format, item);
-      else print(`${id}: claimed by ${item.claim?.by} until ${item.claim?.until}`);
+      else {
+        print(`${id}: claimed by ${item.claim?.by} until ${item.claim?.until}`);
+        if (item.claim?.episode) print(`  episode ${episodeToken(item.claim.episode)}: a resolution is judged on it`);
+      }
       return 0;
     });
   },
@@ -140,6 +154,7 @@ export const workReleaseCommand: CommandModule<ClaimRaw, { values: ClaimRaw; id:
 };
 
 interface ResolveRaw extends ItemRaw {
+  episode?: string;
   resolution?: string;
   by?: string;
   note?: string;
@@ -160,6 +175,7 @@ export const workResolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
     const payload: Record<string, unknown> = { resolution: values.resolution, by: values.by };
     if (values.note !== undefined) payload.note = values.note;
     if (values.attempts !== undefined) payload.attempts = Number(values.attempts);
+    if (values.episode !== undefined) payload.episode = parseEpisodeToken(values.episode);
     const parsed = parseResolve(payload);
     if (!parsed.ok) throw new UsageError(parsed.error);
     const timeoutMs = values.timeout === undefined ? 60_000 : durationFlag(values.timeout, '--timeout');
@@ -167,7 +183,19 @@ export const workResolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
   },
   async run({ values, id, format, resolve, timeoutMs }) {
     return await withTemporal(values, async (client) => {
-      const result = await sendWorkUpdate(client, id, resolveWorkUpdate, payloadOf(resolve), timeoutMs);
+      // Sent to the run read here, bound to the episode given, else to the one the resolver's own
+      // claim covers, else to the one read here.
+      const { item, runId } = await readItemRun(client, id);
+      const claimed = item.claim?.by === resolve.by ? item.claim.episode : undefined;
+      const judged = resolve.episode ?? claimed ?? item.episode ?? null;
+      const result = await sendWorkUpdate(
+        client,
+        id,
+        resolveWorkUpdate,
+        payloadOf({ ...resolve, episode: judged }),
+        timeoutMs,
+        runId,
+      );
       if (format !== 'text') printDocument(format, result);
       else {
         print(`${id}: ${result.item.state}`);
@@ -184,5 +212,6 @@ export function payloadOf(r: CheckedResolve): ResolvePayload {
     by: r.by,
     ...(r.note !== null ? { note: r.note } : {}),
     ...(r.attempts !== null ? { attempts: r.attempts } : {}),
+    ...(r.episode !== null ? { episode: r.episode } : {}),
   };
 }
