@@ -19,6 +19,9 @@ export default async function setup(): Promise<() => void> {
   // PostgreSQL's own user must reach the clusters the tests create under it.
   chmodSync(runDir, 0o755);
   process.env.TMPDIR = runDir;
+  // The host's register of node roots (src/agent/fs/registry.ts): one for the run, shared by every
+  // agent the tests start (in a test process or as a child), so they see each other as on one host.
+  process.env.DATUM_RUNTIME_DIR = path.join(runDir, 'runtime');
   return () => teardown(runDir);
 }
 

@@ -2,13 +2,13 @@ import path from 'node:path';
 import { Runtime, Worker, type NativeConnection } from '@temporalio/worker';
 import { connectConfig, connectWorker } from '../worker/connection';
 import { codecDataConverter } from '../codec';
-import { agentTaskQueue, withFix } from '../contract';
+import { agentTaskQueue } from '../contract';
 import { createAgentActivities } from './activities';
 import { loadAgentConfig } from './config';
 import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
 import { endOrphanedWatches } from './node/watch-tokens';
-import { holdAsAgent, liveHolder } from './node/holder';
+import { RootRefused, takeRoot } from './node/root-lease';
 import { makeDirs, realRoot } from './fs';
 import type { AgentConfig } from '../schemas';
 
@@ -109,39 +109,32 @@ async function announce(
 }
 
 /**
- * Records on each root that this process serves it (src/agent/node/holder.ts), so a command that
- * changes the agent's records from outside (`datum agent reset-fence`) refuses while it runs; and
- * refuses to start while such a command holds a root. A root whose .datum cannot be written is
- * still served: every write there is refused for that same reason.
+ * Takes each root this process serves (src/agent/node/root-lease.ts): a kernel lock on the root
+ * and an entry in the host's register, so a second agent, an agent of a nested root (whichever
+ * process serves it) or a `datum agent reset-fence` in progress is refused, and nothing blocks
+ * the next start once this process dies. Nothing is served unless every root is taken.
  */
-async function holdRoots(configs: Array<{ file: string; config: AgentConfig }>): Promise<Array<() => Promise<void>>> {
+async function takeRoots(configs: Array<{ file: string; config: AgentConfig }>): Promise<Array<() => Promise<void>>> {
   const releases: Array<() => Promise<void>> = [];
-  for (const { file, config } of configs) {
-    const root = await realRoot(config.root, true);
-    const holder = await liveHolder(root).catch(() => null);
-    if (holder !== null && holder.kind === 'reset-fence' && holder.pid !== process.pid)
-      throw new Error(
-        withFix(
-          `${file}: \`datum agent reset-fence\` (pid ${holder.pid}) is changing the records of ${config.root} now`,
-          'start the agent again once it has finished',
-        ),
-      );
-    try {
-      releases.push(await holdAsAgent(root, config.node, new Date()));
-    } catch (err) {
-      Runtime.instance().logger.warn('agent started: could not record that it serves this root (.datum/holder.json)', {
-        node: config.node,
-        error: (err as Error).message,
+  try {
+    for (const { file, config } of configs) {
+      const root = await realRoot(config.root, true);
+      const lease = await takeRoot(root, config.node, file).catch((err: unknown) => {
+        throw err instanceof RootRefused ? new Error(`${file}: ${err.message}`) : err;
       });
+      releases.push(() => lease.release());
     }
+    return releases;
+  } catch (err) {
+    for (const release of releases) await release().catch(() => undefined);
+    throw err;
   }
-  return releases;
 }
 
 export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
   const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await makeDirs(config.root);
-  const releases = await holdRoots(configs);
+  const releases = await takeRoots(configs);
   const release = async () => {
     for (const r of releases) await r().catch(() => undefined);
   };

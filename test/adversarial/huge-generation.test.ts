@@ -86,10 +86,10 @@ describe('a generation published by mistake: 100000000 for 10', () => {
     const config = stack.fleet.agentFile(node);
     const good = ['--config', config, '--node', node, '--to', '10', '--by', 'oncall', '--reason', 'typo: 100000000 for 10'];
 
-    // 3. While the agent serves the root, the reset is refused: the agent's lock lives in its process.
+    // 3. While the agent serves the root, the reset is refused: the agent holds the root's kernel lock.
     const running = await resetFence(...good);
     expect(running.code).toBe(1);
-    expect(running.stderr).toContain(`an agent (pid ${process.pid}, serving since`);
+    expect(running.stderr).toContain(`is held by an agent (pid ${process.pid}, node ${node}, since`);
     expect(running.stderr).toContain(`— fix: stop the agent of node ${node} first`);
     expect((await fence()).node.generation).toBe(HUGE);
 

@@ -26,6 +26,7 @@ import {
   workEpisode,
   type Condition,
   type History,
+  type Json,
   type LedgerEntry,
 } from '../../src/domain';
 import { workItemId, type LoopResolution, type PassReport, type ReportedResource, type WorkItem } from '../../src/contract/work';
@@ -501,7 +502,7 @@ describe("the loop's reports", () => {
 
 describe('a resolution is bound to the episode it was judged on', () => {
   const RUN = 'run-1';
-  const conflict = (values: unknown[]) =>
+  const conflict = (values: Json[]) =>
     openWorkItem(
       workItemId(NODE, 'CONFLICTING_WRITER', 'config'),
       {

@@ -14,6 +14,8 @@
  *   unpack.ts     a tar archive written entry by entry through held descriptors
  *   releases.ts   releases/<version> made from an artifact, and the switch of `current`
  *   roots.ts      which directories may be a node root at all
+ *   locks.ts      kernel locks (flock) on descriptors: one root, one agent
+ *   registry.ts   the host's register of the roots its agents serve, by device and inode
  *   watch.ts      the watch's cheap stamps and inotify
  */
 
@@ -62,3 +64,13 @@ export { openReleases, switchCurrent, unpackRelease } from './releases';
 export { replaceIn, type Replaced } from './replace';
 export { rootProblems } from './roots';
 export { isDirectory, makeDirs, pathStamp, watchDir } from './watch';
+export { HeldLock, lockExclusive } from './locks';
+export {
+  ancestorIds,
+  identityOf,
+  registerRoot,
+  registeredAt,
+  registeredRoots,
+  unregisterRoot,
+  type RegisteredRoot,
+} from './registry';

@@ -5,6 +5,7 @@ import { clip } from '../../domain/bounds';
 import { withFix } from '../../contract';
 import { DirectorySwapped, kindOfStats, openDirChain, type HeldDir } from './held';
 import { AgentRefusal } from '../refusal';
+import { registeredAt } from './registry';
 
 /*
  * Keeping every byte inside the node root. Paths are checked twice: by their spelling (absolute,
@@ -110,6 +111,7 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
     }
     if (st.isSymbolicLink()) {
       dir = await throughParentLink(root, dir, next, { rel, shown, what });
+      await refuseOtherRoot(await fs.stat(dir), { rel, shown, what });
       via.push(shown);
       continue;
     }
@@ -123,9 +125,31 @@ export async function locate(root: string, rel: string, what = 'path'): Promise<
         { path: rel, blocking: shown },
       );
     }
+    await refuseOtherRoot(st, { rel, shown, what });
     dir = next;
   }
   return { abs: path.join(dir, name), dir, missing: [], via };
+}
+
+/**
+ * A directory below the root that is another node's root, recognised by identity (device and
+ * inode in the host's register: a bind mount, or a root moved in after both agents started), is
+ * never gone through: one node never reads or writes another's.
+ */
+async function refuseOtherRoot(
+  st: { dev: number; ino: number },
+  at: { rel: string; shown: string; what: string },
+): Promise<void> {
+  const other = await registeredAt({ dev: st.dev, ino: st.ino });
+  if (other === null) return;
+  throw new AgentRefusal(
+    'PathOutsideRoot',
+    withFix(
+      `${at.what} "${at.rel}" goes through "${at.shown}", which is the root of node ${other.node} (served by pid ${other.pid}), and one node never reaches into another's`,
+      `move "${at.shown}" out of this node's root, or give the path another directory`,
+    ),
+    { path: at.rel, through: at.shown, other_node: other.node },
+  );
 }
 
 /**

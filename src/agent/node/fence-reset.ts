@@ -3,7 +3,8 @@ import { InvalidAgentConfig, type FenceReset } from '../../domain';
 import { withFix } from '../../contract';
 import { forgetClaimGenerationsAbove } from './claims';
 import { loadAgentConfig } from '../config';
-import { holdExclusively, stillHeld, type RootHolder } from './holder';
+import { holdAsResetter } from './holder';
+import { RootRefused, lockRootAlone } from './root-lease';
 import { AgentJournal, FenceNotAbove } from './journal';
 import { realRoot } from '../fs';
 
@@ -43,9 +44,11 @@ export async function resetNodeFence(request: FenceResetRequest): Promise<{ rese
   const journal = new AgentJournal(root);
   const accepted = await journal.acceptedGeneration();
   if (accepted === null || to >= accepted.generation) throw notBelow(new FenceNotAbove(to, accepted?.generation ?? null), node);
-  // 3. No agent may serve the root meanwhile: its lock lives in its own process.
-  const hold = await holdExclusively(root, node, new Date());
-  if (!hold.held) throw holderRunning(hold.holder, root, node);
+  // 3. No agent may serve the root meanwhile: the root's kernel lock, which a running agent holds.
+  const lock = await lockRootAlone(root, node).catch((err: unknown) => {
+    throw err instanceof RootRefused ? refusedBusy(err, root, node) : err;
+  });
+  const forget = await holdAs(root, node);
   try {
     // 4. The fence moves down (fence.json, written as the agent writes it), the reset is logged,
     //    and the claims of the mistaken generation no longer outrank the next one's.
@@ -53,15 +56,22 @@ export async function resetNodeFence(request: FenceResetRequest): Promise<{ rese
       throw err instanceof FenceNotAbove ? notBelow(err, node) : err;
     });
     await forgetClaimGenerationsAbove(root, to);
-    if (!(await stillHeld(root)))
-      throw refused(
-        `an agent started on ${root} while the fence was being reset (the reset from ${reset.from} to ${reset.to} is recorded)`,
-        `stop that agent, check ${path.join(root, '.datum', 'fence.json')}, and run this again if the fence is not at ${to}`,
-      );
     return { reset, log: path.join(root, '.datum', 'fence-resets.jsonl') };
   } finally {
-    await hold.release();
+    await forget();
+    await lock.release();
   }
+}
+
+/** The reset says who holds the root while it runs (holder.json, for an agent's refusal message). */
+const holdAs = (root: string, node: string) => holdAsResetter(root, node, new Date()).catch(() => () => Promise.resolve());
+
+/** An agent holds the root: the refusal names it, and says how to stop it. */
+function refusedBusy(err: RootRefused, root: string, node: string): FenceResetRefused {
+  return refused(
+    `${err.message.split(' — fix:')[0]}, and the agent's records can only be changed while no agent runs`,
+    `stop the agent of node ${node} first (systemctl stop datum-agent@${node}), run this again, then start the agent`,
+  );
 }
 
 function notBelow(err: FenceNotAbove, node: string): FenceResetRefused {
@@ -70,18 +80,5 @@ function notBelow(err: FenceNotAbove, node: string): FenceResetRefused {
   return refused(
     `--to ${err.to} is not below the fence of node ${node}, which is at generation ${err.current}`,
     `give --to below ${err.current}: the last generation that was right, such as the one before the generation published by mistake`,
-  );
-}
-
-function holderRunning(holder: RootHolder, root: string, node: string): FenceResetRefused {
-  const who =
-    holder.kind === 'agent'
-      ? `an agent (pid ${holder.pid}, serving since ${holder.since}) serves node ${holder.node} on ${root}`
-      : `another \`datum agent reset-fence\` (pid ${holder.pid}, since ${holder.since}) is resetting ${root}`;
-  return refused(
-    `${who}, and the agent's records can only be changed while no agent runs`,
-    holder.kind === 'agent'
-      ? `stop the agent of node ${node} first (systemctl stop datum-agent, or end pid ${holder.pid}), run this again, then start the agent`
-      : 'wait for it to finish, then check whether the fence is where you want it',
   );
 }

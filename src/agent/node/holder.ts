@@ -1,14 +1,13 @@
-import { OPEN_FLAGS, readJsonAt, writeJsonAt, isErrno, inDatumDir } from '../fs';
+import { readJsonAt, writeJsonAt, isErrno, inDatumDir } from '../fs';
 import { startTicks } from '../services/identity';
 
 /*
- * Which process works on a node root now: <root>/.datum/holder.json. The agent serialises every
- * change to its records with a lock that lives in its own process (src/agent/node/lock.ts), so a
- * command that changes those records from another process (`datum agent reset-fence`) must know
- * that no agent serves the root meanwhile. A running agent keeps its pid and the process's start
- * time there; a pid alone is not proof, since the kernel hands a dead agent's pid to the next
- * process, while pid + start time (/proc/<pid>/stat) names one process for good. A holder whose
- * process is gone (killed, the machine rebooted) holds nothing.
+ * Who works on a node root now, for messages: <root>/.datum/holder.json, the pid and start time
+ * of the agent (or `datum agent reset-fence`) that holds the root. What decides is the root's
+ * kernel lock (src/agent/node/root-lease.ts): this record is written once the lock is held, and a
+ * record whose process is gone, or one forged, decides nothing. A pid alone is not proof, since
+ * the kernel hands a dead agent's pid to the next process; pid + start time (/proc/<pid>/stat)
+ * names one process for good.
  */
 
 const NAME = 'holder.json';
@@ -60,51 +59,11 @@ export async function holdAsAgent(root: string, node: string, at: Date): Promise
   return async () => await releaseIfOwn(root, own);
 }
 
-/**
- * Takes `root` for a command that changes the agent's records from outside it: created only
- * where no record is (O_EXCL), so of two that start at once one wins; a record whose process is
- * gone is removed first. Returns the live holder instead when there is one, and nothing is taken.
- */
-export async function holdExclusively(
-  root: string,
-  node: string,
-  at: Date,
-): Promise<{ held: true; release: () => Promise<void> } | { held: false; holder: RootHolder }> {
+/** The same record while `datum agent reset-fence` holds the root (it holds the root's lock, src/agent/node/root-lease.ts). */
+export async function holdAsResetter(root: string, node: string, at: Date): Promise<() => Promise<void>> {
   const own = await holderOf(process.pid, 'reset-fence', node, at);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const created = await inDatumDir(
-      root,
-      '',
-      true,
-      async (dir) => {
-        try {
-          const handle = await dir.open(NAME, OPEN_FLAGS.createNew);
-          await handle.writeFile(`${JSON.stringify(own, null, 2)}\n`);
-          await handle.sync();
-          await handle.close();
-          return true;
-        } catch (err) {
-          if (isErrno(err, 'EEXIST')) return false;
-          throw err;
-        }
-      },
-      false,
-    );
-    if (created) return { held: true, release: async () => await releaseIfOwn(root, own) };
-    const holder = await liveHolder(root);
-    if (holder !== null) return { held: false, holder };
-    // Left by a process that is gone: remove it and try once more.
-    await inDatumDir(root, '', false, (dir) => dir.remove(NAME), undefined);
-  }
-  const holder = await liveHolder(root);
-  if (holder !== null) return { held: false, holder };
-  throw new Error(`${root}/.datum/${NAME} keeps coming back: another process is taking the root at the same time`);
-}
-
-/** Whether `root` is still held by this very process (the record was not replaced meanwhile). */
-export async function stillHeld(root: string): Promise<boolean> {
-  const found = (await inDatumDir(root, '', false, (dir) => readJsonAt(dir, NAME), null)) as RootHolder | null;
-  return found !== null && found.pid === process.pid && found.started === (await startTicks(process.pid));
+  await inDatumDir(root, '', true, (dir) => writeJsonAt(dir, NAME, own), undefined);
+  return async () => await releaseIfOwn(root, own);
 }
 
 async function releaseIfOwn(root: string, own: RootHolder): Promise<void> {

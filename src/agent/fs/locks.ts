@@ -1,0 +1,83 @@
+import { spawn } from 'node:child_process';
+import { constants, promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { withFix } from '../../contract';
+import type { Identity } from './held';
+
+/*
+ * Kernel locks on descriptors: flock(2), which the kernel drops when the last descriptor of the
+ * open file description closes, so a crashed process leaves nothing behind that blocks the next.
+ * Node has no flock(), so the lock is taken by util-linux flock(1) on a descriptor this process
+ * opened and lends it (its fd 3): a flock lock belongs to the open file description, which the
+ * child shares, so it stays with this process when the child exits. Node opens every descriptor
+ * close-on-exec, so no other child of the agent (a service it starts) ever holds it.
+ */
+
+/** flock(1)'s exit code when the lock is held elsewhere (`--conflict-exit-code`), apart from its own errors. */
+const CONFLICT = 75;
+
+/** A lock this process holds until release() (or until it dies). */
+export class HeldLock {
+  constructor(
+    private readonly handle: FileHandle,
+    readonly path: string,
+    /** The locked inode (a root's identity, or a registry entry's). */
+    readonly id: Identity,
+  ) {}
+
+  /** The open descriptor, for writing a file the lock is taken on. */
+  get file(): FileHandle {
+    return this.handle;
+  }
+
+  async release(): Promise<void> {
+    await this.handle.close().catch(() => undefined);
+  }
+}
+
+/** Runs flock(1) with `args`, lending it `handle` as fd 3 when given: its exit code. */
+function flock(args: string[], handle?: FileHandle): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe'];
+    if (handle) stdio.push(handle.fd);
+    const child = spawn('flock', ['--nonblock', '--conflict-exit-code', String(CONFLICT), ...args], { stdio });
+    let stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'ENOENT'
+          ? new Error(withFix('flock(1) is not installed, and the agent holds each node root with it', 'install util-linux'))
+          : err,
+      ),
+    );
+    child.on('close', (code) => {
+      if (code === 0 || code === CONFLICT) resolve(code);
+      else reject(new Error(`flock ${args.join(' ')} failed (exit ${code}): ${stderr.trim()}`));
+    });
+  });
+}
+
+/**
+ * An exclusive lock on `path` (a directory, or a file created when `create`), or null when
+ * another open file description holds one (another process, or another lock of this one).
+ */
+export async function lockExclusive(path: string, create = false): Promise<HeldLock | null> {
+  const flags = create ? constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW : constants.O_RDONLY;
+  const handle = await fs.open(path, flags, 0o644);
+  try {
+    const st = await handle.stat();
+    if ((await flock(['--exclusive', '3'], handle)) === CONFLICT) {
+      await handle.close();
+      return null;
+    }
+    return new HeldLock(handle, path, { dev: st.dev, ino: st.ino });
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Whether some process holds an exclusive lock on `path` now (a shared lock taken and dropped at once tells). */
+export async function lockedByAnyone(path: string): Promise<boolean> {
+  return (await flock(['--shared', path, 'true'])) === CONFLICT;
+}
