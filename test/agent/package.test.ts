@@ -10,7 +10,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { desiredValue, type AuthorizedAction, type Json, type PackageSpec } from '../../src/domain';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { packageProvider } from '../../src/agent/providers/package';
+import { runTool, type ToolRun } from '../../src/agent/dpkg/run';
 import { agentConfig, resourceSpec } from '../../src/schemas';
 import type { BuildDebOptions } from '../../scripts/build-deb.mjs' with { 'resolution-mode': 'import' };
 import { confinedApt, dpkgIn, dpkgUnavailable, emptyDpkgRoot, hostDpkgUntouched, queryIn, selectIn } from '../helpers/dpkg';
@@ -383,7 +385,7 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
       const hello = spec('dtest-hello', '1.1-1', await t.deb({ name: 'dtest-hello', version: '1.1-1' }));
       const seen = (await t.observe({ hello })).resources.hello;
       expect(seen.obstruction).toBe(
-        'installing dtest-hello 1.1-1 would need dtest-legacy removed (dtest-legacy 1.0-1 declares Conflicts: dtest-hello (<< 2.0)), and Datum never removes a package — fix: an operator removes dtest-legacy by hand if it should go, or desired state names a version of dtest-hello they agree with',
+        'installing dtest-hello 1.1-1 would push out dtest-legacy 1.0-1 (it declares Conflicts: dtest-hello (<< 2.0): dpkg makes room only by removing it), and Datum never removes a package — fix: an operator removes dtest-legacy by hand if it should go, or desired state names a version of dtest-hello that does not push it out',
       );
       // A version the relation does not name is no obstruction.
       expect((await t.observe({ hello: spec('dtest-hello', '2.0-1') })).resources.hello.obstruction).toBeNull();
@@ -395,20 +397,34 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
       expect(seen).toMatchObject({ value: null, detail: { status: 'not-installed', selection: 'unknown' } });
     });
 
-    it('refuses a .deb whose own Conflicts would push an installed package out (dpkg would remove it: Conflicts + Replaces)', async () => {
+    it('refuses a .deb whose own Conflicts or Replaces would push an installed package out, before dpkg runs', async () => {
       const t = await packageNode();
       dpkgIn(t.dpkg, ['--install', (await t.deb({ name: 'dtest-other', version: '3-1' })).artifact]);
-      const pushy = await t.deb({
-        name: 'dtest-hello',
-        version: '1.1-1',
-        relations: { conflicts: 'dtest-other', replaces: 'dtest-other' },
-      });
-      const failure = await expectRefusal(
-        t.apply(await install(t, 'hello', spec('dtest-hello', '1.1-1', pushy))),
+      const conflicting = await t.deb({ name: 'dtest-hello', version: '1.1-1', relations: { conflicts: 'dtest-other' } });
+      const byConflicts = await expectRefusal(
+        t.apply(await install(t, 'hello', spec('dtest-hello', '1.1-1', conflicting))),
         'DestructiveActionRefusal',
       );
-      expect(failure.message).toMatch(/would need dtest-other removed \(dtest-hello 1\.1-1 declares Conflicts: dtest-other\)/);
+      expect(byConflicts.message).toMatch(
+        /would push out dtest-other 3-1 \(dtest-hello 1\.1-1 declares Conflicts: dtest-other: dpkg makes room only by removing it\)/,
+      );
+      // Replaces alone, with every file of dtest-other in it: dpkg would take them over and note
+      // dtest-other's "disappearance" (removed from its database), exiting 0.
+      const takeover = await t.deb({
+        name: 'dtest-hello',
+        version: '1.2-1',
+        relations: { replaces: 'dtest-other' },
+        files: { 'usr/share/dtest-other/version.txt': { content: 'taken over\n' } },
+      });
+      const byReplaces = await expectRefusal(
+        t.apply(await install(t, 'hello', spec('dtest-hello', '1.2-1', takeover), { desired_generation: 13 })),
+        'DestructiveActionRefusal',
+      );
+      expect(byReplaces.message).toMatch(
+        /declares Replaces: dtest-other: dpkg hands its files over, and removes it once none are left/,
+      );
       expect(queryIn(t.dpkg, 'dtest-other')).toEqual({ version: '3-1', abbrev: 'ii ' });
+      expect(await fs.readFile(path.join(t.dpkg, 'usr/share/dtest-other/version.txt'), 'utf8')).toBe('dtest-other 3-1\n');
     });
   });
 
@@ -441,8 +457,14 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
     it("installs name=version from the host's apt sources (a flat repository, APT_CONFIG confined), downgrading when asked", async () => {
       const t = await packageNode();
       const repo = path.join(t.base, 'repo');
-      for (const version of ['1.0-1', '1.1-1', '2.0-1']) {
-        const deb = await t.deb({ name: 'dtest-hello', version });
+      // 2.1-1 conflicts with dtest-other, which is installed: apt would remove it.
+      dpkgIn(t.dpkg, ['--install', (await t.deb({ name: 'dtest-other', version: '3-1' })).artifact]);
+      for (const version of ['1.0-1', '1.1-1', '2.0-1', '2.1-1']) {
+        const deb = await t.deb({
+          name: 'dtest-hello',
+          version,
+          relations: version === '2.1-1' ? { conflicts: 'dtest-other' } : {},
+        });
         await fs.mkdir(repo, { recursive: true });
         await fs.copyFile(deb.artifact, path.join(repo, path.basename(deb.artifact)));
       }
@@ -464,9 +486,76 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
         'PackageInstallFailed',
       );
       expect(missing.message).toMatch(
-        /apt-get --download-only for dtest-hello 3\.0-1 exited 100: .*Version '3\.0-1' for 'dtest-hello' was not found/,
+        /failed: apt has no dtest-hello 3\.0-1 in the host's package lists; nothing was fetched or installed — fix: publish that version in the host's apt sources and update the host's package lists/,
       );
       expect(queryIn(t.dpkg, 'dtest-hello')).toEqual({ version: '1.1-1', abbrev: 'ii ' });
+
+      const pushy = await expectRefusal(
+        t.apply(await install(t, 'hello', spec('dtest-hello', '2.1-1'), { desired_generation: 15 })),
+        'DestructiveActionRefusal',
+      );
+      expect(pushy.message).toMatch(/would push out dtest-other 3-1 \(dtest-hello 2\.1-1 declares Conflicts: dtest-other/);
+      expect(queryIn(t.dpkg, 'dtest-other')).toEqual({ version: '3-1', abbrev: 'ii ' });
+    });
+  });
+
+  describe('how dpkg and apt-get run', () => {
+    // Running, not a zombie waiting for a parent (here PID 1) to reap it.
+    const alive = async (pid: number) => {
+      const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+      return stat !== null && stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    };
+    const living = async (pids: number[]) => (await Promise.all(pids.map(async (p) => ((await alive(p)) ? [p] : [])))).flat();
+
+    it('are killed with their whole process group when the activity is cancelled, and after their time', async () => {
+      // A tool that starts a child of its own (as apt-get starts dpkg), and says both pids.
+      const script = 'sleep 60 & echo "$$ $!"; wait';
+      const env = new MockActivityEnvironment();
+      const running: Promise<ToolRun> = env.run(() => runTool('sh', ['-c', script], { timeoutMs: 60_000 }));
+      await new Promise((r) => setTimeout(r, 300));
+      env.cancel();
+      const run = await running;
+      const pids = run.stdout.trim().split(' ').map(Number);
+      expect(pids).toHaveLength(2);
+      expect(run).toMatchObject({ ended: 'cancelled', code: null, signal: 'SIGTERM' });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await living(pids)).toEqual([]);
+
+      const timed = await runTool('sh', ['-c', script], { timeoutMs: 300 });
+      expect(timed).toMatchObject({ ended: 'timeout', code: null });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await living(timed.stdout.trim().split(' ').map(Number))).toEqual([]);
+    });
+
+    it("run with a PATH that has /usr/sbin, the C locale, the agent's HOME, and none of its DPKG_ROOT or DPKG_ADMINDIR", async () => {
+      const saved = { ...process.env };
+      Object.assign(process.env, {
+        DPKG_ROOT: '/nonexistent',
+        DPKG_ADMINDIR: '/nonexistent',
+        LANG: 'de_DE.UTF-8',
+        PATH: '/usr/bin:/bin',
+      });
+      try {
+        const run = await runTool('sh', ['-c', 'env'], { timeoutMs: 10_000 });
+        const env = Object.fromEntries(
+          run.stdout
+            .trim()
+            .split('\n')
+            .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+        );
+        expect(env).toMatchObject({
+          PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+          LANG: 'C',
+          LC_ALL: 'C',
+          HOME: saved.HOME,
+        });
+        expect(Object.keys(env).filter((k) => k.startsWith('DPKG_'))).toEqual([]);
+      } finally {
+        for (const k of ['DPKG_ROOT', 'DPKG_ADMINDIR', 'LANG', 'PATH']) {
+          if (saved[k] === undefined) delete process.env[k];
+          else process.env[k] = saved[k];
+        }
+      }
     });
   });
 

@@ -275,14 +275,16 @@ describe.skipIf(dpkgUnavailable())('package resources on a real loop and the rea
     ]);
     const [planned] = (await stack.ledger(gen1)).at(-1)!.planned_actions;
     expect(planned).toMatchObject({ action: 'package.install', destructive: true, authorized: false });
-    expect(planned.withheld_because).toMatch(/installing dtest-hello 1\.1-1 would need dtest-legacy removed/);
+    expect(planned.withheld_because).toMatch(/installing dtest-hello 1\.1-1 would push out dtest-legacy 1\.0-1/);
     const id = workItemId(n, 'DESTRUCTIVE_REPAIR_REQUIRED', 'hello');
     const item = await until(() => stack.client.workflow.getHandle(id).query(workItemQuery), {
       what: `work item ${id}`,
       accept: (w: WorkItem) => w.state === 'OPEN' || w.state === 'ESCALATED',
       errors: 'retry',
     });
-    expect(item.message).toMatch(/dtest-legacy 1\.0-1 declares Conflicts: dtest-hello \(<< 2\.0\)/);
+    expect(item.message).toMatch(
+      /dtest-legacy 1\.0-1 \(it declares Conflicts: dtest-hello \(<< 2\.0\): dpkg makes room only by removing it\)/,
+    );
     expect(item.allowed.map((a) => a.resolution)).toEqual(['approve', 'decline']);
     expect(acted(await stack.ledger(gen1))).toEqual([]);
     expect(queryIn(root, 'dtest-legacy')).toEqual({ version: '1.0-1', abbrev: 'ii ' });

@@ -7,10 +7,10 @@
  *   run.ts        how a tool runs: environment, process group, timeout, cancellation, output tail
  *   query.ts      dpkg's database through dpkg-query; a .deb's own fields through dpkg-deb
  *   relations.ts  Debian versions and Conflicts/Breaks: what would have to go for an install
- *   install.ts    dpkg --install of a verified .deb, apt-get install name=version
+ *   install.ts    dpkg --install of a verified .deb; apt's index of name=version, apt-get install
  */
 
-export { aptInstall, dpkgInstall } from './install';
+export { aptCandidate, aptInstall, dpkgInstall } from './install';
 export {
   DpkgUnreadable,
   NOT_INSTALLED,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { admindirOf } from './query';
-import { runTool, toolEnv, type ToolRun } from './run';
+import { parseRelations, type Candidate } from './relations';
+import { lastLines, runTool, toolEnv, type ToolRun } from './run';
 
 /*
  * The two ways the agent installs an exact version, each into the database under `root` only:
@@ -26,6 +27,51 @@ export async function dpkgInstall(root: string, file: string): Promise<ToolRun> 
   return await runTool('dpkg', [...dpkgOptions(root), '--install', '--', file], { timeoutMs: INSTALL_TIMEOUT_MS });
 }
 
+const aptEnv = (aptConfig: string | undefined) =>
+  toolEnv({ DEBIAN_FRONTEND: 'noninteractive', ...(aptConfig ? { APT_CONFIG: aptConfig } : {}) });
+
+/** apt reads the same status file dpkg-query does: the database under `root`. */
+const aptStatus = (root: string) => ['-o', `Dir::State::status=${path.join(admindirOf(root), 'status')}`];
+
+/**
+ * What the host's apt sources say of name=version (apt-cache show, from the package lists as the
+ * host last updated them): its relations to other packages, checked before anything is fetched;
+ * a problem when apt knows no such version.
+ */
+export async function aptCandidate(
+  root: string,
+  aptConfig: string | undefined,
+  name: string,
+  version: string,
+): Promise<{ candidate: Candidate } | { problem: string }> {
+  const run = await runTool('apt-cache', [...aptStatus(root), 'show', '--', `${name}=${version}`], {
+    env: aptEnv(aptConfig),
+    timeoutMs: 60_000,
+  });
+  if (run.code !== 0)
+    return { problem: `apt-cache exited ${run.code ?? run.signal}: ${lastLines(run.output, 2) || 'no message'}` };
+  // The first stanza (the same version from two sources is one package); folded lines continue a field.
+  const stanza = run.stdout.split(/\n\n/)[0] ?? '';
+  const fields = new Map<string, string>();
+  let last = '';
+  for (const line of stanza.split('\n')) {
+    if (/^\s/.test(line) && last) fields.set(last, `${fields.get(last)} ${line.trim()}`);
+    else if (line.includes(':'))
+      fields.set((last = line.slice(0, line.indexOf(':')).toLowerCase()), line.slice(line.indexOf(':') + 1).trim());
+  }
+  if (fields.get('package') !== name || fields.get('version') !== version)
+    return { problem: `apt has no ${name} ${version} in the host's package lists` };
+  return {
+    candidate: {
+      name,
+      version,
+      conflicts: parseRelations(fields.get('conflicts') ?? ''),
+      breaks: parseRelations(fields.get('breaks') ?? ''),
+      replaces: parseRelations(fields.get('replaces') ?? ''),
+    },
+  };
+}
+
 /**
  * apt-get install name=version into the database under `root`, with the host's apt configuration
  * or the APT_CONFIG file agent.yaml names (which is read instead of /etc/apt/apt.conf.d, so none
@@ -47,10 +93,11 @@ export async function aptInstall(
     '--no-remove',
     '--allow-downgrades',
     ...(downloadOnly ? ['--download-only'] : []),
-    '-o',
-    `Dir::State::status=${path.join(admindirOf(root), 'status')}`,
+    ...aptStatus(root),
     ...dpkgOptions(root).flatMap((o) => ['-o', `DPkg::Options::=${o}`]),
   ];
-  const env = toolEnv({ DEBIAN_FRONTEND: 'noninteractive', ...(aptConfig ? { APT_CONFIG: aptConfig } : {}) });
-  return await runTool('apt-get', [...options, 'install', '--', `${name}=${version}`], { env, timeoutMs: INSTALL_TIMEOUT_MS });
+  return await runTool('apt-get', [...options, 'install', '--', `${name}=${version}`], {
+    env: aptEnv(aptConfig),
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
 }

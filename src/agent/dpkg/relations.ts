@@ -101,44 +101,65 @@ export interface RelatedPackage {
   provides: Relation[];
 }
 
-/** One package that would have to go (or be broken) for another to be installed, and why. */
+/** One package that installing another would push out, and why. */
 export interface InTheWay {
   package: string;
   version: string;
   /** The relation, as its control file writes it, and whose it is. */
   because: string;
+  /** What dpkg would do to the package about it. */
+  consequence: string;
 }
 
+/** What a candidate for installation declares about other packages (a .deb's, or apt's index of it). */
+export interface Candidate {
+  name: string;
+  version: string;
+  conflicts?: Relation[];
+  breaks?: Relation[];
+  replaces?: Relation[];
+}
+
+const CONSEQUENCE = {
+  Conflicts: 'dpkg makes room only by removing it',
+  Breaks: 'dpkg makes room only by removing or deconfiguring it',
+  Replaces: 'dpkg hands its files over, and removes it once none are left',
+} as const;
+
 /**
- * What stands in the way of installing `candidate` (name and version, and its own relations when
- * known: a .deb's) among the `installed` packages: an installed package whose Conflicts or
- * Breaks names the candidate at that version, or one the candidate's Conflicts or Breaks names
- * (by name or by what it Provides). dpkg would refuse the install, or remove or deconfigure the
- * other package: either way, only a destructive change could make room.
+ * What stands in the way of installing `candidate` among the `installed` packages: an installed
+ * package whose Conflicts or Breaks names the candidate at that version, or one the candidate's
+ * own Conflicts, Breaks (by name, or by what it Provides) or Replaces names. dpkg would refuse the
+ * install, or remove, deconfigure or take over the other package: either way, only a destructive
+ * change could make room.
  */
-export function standingInTheWay(
-  candidate: { name: string; version: string; conflicts?: Relation[]; breaks?: Relation[] },
-  installed: RelatedPackage[],
-): InTheWay[] {
+export function standingInTheWay(candidate: Candidate, installed: RelatedPackage[]): InTheWay[] {
   const out: InTheWay[] = [];
   for (const p of installed) {
     if (p.name === candidate.name) continue;
     const theirs = [...p.conflicts.map((r) => ['Conflicts', r] as const), ...p.breaks.map((r) => ['Breaks', r] as const)];
     for (const [field, r] of theirs)
       if (r.name === candidate.name && satisfies(candidate.version, r))
-        out.push({ package: p.name, version: p.version, because: `${p.name} ${p.version} declares ${field}: ${r.text}` });
+        out.push({
+          package: p.name,
+          version: p.version,
+          because: `it declares ${field}: ${r.text}`,
+          consequence: CONSEQUENCE[field],
+        });
     const ours = [
       ...(candidate.conflicts ?? []).map((r) => ['Conflicts', r] as const),
       ...(candidate.breaks ?? []).map((r) => ['Breaks', r] as const),
+      ...(candidate.replaces ?? []).map((r) => ['Replaces', r] as const),
     ];
     for (const [field, r] of ours) {
       const byName = r.name === p.name && satisfies(p.version, r);
-      const byProvides = r.op === null && p.provides.some((v) => v.name === r.name);
+      const byProvides = field !== 'Replaces' && r.op === null && p.provides.some((v) => v.name === r.name);
       if (byName || byProvides)
         out.push({
           package: p.name,
           version: p.version,
-          because: `${candidate.name} ${candidate.version} declares ${field}: ${r.text}${byProvides ? ` (${p.name} provides ${r.name})` : ''}`,
+          because: `${candidate.name} ${candidate.version} declares ${field}: ${r.text}${byProvides ? `, which it provides` : ''}`,
+          consequence: CONSEQUENCE[field],
         });
     }
   }

@@ -9,6 +9,7 @@ import {
   DpkgUnreadable,
   NOT_INSTALLED,
   admindirOf,
+  aptCandidate,
   aptInstall,
   architectures,
   debFields,
@@ -136,13 +137,13 @@ export async function observePackage(ctx: NodeContext, spec: Pick<PackageSpec, '
   return observed('package', value, packageMarker(record), detail, obstruction);
 }
 
-/** The obstruction of packages that would have to go for the install; null when none would. */
+/** The obstruction of packages an install would push out; null when it would push out none. */
 function inTheWayProblem(spec: Pick<PackageSpec, 'name' | 'version'>, found: InTheWay[]): string | null {
   if (found.length === 0) return null;
   const names = [...new Set(found.map((f) => f.package))];
   return withFix(
-    `installing ${spec.name} ${spec.version} would need ${names.join(' and ')} removed (${found.map((f) => f.because).join('; ')}), and Datum never removes a package`,
-    `an operator removes ${names.join(' and ')} by hand if ${names.length > 1 ? 'they' : 'it'} should go, or desired state names a version of ${spec.name} they agree with`,
+    `installing ${spec.name} ${spec.version} would push out ${found.map((f) => `${f.package} ${f.version} (${f.because}: ${f.consequence})`).join(' and ')}, and Datum never removes a package`,
+    `an operator removes ${names.join(' and ')} by hand if ${names.length > 1 ? 'they' : 'it'} should go, or desired state names a version of ${spec.name} that does not push ${names.length > 1 ? 'them' : 'it'} out`,
   );
 }
 
@@ -289,7 +290,7 @@ async function checkDeb(root: string, spec: InstallSpec & { artifact: string }, 
       ),
       { artifact: spec.artifact, deb_architecture: deb.architecture },
     );
-  const found = standingInTheWay({ ...spec, conflicts: deb.conflicts, breaks: deb.breaks }, await relationsForApply(root));
+  const found = standingInTheWay({ ...spec, ...deb, name: spec.name, version: spec.version }, await relationsForApply(root));
   const inTheWay = inTheWayProblem(spec, found);
   if (inTheWay !== null) throw new AgentRefusal('DestructiveActionRefusal', inTheWay, { package: spec.name });
 }
@@ -302,6 +303,18 @@ async function installFromApt(
   atWrite: AtWrite,
 ): Promise<{ run: ToolRun; how: string }> {
   const aptConfig = ctx.config?.packages.apt_config;
+  const known = await aptCandidate(root, aptConfig, spec.name, spec.version);
+  if ('problem' in known)
+    throw new AgentRefusal(
+      PACKAGE_INSTALL_FAILED,
+      withFix(
+        `${known.problem}; nothing was fetched or installed`,
+        "publish that version in the host's apt sources and update the host's package lists (apt-get update), or correct version in the desired state",
+      ),
+      { package: spec.name, version: spec.version },
+    );
+  const inTheWay = inTheWayProblem(spec, standingInTheWay(known.candidate, await relationsForApply(root)));
+  if (inTheWay !== null) throw new AgentRefusal('DestructiveActionRefusal', inTheWay, { package: spec.name });
   const fetched = await aptInstall(root, aptConfig, spec.name, spec.version, true);
   if (fetched.code !== 0 || fetched.ended !== null)
     throw installFailed('apt-get --download-only', spec, fetched, await readForApply(root, spec.name));
