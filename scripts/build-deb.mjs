@@ -37,7 +37,8 @@ function versionProblem(version) {
   const colon = version.indexOf(':');
   const epoch = colon < 0 ? null : version.slice(0, colon);
   const rest = colon < 0 ? version : version.slice(colon + 1);
-  if (epoch !== null && !/^[0-9]+$/.test(epoch)) return 'has an epoch that is not a number';
+  if (epoch !== null && !/^[1-9][0-9]*$/.test(epoch))
+    return 'has an epoch that is not a number from 1 without leading zeros (dpkg reports 0: as no epoch)';
   const dash = rest.lastIndexOf('-');
   if (dash < 0)
     return UPSTREAM_PLAIN.test(rest) ? null : 'does not start with a digit, or has characters outside A-Z a-z 0-9 . + ~';

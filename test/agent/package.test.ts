@@ -331,7 +331,7 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
         const parsed = resourceSpec.safeParse({ type: 'package', name, version: '1.0-1' });
         expect(parsed.success, name).toBe(false);
       }
-      for (const version of ['1.0 -1', 'v1.0', '1.0-', '-1', '1:', 'a:1.0', '1.0/x']) {
+      for (const version of ['1.0 -1', 'v1.0', '1.0-', '-1', '1:', 'a:1.0', '1.0/x', '0:1.0-1', '01:1.0']) {
         expect(resourceSpec.safeParse({ type: 'package', name: 'dtest-hello', version }).success, version).toBe(false);
       }
       expect(resourceSpec.safeParse({ type: 'package', name: 'dtest-hello', version: '1:2.0~rc1+dfsg-1' }).success).toBe(true);

@@ -25,7 +25,7 @@ export function packageNameProblem(name: string): string | null {
   return 'is not a Debian package name (lower case letters, digits, "+", "-", ".", two or more, starting with a letter or a digit)';
 }
 
-const EPOCH = /^[0-9]{1,9}$/;
+const EPOCH = /^[1-9][0-9]{0,8}$/;
 const UPSTREAM = /^[0-9][A-Za-z0-9.+~-]*$/;
 const UPSTREAM_ALONE = /^[0-9][A-Za-z0-9.+~]*$/;
 const REVISION = /^[A-Za-z0-9.+~]+$/;
@@ -33,14 +33,20 @@ const REVISION = /^[A-Za-z0-9.+~]+$/;
 /**
  * Why `version` is not a Debian version (policy 5.6.12: [epoch:]upstream_version[-debian_revision],
  * the upstream version starting with a digit), or null. Strict: dpkg itself accepts more with a
- * warning, and a desired version must be exactly what dpkg will report.
+ * warning, and a desired version must be exactly the spelling dpkg reports (drift compares the two
+ * as strings), so an epoch is a number other than 0 without leading zeros.
  */
 export function debianVersionProblem(version: string): string | null {
   if (version.length === 0 || version.length > 128) return 'is empty or longer than 128 characters';
   const colon = version.indexOf(':');
   const epoch = colon < 0 ? null : version.slice(0, colon);
   const rest = colon < 0 ? version : version.slice(colon + 1);
-  if (epoch !== null && !EPOCH.test(epoch)) return 'has an epoch (before ":") that is not a whole number';
+  // dpkg reads the epoch as a number and reports "0:1.0-1" as "1.0-1" and "01:1.0" as "1:1.0":
+  // only the spelling dpkg reports can ever be observed.
+  if (epoch !== null && !EPOCH.test(epoch))
+    return /^[0-9]+$/.test(epoch)
+      ? `has the epoch "${epoch}:", which dpkg reports as ${Number(epoch) === 0 ? 'no epoch at all' : `"${Number(epoch)}:"`}: write the version as dpkg reports it`
+      : 'has an epoch (before ":") that is not a whole number';
   const dash = rest.lastIndexOf('-');
   if (dash < 0)
     return UPSTREAM_ALONE.test(rest)
