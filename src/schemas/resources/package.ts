@@ -50,10 +50,18 @@ function paired(spec: { artifact?: string; sha256?: string }, ctx: z.RefinementC
 }
 
 const fields = {
-  name: packageName,
-  version: debianVersion,
-  artifact: artifactRef.optional(),
-  sha256: sha256Field.optional(),
+  name: packageName.describe(
+    'The Debian package name (lower case letters, digits, "+", "-", ".", two or more, starting with a letter or digit); its target is package:<name>.',
+  ),
+  version: debianVersion.describe(
+    'The exact version dpkg must report installed, spelled as dpkg reports it ([epoch:]upstream[-revision], such as "1.22.1-9").',
+  ),
+  artifact: artifactRef
+    .describe(
+      "A .deb of exactly that package and version: a path under the fleet directory, an absolute path or an http(s) URL. Without it, from the host's apt sources.",
+    )
+    .optional(),
+  sha256: sha256Field.describe('Hex sha256 of the .deb; required with artifact, and only with it.').optional(),
 };
 
 export const packageSpec = exactly<PackageSpec>()(z.strictObject({ type: z.literal('package'), ...fields }).superRefine(paired));
