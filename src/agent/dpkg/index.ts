@@ -20,9 +20,8 @@ export {
   installedRelations,
   packageMarker,
   packageRecord,
-  type DebFields,
   type PackageEntry,
   type PackageRecord,
 } from './query';
 export { standingInTheWay, type InTheWay } from './relations';
-export { ToolMissing, lastLines, type ToolRun } from './run';
+export { lastLines, type ToolRun } from './run';

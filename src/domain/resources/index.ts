@@ -46,4 +46,4 @@ export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
 export { fileTarget } from './file';
 export { fileBytes } from './common';
-export { PACKAGE_NAME, debianVersionProblem, packageNameProblem, packageTarget } from './package';
+export { debianVersionProblem, packageNameProblem } from './package';

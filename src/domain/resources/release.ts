@@ -33,6 +33,10 @@ export const release: ResourceKind<ReleaseSpec> = {
 };
 
 /** Where the agent fetches a resource's artifact (a release's, a package's): the location the controller resolved, else as written. */
-export function artifactLocation(intent: { locations?: Record<string, string> }, key: string, spec: { artifact: string }): string {
+export function artifactLocation(
+  intent: { locations?: Record<string, string> },
+  key: string,
+  spec: { artifact: string },
+): string {
   return intent.locations?.[key] ?? spec.artifact;
 }

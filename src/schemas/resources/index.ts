@@ -24,7 +24,9 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   package: packageSpec,
 };
 
-export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec]));
+export const resourceSpec = exactly<ResourceSpec>()(
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec]),
+);
 
 export { releaseSpec } from './release';
 export { packageInstallSpec } from './package';
