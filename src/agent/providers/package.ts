@@ -210,7 +210,7 @@ function refuseHeld(root: string, spec: InstallSpec, before: PackageRecord): voi
 
 /**
  * The .deb: fetched into .datum/tmp, its sha256 verified, its own Package, Version and
- * Architecture checked against the spec and the host, and its Conflicts and Breaks against what
+ * Architecture checked against the spec and the host, and its Conflicts, Breaks and Replaces against what
  * is installed, all before dpkg runs on it. dpkg reads the very descriptor that verified
  * (/proc/<agent>/fd/<n>), so the bytes installed are the bytes checked.
  */
