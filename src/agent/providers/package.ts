@@ -210,9 +210,9 @@ function refuseHeld(root: string, spec: InstallSpec, before: PackageRecord): voi
 
 /**
  * The .deb: fetched into .datum/tmp, its sha256 verified, its own Package, Version and
- * Architecture checked against the spec and the host, and its Conflicts, Breaks and Replaces against what
- * is installed, all before dpkg runs on it. dpkg reads the very descriptor that verified
- * (/proc/<agent>/fd/<n>), so the bytes installed are the bytes checked.
+ * Architecture checked against the spec and the host, and its Conflicts, Breaks and Replaces
+ * against what is installed, all before dpkg runs on it. dpkg reads the very descriptor that
+ * verified (/proc/<agent>/fd/<n>), so the bytes installed are the bytes checked.
  */
 async function installFromDeb(
   ctx: NodeContext,
