@@ -198,6 +198,15 @@ describe('what an install would push out', () => {
         out: ['web-common'],
       },
       {
+        name: "an installed package's Conflicts on a virtual package the candidate provides",
+        candidate: { name: 'exim4', version: '4.96', provides: parseRelations('mail-transport-agent') },
+        installed: [
+          installed('postfix', '3.7', { conflicts: 'mail-transport-agent' }),
+          installed('mutt', '2', { breaks: 'mta (<< 1)' }),
+        ],
+        out: ['postfix'],
+      },
+      {
         name: 'its own older version is never in its way',
         candidate: { name: 'web', version: '2', conflicts: parseRelations('web (<< 2)') },
         installed: [installed('web', '1', { conflicts: 'web' })],

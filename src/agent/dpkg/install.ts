@@ -22,13 +22,18 @@ const dpkgOptions = (root: string) => [
   '--force-confold',
 ];
 
+/** Maintainer scripts that ask debconf take its defaults: nobody is there to answer. */
+const NONINTERACTIVE = { DEBIAN_FRONTEND: 'noninteractive' };
+
 /** dpkg --install of the .deb at `file` into the database under `root`. */
 export async function dpkgInstall(root: string, file: string): Promise<ToolRun> {
-  return await runTool('dpkg', [...dpkgOptions(root), '--install', '--', file], { timeoutMs: INSTALL_TIMEOUT_MS });
+  return await runTool('dpkg', [...dpkgOptions(root), '--install', '--', file], {
+    env: toolEnv(NONINTERACTIVE),
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
 }
 
-const aptEnv = (aptConfig: string | undefined) =>
-  toolEnv({ DEBIAN_FRONTEND: 'noninteractive', ...(aptConfig ? { APT_CONFIG: aptConfig } : {}) });
+const aptEnv = (aptConfig: string | undefined) => toolEnv({ ...NONINTERACTIVE, ...(aptConfig ? { APT_CONFIG: aptConfig } : {}) });
 
 /** apt reads the same status file dpkg-query does: the database under `root`. */
 const aptStatus = (root: string) => ['-o', `Dir::State::status=${path.join(admindirOf(root), 'status')}`];
@@ -68,6 +73,7 @@ export async function aptCandidate(
       conflicts: parseRelations(fields.get('conflicts') ?? ''),
       breaks: parseRelations(fields.get('breaks') ?? ''),
       replaces: parseRelations(fields.get('replaces') ?? ''),
+      provides: parseRelations(fields.get('provides') ?? ''),
     },
   };
 }

@@ -137,11 +137,12 @@ export interface DebFields {
   conflicts: Relation[];
   breaks: Relation[];
   replaces: Relation[];
+  provides: Relation[];
 }
 
 /** The .deb's control fields; null when dpkg-deb cannot read it as a Debian package (its message in `problem`). */
 export async function debFields(file: string): Promise<{ fields: DebFields } | { problem: string }> {
-  const format = '${Package}\\t${Version}\\t${Architecture}\\t${Conflicts}\\t${Breaks}\\t${Replaces}\\n';
+  const format = '${Package}\\t${Version}\\t${Architecture}\\t${Conflicts}\\t${Breaks}\\t${Replaces}\\t${Provides}\\n';
   const run = await runTool('dpkg-deb', ['--show', `--showformat=${format}`, '--', file], { timeoutMs: QUERY_TIMEOUT_MS });
   if (run.code !== 0) return { problem: lastLines(run.stderr || run.output, 2) || `dpkg-deb exited ${run.code ?? run.signal}` };
   const f = run.stdout.replace(/\n$/, '').split('\t');
@@ -153,6 +154,7 @@ export async function debFields(file: string): Promise<{ fields: DebFields } | {
       conflicts: parseRelations(f[3] ?? ''),
       breaks: parseRelations(f[4] ?? ''),
       replaces: parseRelations(f[5] ?? ''),
+      provides: parseRelations(f[6] ?? ''),
     },
   };
 }

@@ -118,6 +118,8 @@ export interface Candidate {
   conflicts?: Relation[];
   breaks?: Relation[];
   replaces?: Relation[];
+  /** Virtual packages it provides: an installed package's Conflicts or Breaks on one of them counts too. */
+  provides?: Relation[];
 }
 
 const CONSEQUENCE = {
@@ -138,14 +140,20 @@ export function standingInTheWay(candidate: Candidate, installed: RelatedPackage
   for (const p of installed) {
     if (p.name === candidate.name) continue;
     const theirs = [...p.conflicts.map((r) => ['Conflicts', r] as const), ...p.breaks.map((r) => ['Breaks', r] as const)];
-    for (const [field, r] of theirs)
-      if (r.name === candidate.name && satisfies(candidate.version, r))
+    for (const [field, r] of theirs) {
+      const byName = r.name === candidate.name && satisfies(candidate.version, r);
+      // A virtual package matches an unversioned relation, or a versioned one through a versioned Provides.
+      const provided = (candidate.provides ?? []).some(
+        (v) => v.name === r.name && (r.op === null || (v.op === '=' && v.version !== null && satisfies(v.version, r))),
+      );
+      if (byName || provided)
         out.push({
           package: p.name,
           version: p.version,
-          because: `it declares ${field}: ${r.text}`,
+          because: `it declares ${field}: ${r.text}${byName ? '' : `, which ${candidate.name} ${candidate.version} provides`}`,
           consequence: CONSEQUENCE[field],
         });
+    }
     const ours = [
       ...(candidate.conflicts ?? []).map((r) => ['Conflicts', r] as const),
       ...(candidate.breaks ?? []).map((r) => ['Breaks', r] as const),
