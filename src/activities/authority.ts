@@ -138,17 +138,21 @@ export class DesiredStateAuthority {
     }
   }
 
-  /** Where the agent fetches each release's artifact (the intent's `locations`); a missing file is a problem. */
+  /**
+   * Where the agent fetches each artifact (a release's archive, a package's .deb): the intent's
+   * `locations`; a missing file is a problem.
+   */
   private async resolveArtifacts(intent: BoundIntent): Promise<{ locations: Record<string, string>; problems: string[] }> {
     const problems: string[] = [];
     const locations: Record<string, string> = {};
     for (const [key, spec] of Object.entries(intent.resources)) {
-      if (spec.type !== 'release') continue;
-      if (/^https?:\/\//i.test(spec.artifact)) {
-        locations[key] = spec.artifact;
+      const artifact = 'artifact' in spec ? spec.artifact : undefined;
+      if (artifact === undefined) continue;
+      if (/^https?:\/\//i.test(artifact)) {
+        locations[key] = artifact;
         continue;
       }
-      const absolute = path.resolve(this.fleetDir, spec.artifact);
+      const absolute = path.resolve(this.fleetDir, artifact);
       try {
         const st = await fs.stat(absolute);
         if (!st.isFile()) throw new Error('not a regular file');
@@ -157,8 +161,8 @@ export class DesiredStateAuthority {
         problems.push(
           problemLine({
             field: `resources.${key}.artifact`,
-            problem: `${spec.artifact} does not exist (looked at ${absolute})`,
-            fix: "build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs) or correct the path",
+            problem: `${artifact} does not exist (looked at ${absolute})`,
+            fix: "build it into the fleet's artifacts/ (a release's archive with scripts/build-artifact.mjs, a package's .deb with scripts/build-deb.mjs or dpkg-deb) or correct the path",
           }),
         );
       }

@@ -43,7 +43,22 @@ export type FlagSpec = {
   value: Json;
 };
 
-export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec;
+export type PackageSpec = {
+  type: 'package';
+  /** The Debian package name (its target: package:<name>). */
+  name: string;
+  /** The exact Debian version dpkg must report installed, such as "1.1-1". */
+  version: string;
+  /**
+   * A .deb of exactly that package and version, as for a release: a path under the fleet
+   * directory, an absolute path or an http(s) URL. Absent: from the host's configured apt sources.
+   */
+  artifact?: string;
+  /** Hex sha256 of the .deb; present exactly when artifact is. */
+  sha256?: string;
+};
+
+export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec | PackageSpec;
 
 /** The policy with defaults applied and every duration in its one stored spelling ("60s"). */
 export interface Policy {
@@ -96,9 +111,9 @@ export interface BoundIntent extends DesiredState {
   digest: string;
   provenance: DesiredProvenance;
   /**
-   * Where the agent fetches each release's artifact (absolute path or URL), resolved by the
-   * controller when it reads the authority. Outside the digest: the digest binds what the author
-   * wrote. Read through artifactLocation (src/domain/resources/release.ts) only.
+   * Where the agent fetches each artifact (a release's, a package's .deb) as an absolute path or
+   * URL, resolved by the controller when it reads the authority. Outside the digest: the digest
+   * binds what the author wrote. Read through artifactLocation (src/domain/resources/release.ts) only.
    */
   locations?: Record<string, string>;
 }

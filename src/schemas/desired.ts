@@ -9,7 +9,7 @@ import { agentAllow, agentPackages, agentUnits } from './agent-reach';
 import { agentServices } from './agent-services';
 import { exactly, nodeId, resourceKey } from './base';
 
-export { RESOURCE_SCHEMAS, releaseSpec, resourceSpec } from './resources';
+export { RESOURCE_SCHEMAS, packageInstallSpec, releaseSpec, resourceSpec } from './resources';
 
 /*
  * The two files a person writes, as zod schemas: desired/nodes/<node>.yaml (docs/architecture.md
@@ -179,7 +179,7 @@ export const agentEntryName = z.string().superRefine((name, ctx) => {
         code: 'custom',
         message: withFix(
           problem,
-          'name a resource key, or a target as Datum names it: file:<path under the root>, flag:<name>, release:current or service:<key>',
+          'name a resource key, or a target as Datum names it: file:<path under the root>, flag:<name>, release:current, service:<key> or package:<name>',
         ),
       });
     return;

@@ -390,7 +390,7 @@ function sharedTargetProblems(resources: Record<string, ResourceSpec>): Problem[
     fix:
       target === RELEASE_TARGET
         ? 'keep one release resource per node: every release switches the one current link'
-        : 'give each resource its own target (another path), or remove all but one of them',
+        : 'give each resource its own target (another path, another package), or remove all but one of them',
   }));
 }
 

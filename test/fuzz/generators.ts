@@ -24,8 +24,20 @@ const relPath = fc
   .filter((s) => !['releases', 'current', 'flags', '.datum'].includes(s[0]) && s.every((x) => x !== '.' && x !== '..'))
   .map((s) => s.join('/'));
 const duration = fc.constantFrom('1s', '30s', '5m', '1h', '250ms', '2m30s');
+/** A Debian package name and version (policy 5.6.1 and 5.6.12), as a package resource names them. */
+const packageName = fc.stringMatching(/^[a-z0-9][a-z0-9+.-]{1,20}$/);
+const debianVersion = fc
+  .tuple(
+    fc.option(fc.integer({ min: 1, max: 99 }), { nil: undefined }),
+    fc.stringMatching(/^[0-9][A-Za-z0-9.+~]{0,8}$/),
+    fc.option(fc.stringMatching(/^[A-Za-z0-9.+~]{1,6}$/), { nil: undefined }),
+  )
+  .map(
+    ([epoch, upstream, revision]) =>
+      `${epoch === undefined ? '' : `${epoch}:`}${upstream}${revision === undefined ? '' : `-${revision}`}`,
+  );
 
-/** A desired-state document that validates: one release, files, flags, maybe a service. */
+/** A desired-state document that validates: one release, files, flags, maybe a service and a package. */
 export const validDesired = fc
   .record({
     node: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._-]{0,20}$/),
@@ -39,6 +51,7 @@ export const validDesired = fc
     flags: fc.array(fc.tuple(key, fc.oneof(fc.boolean(), fc.integer(), fc.string({ maxLength: 8 }))), { maxLength: 2 }),
     policy: fc.record({ resync_interval: duration, observation_ttl: duration }, { requiredKeys: [] }),
     service: fc.boolean(),
+    package: fc.option(fc.tuple(packageName, debianVersion, fc.option(hex64, { nil: undefined })), { nil: undefined }),
   })
   .map((d) => {
     const resources: Record<string, unknown> = {
@@ -54,6 +67,10 @@ export const validDesired = fc
     const firstFile = Object.keys(resources).find((k) => k.startsWith('f'));
     if (d.service && firstFile)
       resources.app = { type: 'service', release: 'build', config: firstFile, command: ['node', 'server.js'] };
+    if (d.package) {
+      const [name, version, sha256] = d.package;
+      resources.pkg = { type: 'package', name, version, ...(sha256 ? { artifact: `artifacts/${name}.deb`, sha256 } : {}) };
+    }
     return { node: d.node, generation: d.generation, resources, policy: d.policy };
   });
 

@@ -66,3 +66,90 @@ export function dpkgIn(root: string, args: string[]): { status: number | null; o
   });
   return { status: result.status, output: `${result.stdout}${result.stderr}` };
 }
+
+/** `dpkg-query --root ROOT -W` of one package: its version and ${db:Status-Abbrev}; null when dpkg has no entry. */
+export function queryIn(root: string, name: string): { version: string; abbrev: string } | null {
+  const result = spawnSync('dpkg-query', [`--root=${root}`, '-W', '-f=${Version}\t${db:Status-Abbrev}', '--', name], {
+    encoding: 'utf8',
+  });
+  if (result.status === 1 && /no packages found/.test(result.stderr)) return null;
+  if (result.status !== 0) throw new Error(`dpkg-query --root=${root} -W ${name} failed: ${result.stderr.trim()}`);
+  const [version, abbrev] = result.stdout.split('\t');
+  return { version: version ?? '', abbrev: abbrev ?? '' };
+}
+
+/** An empty confined dpkg root at `root` (its database and its log directory), as an operator makes one for packages.root. */
+export async function emptyDpkgRoot(root: string): Promise<string> {
+  await fs.mkdir(path.join(root, 'var/lib/dpkg'), { recursive: true });
+  await fs.mkdir(path.join(root, 'var/log'), { recursive: true });
+  return root;
+}
+
+/** `echo "NAME SELECTION" | dpkg --root ROOT --set-selections` (hold, install). */
+export function selectIn(root: string, name: string, selection: 'hold' | 'install'): void {
+  const result = spawnSync('dpkg', [`--root=${root}`, '--set-selections'], { input: `${name} ${selection}\n`, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`dpkg --set-selections failed: ${result.stderr.trim()}`);
+}
+
+/**
+ * The host's own dpkg database and log as they are now, and a check that nothing since mentions
+ * `names`: the tests' packages never reach the machine's packages. Other sessions may install on
+ * this host meanwhile, so the check is about the tests' names, not about the files' bytes.
+ */
+export async function hostDpkgUntouched(names: RegExp): Promise<() => Promise<void>> {
+  const logSize = (await fs.stat('/var/log/dpkg.log').catch(() => ({ size: 0 }))).size;
+  const statusBefore = await fs.readFile('/var/lib/dpkg/status', 'utf8');
+  if (names.test(statusBefore)) throw new Error(`the host's dpkg status already names ${names}: clean it up first`);
+  return async () => {
+    const status = await fs.readFile('/var/lib/dpkg/status', 'utf8');
+    const log = await fs.readFile('/var/log/dpkg.log').catch(() => Buffer.alloc(0));
+    const added = log.subarray(Math.min(logSize, log.length)).toString('utf8');
+    const problems = [
+      ...(names.test(status) ? [`/var/lib/dpkg/status now names ${names}`] : []),
+      ...(names.test(added)
+        ? [
+            `/var/log/dpkg.log gained lines naming ${names}: ${added
+              .split('\n')
+              .filter((l) => names.test(l))
+              .join(' | ')}`,
+          ]
+        : []),
+    ];
+    if (problems.length > 0) throw new Error(problems.join('; '));
+  };
+}
+
+/**
+ * A flat apt repository of the .debs in `repo` (its Packages index written by scripts/build-deb.mjs)
+ * and an APT_CONFIG file under `dir` that confines apt to it and to the dpkg database under
+ * `root`: apt reads no file of the host's /etc/apt (so none of its hooks run), keeps its lists,
+ * cache and logs under `dir`, and runs dpkg with --root and a log of its own. Returns the
+ * config's path after an `apt-get update` with it.
+ */
+export async function confinedApt(dir: string, repo: string, root: string): Promise<string> {
+  const { writePackagesIndex } = await import('../../scripts/build-deb.mjs');
+  await writePackagesIndex(repo);
+  for (const d of ['state', 'cache/archives/partial', 'log', 'empty']) await fs.mkdir(path.join(dir, d), { recursive: true });
+  await fs.writeFile(path.join(dir, 'sources.list'), `deb [trusted=yes] file:${repo} ./\n`);
+  const config = path.join(dir, 'apt.conf');
+  await fs.writeFile(
+    config,
+    [
+      'Dir::Etc::Main "/dev/null";',
+      `Dir::Etc::Parts "${dir}/empty";`,
+      `Dir::Etc::SourceList "${dir}/sources.list";`,
+      `Dir::Etc::SourceParts "${dir}/empty";`,
+      'Dir::Etc::Preferences "/dev/null";',
+      `Dir::Etc::PreferencesParts "${dir}/empty";`,
+      `Dir::State "${dir}/state";`,
+      `Dir::State::status "${root}/var/lib/dpkg/status";`,
+      `Dir::Cache "${dir}/cache";`,
+      `Dir::Log "${dir}/log";`,
+      `DPkg::Options { "--root=${root}"; "--log=${root}/var/log/dpkg.log"; };`,
+      '',
+    ].join('\n'),
+  );
+  const update = spawnSync('apt-get', ['-q', 'update'], { env: { ...process.env, APT_CONFIG: config }, encoding: 'utf8' });
+  if (update.status !== 0) throw new Error(`apt-get update failed: ${update.stderr.trim()}`);
+  return config;
+}

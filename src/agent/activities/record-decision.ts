@@ -63,7 +63,7 @@ const recordDecisionRequest = z.object({
     .string()
     .refine(
       (t) => namesTarget(t) && targetNameProblem(t) === null,
-      'is not a target (file:<path>, flag:<name>, release:current, service:<key>)',
+      'is not a target (file:<path>, flag:<name>, release:current, service:<key>, package:<name>)',
     ),
   kind: z.enum(['yield', 'conflict', 'retake']),
   spec_digest: z.string().min(1),

@@ -1,6 +1,7 @@
 import type { ResourceSpec, ResourceType } from '../../domain';
 import { fileProvider } from './file';
 import { flagProvider } from './flag';
+import { packageProvider } from './package';
 import { releaseProvider } from './release';
 import { serviceProvider } from './service';
 import type { Provider } from './types';
@@ -19,6 +20,7 @@ export const PROVIDERS: { readonly [T in ResourceType]: ProviderOf<T> } = {
   file: fileProvider,
   flag: flagProvider,
   service: serviceProvider,
+  package: packageProvider,
 };
 
 /** The provider of a resource type; null for a type this agent does not know (a newer controller's). */

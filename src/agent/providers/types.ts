@@ -78,12 +78,16 @@ export interface Provider<S extends ResourceSpec = ResourceSpec> {
 /** What `datum import` found for one resource: its spec, or the problem, in a person's words. */
 export type ImportResult<S extends ResourceSpec = ResourceSpec> = { spec: S } | { problem: string };
 
-/** How the watch sees a resource change without observing it: a cheap marker, and what wakes it early. */
+/**
+ * How the watch sees a resource change without observing it: a cheap marker, and what wakes it
+ * early. `config` is agent.yaml as the watch read it: where a resource outside the root lives
+ * (dpkg's packages.root).
+ */
 export interface WatchHooks<S extends ResourceSpec = ResourceSpec> {
   /** A cheap fingerprint (lstat, readlink, /proc): any change of the resource changes it. */
-  marker(root: string, key: string, spec: S): Promise<string>;
+  marker(root: string, key: string, spec: S, config: AgentConfig): Promise<string>;
   /** Directories whose entries change when the resource does (watched with inotify). */
-  dirs(root: string, key: string, spec: S): string[];
+  dirs(root: string, key: string, spec: S, config: AgentConfig): string[];
   /**
    * Other sources that wake the watch (a child's exit): a function that stops listening, or
    * 'blind' when a change can be seen only by polling (an adopted process, a systemd unit).

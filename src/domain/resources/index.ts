@@ -3,6 +3,7 @@ import type { ResourceType } from '../../contract/vocabulary';
 import { file } from './file';
 import { flag } from './flag';
 import type { ResourceKind } from './kind';
+import { packageKind } from './package';
 import { release } from './release';
 import { service } from './service';
 
@@ -15,7 +16,13 @@ import { service } from './service';
 
 type KindOf<T extends ResourceType> = ResourceKind<Extract<ResourceSpec, { type: T }>>;
 
-export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = { release, file, flag, service };
+export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = {
+  release,
+  file,
+  flag,
+  service,
+  package: packageKind,
+};
 
 /** The kind of a spec, typed for it. */
 export function kindOf<S extends ResourceSpec>(spec: S): ResourceKind<S> {
@@ -39,3 +46,4 @@ export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
 export { fileTarget } from './file';
 export { fileBytes } from './common';
+export { debianVersionProblem, packageNameProblem } from './package';

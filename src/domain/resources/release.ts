@@ -32,11 +32,11 @@ export const release: ResourceKind<ReleaseSpec> = {
   forAgent: (intent, key, spec) => ({ ...spec, artifact: artifactLocation(intent, key, spec) }),
 };
 
-/** Where the agent fetches a release's artifact: the location the controller resolved, else as written. */
+/** Where the agent fetches a resource's artifact (a release's, a package's): the location the controller resolved, else as written. */
 export function artifactLocation(
   intent: { locations?: Record<string, string> },
   key: string,
-  spec: Pick<ReleaseSpec, 'artifact'>,
+  spec: { artifact: string },
 ): string {
   return intent.locations?.[key] ?? spec.artifact;
 }

@@ -4,6 +4,7 @@ import type { ResourceType } from '../../contract/vocabulary';
 import { exactly } from '../base';
 import { fileSpec } from './file';
 import { flagSpec } from './flag';
+import { packageSpec } from './package';
 import { releaseSpec } from './release';
 import { serviceSpec } from './service';
 
@@ -20,8 +21,12 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   file: fileSpec,
   service: serviceSpec,
   flag: flagSpec,
+  package: packageSpec,
 };
 
-export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
+export const resourceSpec = exactly<ResourceSpec>()(
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec]),
+);
 
 export { releaseSpec } from './release';
+export { packageInstallSpec } from './package';
