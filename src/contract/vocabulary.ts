@@ -168,17 +168,18 @@ export const MODE_MEANINGS: Record<Mode, string> = {
   enforce: 'repair managed drift with authorized, idempotent actions',
 };
 
-export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
+export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'unit'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
   release: 'an artifact unpacked to releases/<version>, with the current link pointing at it',
   file: 'a file under the node root, observed by the sha256 of its bytes',
   service: "a process on the current release, observed by its own health endpoint's build and config digest",
   flag: 'a JSON value at flags/<name>.json',
+  unit: "a systemd unit, observed from its manager: Datum's unit file or drop-in, enabled and active state, declared properties, and whether its main process started after its content was written",
 };
 
 /** What an authorized action does. */
-export const ACTIONS = ['release.install', 'file.write', 'service.start', 'service.restart', 'flag.write'] as const;
+export const ACTIONS = ['release.install', 'file.write', 'service.start', 'service.restart', 'flag.write', 'unit.apply'] as const;
 export type ActionKind = (typeof ACTIONS)[number];
 export const ACTION_MEANINGS: Record<ActionKind, string> = {
   'release.install': 'fetch the artifact, verify its sha256, unpack it and switch current, each step atomic',
@@ -186,15 +187,27 @@ export const ACTION_MEANINGS: Record<ActionKind, string> = {
   'service.start': 'start the service on current with its config',
   'service.restart': 'restart the service on current with its config',
   'flag.write': "write the flag's value",
+  'unit.apply':
+    "write Datum's unit file or drop-in atomically (the replaced bytes kept under .datum/backup/), reload the manager, enable, then start or restart the unit until its main process started after its content was written",
 };
 
 /** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
-export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill'] as const;
+export const DESTRUCTIVE_ACTIONS = [
+  'release.delete',
+  'file.delete',
+  'service.kill',
+  'unit.delete',
+  'unit.disable',
+  'unit.stop',
+] as const;
 export type DestructiveActionKind = (typeof DESTRUCTIVE_ACTIONS)[number];
 export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> = {
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
   'service.kill': 'kill a service without starting it again',
+  'unit.delete': "delete a unit file or drop-in (Datum's or anyone's)",
+  'unit.disable': 'disable a unit',
+  'unit.stop': 'stop a unit without starting it again',
 };
 
 /** What became of an action the agent was sent (execution evidence, never proof of convergence). */

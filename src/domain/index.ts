@@ -22,7 +22,7 @@ export * from './loop';
 export * from './watch';
 export * from './pass';
 export * from './targets';
-export { kindOfAction } from './resources';
+export { kindOfAction, ownFile, unitNameProblem } from './resources';
 export * from './markers';
 export * from './decisions';
 export * from './written';

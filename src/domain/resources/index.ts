@@ -5,6 +5,7 @@ import { flag } from './flag';
 import type { ResourceKind } from './kind';
 import { release } from './release';
 import { service } from './service';
+import { unit } from './unit';
 
 /*
  * The resource types, one entry each: the table plan, targets, values, classification and
@@ -15,7 +16,7 @@ import { service } from './service';
 
 type KindOf<T extends ResourceType> = ResourceKind<Extract<ResourceSpec, { type: T }>>;
 
-export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = { release, file, flag, service };
+export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = { release, file, flag, service, unit };
 
 /** The kind of a spec, typed for it. */
 export function kindOf<S extends ResourceSpec>(spec: S): ResourceKind<S> {
@@ -39,3 +40,4 @@ export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
 export { fileTarget } from './file';
 export { fileBytes } from './common';
+export { ownFile, unitNameProblem, unitPropertyProblem } from './unit';

@@ -6,6 +6,7 @@ import { fileSpec } from './file';
 import { flagSpec } from './flag';
 import { releaseSpec } from './release';
 import { serviceSpec } from './service';
+import { unitSpec } from './unit';
 
 /*
  * Each resource type's spec as desired state writes it, one file per type, in one table that is
@@ -20,8 +21,11 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   file: fileSpec,
   service: serviceSpec,
   flag: flagSpec,
+  unit: unitSpec,
 };
 
-export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
+export const resourceSpec = exactly<ResourceSpec>()(
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, unitSpec]),
+);
 
 export { releaseSpec } from './release';
