@@ -11,6 +11,7 @@
  *   node/           the per-node records under <root>/.datum/: claims and decisions, the journal
  *                   and fence, the root's holder, fence resets, watch tokens, retention, the lock
  *   services/       the processes the agent starts for `service` resources (process or systemd)
+ *   units/          systemd units for `unit` resources: systemctl, Datum's unit files, evidence, probes
  *   watch.ts        watch: returns as soon as something managed changes
  *   config.ts       agent.yaml, read on every call
  *   gate.ts, heartbeat.ts, logging.ts, metrics.ts, limits.ts, markers.ts, refusal.ts

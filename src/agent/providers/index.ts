@@ -3,6 +3,7 @@ import { fileProvider } from './file';
 import { flagProvider } from './flag';
 import { releaseProvider } from './release';
 import { serviceProvider } from './service';
+import { unitProvider } from './unit';
 import type { Provider } from './types';
 
 /*
@@ -19,6 +20,7 @@ export const PROVIDERS: { readonly [T in ResourceType]: ProviderOf<T> } = {
   file: fileProvider,
   flag: flagProvider,
   service: serviceProvider,
+  unit: unitProvider,
 };
 
 /** The provider of a resource type; null for a type this agent does not know (a newer controller's). */

@@ -19,6 +19,11 @@ export interface NodeContext {
    */
   config?: AgentConfig;
   /**
+   * The resources the observe was asked about, as the agent reads them: a unit's restart_on names
+   * file resources by key, and this says where they are. Absent: not an observe.
+   */
+  resources?: Record<string, ResourceSpec>;
+  /**
    * The identity of the target the agent judged the apply's protections on (src/agent/fs/identity.ts);
    * a file write that resolves anywhere else at its write is refused. Absent: not an apply.
    */
@@ -80,10 +85,13 @@ export type ImportResult<S extends ResourceSpec = ResourceSpec> = { spec: S } | 
 
 /** How the watch sees a resource change without observing it: a cheap marker, and what wakes it early. */
 export interface WatchHooks<S extends ResourceSpec = ResourceSpec> {
-  /** A cheap fingerprint (lstat, readlink, /proc): any change of the resource changes it. */
-  marker(root: string, key: string, spec: S): Promise<string>;
+  /**
+   * A cheap fingerprint (lstat, readlink, /proc, one systemctl show): any change of the resource
+   * changes it. `config` is agent.yaml as the watch read it (how a unit's manager is reached).
+   */
+  marker(root: string, key: string, spec: S, config?: AgentConfig): Promise<string>;
   /** Directories whose entries change when the resource does (watched with inotify). */
-  dirs(root: string, key: string, spec: S): string[];
+  dirs(root: string, key: string, spec: S, config?: AgentConfig): string[];
   /**
    * Other sources that wake the watch (a child's exit): a function that stops listening, or
    * 'blind' when a change can be seen only by polling (an adopted process, a systemd unit).
