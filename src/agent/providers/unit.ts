@@ -3,7 +3,7 @@ import { ownFile, unitNameProblem, type ResourceSpec, type UnitSpec } from '../.
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
 import type { AgentConfig } from '../../schemas';
-import { applyUnit, unitApplySpec, type UnitApplySpec } from '../units/apply';
+import { admit, applyUnit, unitApplySpec, type UnitApplySpec } from '../units/apply';
 import { ownPath, readOwnFile, unitsDir } from '../units/files';
 import { observeUnit, unitMarker, type UnitView } from '../units/observe';
 import { ManagerUnreachable, UNIT_PROPERTIES, showUnit } from '../units/systemctl';
@@ -23,7 +23,11 @@ export const unitProvider: Provider<UnitSpec> = {
     const spec = specOf(action, unitApplySpec);
     return applyUnit(ctx, action.resource_key, spec, viewOfAction(spec), now, atWrite);
   },
-  targetNow: (ctx, action) => observeUnit(ctx.config, ctx.root, viewOfAction(specOf(action, unitApplySpec))),
+  targetNow: (ctx, action) => {
+    const view = viewOfAction(specOf(action, unitApplySpec));
+    admit(ctx.config, view);
+    return observeUnit(ctx.config, ctx.root, view);
+  },
   watch: {
     marker: (_root, _key, spec, config) => watchMarker(config, viewOfSpec(spec, {})),
     // Datum's own file (a hand edit is seen at once); the manager's state has no event without D-Bus.

@@ -82,8 +82,12 @@ export async function applyUnit(
   return { marker_after: after.marker, detail: report(view, done, after) };
 }
 
-/** What the agent checks on its own before anything runs; each a refusal, so nothing has changed when one throws. */
-async function assertMayAct(ctx: NodeContext, resourceKey: string, spec: UnitApplySpec, view: UnitView, units: UnitsDir) {
+/**
+ * What the agent refuses before it reads anything of the unit (compare-and-swap reads it too, so
+ * this runs first there as well): a name that is no unit name, a unit or a probe the host's
+ * agent.yaml does not allow.
+ */
+export function admit(config: NodeContext['config'], view: UnitView): void {
   const problem = unitNameProblem(view.name);
   if (problem !== null)
     throw new AgentRefusal(
@@ -91,8 +95,13 @@ async function assertMayAct(ctx: NodeContext, resourceKey: string, spec: UnitApp
       withFix(`unit name ${JSON.stringify(view.name)} ${problem}; nothing was run`, 'correct the unit name in desired state'),
       { unit: view.name },
     );
-  assertUnitAllowed(ctx.config, view.name);
-  if (view.probe !== null) assertProbeAllowed(ctx.config, view.name, view.probe);
+  assertUnitAllowed(config, view.name);
+  if (view.probe !== null) assertProbeAllowed(config, view.name, view.probe);
+}
+
+/** What the agent checks on its own before anything changes; each a refusal, so nothing has changed when one throws. */
+async function assertMayAct(ctx: NodeContext, resourceKey: string, spec: UnitApplySpec, view: UnitView, units: UnitsDir) {
+  admit(ctx.config, view);
   if (spec.file !== null) {
     const size = Buffer.byteLength(spec.file.content);
     if (size > UNIT_TEXT_MAX)
