@@ -67,8 +67,8 @@ export async function startUnitHost(): Promise<UnitHost | { skip: string }> {
   };
 }
 
-/** The verbs of the calls that change something (everything but show). */
-export const changes = (calls: string[][]) => calls.filter((argv) => !argv.includes('show'));
+/** The calls that change something: everything but the reads (show, is-enabled). */
+export const changes = (calls: string[][]) => calls.filter((argv) => !argv.includes('show') && !argv.includes('is-enabled'));
 
 /** systemctl --user as a person would run it (the real one, not through the journal). */
 export function systemctl(...args: string[]): { status: number | null; stdout: string; stderr: string } {

@@ -270,6 +270,19 @@ describe('the unit provider against a real systemd manager', () => {
     expect(await health(w.port)).toEqual({ greeting: 'hello', config: 'v2\n' });
   }, 60_000);
 
+  it("sees a unit disabled behind its back at once (is-enabled, not the manager's cached UnitFileState), under a moved marker", async (ctx) => {
+    skipUnless(ctx);
+    const w = await webNode();
+    const first = await converge(w);
+    expect(systemctl('disable', '--', w.name).status).toBe(0);
+    // The manager's own property still says enabled until a daemon-reload (systemd 252).
+    expect(show(w.name, ['UnitFileState']).UnitFileState).toBe('enabled');
+    const seen = (await w.t.observe(w.resources)).resources.web;
+    expect(seen.value).toMatchObject({ enabled: false, active: true });
+    expect(seen.detail).toMatchObject({ unit_file_state: 'disabled' });
+    expect(seen.marker).not.toBe(first.after.marker);
+  }, 60_000);
+
   it('adopts an existing unit in observe mode: drift on exactly the declared properties, and nothing changes', async (ctx) => {
     skipUnless(ctx);
     const t = await makeNode();

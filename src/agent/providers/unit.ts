@@ -6,7 +6,7 @@ import type { AgentConfig } from '../../schemas';
 import { admit, applyUnit, unitApplySpec, type UnitApplySpec } from '../units/apply';
 import { ownPath, readOwnFile, unitsDir } from '../units/files';
 import { observeUnit, unitMarker, type UnitView } from '../units/observe';
-import { ManagerUnreachable, UNIT_PROPERTIES, showUnit } from '../units/systemctl';
+import { ManagerUnreachable, UNIT_PROPERTIES, readUnitState } from '../units/systemctl';
 import { now, specOf, type ImportResult, type NodeContext, type Provider } from './types';
 
 /*
@@ -90,7 +90,7 @@ async function watchMarker(config: AgentConfig | undefined, view: UnitView): Pro
   if (unitNameProblem(view.name) !== null) return 'unit:invalid';
   const units = unitsDir(config);
   try {
-    const show = await showUnit(units.manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
+    const show = await readUnitState(units.manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
     const own = view.own === null ? null : await readOwnFile(units, view.own.rel);
     return `${unitMarker(view, { show, own })}|${show.ActiveState ?? ''}:${show.MainPID ?? ''}:${show.InvocationID ?? ''}`;
   } catch (err) {
@@ -109,7 +109,7 @@ async function importSpec(ctx: NodeContext, _key: string, name: string): Promise
   const units = unitsDir(ctx.config);
   let show: Record<string, string>;
   try {
-    show = await showUnit(units.manager, name, ['Id', 'LoadState', 'ActiveState', 'UnitFileState']);
+    show = await readUnitState(units.manager, name, ['Id', 'LoadState', 'ActiveState']);
   } catch (err) {
     if (err instanceof ManagerUnreachable) return { problem: err.message };
     throw err;

@@ -11,7 +11,16 @@ import { short } from '../providers/types';
 import { ownPath, readOwnFile, unitsDir, type UnitsDir } from './files';
 import { runProbe } from './probe';
 import { observeUnit, ownPartOf, startedUs, unitsDirProblem, type UnitView } from './observe';
-import { ManagerUnreachable, UNIT_PROPERTIES, change, changeArgv, reloadArgv, showUnit, type Manager } from './systemctl';
+import {
+  ManagerUnreachable,
+  UNIT_PROPERTIES,
+  change,
+  changeArgv,
+  readUnitState,
+  reloadArgv,
+  showUnit,
+  type Manager,
+} from './systemctl';
 
 /*
  * unit.apply, in order: Datum's own file written if it differs (atomically, the replaced bytes
@@ -231,7 +240,7 @@ function inTheWay(shown: string, err: unknown): unknown {
   );
 }
 
-const showNow = (manager: Manager, view: UnitView) => showUnit(manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
+const showNow = (manager: Manager, view: UnitView) => readUnitState(manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
 
 function loaded(view: UnitView, units: UnitsDir, show: Record<string, string>): boolean {
   if (view.own === null) return true;

@@ -6,7 +6,7 @@ import { observed } from '../providers/types';
 import type { AgentConfig } from '../../schemas';
 import { ownMarker, ownPath, readNodeFile, readOwnFile, unitsDir, type InTheWay, type Read, type UnitsDir } from './files';
 import { runProbe, type ProbeOutcome } from './probe';
-import { ManagerUnreachable, UNIT_PROPERTIES, formatTimestampUs, parseTimestampUs, showUnit, unitPath } from './systemctl';
+import { ManagerUnreachable, UNIT_PROPERTIES, formatTimestampUs, parseTimestampUs, readUnitState, unitPath } from './systemctl';
 
 /*
  * A unit as its manager and its files show it, in the shape the domain's desiredValue gives
@@ -58,7 +58,7 @@ export async function observeUnit(config: AgentConfig | undefined, root: string,
 }
 
 async function readUnit(config: AgentConfig | undefined, root: string, view: UnitView, units: UnitsDir): Promise<Seen> {
-  const show = await showUnit(units.manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
+  const show = await readUnitState(units.manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
   const own = view.own === null ? null : await readOwnFile(units, view.own.rel);
   const inputs = await Promise.all(view.restartOn.map(async (r) => ({ key: r.key, read: await readNodeFile(root, r.path) })));
   let probe: Seen['probe'] = null;

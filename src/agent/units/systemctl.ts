@@ -21,7 +21,6 @@ export const UNIT_PROPERTIES = [
   'LoadError',
   'ActiveState',
   'SubState',
-  'UnitFileState',
   'NeedDaemonReload',
   'FragmentPath',
   'DropInPaths',
@@ -81,6 +80,29 @@ export async function showUnit(manager: Manager, name: string, properties: reado
   const ran = await run('systemctl', showArgv(manager, name, properties), { timeoutMs: SHOW_TIMEOUT_MS });
   if (ran.code !== 0) throw new ManagerUnreachable(manager, said(ran));
   return parseShow(ran.stdout);
+}
+
+/** The argv of `systemctl is-enabled` for one unit, the name after "--". */
+export const isEnabledArgv = (manager: Manager, name: string): string[] => [...managerFlag(manager), 'is-enabled', '--', name];
+
+/**
+ * What `show` says of a unit, with UnitFileState as `is-enabled` reads it from the unit files
+ * now. The manager's own UnitFileState property is a cache a daemon-reload refreshes: right
+ * after `systemctl disable` it may still say enabled (seen on 252), and a writer who disables the
+ * unit must be seen at once.
+ */
+export async function readUnitState(
+  manager: Manager,
+  name: string,
+  properties: readonly string[],
+): Promise<Record<string, string>> {
+  const [show, enabled] = await Promise.all([
+    showUnit(manager, name, properties),
+    run('systemctl', isEnabledArgv(manager, name), { timeoutMs: SHOW_TIMEOUT_MS }),
+  ]);
+  // Exit 1 is "not enabled" (disabled, static, masked, or no unit file: then nothing is printed).
+  if (enabled.code !== 0 && enabled.code !== 1) throw new ManagerUnreachable(manager, said(enabled));
+  return { ...show, UnitFileState: enabled.stdout.split('\n')[0]?.trim() ?? '' };
 }
 
 /** The manager's UnitPath, highest priority first. */
