@@ -22,7 +22,8 @@ import {
 import { RESOURCE_KINDS } from '../../src/domain/resources';
 import { unitProvider } from '../../src/agent/providers/unit';
 import { parseAgentConfigText } from '../../src/schemas/documents';
-import { action, cleanupNodes, expectRefusal, fileAction, makeNode, type TestNode } from './helpers';
+import { action, cleanupNodes, expectRefusal, fileAction, makeNode, runActivity, type TestNode } from './helpers';
+import type { WatchRequest } from '../../src/contract';
 import { cgroupsOf } from './systemd-manager';
 import {
   changes,
@@ -281,6 +282,27 @@ describe('the unit provider against a real systemd manager', () => {
     expect(seen.value).toMatchObject({ enabled: false, active: true });
     expect(seen.detail).toMatchObject({ unit_file_state: 'disabled' });
     expect(seen.marker).not.toBe(first.after.marker);
+  }, 60_000);
+
+  it("wakes the watch when the unit stops (a state observe's marker leaves out), and not for an unchanged unit", async (ctx) => {
+    skipUnless(ctx);
+    const w = await webNode();
+    const { after } = await converge(w);
+    const observed = await w.t.observe(w.resources);
+    const baseline = Object.fromEntries(Object.entries(observed.resources).map(([k, r]) => [k, r.marker]));
+    expect(baseline.web).toBe(after.marker);
+    const watch = (window_ms: number) =>
+      runActivity((r: WatchRequest) => w.t.acts.watch(r), { node: w.t.node, resources: w.resources, window_ms, baseline });
+    // The watch reads the running state too, and still agrees with the observation it starts from.
+    expect(await watch(500)).toMatchObject({ changed: [], reason: 'window elapsed' });
+    const watching = watch(60_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const stoppedAt = Date.now();
+    expect(systemctl('stop', '--', w.name).status).toBe(0);
+    expect(await watching).toMatchObject({ changed: ['web'], reason: 'changed' });
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    // Observe's marker did not move: a stopped unit is a failure a start repairs, not another writer.
+    expect((await w.t.observe(w.resources)).resources.web.marker).toBe(after.marker);
   }, 60_000);
 
   it('adopts an existing unit in observe mode: drift on exactly the declared properties, and nothing changes', async (ctx) => {

@@ -165,7 +165,8 @@ function startedAfter(view: UnitView, seen: Seen): { after: Record<string, Json>
   if (view.own !== null) take(view.own.rel, seen.own, ownNotLoaded(view, seen));
   for (const input of seen.inputs) take(input.key, input.read, null);
   const who = view.name.endsWith('.service') ? `main process ${s.MainPID ?? '?'}` : view.name;
-  const evidence = `${who} started ${start === null ? '?' : formatTimestampUs(start)}, after ${taken.join(' and ')} (ctime), with no reload pending`;
+  const pending = view.own === null ? '' : ', with no reload pending';
+  const evidence = `${who} started ${start === null ? '?' : formatTimestampUs(start)}, after ${taken.join(' and ')} (ctime)${pending}`;
   return { after, evidence, stale };
 }
 
