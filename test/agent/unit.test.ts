@@ -6,6 +6,8 @@
 // a whole unit file, a unit another file shadows, a masked unit and a start the manager refuses.
 // Every systemctl the agent runs is journalled, so each test says exactly what ran.
 
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -74,6 +76,7 @@ const unitName = (what: string) => {
   return name;
 };
 
+const ROOT = path.resolve(__dirname, '../..');
 const CONFIG = 'etc/app/app.conf';
 const DROPIN = '[Service]\nEnvironment=GREETING=hello\nRestart=on-failure\n';
 
@@ -303,6 +306,31 @@ describe('the unit provider against a real systemd manager', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(10_000);
     // Observe's marker did not move: a stopped unit is a failure a start repairs, not another writer.
     expect((await w.t.observe(w.resources)).resources.web.marker).toBe(after.marker);
+  }, 60_000);
+
+  it('an agent killed between writing the drop-in and restarting leaves its own write, which the retry does not take for another writer', async (ctx) => {
+    skipUnless(ctx);
+    const w = await webNode();
+    const seen = (await w.t.observe(w.resources)).resources.web;
+    const act = planned(w.t, 'web', w.resources, seen);
+    const agent = path.join(ROOT, 'dist/src/agent/activities/index.js');
+    const script = `require(${JSON.stringify(agent)}).applyAction(process.argv[1], JSON.parse(process.argv[2])).then(() => process.exit(0), (e) => { console.error(e); process.exit(3); });`;
+    const child = spawn(process.execPath, ['-e', script, w.t.configPath, JSON.stringify({ node: w.t.node, action: act })], {
+      env: { ...process.env, DATUM_TEST_CRASH_AT: 'unit.written' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const [, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+    expect(signal).toBe('SIGKILL');
+    expect(await fs.readFile(path.join(H().local, dropinOf(w.name)), 'utf8')).toBe(DROPIN);
+    expect(show(w.name, ['ActiveState']).ActiveState).toBe('inactive');
+
+    // The retry finds Datum's own bytes in place: the plan is out of date (re-plan), not another writer's change.
+    const failure = await expectRefusal(w.t.apply(act), 'StaleSnapshotRefusal');
+    expect(failure.message).toContain("by Datum's own write for generation 12");
+    const again = (await w.t.observe(w.resources)).resources.web;
+    const rest = await w.t.apply(planned(w.t, 'web', w.resources, again));
+    expect(rest.detail).toMatch(new RegExp(`^enabled ${w.name.replace(/\./g, '\\.')}, then started `));
+    expect((await w.t.observe(w.resources)).resources.web.value).toEqual(desiredValue('web', w.resources));
   }, 60_000);
 
   it('adopts an existing unit in observe mode: drift on exactly the declared properties, and nothing changes', async (ctx) => {

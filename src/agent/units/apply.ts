@@ -80,6 +80,7 @@ export async function applyUnit(
       done.push('reloaded the manager');
     }
     const fresh = needReload ? await showNow(units.manager, view) : show;
+    if (wrote) crashPointForTests('unit.written');
     if (spec.enable && fresh.UnitFileState !== 'enabled') {
       await change(units.manager, changeArgv(units.manager, 'enable', view.name), `enable ${view.name}`, view.name);
       done.push(`enabled ${view.name}`);
@@ -89,6 +90,14 @@ export async function applyUnit(
   if (restarted) await settle(units.manager, view);
   const after = await observeUnit(ctx.config, ctx.root, view);
   return { marker_after: after.marker, detail: report(view, done, after) };
+}
+
+/**
+ * A test seam, inert unless DATUM_TEST_CRASH_AT names this point: the agent kills itself with
+ * SIGKILL there, between Datum's file written and the unit restarted.
+ */
+function crashPointForTests(point: 'unit.written'): void {
+  if (process.env.DATUM_TEST_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
 }
 
 /**
@@ -284,8 +293,10 @@ async function startOrRestart(
 async function settle(manager: Manager, view: UnitView): Promise<void> {
   const deadline = Date.now() + START_WAIT_MS;
   for (;;) {
-    const show = await showUnit(manager, view.name, ['ActiveState', 'Job']);
-    const busy = show.ActiveState === 'activating' || show.ActiveState === 'deactivating' || (show.Job ?? '') !== '';
+    const show = await showUnit(manager, view.name, ['ActiveState', 'SubState', 'Job']);
+    // A unit waiting to be restarted after a crash (auto-restart) is settled: it failed, and the observe says so.
+    const moving = (show.ActiveState === 'activating' || show.ActiveState === 'deactivating') && show.SubState !== 'auto-restart';
+    const busy = moving || (show.Job ?? '') !== '';
     if (!busy) break;
     if (Date.now() >= deadline) return;
     await sleep(100);

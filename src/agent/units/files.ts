@@ -110,8 +110,10 @@ async function openChild(dir: HeldDir, name: string): Promise<HeldDir | InTheWay
 async function readEntry(dir: HeldDir, name: string, shown: string): Promise<Read | 'absent' | InTheWay> {
   const st = await lstatAt(dir, name);
   if (st === null) return 'absent';
-  if (st.isSymbolicLink())
-    return { kind: `symlink to ${await dir.readlink(name)}`, marker: linkMarker(await dir.readlink(name), st.ctimeMs) };
+  if (st.isSymbolicLink()) {
+    const target = await dir.readlink(name);
+    return { kind: `symlink to ${target}`, marker: linkMarker(target, st.ctimeMs) };
+  }
   try {
     const read = await readRegular(dir.at(name), limits.backupBytes, shown);
     const digest = sha256(read.bytes);

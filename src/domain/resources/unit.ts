@@ -168,6 +168,14 @@ export const unit: ResourceKind<UnitSpec> = {
     return writtenValue(own, spec.enable === true, spec.start === true);
   },
   valueAfter: (_kind, spec) => spec.expect,
+  // Datum's own file holds the action's bytes: the write landed, and the reload or restart after it did not.
+  partlyLanded: (_kind, spec, value) => {
+    const file = spec.file;
+    if (!file || typeof file !== 'object' || Array.isArray(file) || !value || typeof value !== 'object' || Array.isArray(value))
+      return false;
+    const field = file.kind === 'content' ? 'content_sha256' : 'dropin_sha256';
+    return typeof file.sha256 === 'string' && value[field] === file.sha256;
+  },
   plan: (a, spec, intent) => {
     const own = ownFile(spec);
     const content = spec.content ?? spec.dropin;
