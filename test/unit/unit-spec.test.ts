@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidDesiredState, desiredValue, sameMarker, sha256Hex, targetNameProblem, type ResourceSpec } from '../../src/domain';
 import { validateDesiredState } from '../../src/schemas/documents';
 import { parseAgentConfigText } from '../../src/schemas/documents';
+import { D6, D7, MAINTENANCE_OVERRIDE, actionsOf, later, n24, n24After, pass, snapshot } from './fixtures';
 
 /*
  * A `unit` resource as desired state may declare it (src/schemas/resources/unit.ts), what a
@@ -174,5 +175,45 @@ describe('agent.yaml allow.probes', () => {
     expect(() => parse('  probes: [["redis-cli", "ping"]]\n')).toThrow(
       /an allowed command probe names its program by absolute path/,
     );
+  });
+});
+
+describe('a unit in a pass of the loop', () => {
+  const DROP = '[Service]\nEnvironment=A=1\n';
+  const intent = n24(12, {
+    extra: { web: { type: 'unit', name: 'web.service', dropin: DROP, active: true, restart_on: ['config'] } },
+  });
+  const webValue = (config: string) => ({
+    dropin_sha256: sha256Hex(DROP),
+    active: true,
+    started_after: { 'web.service.d/50-datum.conf': sha256Hex(DROP), config },
+  });
+  const withWeb = (o: ReturnType<typeof snapshot>, config: string, marker = 'unit:aaaaaaaaaaaaaaaa|file:1:2:3:4:5') => ({
+    ...o,
+    resources: { ...o.resources, web: { type: 'unit' as const, value: webValue(config), marker, obstruction: null, detail: {} } },
+  });
+
+  it('restarts a unit in the same pass as the restart_on file it depends on is written, after it', async () => {
+    // The unit runs on the old config (D6) it started after; desired state wants D7.
+    const pre = withWeb(snapshot({ ...n24After(), config: D6(), app: { build: '7.4', config_sha256: D6() } }), D6());
+    const post = withWeb(snapshot(n24After(), { at: later(5000) }), D7(), 'unit:aaaaaaaaaaaaaaaa|file:1:2:3:4:5');
+    const { first } = await pass(pre, () => post, { intent });
+    expect(actionsOf(first)).toEqual(['config:file.write', 'app:service.restart', 'web:unit.apply']);
+    const web = first.decision.resources.find((r) => r.resource_key === 'web')!;
+    expect(web.desired).toEqual(webValue(D7()));
+    expect(web.drift).toBe(true);
+  });
+
+  it('does not restart it while the file is operator-owned and the process already started after what is on disk', async () => {
+    const pre = withWeb(
+      snapshot(
+        { ...n24After(), config: D6(), app: { build: '7.4', config_sha256: D6() } },
+        { overrides: { config: MAINTENANCE_OVERRIDE } },
+      ),
+      D6(),
+    );
+    const { first } = await pass(pre, () => pre, { intent });
+    expect(actionsOf(first)).not.toContain('web:unit.apply');
+    expect(first.decision.resources.find((r) => r.resource_key === 'web')!.drift).toBe(false);
   });
 });
