@@ -1,4 +1,5 @@
 import { withFix } from '../contract';
+import type { UnitProbe } from '../domain';
 import type { AgentConfig, PackageSource } from '../schemas';
 import { AgentRefusal } from './refusal';
 
@@ -50,5 +51,33 @@ export function assertUnitAllowed(config: AgentConfig | undefined, name: string)
       'an operator on the node adds it to allow.units in agent.yaml if the host should take it',
     ),
     { unit: name },
+  );
+}
+
+/** The probe as agent.yaml's allow.probes spells it: the URL, or the argv. */
+export const probeSpelling = (probe: UnitProbe): string => ('http' in probe ? probe.http.url : JSON.stringify(probe.command));
+
+/** Whether the host's agent.yaml lists the probe: its URL, or its argv part by part, each a pattern. */
+export function probeAllowed(config: AgentConfig | undefined, probe: UnitProbe): boolean {
+  return (config?.allow.probes ?? []).some((entry) => {
+    if ('http' in probe) return typeof entry === 'string' && matchesPattern(entry, probe.http.url);
+    return (
+      Array.isArray(entry) &&
+      entry.length === probe.command.length &&
+      entry.every((pattern, i) => matchesPattern(pattern, probe.command[i]))
+    );
+  });
+}
+
+/** Refuses a probe the host's agent.yaml does not list: it would run a command, or ask a URL, on desired state's word alone. */
+export function assertProbeAllowed(config: AgentConfig | undefined, unit: string, probe: UnitProbe): void {
+  if (probeAllowed(config, probe)) return;
+  throw new AgentRefusal(
+    'NotAllowedByHost',
+    withFix(
+      `the probe of unit "${unit}" (${probeSpelling(probe)}) is not in this host's allow.probes, and a probe runs on the host whatever the mode`,
+      'an operator on the node adds it to allow.probes in agent.yaml if the host should run it',
+    ),
+    { unit, probe: probeSpelling(probe) },
   );
 }

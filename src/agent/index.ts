@@ -13,6 +13,7 @@
  *   services/       the processes the agent starts for `service` resources (process or systemd)
  *   dpkg/           the host's package manager for `package` resources: dpkg-query, dpkg-deb,
  *                   dpkg and apt-get, always on agent.yaml's packages.root, never a node root
+ *   units/          systemd units for `unit` resources: systemctl, Datum's unit files, evidence, probes
  *   watch.ts        watch: returns as soon as something managed changes
  *   config.ts       agent.yaml, read on every call
  *   gate.ts, heartbeat.ts, logging.ts, metrics.ts, limits.ts, markers.ts, refusal.ts

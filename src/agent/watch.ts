@@ -1,7 +1,7 @@
 import { asyncLocalStorage } from '@temporalio/activity';
 import type { ResourceSpec } from '../domain';
-import type { AgentConfig } from '../schemas';
 import type { WatchRequest, WatchResult } from '../contract';
+import type { AgentConfig } from '../schemas';
 import { loadAgentConfig } from './config';
 import { watchDir } from './fs';
 import { loopHeartbeat } from './heartbeat';
@@ -36,22 +36,26 @@ const POLL_MS = 500;
 const SAFETY_POLL_MS = 15_000;
 
 /** The marker of a resource as its provider's watch reads it; 'unknown' for a type this agent has no provider for. */
-async function markerOf(config: AgentConfig, key: string, spec: ResourceSpec): Promise<string> {
-  return (await providerFor(spec.type)?.watch.marker(config.root, key, spec, config)) ?? 'unknown';
+async function markerOf(root: string, key: string, spec: ResourceSpec, config: AgentConfig): Promise<string> {
+  return (await providerFor(spec.type)?.watch.marker(root, key, spec, config)) ?? 'unknown';
 }
 
-async function markers(config: AgentConfig, resources: Record<string, ResourceSpec>): Promise<Record<string, string>> {
+async function markers(
+  root: string,
+  resources: Record<string, ResourceSpec>,
+  config: AgentConfig,
+): Promise<Record<string, string>> {
   const entries = await Promise.all(
-    Object.entries(resources).map(async ([k, spec]) => [k, await markerOf(config, k, spec)] as const),
+    Object.entries(resources).map(async ([k, spec]) => [k, await markerOf(root, k, spec, config)] as const),
   );
   return Object.fromEntries(entries);
 }
 
 /** Directories whose entries change when a managed resource does (watched with inotify). */
-function watchedDirs(config: AgentConfig, resources: Record<string, ResourceSpec>): string[] {
-  const dirs = new Set<string>([config.root]);
+function watchedDirs(root: string, resources: Record<string, ResourceSpec>, config: AgentConfig): string[] {
+  const dirs = new Set<string>([root]);
   for (const [key, spec] of Object.entries(resources))
-    for (const dir of providerFor(spec.type)?.watch.dirs(config.root, key, spec, config) ?? []) dirs.add(dir);
+    for (const dir of providerFor(spec.type)?.watch.dirs(root, key, spec, config) ?? []) dirs.add(dir);
   return [...dirs];
 }
 
@@ -80,14 +84,14 @@ export async function watchNode(configPath: string, request: WatchRequest, polls
   const config = await loadAgentConfig(configPath);
   const root = config.root;
   const ctx = asyncLocalStorage.getStore();
-  const baseline = await markers(config, request.resources);
+  const baseline = await markers(root, request.resources, config);
   // What the loop last observed, where it says: a change since that observation counts.
   const supplied = sinceObservation(baseline, request.baseline);
   if (supplied.length > 0) return { changed: supplied, at: new Date().toISOString(), reason: 'changed since observation' };
   // Until it ends, an agent started again on this root after this one died ends it (watch-tokens.ts).
   const forget = ctx ? await keepWatch(root, ctx) : () => Promise.resolve();
   const wakeup = new Wakeup();
-  const sources = await wakeSources(config, request.resources, wakeup.poke);
+  const sources = await wakeSources(root, request.resources, config, wakeup.poke);
   // The short poll only for what the wake sources cannot see: an agent serving many virtual
   // nodes would otherwise lstat thousands of paths a second.
   const pollMs = sources.blind ? polls.pollMs : polls.safetyPollMs;
@@ -98,7 +102,7 @@ export async function watchNode(configPath: string, request: WatchRequest, polls
   try {
     for (;;) {
       if (ctx?.cancellationSignal.aborted) return { changed: [], at: new Date().toISOString(), reason: 'cancelled' };
-      const now = await markers(config, request.resources);
+      const now = await markers(root, request.resources, config);
       const changed = Object.keys(now).filter((k) => !sameMarker(now[k], baseline[k]));
       if (changed.length > 0) return { changed, at: new Date().toISOString(), reason: 'changed' };
       if (Date.now() >= deadline) return { changed: [], at: new Date().toISOString(), reason: 'window elapsed' };
@@ -120,14 +124,14 @@ export async function watchNode(configPath: string, request: WatchRequest, polls
  * runs): then the short poll.
  */
 async function wakeSources(
-  config: AgentConfig,
+  root: string,
   resources: Record<string, ResourceSpec>,
+  config: AgentConfig,
   poke: () => void,
 ): Promise<{ blind: boolean; close: () => void }> {
-  const root = config.root;
   const closers: Array<() => void> = [];
   let blind = false;
-  for (const dir of watchedDirs(config, resources)) {
+  for (const dir of watchedDirs(root, resources, config)) {
     const stop = watchDir(dir, poke);
     if (stop) closers.push(stop);
     else blind = true;

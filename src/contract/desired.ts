@@ -58,7 +58,35 @@ export type PackageSpec = {
   sha256?: string;
 };
 
-export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec | PackageSpec;
+
+/**
+ * A check that a unit's process answers: liveness only, never evidence that it took its content,
+ * so a unit that declares one also declares content whose take-up is proven otherwise. Run only
+ * where the host's agent.yaml lists it (allow.probes), within `timeout` (default 2s).
+ */
+export type UnitProbe =
+  | { http: { url: string; status?: number; body?: string }; timeout?: string }
+  | { command: string[]; output?: string; timeout?: string };
+
+export type UnitSpec = {
+  type: 'unit';
+  /** The unit's name with its type ("nginx.service"); a template instance only where agent.yaml allows one. */
+  name: string;
+  /** The whole unit file, which Datum owns at <units.directory>/<name>. */
+  content?: string;
+  /** A drop-in, which Datum owns at <units.directory>/<name>.d/50-datum.conf. */
+  dropin?: string;
+  /** Only true: disabling or stopping destroys something, and is never a repair. */
+  enabled?: true;
+  active?: true;
+  /** Values as `systemctl show` prints them, compared exactly: what must be in effect (read, never set). */
+  properties?: Record<string, string | number>;
+  /** Keys of file resources whose content the unit's process loads: it must have started after each was written. */
+  restart_on?: string[];
+  probe?: UnitProbe;
+};
+
+export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec | PackageSpec | UnitSpec;
 
 /** The policy with defaults applied and every duration in its one stored spelling ("60s"). */
 export interface Policy {

@@ -168,7 +168,7 @@ export const MODE_MEANINGS: Record<Mode, string> = {
   enforce: 'repair managed drift with authorized, idempotent actions',
 };
 
-export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'package'] as const;
+export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'package', 'unit'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
   release: 'an artifact unpacked to releases/<version>, with the current link pointing at it',
@@ -176,6 +176,7 @@ export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
   service: "a process on the current release, observed by its own health endpoint's build and config digest",
   flag: 'a JSON value at flags/<name>.json',
   package: "a Debian package at an exact version, observed in dpkg's own database",
+  unit: "a systemd unit, observed from its manager: Datum's unit file or drop-in, enabled and active state, declared properties, and whether its main process started after its content was written",
 };
 
 /** What an authorized action does. */
@@ -186,6 +187,7 @@ export const ACTIONS = [
   'service.restart',
   'flag.write',
   'package.install',
+  'unit.apply',
 ] as const;
 export type ActionKind = (typeof ACTIONS)[number];
 export const ACTION_MEANINGS: Record<ActionKind, string> = {
@@ -196,16 +198,29 @@ export const ACTION_MEANINGS: Record<ActionKind, string> = {
   'flag.write': "write the flag's value",
   'package.install':
     "install the exact version with dpkg: a .deb artifact whose sha256 and control fields verify, or from the host's apt sources",
+  'unit.apply':
+    "write Datum's unit file or drop-in atomically (the replaced bytes kept under .datum/backup/), reload the manager, enable, then start or restart the unit until its main process started after its content was written",
 };
 
 /** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
-export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill', 'package.remove'] as const;
+export const DESTRUCTIVE_ACTIONS = [
+  'release.delete',
+  'file.delete',
+  'service.kill',
+  'package.remove',
+  'unit.delete',
+  'unit.disable',
+  'unit.stop',
+] as const;
 export type DestructiveActionKind = (typeof DESTRUCTIVE_ACTIONS)[number];
 export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> = {
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
   'service.kill': 'kill a service without starting it again',
   'package.remove': 'remove (or purge) a package, or another package that stands in its way',
+  'unit.delete': "delete a unit file or drop-in (Datum's or anyone's)",
+  'unit.disable': 'disable a unit',
+  'unit.stop': 'stop a unit without starting it again',
 };
 
 /** What became of an action the agent was sent (execution evidence, never proof of convergence). */

@@ -19,9 +19,26 @@ function fileParts(marker: string): { base: string; ctime: string | null; digest
   return { base: parts.slice(0, 4).join(':'), ctime: parts[4] ?? null, digest: parts[5] ?? null };
 }
 
+/**
+ * A unit's marker is `unit:<digest of the manager's view>|<Datum's own file's marker>`; the
+ * watch's adds `|<running state>`, which observe leaves out (a crash is no writer's change) and
+ * which only two watch readings compare.
+ */
+function unitParts(marker: string): { view: string; own: string; running: string | null } | null {
+  if (!marker.startsWith('unit:')) return null;
+  const [view = '', own, running] = marker.split('|');
+  return own === undefined ? null : { view, own, running: running ?? null };
+}
+
 export function sameMarker(a: string | null | undefined, b: string | null | undefined): boolean {
   if (a === b) return true;
   if (typeof a !== 'string' || typeof b !== 'string') return false;
+  const u = unitParts(a);
+  const v = unitParts(b);
+  if (u !== null || v !== null) {
+    if (u === null || v === null || u.view !== v.view || !sameMarker(u.own, v.own)) return false;
+    return u.running === null || v.running === null || u.running === v.running;
+  }
   const x = fileParts(a);
   const y = fileParts(b);
   if (x === null || y === null || x.base !== y.base) return false;

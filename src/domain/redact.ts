@@ -4,7 +4,7 @@ import type { BoundIntent } from '../contract/desired';
 import type { Decision } from '../contract/ledger';
 
 /*
- * What the ledger keeps of a file's content: its digest and size, never the bytes. The ledger
+ * What the ledger keeps of a file's content (and of a unit file Datum writes): its digest and size, never the bytes. The ledger
  * store, the `ledger` and `state` queries and every CLI command read entries through this, so a
  * config file's content (a password in it, say) is not copied into every entry. A resource
  * marked `sensitive: true` is flagged as such, so a reader knows why there is nothing to read.
@@ -19,15 +19,27 @@ interface ActionLike {
   spec: Json;
 }
 
+/** Text as the ledger keeps it: its digest and size. */
+const digestOf = (content: Json | undefined): Json => {
+  const text = typeof content === 'string' ? content : '';
+  return { sha256: sha256Hex(text), bytes: utf8ToBytes(text).length };
+};
+
 /**
  * A file write's spec with its content replaced by its size (its sha256 is already there), and
- * `sensitive: true` when desired state marks the file so; any other action's spec unchanged.
+ * `sensitive: true` when desired state marks the file so; a unit.apply's unit file or drop-in the
+ * same way (an Environment= line may hold a secret); any other action's spec unchanged.
  */
 export function redactAction<T extends ActionLike>(action: T, sensitive: ReadonlySet<string>): T {
   const spec = action.spec;
-  if (action.action !== 'file.write' || !spec || typeof spec !== 'object' || Array.isArray(spec)) return action;
-  const content = typeof spec.content === 'string' ? spec.content : '';
-  const kept: Record<string, Json> = { ...spec, content: { sha256: sha256Hex(content), bytes: utf8ToBytes(content).length } };
+  if (!spec || typeof spec !== 'object' || Array.isArray(spec)) return action;
+  if (action.action === 'unit.apply') {
+    const file = spec.file;
+    if (!file || typeof file !== 'object' || Array.isArray(file)) return action;
+    return { ...action, spec: { ...spec, file: { ...file, content: digestOf(file.content) } } };
+  }
+  if (action.action !== 'file.write') return action;
+  const kept: Record<string, Json> = { ...spec, content: digestOf(spec.content) };
   if (sensitive.has(action.resource_key)) kept.sensitive = true;
   return { ...action, spec: kept };
 }

@@ -73,14 +73,52 @@ const absolute = (what: string, example: string) =>
       withFix(`${what} must be an absolute path without ".."`, `write it as ${example}`),
     );
 
+/**
+ * A probe the host lets a unit's desired state run: an http URL, or a command's argv, each part a
+ * pattern with * and ?. A probe runs even in observe mode and its outcome reaches the ledger, so
+ * the host names each one: a command runs as the agent's user, and a URL is asked as often as the
+ * node is observed.
+ */
+const probeEntry = z.union(
+  [
+    z
+      .string()
+      .regex(
+        /^http:\/\/\S+$/,
+        withFix('an allowed http probe is a URL', 'write it as http://127.0.0.1:8080/health (* and ? match any characters)'),
+      ),
+    z
+      .array(z.string().min(1))
+      .min(1)
+      .refine(
+        (argv) => argv[0].startsWith('/'),
+        withFix('an allowed command probe names its program by absolute path', 'write ["/usr/bin/redis-cli", "ping"]'),
+      ),
+  ],
+  {
+    error: withFix(
+      'an allowed probe is a URL or a command as a list',
+      'write "http://127.0.0.1:8080/health" or ["/usr/bin/redis-cli", "ping"]',
+    ),
+  },
+);
+
 export const agentAllow = z
   .strictObject({
     packages: z
       .array(packageEntry, { error: withFix('allow.packages must be a list', 'write packages: ["nginx", "demo-*"]') })
       .default([]),
     units: z.array(unitPattern, { error: withFix('allow.units must be a list', 'write units: ["nginx.service"]') }).default([]),
+    probes: z
+      .array(probeEntry, {
+        error: withFix(
+          'allow.probes must be a list',
+          'write probes: ["http://127.0.0.1:8080/health", ["/usr/bin/redis-cli", "ping"]]',
+        ),
+      })
+      .default([]),
   })
-  .default({ packages: [], units: [] });
+  .default({ packages: [], units: [], probes: [] });
 
 export const agentPackages = z
   .strictObject({

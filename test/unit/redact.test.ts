@@ -53,3 +53,23 @@ describe('file contents stay out of the ledger', () => {
     expect(redactAction(install, new Set(['build']))).toEqual(install);
   });
 });
+
+describe('unit files stay out of the ledger', () => {
+  it("a unit.apply records its unit file's digest and size, never its text", () => {
+    const dropin = '[Service]\nEnvironment=TOKEN=hunter2-do-not-print\n';
+    const apply = {
+      resource_key: 'web',
+      action: 'unit.apply',
+      spec: { name: 'web.service', file: { kind: 'dropin', content: dropin, sha256: sha256Hex(dropin) }, enable: true },
+    };
+    const kept = redactAction(apply, new Set());
+    expect(JSON.stringify(kept)).not.toContain('hunter2');
+    expect(kept.spec).toEqual({
+      name: 'web.service',
+      file: { kind: 'dropin', content: { sha256: sha256Hex(dropin), bytes: dropin.length }, sha256: sha256Hex(dropin) },
+      enable: true,
+    });
+    const none = { ...apply, spec: { ...apply.spec, file: null } };
+    expect(redactAction(none, new Set())).toEqual(none);
+  });
+});

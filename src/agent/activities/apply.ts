@@ -200,11 +200,24 @@ async function recordApplied(journal: AgentJournal, action: AuthorizedAction, re
 async function landedEarlier(ctx: NodeContext, action: AuthorizedAction, journal: AgentJournal): Promise<ApplyResult | null> {
   if (!(await journal.intended(action))) return null;
   const seen = await targetNow(ctx, action);
-  if (sameMarker(seen.marker, action.observed_marker) || !holdsWhatActionWrites(action, seen.value)) return null;
+  if (sameMarker(seen.marker, action.observed_marker)) return null;
+  if (!holdsWhatActionWrites(action, seen.value)) {
+    // Only its first part landed (a unit file written, no restart yet): Datum's own write, so the
+    // re-check reads the plan as out of date and the loop plans the rest, rather than a CONFLICT.
+    if (seen.marker !== null && partlyLanded(action, seen.value)) await journal.noteOwnWrite(action, seen.marker, now());
+    return null;
+  }
   return {
     marker_after: seen.marker,
     detail: `an earlier attempt of this action wrote it and ended before recording it: the target already holds what it writes (marker ${seen.marker ?? 'none'}), so it is recorded now and not done again.`,
   };
+}
+
+/** Whether `value` shows the first part of the action's write in place (ResourceKind.partlyLanded). */
+function partlyLanded(action: AuthorizedAction, value: Json): boolean {
+  const spec = action.spec;
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return false;
+  return kindOfAction(action.action)?.partlyLanded?.(action.action, spec, value) ?? false;
 }
 
 /** Whether `value` (the provider's observe spelling) is what the action's write leaves. */

@@ -50,7 +50,12 @@ export async function observeNode(configPath: string, request: ObserveRequest): 
   assertNode(config, request.node, configPath, `observe of node "${request.node}"`);
   // Before anything is read: a write of an older generation that lands after this snapshot is
   // refused by the fence, so this generation never plans from a node an older loop still changes.
-  const ctx: NodeContext = { node: config.node, root: await fenceOnObserve(config, request.generation, observedAt), config };
+  const ctx: NodeContext = {
+    node: config.node,
+    root: await fenceOnObserve(config, request.generation, observedAt),
+    config,
+    resources: request.resources,
+  };
 
   const keys = Object.keys(request.resources).sort();
   const seen = await Promise.all(keys.map((key) => observeResource(ctx, key, request.resources[key])));

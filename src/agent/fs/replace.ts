@@ -45,7 +45,8 @@ export function probeSwapsForTests(probe: typeof swapProbe): void {
 }
 
 export interface Replacing {
-  type: 'file' | 'flag';
+  /** What is written, for messages: a file or flag resource, or Datum's own file of a unit. */
+  type: 'file' | 'flag' | 'unit';
   /** As desired state spells it, for messages. */
   rel: string;
   /** The resolved path under the root: one backup history per target however it is spelled. */

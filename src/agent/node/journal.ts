@@ -208,6 +208,20 @@ export class AgentJournal {
   }
 
   /**
+   * Marks `marker` as Datum's own write to the action's target without a result to journal: an
+   * earlier attempt of the action wrote part of it and died (see landedEarlier in apply.ts), so a
+   * plan made before that write is out of date, not contested by another writer.
+   */
+  async noteOwnWrite(action: AuthorizedAction, marker: string, at: Date): Promise<void> {
+    const target = targetOfAction(action.action, action.resource_key, action.spec);
+    const own = { marker, generation: action.desired_generation, at: at.toISOString() };
+    await this.update((fence) => {
+      if (target === null) fence.written_keys = { ...fence.written_keys, [action.resource_key]: own };
+      else fence.written_targets = { ...fence.written_targets, [target]: { ...own, resource_key: action.resource_key } };
+    });
+  }
+
+  /**
    * Written right before a provider writes and removed once the result is journalled
    * (<root>/.datum/pending/<journal key>.json, outside the journal its pruning counts): after a
    * crash in between, a retry of the same action can tell its own landed write from another

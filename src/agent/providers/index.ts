@@ -4,6 +4,7 @@ import { flagProvider } from './flag';
 import { packageProvider } from './package';
 import { releaseProvider } from './release';
 import { serviceProvider } from './service';
+import { unitProvider } from './unit';
 import type { Provider } from './types';
 
 /*
@@ -21,6 +22,7 @@ export const PROVIDERS: { readonly [T in ResourceType]: ProviderOf<T> } = {
   flag: flagProvider,
   service: serviceProvider,
   package: packageProvider,
+  unit: unitProvider,
 };
 
 /** The provider of a resource type; null for a type this agent does not know (a newer controller's). */

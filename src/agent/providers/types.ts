@@ -19,6 +19,11 @@ export interface NodeContext {
    */
   config?: AgentConfig;
   /**
+   * The resources the observe was asked about, as the agent reads them: a unit's restart_on names
+   * file resources by key, and this says where they are. Absent: not an observe.
+   */
+  resources?: Record<string, ResourceSpec>;
+  /**
    * The identity of the target the agent judged the apply's protections on (src/agent/fs/identity.ts);
    * a file write that resolves anywhere else at its write is refused. Absent: not an apply.
    */

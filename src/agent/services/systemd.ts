@@ -198,7 +198,7 @@ function environmentHas(line: string, assignment: string): boolean {
   return line.split(/\s+/).some((word) => word.replace(/^"|"$/g, '') === assignment);
 }
 
-interface Ran {
+export interface Ran {
   code: number | null;
   stdout: string;
   stderr: string;
@@ -206,7 +206,7 @@ interface Ran {
   error?: string;
 }
 
-function run(program: string, argv: string[], options: { cwd?: string; timeoutMs: number }): Promise<Ran> {
+export function run(program: string, argv: string[], options: { cwd?: string; timeoutMs: number }): Promise<Ran> {
   return new Promise((resolve) => {
     execFile(program, argv, { cwd: options.cwd, timeout: options.timeoutMs, encoding: 'utf8' }, (err, stdout, stderr) => {
       const e = err as (NodeJS.ErrnoException & { code?: string | number }) | null;
@@ -216,7 +216,7 @@ function run(program: string, argv: string[], options: { cwd?: string; timeoutMs
   });
 }
 
-const oneLine = (text: string) => text.trim().split('\n').filter(Boolean).join('; ');
+export const oneLine = (text: string) => text.trim().split('\n').filter(Boolean).join('; ');
 
 /** The version of the systemd-run on PATH, or the reason there is none. */
 export async function systemdVersion(): Promise<{ version: number } | { problem: string }> {

@@ -6,6 +6,7 @@ import type { ResourceKind } from './kind';
 import { packageKind } from './package';
 import { release } from './release';
 import { service } from './service';
+import { unit } from './unit';
 
 /*
  * The resource types, one entry each: the table plan, targets, values, classification and
@@ -22,6 +23,7 @@ export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = {
   flag,
   service,
   package: packageKind,
+  unit,
 };
 
 /** The kind of a spec, typed for it. */
@@ -47,3 +49,4 @@ export { RELEASE_TARGET } from './release';
 export { fileTarget } from './file';
 export { fileBytes } from './common';
 export { debianVersionProblem, packageNameProblem } from './package';
+export { ownFile, unitNameProblem, unitPropertyProblem } from './unit';

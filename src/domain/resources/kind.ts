@@ -55,6 +55,13 @@ export interface ResourceKind<S extends ResourceSpec = ResourceSpec> {
   writtenByAction(kind: string, spec: WriteSpec): Json | undefined;
   /** The value observe reads once the action's write has landed; undefined when the spec does not say. */
   valueAfter(kind: string, spec: WriteSpec): Json | undefined;
+  /**
+   * Whether `value` shows the first, irreversible part of the action's write in place though not
+   * the rest (a unit file written, the unit not yet restarted): what an attempt that died midway
+   * left, which its retry must take for Datum's own write, not another writer's. Absent: an
+   * action of this type lands whole or not at all.
+   */
+  partlyLanded?(kind: string, spec: WriteSpec, value: Json): boolean;
   /** The action that brings the target to its desired value, and everything the agent needs to carry it out. */
   plan(a: Assessment, spec: S, intent: BoundIntent): { action: ActionKind; spec: Json };
   /** The resources whose values its correctness depends on. */

@@ -7,6 +7,7 @@ import { flagSpec } from './flag';
 import { packageSpec } from './package';
 import { releaseSpec } from './release';
 import { serviceSpec } from './service';
+import { unitSpec } from './unit';
 
 /*
  * Each resource type's spec as desired state writes it, one file per type, in one table that is
@@ -22,10 +23,11 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   service: serviceSpec,
   flag: flagSpec,
   package: packageSpec,
+  unit: unitSpec,
 };
 
 export const resourceSpec = exactly<ResourceSpec>()(
-  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec]),
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec, unitSpec]),
 );
 
 export { releaseSpec } from './release';

@@ -1,0 +1,153 @@
+import { withFix } from '../../contract';
+import { AgentRefusal, UNIT_CHANGE_FAILED } from '../refusal';
+import { oneLine, parseShow, run, type Ran } from '../services/systemd';
+
+/*
+ * systemctl as the unit provider calls it: one argv per call, no shell, the manager chosen by
+ * agent.yaml (units.manager), and every unit name after "--". systemctl takes a name that starts
+ * with "-" as an option, mangles an invalid name into another unit's and expands globs in it
+ * (reach-facts S5), so the provider passes only names unitNameProblem accepted, and always after
+ * "--". Timestamps are asked for as us+utc: fixed format, microseconds, UTC (S4).
+ */
+
+export type Manager = 'system' | 'user';
+
+const managerFlag = (manager: Manager): string[] => (manager === 'user' ? ['--user'] : []);
+
+/** What the provider asks `show` about every unit it observes (declared properties come on top). */
+export const UNIT_PROPERTIES = [
+  'Id',
+  'LoadState',
+  'LoadError',
+  'ActiveState',
+  'SubState',
+  'NeedDaemonReload',
+  'FragmentPath',
+  'DropInPaths',
+  'MainPID',
+  'ExecMainStartTimestamp',
+  'ActiveEnterTimestamp',
+  'InvocationID',
+] as const;
+
+/** The argv of `systemctl show` for one unit: the properties given, timestamps in µs UTC, the name after "--". */
+export const showArgv = (manager: Manager, name: string, properties: readonly string[]): string[] => [
+  ...managerFlag(manager),
+  'show',
+  '--timestamp=us+utc',
+  `--property=${properties.join(',')}`,
+  '--',
+  name,
+];
+
+/**
+ * The argv of a verb that changes a unit (enable, start, restart): never asks for a password,
+ * starts queued without waiting (--no-block), the name after "--".
+ */
+export const changeArgv = (manager: Manager, verb: 'enable' | 'start' | 'restart', name: string): string[] => [
+  ...managerFlag(manager),
+  verb,
+  '--no-ask-password',
+  ...(verb === 'enable' ? [] : ['--no-block']),
+  '--',
+  name,
+];
+
+export const reloadArgv = (manager: Manager): string[] => [...managerFlag(manager), 'daemon-reload', '--no-ask-password'];
+
+/** The manager's own unit search path, highest priority first. */
+export const unitPathArgv = (manager: Manager): string[] => [...managerFlag(manager), 'show', '--property=UnitPath'];
+
+const SHOW_TIMEOUT_MS = 30_000;
+/** A start waits for the unit's own start timeout (90 s by default), and a little more. */
+const CHANGE_TIMEOUT_MS = 120_000;
+
+const said = (ran: Ran) => oneLine(ran.error ?? ran.stderr) || `exit ${ran.code}`;
+
+/** Thrown when systemctl cannot even answer a read: the manager is not there, or refuses the agent. */
+export class ManagerUnreachable extends Error {
+  constructor(
+    readonly manager: Manager,
+    readonly why: string,
+  ) {
+    super(`systemd's ${manager} manager does not answer (systemctl${manager === 'user' ? ' --user' : ''}: ${why})`);
+    this.name = 'ManagerUnreachable';
+  }
+}
+
+/** What `systemctl show` says of a unit now (Key=Value lines; the order is the manager's). */
+export async function showUnit(manager: Manager, name: string, properties: readonly string[]): Promise<Record<string, string>> {
+  const ran = await run('systemctl', showArgv(manager, name, properties), { timeoutMs: SHOW_TIMEOUT_MS });
+  if (ran.code !== 0) throw new ManagerUnreachable(manager, said(ran));
+  return parseShow(ran.stdout);
+}
+
+/** The argv of `systemctl is-enabled` for one unit, the name after "--". */
+export const isEnabledArgv = (manager: Manager, name: string): string[] => [...managerFlag(manager), 'is-enabled', '--', name];
+
+/**
+ * What `show` says of a unit, with UnitFileState as `is-enabled` reads it from the unit files
+ * now. The manager's own UnitFileState property is a cache a daemon-reload refreshes: right
+ * after `systemctl disable` it may still say enabled (seen on 252), and a writer who disables the
+ * unit must be seen at once.
+ */
+export async function readUnitState(
+  manager: Manager,
+  name: string,
+  properties: readonly string[],
+): Promise<Record<string, string>> {
+  const [show, enabled] = await Promise.all([
+    showUnit(manager, name, properties),
+    run('systemctl', isEnabledArgv(manager, name), { timeoutMs: SHOW_TIMEOUT_MS }),
+  ]);
+  // Exit 1 is "not enabled" (disabled, static, masked, or no unit file: then nothing is printed).
+  if (enabled.code !== 0 && enabled.code !== 1) throw new ManagerUnreachable(manager, said(enabled));
+  return { ...show, UnitFileState: enabled.stdout.split('\n')[0]?.trim() ?? '' };
+}
+
+/** The manager's UnitPath, highest priority first. */
+export async function unitPath(manager: Manager): Promise<string[]> {
+  const ran = await run('systemctl', unitPathArgv(manager), { timeoutMs: SHOW_TIMEOUT_MS });
+  if (ran.code !== 0) throw new ManagerUnreachable(manager, said(ran));
+  return (parseShow(ran.stdout).UnitPath ?? '').split(' ').filter(Boolean);
+}
+
+/**
+ * Runs a verb that changes the manager's state; a non-zero exit is UNIT_CHANGE_FAILED (the agent
+ * tried and the manager said no), with systemctl's own words and the fix a person can act on.
+ */
+export async function change(manager: Manager, argv: string[], what: string, name: string): Promise<void> {
+  const ran = await run('systemctl', argv, { timeoutMs: CHANGE_TIMEOUT_MS });
+  if (ran.code === 0) return;
+  const words = said(ran);
+  const denied = /authenticat|access denied|not authorized|permission/i.test(words);
+  const user = manager === 'user' ? ' --user' : '';
+  throw new AgentRefusal(
+    UNIT_CHANGE_FAILED,
+    withFix(
+      `systemctl${user} ${what} failed: ${words}`,
+      denied
+        ? "allow the agent's user to manage units (a polkit rule for org.freedesktop.systemd1.manage-units), or run the agent as root"
+        : `see systemctl${user} status ${name} and its journal (journalctl${user} -u ${name}), then correct the unit in desired state`,
+    ),
+    { unit: name, argv: argv.join(' '), exit: ran.code ?? -1 },
+  );
+}
+
+/**
+ * A timestamp as `--timestamp=us+utc` prints it ("Sat 2026-12-05 12:47:16.779342 UTC"), in
+ * microseconds since the epoch; null when empty (never happened) or in another format.
+ */
+export function parseTimestampUs(text: string | undefined): number | null {
+  const m = /^\w{3} (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)\.(\d{6}) UTC$/.exec(text ?? '');
+  if (!m) return null;
+  const ms = Date.parse(`${m[1]}T${m[2]}Z`);
+  return Number.isNaN(ms) ? null : ms * 1000 + Number(m[3]);
+}
+
+/** Microseconds since the epoch as us+utc prints them, for the evidence a person reads. */
+export function formatTimestampUs(us: number): string {
+  const ms = Math.floor(us / 1000);
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${String(us % 1_000_000).padStart(6, '0')} UTC`;
+}
