@@ -168,33 +168,45 @@ export const MODE_MEANINGS: Record<Mode, string> = {
   enforce: 'repair managed drift with authorized, idempotent actions',
 };
 
-export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag'] as const;
+export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'directory'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
   release: 'an artifact unpacked to releases/<version>, with the current link pointing at it',
-  file: 'a file under the node root, observed by the sha256 of its bytes',
+  file: 'a file under the node root, observed by the sha256 of its bytes (and its mode, owner and group where declared)',
   service: "a process on the current release, observed by its own health endpoint's build and config digest",
   flag: 'a JSON value at flags/<name>.json',
+  directory: 'a directory under the node root, observed by whether it is there and its declared mode, owner and group',
 };
 
 /** What an authorized action does. */
-export const ACTIONS = ['release.install', 'file.write', 'service.start', 'service.restart', 'flag.write'] as const;
+export const ACTIONS = [
+  'release.install',
+  'file.write',
+  'file.attributes',
+  'service.start',
+  'service.restart',
+  'flag.write',
+  'directory.ensure',
+] as const;
 export type ActionKind = (typeof ACTIONS)[number];
 export const ACTION_MEANINGS: Record<ActionKind, string> = {
   'release.install': 'fetch the artifact, verify its sha256, unpack it and switch current, each step atomic',
   'file.write': 'write the file atomically, keeping the replaced content under .datum/backup/',
+  'file.attributes': "set a file's declared mode, owner and group in place, its content unchanged",
   'service.start': 'start the service on current with its config',
   'service.restart': 'restart the service on current with its config',
   'flag.write': "write the flag's value",
+  'directory.ensure': 'create the directory when it is absent, and set its declared mode, owner and group',
 };
 
 /** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
-export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill'] as const;
+export const DESTRUCTIVE_ACTIONS = ['release.delete', 'file.delete', 'service.kill', 'directory.delete'] as const;
 export type DestructiveActionKind = (typeof DESTRUCTIVE_ACTIONS)[number];
 export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> = {
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
   'service.kill': 'kill a service without starting it again',
+  'directory.delete': 'delete a directory',
 };
 
 /** What became of an action the agent was sent (execution evidence, never proof of convergence). */

@@ -1,5 +1,6 @@
 import type { ResourceSpec } from '../../contract/desired';
 import type { ResourceType } from '../../contract/vocabulary';
+import { directory } from './directory';
 import { file } from './file';
 import { flag } from './flag';
 import type { ResourceKind } from './kind';
@@ -15,7 +16,13 @@ import { service } from './service';
 
 type KindOf<T extends ResourceType> = ResourceKind<Extract<ResourceSpec, { type: T }>>;
 
-export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = { release, file, flag, service };
+export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = {
+  release,
+  file,
+  flag,
+  service,
+  directory,
+};
 
 /** The kind of a spec, typed for it. */
 export function kindOf<S extends ResourceSpec>(spec: S): ResourceKind<S> {
@@ -37,5 +44,7 @@ export function kindOfAction(kind: string): ResourceKind | null {
 
 export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
-export { fileTarget } from './file';
+export { fileContentDigest, fileTarget } from './file';
+export { directoryTarget } from './directory';
 export { fileBytes } from './common';
+export * from './attributes';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ResourceSpec } from '../../contract/desired';
 import type { ResourceType } from '../../contract/vocabulary';
 import { exactly } from '../base';
+import { directorySpec } from './directory';
 import { fileSpec } from './file';
 import { flagSpec } from './flag';
 import { releaseSpec } from './release';
@@ -20,8 +21,11 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   file: fileSpec,
   service: serviceSpec,
   flag: flagSpec,
+  directory: directorySpec,
 };
 
-export const resourceSpec = exactly<ResourceSpec>()(z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec]));
+export const resourceSpec = exactly<ResourceSpec>()(
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, directorySpec]),
+);
 
 export { releaseSpec } from './release';
