@@ -28,13 +28,16 @@ export interface Wanted {
   gid?: number;
 }
 
-/** The stage a test may pause at: the inode is open and compared, its last check not made yet. */
-export type AttributeStage = 'directory opened' | 'file opened';
+/**
+ * Where a test may pause: a directory seen by lstat and not yet opened; the inode open and
+ * compared, its last check not made yet.
+ */
+export type AttributeStage = 'directory found' | 'directory opened' | 'file opened';
 
 /**
- * A test seam, inert unless a test sets it: awaited once the inode is open and compared, before
- * the last check and the change. test/adversarial/dir-swapped-for-symlink.test.ts swaps the
- * directory there, at the one moment a race would have to hit.
+ * A test seam, inert unless a test sets it: awaited at each stage above.
+ * test/adversarial/dir-swapped-for-symlink.test.ts swaps the directory there, at the moments a
+ * race would have to hit, and test/adversarial/hard-link-into-root.test.ts links the file.
  */
 let pause: ((stage: AttributeStage, shown: string) => Promise<void>) | null = null;
 
@@ -69,6 +72,7 @@ export async function ensureDirectoryIn(
     if (typeof checked === 'string' && checked !== ABSENT_MARKER) throw moved(shown, checked, ABSENT_MARKER);
     created = createIn(parent, name, shown, want.mode === undefined ? 0o755 : 0o700);
   } else if (!there.isDirectory()) throw notADirectory(shown, kindOf(there));
+  else await pause?.('directory found', shown);
   let dir: HeldDir;
   try {
     dir = await parent.child(name, false, shown);
