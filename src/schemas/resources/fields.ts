@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withFix } from '../../contract/fix';
-import { accountProblem, modeProblem, storedAccount, storedMode } from '../../domain/resources/attributes';
+import { MAX_ACCOUNT_ID, accountProblem, modeProblem, storedAccount, storedMode } from '../../domain/resources/attributes';
 import { hasParentSegment, nodePathProblem, pathSpellingProblem, type PathSpellingProblem } from '../../domain/rootPath';
 
 /* What several resource types' schemas share: a version, a path under the root, an artifact and its digest. */
@@ -78,12 +78,17 @@ export const modeField = (type: 'file' | 'directory') =>
           ),
         });
     })
-    .transform(storedMode);
+    .transform(storedMode)
+    .describe(
+      type === 'file'
+        ? 'Octal permission bits in quotes, such as "0640" ("640" is the same); setuid, setgid and sticky are refused on a file.'
+        : 'Octal mode in quotes, such as "0750" or "2775": permission bits, and setgid (2000) or sticky (1000) if wanted.',
+    );
 
 /** A file's or a directory's owner or group: a name, or a numeric id (a YAML number is read as one), stored in plain decimal. */
 export const accountField = (what: 'owner' | 'group') =>
   z
-    .union([z.string(), z.number().int().nonnegative().transform(String)], {
+    .union([z.string(), z.number().int().nonnegative().max(MAX_ACCOUNT_ID).transform(String)], {
       error: withFix(
         `${what} must be a ${what === 'owner' ? 'user' : 'group'} name or a numeric id`,
         `write it such as ${what}: ${what === 'owner' ? 'daemon' : 'adm'} or ${what}: 1000`,
@@ -97,4 +102,7 @@ export const accountField = (what: 'owner' | 'group') =>
           message: withFix(problem, `name a ${what === 'owner' ? 'user' : 'group'} of the node, or give its numeric id`),
         });
     })
-    .transform(storedAccount);
+    .transform(storedAccount)
+    .describe(
+      `A ${what === 'owner' ? 'user' : 'group'} name of the node, or its numeric id; observed in the same spelling (getent resolves it).`,
+    );
