@@ -13,7 +13,7 @@ import { RESOURCE_TYPES, type ResourceType } from '../contract/vocabulary';
 /** The kinds of target agent.yaml may name ("file:etc/app.json"): one per resource type. */
 export const TARGET_KINDS: readonly ResourceType[] = RESOURCE_TYPES;
 
-export { RELEASE_TARGET, directoryTarget, fileTarget } from './resources';
+export { RELEASE_TARGET } from './resources';
 
 /** The target a resource spec writes. The one function that names it (the agent uses targetOfAction, below). */
 export function targetOf(key: string, spec: ResourceSpec): string {

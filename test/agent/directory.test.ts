@@ -263,9 +263,7 @@ describe.runIf(asRoot)('file mode, owner and group', () => {
     await t.apply(planFrom(t, 'secret', secret, await t.observe({ secret })));
     const stamp = await PROVIDERS.file.watch.marker(t.root, 'secret', secret);
     await fs.chmod(path.join(t.root, file), 0o640);
-    expect(await PROVIDERS.file.watch.marker(t.root, 'secret', secret)).not.toBe(
-      stamp,
-    );
+    expect(await PROVIDERS.file.watch.marker(t.root, 'secret', secret)).not.toBe(stamp);
   });
 });
 

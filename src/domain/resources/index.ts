@@ -44,7 +44,5 @@ export function kindOfAction(kind: string): ResourceKind | null {
 
 export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
-export { fileContentDigest, fileTarget } from './file';
-export { directoryTarget } from './directory';
 export { fileBytes } from './common';
 export * from './attributes';
