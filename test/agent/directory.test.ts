@@ -223,7 +223,7 @@ describe.runIf(asRoot)('file mode, owner and group', () => {
     expect(plan.spec).not.toHaveProperty('content');
     const ev = await t.apply(plan);
     expect(ev.detail).toBe(
-      `set with mode 0600, owner daemon on ${file} in place (content sha256 ${sha256('k3y\n').slice(0, 12)}… and inode ${before.ino} kept).`,
+      `set mode 0600, owner daemon on ${file} in place (content sha256 ${sha256('k3y\n').slice(0, 12)}… and inode ${before.ino} kept).`,
     );
     expect(await attributes(path.join(t.root, file))).toEqual({ mode: '0600', uid: 1, gid: before.gid, ino: before.ino });
     expect(await fs.readFile(path.join(t.root, file), 'utf8')).toBe('k3y\n');

@@ -236,11 +236,14 @@ export async function applyFileWrite(
   };
 }
 
-/** " with mode 0640, owner daemon" for what a spec declares; "" when nothing. */
-const declaredText = (spec: FileObserved) => {
-  const declared = Object.entries(attributesOf(spec)).map(([k, v]) => `${k} ${v}`);
-  return declared.length === 0 ? '' : ` with ${declared.join(', ')}`;
-};
+/** "mode 0640, owner daemon": what a spec declares, in words. */
+const declaredList = (spec: FileObserved) =>
+  Object.entries(attributesOf(spec))
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+
+/** " with mode 0640, owner daemon", or "" when it declares nothing. */
+const declaredText = (spec: FileObserved) => (declaredList(spec) === '' ? '' : ` with ${declaredList(spec)}`);
 
 /** file.attributes: the declared mode, owner and group set on the file in place, its content and inode kept. */
 async function applyFileAttributes(
@@ -257,8 +260,8 @@ async function applyFileAttributes(
   return {
     marker_after: fileMarker(done.st, done.sha256),
     detail: done.changed
-      ? `set${declaredText(spec)} on ${spec.path} in place (content sha256 ${short(done.sha256)} and inode ${done.st.ino} kept).`
-      : `${spec.path} already had${declaredText(spec)}; nothing was changed.`,
+      ? `set ${declaredList(spec)} on ${spec.path} in place (content sha256 ${short(done.sha256)} and inode ${done.st.ino} kept).`
+      : `${spec.path} already had ${declaredList(spec) || 'what the action declares'}; nothing was changed.`,
   };
 }
 
