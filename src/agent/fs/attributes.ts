@@ -70,7 +70,8 @@ export async function ensureDirectoryIn(
   let created = false;
   if (there === null) {
     if (typeof checked === 'string' && checked !== ABSENT_MARKER) throw moved(shown, checked, ABSENT_MARKER);
-    created = createIn(parent, name, shown, want.mode === undefined ? 0o755 : 0o700);
+    createIn(parent, name, shown, want.mode === undefined ? 0o755 : 0o700);
+    created = true;
   } else if (!there.isDirectory()) throw notADirectory(shown, kindOf(there));
   else await pause?.('directory found', shown);
   let dir: HeldDir;
@@ -92,12 +93,11 @@ export async function ensureDirectoryIn(
   }
 }
 
-/** mkdir through the parent's descriptor right after checking the parent is where it was; false when something appeared meanwhile. */
-function createIn(parent: HeldDir, name: string, shown: string, mode: number): boolean {
+/** mkdir through the parent's descriptor right after checking the parent is where it was; MarkerMoved when something appeared meanwhile. */
+function createIn(parent: HeldDir, name: string, shown: string, mode: number): void {
   try {
     parent.verifySync();
     mkdirSync(parent.at(name), mode);
-    return true;
   } catch (err) {
     if (!isCode(err, 'EEXIST')) throw err;
     const now = lstatSync(parent.at(name), { throwIfNoEntry: false });
