@@ -267,6 +267,40 @@ describe.runIf(asRoot)('file mode, owner and group', () => {
   });
 });
 
+describe('a directory target is what it resolves to, not how it is spelled', () => {
+  it('an override of directory:etc/app/data protects it spelled through a symlinked parent', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'etc/app/data'), { recursive: true });
+    await fs.chmod(path.join(t.root, 'etc/app/data'), 0o700);
+    await fs.symlink('etc/app', path.join(t.root, 'conf'));
+    await t.writeConfig({ overrides: { 'directory:etc/app/data': provenance } });
+    const respelled: ResourceSpec = { type: 'directory', path: 'conf/data', mode: '0777' };
+    const obs = await t.observe({ respelled });
+    expect(obs.resources.respelled.detail).toMatchObject({ identity: 'directory:etc/app/data' });
+    expect(obs.overrides).toMatchObject({ respelled: provenance });
+    const refused = await expectRefusal(t.apply(planFrom(t, 'respelled', respelled, obs)), 'OperatorOwnedRefusal');
+    expect(refused.message).toMatch(/writes directory:etc\/app\/data \(spelled directory:conf\/data\), which is operator-owned/);
+    expect((await attributes(path.join(t.root, 'etc/app/data'))).mode).toBe('0700');
+  });
+
+  it('a file and a directory that are one place through a symlink are each obstructed', async () => {
+    const t = await makeNode();
+    await fs.mkdir(path.join(t.root, 'etc/app'), { recursive: true });
+    await fs.symlink('etc/app', path.join(t.root, 'conf'));
+    const resources: Record<string, ResourceSpec> = {
+      dir: { type: 'directory', path: 'etc/app/x' },
+      file: { type: 'file', path: 'conf/x', content: 'x' },
+    };
+    const obs = await t.observe(resources);
+    expect(obs.resources.dir.obstruction).toMatch(
+      /^"dir" writes directory:etc\/app\/x, the same path as "file": one target has one owner/,
+    );
+    expect(obs.resources.file.obstruction).toMatch(
+      /^"file" writes file:etc\/app\/x \(spelled file:conf\/x\), the same path as "dir"/,
+    );
+  });
+});
+
 describe('datum import of a directory and a file', () => {
   it('declares what is there, so the first observation of the spec finds no drift', async () => {
     const t = await makeNode();
