@@ -16,6 +16,7 @@
  *   units/          systemd units for `unit` resources: systemctl, Datum's unit files, evidence, probes
  *   watch.ts        watch: returns as soon as something managed changes
  *   config.ts       agent.yaml, read on every call
+ *   users.ts        owners and groups by name or id, through getent (the host's name service)
  *   gate.ts, heartbeat.ts, logging.ts, metrics.ts, limits.ts, markers.ts, refusal.ts
  *
  * `node:fs` is imported only in fs/ and in these files, each for a reason (eslint.config.mjs

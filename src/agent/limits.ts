@@ -13,6 +13,14 @@ const MiB = 1024 * 1024;
 /** A file resource's content, in bytes. Configuration files, not data sets. */
 export const MAX_FILE_CONTENT_BYTES = 4 * MiB;
 
+/**
+ * A file's content that `datum import` writes into desired state, in bytes: a quarter of the
+ * 256 KiB a desired-state file may hold (MAX_DESIRED_STATE_BYTES), so one imported file leaves
+ * room for the node's other resources and YAML's quoting of the text. A larger file is not
+ * configuration to import: it belongs in a release artifact.
+ */
+export const MAX_IMPORT_CONTENT_BYTES = 64 * 1024;
+
 /** A flag's JSON document, in bytes. */
 export const MAX_FLAG_BYTES = 64 * 1024;
 
@@ -58,6 +66,7 @@ export const MAX_SERVICE_LOG_BYTES = 10 * MiB;
 
 export const limits = {
   fileContentBytes: MAX_FILE_CONTENT_BYTES,
+  importContentBytes: MAX_IMPORT_CONTENT_BYTES,
   flagBytes: MAX_FLAG_BYTES,
   backupBytes: MAX_BACKUP_BYTES,
   backupsKept: BACKUPS_KEPT_PER_TARGET,

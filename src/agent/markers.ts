@@ -24,6 +24,16 @@ const DIGEST_CHARS = 16;
 export const fileMarker = (st: Pick<Stats, 'mtimeMs' | 'ino' | 'size' | 'ctimeMs'>, sha256?: string) =>
   `file:${st.mtimeMs}:${st.ino}:${st.size}:${st.ctimeMs}${sha256 === undefined ? '' : `:${sha256.slice(0, DIGEST_CHARS)}`}`;
 
+/**
+ * A directory's: inode, mode, owner and group, which are all a directory resource's value is
+ * about. Not its mtime or ctime: every entry created or removed inside it moves both, so a
+ * directory whose files are written (by Datum or by the service using it) would look changed by
+ * another writer on every write, and the watch would wake on each. A chmod or chown moves it;
+ * one undone before Datum looks changed nothing it could lose.
+ */
+export const dirMarker = (st: Pick<Stats, 'ino' | 'mode' | 'uid' | 'gid'>) =>
+  `dir:${st.ino}:${(st.mode & 0o7777).toString(8)}:${st.uid}:${st.gid}`;
+
 /** A symlink's: its target + ctime (re-pointing a link changes its ctime even to the same target). */
 export const linkMarker = (target: string, ctimeMs: number) => `link:${target}:${ctimeMs}`;
 

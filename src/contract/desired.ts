@@ -15,10 +15,20 @@ export type ReleaseSpec = {
   sha256: string;
 };
 
+/*
+ * A file and a directory may declare mode, owner and group, each optional and never defaulted (a
+ * spec that declares none keeps the digest and the observed value it had): `mode` as four octal
+ * digits ("0640", the one stored spelling), `owner` and `group` as a name or a decimal id
+ * ("daemon", "1"), observed in the spelling written (src/domain/resources/attributes.ts).
+ */
+
 export type FileSpec = {
   type: 'file';
   /** Relative to the node root. */
   path: string;
+  mode?: string;
+  owner?: string;
+  group?: string;
   /**
    * The content is a secret: the ledger and the CLI show only its digest and size (as for every
    * file) and say so. Optional and never defaulted, so existing digests do not change.
@@ -58,7 +68,6 @@ export type PackageSpec = {
   sha256?: string;
 };
 
-
 /**
  * A check that a unit's process answers: liveness only, never evidence that it took its content,
  * so a unit that declares one also declares content whose take-up is proven otherwise. Run only
@@ -86,7 +95,16 @@ export type UnitSpec = {
   probe?: UnitProbe;
 };
 
-export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec | PackageSpec | UnitSpec;
+export type DirectorySpec = {
+  type: 'directory';
+  /** Relative to the node root. */
+  path: string;
+  mode?: string;
+  owner?: string;
+  group?: string;
+};
+
+export type ResourceSpec = ReleaseSpec | FileSpec | ServiceSpec | FlagSpec | DirectorySpec | PackageSpec | UnitSpec;
 
 /** The policy with defaults applied and every duration in its one stored spelling ("60s"). */
 export interface Policy {

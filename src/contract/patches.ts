@@ -218,7 +218,7 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     histories: H(),
     stage: 'patched',
     story:
-      "Anyone with a namespace credential could signal a forged report that closed an item \"by a fresh observation\" that never happened, or pointed its resolutions at another node's loop (issue 30, class 3; test/adversarial/forged-report).",
+      'Anyone with a namespace credential could signal a forged report that closed an item "by a fresh observation" that never happened, or pointed its resolutions at another node\'s loop (issue 30, class 3; test/adversarial/forged-report).',
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,

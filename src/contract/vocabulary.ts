@@ -168,13 +168,14 @@ export const MODE_MEANINGS: Record<Mode, string> = {
   enforce: 'repair managed drift with authorized, idempotent actions',
 };
 
-export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'package', 'unit'] as const;
+export const RESOURCE_TYPES = ['release', 'file', 'service', 'flag', 'directory', 'package', 'unit'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
   release: 'an artifact unpacked to releases/<version>, with the current link pointing at it',
-  file: 'a file under the node root, observed by the sha256 of its bytes',
+  file: 'a file under the node root, observed by the sha256 of its bytes (and its mode, owner and group where declared)',
   service: "a process on the current release, observed by its own health endpoint's build and config digest",
   flag: 'a JSON value at flags/<name>.json',
+  directory: 'a directory under the node root, observed by whether it is there and its declared mode, owner and group',
   package: "a Debian package at an exact version, observed in dpkg's own database",
   unit: "a systemd unit, observed from its manager: Datum's unit file or drop-in, enabled and active state, declared properties, and whether its main process started after its content was written",
 };
@@ -183,9 +184,11 @@ export const RESOURCE_TYPE_MEANINGS: Record<ResourceType, string> = {
 export const ACTIONS = [
   'release.install',
   'file.write',
+  'file.attributes',
   'service.start',
   'service.restart',
   'flag.write',
+  'directory.ensure',
   'package.install',
   'unit.apply',
 ] as const;
@@ -193,9 +196,11 @@ export type ActionKind = (typeof ACTIONS)[number];
 export const ACTION_MEANINGS: Record<ActionKind, string> = {
   'release.install': 'fetch the artifact, verify its sha256, unpack it and switch current, each step atomic',
   'file.write': 'write the file atomically, keeping the replaced content under .datum/backup/',
+  'file.attributes': "set a file's declared mode, owner and group in place, its content unchanged",
   'service.start': 'start the service on current with its config',
   'service.restart': 'restart the service on current with its config',
   'flag.write': "write the flag's value",
+  'directory.ensure': 'create the directory when it is absent, and set its declared mode, owner and group',
   'package.install':
     "install the exact version with dpkg: a .deb artifact whose sha256 and control fields verify, or from the host's apt sources",
   'unit.apply':
@@ -207,6 +212,7 @@ export const DESTRUCTIVE_ACTIONS = [
   'release.delete',
   'file.delete',
   'service.kill',
+  'directory.delete',
   'package.remove',
   'unit.delete',
   'unit.disable',
@@ -217,6 +223,7 @@ export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> 
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
   'service.kill': 'kill a service without starting it again',
+  'directory.delete': 'delete a directory',
   'package.remove': 'remove (or purge) a package, or another package that stands in its way',
   'unit.delete': "delete a unit file or drop-in (Datum's or anyone's)",
   'unit.disable': 'disable a unit',

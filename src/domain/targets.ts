@@ -13,7 +13,7 @@ import { RESOURCE_TYPES, type ResourceType } from '../contract/vocabulary';
 /** The kinds of target agent.yaml may name ("file:etc/app.json"): one per resource type. */
 export const TARGET_KINDS: readonly ResourceType[] = RESOURCE_TYPES;
 
-export { RELEASE_TARGET, fileTarget } from './resources';
+export { RELEASE_TARGET } from './resources';
 
 /** The target a resource spec writes. The one function that names it (the agent uses targetOfAction, below). */
 export function targetOf(key: string, spec: ResourceSpec): string {
@@ -43,11 +43,57 @@ export function targetsOf(resources: Record<string, ResourceSpec>): Record<strin
   return out;
 }
 
-/** Targets claimed by more than one resource: each with its claimants, in declaration order. */
+/**
+ * The path a target names under the root ("etc/app" of "file:etc/app" or "directory:etc/app"),
+ * for the types whose target is a path; null for any other target.
+ */
+export function pathOfTarget(target: string): string | null {
+  const colon = target.indexOf(':');
+  const type = target.slice(0, colon);
+  return colon > 0 && Object.hasOwn(RESOURCE_KINDS, type) && RESOURCE_KINDS[type as ResourceType].targetIsPath
+    ? target.slice(colon + 1)
+    : null;
+}
+
+/**
+ * Where a target is, for "one target, one owner": a path target by its path alone, since a file
+ * and a directory at one path are one place that both would have to be; any other by itself.
+ */
+export function placeOf(target: string): string {
+  const path = pathOfTarget(target);
+  return path === null ? target : `path:${path}`;
+}
+
+/**
+ * Targets claimed by more than one resource (path targets by their place, whatever their types):
+ * each with its claimants in declaration order, and the target as the first of them writes it.
+ */
 export function sharedTargets(resources: Record<string, ResourceSpec>): { target: string; keys: string[] }[] {
-  const byTarget = new Map<string, string[]>();
-  for (const [key, target] of Object.entries(targetsOf(resources))) byTarget.set(target, [...(byTarget.get(target) ?? []), key]);
-  return [...byTarget.entries()].filter(([, keys]) => keys.length > 1).map(([target, keys]) => ({ target, keys }));
+  const byPlace = new Map<string, { target: string; keys: string[] }>();
+  for (const [key, target] of Object.entries(targetsOf(resources))) {
+    const place = placeOf(target);
+    const seen = byPlace.get(place);
+    if (seen) seen.keys.push(key);
+    else byPlace.set(place, { target, keys: [key] });
+  }
+  return [...byPlace.values()].filter(({ keys }) => keys.length > 1);
+}
+
+/**
+ * A file whose path is a parent of another path resource's: the other needs that path to be a
+ * directory, the file needs it to be a file, and neither can converge. Judged by spelling; the
+ * agent sees the same through symlinks as an obstruction.
+ */
+export function pathsUnderFiles(resources: Record<string, ResourceSpec>): { file: string; under: string; path: string }[] {
+  const paths = Object.entries(targetsOf(resources)).flatMap(([key, target]) => {
+    const path = pathOfTarget(target);
+    return path === null ? [] : [{ key, path, isFile: resources[key]?.type === 'file' }];
+  });
+  return paths.flatMap((f) =>
+    f.isFile
+      ? paths.filter((o) => o.path.startsWith(`${f.path}/`)).map((o) => ({ file: f.key, under: o.key, path: f.path }))
+      : [],
+  );
 }
 
 /** Whether an agent.yaml entry names a target ("file:etc/app.json") rather than a resource key. */

@@ -6,7 +6,7 @@ import { breachProblem, jsonBreach, pathOf, type Frame, type JsonBreach } from '
 import { bindIntent } from '../domain/desired';
 import { kindOf } from '../domain/resources';
 import { InvalidAgentConfig, InvalidDesiredState, type InvalidInputError } from '../domain/errors';
-import { RELEASE_TARGET, sharedTargets } from '../domain/targets';
+import { RELEASE_TARGET, pathsUnderFiles, sharedTargets, targetOf } from '../domain/targets';
 import { resourceKey } from './base';
 import { agentConfig, desiredStateFile, normalizePolicy, resourceSpec, type AgentConfig } from './desired';
 import { problemsFromZod } from './problems';
@@ -381,17 +381,28 @@ function checkResources(raw: Record<string, unknown>, problems: Problem[]): Reco
 
 /**
  * Two resources may not claim one target (docs/architecture.md §4 "Targets and operator
- * decisions"): two files at one path, or two releases, which would both switch the one current.
+ * decisions"): two files at one path, a file and a directory at one path, or two releases, which
+ * would both switch the one current. Nor may a file's path be a parent of another path resource's:
+ * the one needs a file where the other needs a directory.
  */
 function sharedTargetProblems(resources: Record<string, ResourceSpec>): Problem[] {
-  return sharedTargets(resources).map(({ target, keys }) => ({
-    field: `resources.${keys[keys.length - 1] ?? ''}`,
-    problem: `${keys.map((k) => `resources.${k}`).join(' and ')} claim the same target ${target}, and one target has one owner`,
-    fix:
-      target === RELEASE_TARGET
-        ? 'keep one release resource per node: every release switches the one current link'
-        : 'give each resource its own target (another path, another package), or remove all but one of them',
+  const shared = sharedTargets(resources).map(({ target, keys }) => {
+    const spelled = [...new Set(keys.map((k) => targetOf(k, resources[k])))];
+    return {
+      field: `resources.${keys[keys.length - 1] ?? ''}`,
+      problem: `${keys.map((k) => `resources.${k}`).join(' and ')} claim the same target ${spelled.length > 1 ? `path (${spelled.join(', ')})` : target}, and one target has one owner`,
+      fix:
+        target === RELEASE_TARGET
+          ? 'keep one release resource per node: every release switches the one current link'
+          : 'give each resource its own target (another path, another package or unit), or remove all but one of them',
+    };
+  });
+  const nested = pathsUnderFiles(resources).map(({ file, under, path }) => ({
+    field: `resources.${under}.path`,
+    problem: `is inside "${path}", which resources.${file} declares a file, so one of them can never be there`,
+    fix: `move resources.${under} out of "${path}", or give resources.${file} another path`,
   }));
+  return [...shared, ...nested];
 }
 
 function dedupe(problems: Problem[]): Problem[] {

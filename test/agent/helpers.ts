@@ -13,6 +13,8 @@ import { expect } from 'vitest';
 import { fileBytes, idempotencyKey, type AuthorizedAction, type Json } from '../../src/domain';
 import { createAgentActivities, targetMarker } from '../../src/agent/activities';
 import { stopServices } from '../../src/agent/services';
+import { loadAgentConfig } from '../../src/agent/config';
+import type { AgentConfig } from '../../src/schemas';
 import type { AgentActivities, ApplyRequest, ObserveRequest } from '../../src/contract';
 import type { BuildArtifactOptions } from '../../scripts/build-artifact.mjs' with { 'resolution-mode': 'import' };
 
@@ -29,6 +31,8 @@ export interface TestNode {
   ): Promise<void>;
   observe(resources: ObserveRequest['resources'], acts?: AgentActivities): ReturnType<AgentActivities['observe']>;
   apply(action: AuthorizedAction, acts?: AgentActivities): ReturnType<AgentActivities['apply']>;
+  /** agent.yaml as the agent reads it now. */
+  config(): Promise<AgentConfig>;
   cleanup(): Promise<void>;
 }
 
@@ -62,6 +66,7 @@ export async function makeNode(options: { node?: string; mode?: 'observe' | 'enf
     observe: (resources, acts = t.acts) => runActivity((r: ObserveRequest) => acts.observe(r), { node, resources }),
     apply: async (action, acts = t.acts) =>
       await runActivity((r: ApplyRequest) => acts.apply(r), { node, action: await asPlanned(t, action) }),
+    config: () => loadAgentConfig(configPath),
     async cleanup() {
       await stopServices(root);
       await fs.rm(base, { recursive: true, force: true });

@@ -15,7 +15,7 @@ afterEach(cleanupNodes);
 
 const CONFIG_PATH = 'etc/app/config.json';
 
-/** A node with one resource of every type, converged: release, config, flag and a running service. */
+/** A node with one resource of every type, converged: release, config, flag, a running service and a directory. */
 async function convergedNode(): Promise<{ t: TestNode; resources: Record<string, ResourceSpec> }> {
   const t = await makeNode();
   const art = await buildArtifact({ version: '7.3', outDir: path.join(t.base, 'artifacts') });
@@ -24,7 +24,9 @@ async function convergedNode(): Promise<{ t: TestNode; resources: Record<string,
     config: { type: 'file', path: CONFIG_PATH, content: { workers: 4 } },
     maintenance: { type: 'flag', value: false },
     app: { type: 'service', release: 'build', config: 'config', command: ['node', 'server.js'] },
+    data: { type: 'directory', path: 'srv/data', mode: '0750' },
   };
+  await t.apply(action(t.node, 'data', 'directory.ensure', { path: 'srv/data', mode: '0750' }));
   await t.apply(releaseAction(t, '7.3', { artifact: art.file, sha256: art.sha256 }));
   await t.apply(fileAction(t.node, 'config', CONFIG_PATH, { workers: 4 }));
   await t.apply(action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: false }));
@@ -74,6 +76,19 @@ describe('the watch against the last observation', () => {
     const partial = { ...baselineOf(observed), config: null, maintenance: undefined } as unknown as Record<string, string | null>;
     expect(await watch(t, { resources, window_ms: 300, baseline: partial })).toMatchObject({ changed: [] });
   });
+
+  it("sees a chmod of a managed directory by its parent's inotify, with no poll to see it", async () => {
+    const { t, resources } = await convergedNode();
+    const observed = await t.observe(resources);
+    const request: WatchRequest = { node: t.node, resources, window_ms: 3_600_000, baseline: baselineOf(observed) };
+    let waiting!: () => void;
+    const isWaiting = new Promise<void>((resolve) => (waiting = resolve));
+    const noPolls = { pollMs: 3_600_000, safetyPollMs: 3_600_000, waiting };
+    const watching = runActivity((r: WatchRequest) => watchNode(t.configPath, r, noPolls), request);
+    await isWaiting;
+    await fs.chmod(path.join(t.root, 'srv/data'), 0o777);
+    expect(await watching).toMatchObject({ changed: ['data'], reason: 'changed' });
+  }, 60_000);
 
   it('reports a service that died after the observation', async () => {
     const { t, resources } = await convergedNode();

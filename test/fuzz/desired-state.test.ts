@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidDesiredState } from '../../src/domain';
 import { parseDesiredStateText } from '../../src/schemas/documents';
 import { PROVENANCE, checkRejection, outcome } from './documents';
-import { RUNS, escapingPath, mutations, validDesired } from './generators';
+import { RUNS, escapingDirectory, escapingPath, hostileAttributes, mutations, validDesired } from './generators';
 
 /*
  * Fuzzing desired state (issue 10, must-show 2): valid documents, mutated the ways a hostile or
@@ -20,12 +20,13 @@ describe('fuzzing desired state', () => {
     ['resources'],
     ['resources', 'build', 'version'],
     ['resources', 'build', 'sha256'],
+    ['resources', 'data', 'mode'],
     ['policy'],
   ];
   it(`${RUNS} mutated desired-state files each bind or end as InvalidDesiredState naming the field and the fix`, () => {
     const source = 'desired/nodes/N-24.yaml';
     fc.assert(
-      fc.property(mutations(validDesired, typed, [escapingPath]), (c) => {
+      fc.property(mutations(validDesired, typed, [escapingPath, escapingDirectory, hostileAttributes]), (c) => {
         const r = outcome(() => parseDesiredStateText(c.text, source, PROVENANCE), InvalidDesiredState);
         if (r.ok) {
           expect(c.mustReject, `${c.what} was accepted`).toBe(false);

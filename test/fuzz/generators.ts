@@ -37,17 +37,38 @@ const debianVersion = fc
       `${epoch === undefined ? '' : `${epoch}:`}${upstream}${revision === undefined ? '' : `-${revision}`}`,
   );
 
-/** A desired-state document that validates: one release, files, flags, maybe a service and a package. */
+/** Mode, owner and group a file may declare, each maybe absent; a directory may also be setgid or sticky. */
+const account = fc.constantFrom<string | number>('root', 'daemon', 'www-data', '_apt', 0, 1000, '65534');
+const attributes = (modes: string[]) =>
+  fc.record({ mode: fc.constantFrom(...modes), owner: account, group: account }, { requiredKeys: [] });
+const FILE_MODES = ['0644', '0600', '640', '0755', '0400'];
+const DIRECTORY_MODES = ['0755', '750', '2775', '1777', '3770', '0700'];
+
+/** Whether `p` can join `taken` paths: not one of them, not inside a file of them, and no file `p` with one inside it. */
+function fits(p: string, isFile: boolean, taken: Map<string, boolean>): boolean {
+  for (const [q, qIsFile] of taken) {
+    if (q === p || (qIsFile && p.startsWith(`${q}/`)) || (isFile && q.startsWith(`${p}/`))) return false;
+  }
+  return true;
+}
+
+/**
+ * A desired-state document that validates: one release, files (some with mode, owner and group),
+ * directories, flags, maybe a service and a package. The directory "data" is always there, so its mode is a field
+ * the fuzzer types; no path is another's, or inside a declared file.
+ */
 export const validDesired = fc
   .record({
     node: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._-]{0,20}$/),
     generation: fc.integer({ min: 1, max: 1_000_000 }),
     version: fc.stringMatching(/^[0-9]{1,2}\.[0-9]{1,2}$/),
     sha256: hex64,
-    files: fc.uniqueArray(fc.tuple(key, relPath, fc.jsonValue({ maxDepth: 3 })), {
+    files: fc.uniqueArray(fc.tuple(key, relPath, fc.jsonValue({ maxDepth: 3 }), attributes(FILE_MODES)), {
       selector: ([k, p]) => `${k}|${p}`,
       maxLength: 3,
     }),
+    dirs: fc.uniqueArray(fc.tuple(key, relPath, attributes(DIRECTORY_MODES)), { selector: ([k]) => k, maxLength: 2 }),
+    data: attributes(DIRECTORY_MODES).map((a) => ({ ...a, mode: a.mode ?? '0750' })),
     flags: fc.array(fc.tuple(key, fc.oneof(fc.boolean(), fc.integer(), fc.string({ maxLength: 8 }))), { maxLength: 2 }),
     policy: fc.record({ resync_interval: duration, observation_ttl: duration }, { requiredKeys: [] }),
     service: fc.boolean(),
@@ -56,12 +77,19 @@ export const validDesired = fc
   .map((d) => {
     const resources: Record<string, unknown> = {
       build: { type: 'release', version: d.version, artifact: `artifacts/app-${d.version}.tgz`, sha256: d.sha256 },
+      // Upper case: relPath never spells it, so no generated file is at it or above it.
+      data: { type: 'directory', path: 'Srv/data', ...d.data },
     };
-    const usedPaths = new Set<string>();
-    for (const [k, p, content] of d.files) {
-      if (resources[`f${k}`] || usedPaths.has(p)) continue;
-      usedPaths.add(p);
-      resources[`f${k}`] = { type: 'file', path: p, content: typeof content === 'string' ? content : { v: content } };
+    const taken = new Map<string, boolean>([['Srv/data', false]]);
+    for (const [k, p, content, attrs] of d.files) {
+      if (resources[`f${k}`] || !fits(p, true, taken)) continue;
+      taken.set(p, true);
+      resources[`f${k}`] = { type: 'file', path: p, content: typeof content === 'string' ? content : { v: content }, ...attrs };
+    }
+    for (const [k, p, attrs] of d.dirs) {
+      if (resources[`d${k}`] || !fits(p, false, taken)) continue;
+      taken.set(p, false);
+      resources[`d${k}`] = { type: 'directory', path: p, ...attrs };
     }
     for (const [k, v] of d.flags) if (!resources[`g${k}`]) resources[`g${k}`] = { type: 'flag', value: v };
     const firstFile = Object.keys(resources).find((k) => k.startsWith('f'));
@@ -324,6 +352,40 @@ export const escapingPath = fc.tuple(validDesired, fc.constantFrom(...HOSTILE_PA
   const doc = structuredClone(d) as Doc & { resources: Record<string, Record<string, unknown>> };
   doc.resources.fz = { type: 'file', path: p, content: 'x' };
   return { what: `file path ${JSON.stringify(p)}`, text: dump(doc), mustReject: true, field: 'resources.fz.path' };
+});
+
+/** Desired state whose directory resource is somewhere it must not be: refused, naming that path field. */
+export const escapingDirectory = fc.tuple(validDesired, fc.constantFrom(...HOSTILE_PATHS)).map(([d, p]): Case => {
+  const doc = structuredClone(d) as Doc & { resources: Record<string, Record<string, unknown>> };
+  doc.resources.dz = { type: 'directory', path: p };
+  return { what: `directory path ${JSON.stringify(p)}`, text: dump(doc), mustReject: true, field: 'resources.dz.path' };
+});
+
+/** Modes and owners no file may declare: setuid, setgid or sticky bits, non-octal text, a spelling getent would read as an option. */
+export const HOSTILE_ATTRIBUTES: Array<[field: 'mode' | 'owner' | 'group', value: unknown]> = [
+  ['mode', '4755'],
+  ['mode', '2755'],
+  ['mode', '6777'],
+  ['mode', '1644'],
+  ['mode', '0o755'],
+  ['mode', 'rwxr-xr-x'],
+  ['mode', '07555'],
+  ['mode', 493],
+  ['mode', ''],
+  ['owner', '-rf'],
+  ['owner', '--help'],
+  ['owner', '1root'],
+  ['group', 'a b'],
+  ['group', -1],
+  ['owner', '4294967295'],
+  ['group', 'x'.repeat(40)],
+];
+
+/** Desired state with a file declaring one of those: refused, naming that field. */
+export const hostileAttributes = fc.tuple(validDesired, fc.constantFrom(...HOSTILE_ATTRIBUTES)).map(([d, [field, v]]): Case => {
+  const doc = structuredClone(d) as Doc & { resources: Record<string, Record<string, unknown>> };
+  doc.resources.fz = { type: 'file', path: 'Etc/tool', content: '#!/bin/sh\n', [field]: v };
+  return { what: `file ${field} ${JSON.stringify(v)}`, text: dump(doc), mustReject: true, field: `resources.fz.${field}` };
 });
 
 /** agent.yaml with a root that is not an absolute directory. */

@@ -51,6 +51,12 @@ describe('targetOf: what a resource writes', () => {
     { name: 'every release is the one current link', key: 'build', spec: release('7.4'), target: 'release:current' },
     { name: 'another release key is still current', key: 'build2', spec: release('9.9'), target: 'release:current' },
     {
+      name: 'a directory is its path',
+      key: 'data',
+      spec: { type: 'directory', path: 'srv\\data', mode: '0750' },
+      target: 'directory:srv/data',
+    },
+    {
       name: 'a service is its state record',
       key: 'app',
       spec: { type: 'service', release: 'build', config: 'config', command: ['node'] },
@@ -91,6 +97,14 @@ describe('shared targets are invalid desired state', () => {
       says: /resources\.config and resources\.settings claim the same target file:etc\/app\/config\.json/,
     },
     {
+      name: 'a file and a directory at one path',
+      resources: {
+        config: { type: 'file', path: 'srv/data', content: 'a' },
+        data: { type: 'directory', path: 'srv/data' },
+      },
+      says: /resources\.config and resources\.data claim the same target path \(file:srv\/data, directory:srv\/data\)/,
+    },
+    {
       name: 'a second release takes over current',
       resources: { build: release('7.4'), build2: release('9.9') },
       says: /resources\.build and resources\.build2 claim the same target release:current.*fix: keep one release resource per node/,
@@ -120,6 +134,16 @@ describe('agent.yaml may name a target', () => {
       name: 'the release target',
       overrides: { 'release:current': { approved_by: 'a', reason: 'r', since: NOW } },
       problem: null,
+    },
+    {
+      name: 'a directory target',
+      overrides: { 'directory:srv/data': { approved_by: 'a', reason: 'r', since: NOW } },
+      problem: null,
+    },
+    {
+      name: 'a directory target that leaves the root',
+      overrides: { 'directory:../etc': { approved_by: 'a', reason: 'r', since: NOW } },
+      problem: /"directory:\.\.\/etc" is not a plain path under the node root/,
     },
     {
       name: 'an unknown kind',

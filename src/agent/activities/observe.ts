@@ -1,6 +1,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import {
   InvalidAgentConfig,
+  pathOfTarget,
+  placeOf,
   targetOf,
   type FenceReset,
   type Observation,
@@ -101,22 +103,25 @@ async function lastReset(root: string): Promise<FenceReset | null> {
 }
 
 /**
- * Each file resource as written, not as spelled (src/agent/fs/identity.ts): its detail names the
- * target it really writes when a symlinked directory makes that another path, and resources whose
- * paths are two spellings of one file are each obstructed (one target has one owner; writing
- * both would have them overwrite each other), so no write is planned for either.
+ * Each path resource (a file, a directory) as written, not as spelled (src/agent/fs/identity.ts):
+ * its detail names the target it really writes when a symlinked directory makes that another
+ * path, and resources whose paths are two spellings of one place (whatever their types: a file
+ * and a directory at one path are one place too) are each obstructed (one target has one owner;
+ * writing both would have them overwrite each other), so no write is planned for either.
  */
 function withIdentities(
   seen: Record<string, ObservedResource>,
   specs: Record<string, ResourceSpec>,
   identify: (target: string) => string,
 ): Record<string, ObservedResource> {
-  const byTarget = new Map<string, string[]>();
+  const byPlace = new Map<string, string[]>();
   const identities: Record<string, string> = {};
   for (const [key, spec] of Object.entries(specs)) {
-    if (spec.type !== 'file') continue;
-    identities[key] = identify(targetOf(key, spec));
-    byTarget.set(identities[key], [...(byTarget.get(identities[key]) ?? []), key]);
+    const spelled = targetOf(key, spec);
+    if (pathOfTarget(spelled) === null) continue;
+    identities[key] = identify(spelled);
+    const place = placeOf(identities[key]);
+    byPlace.set(place, [...(byPlace.get(place) ?? []), key]);
   }
   const out = { ...seen };
   for (const [key, identity] of Object.entries(identities)) {
@@ -124,12 +129,13 @@ function withIdentities(
     const spelled = targetOf(key, specs[key]);
     if (!r) continue;
     const detail = identity === spelled ? r.detail : { ...r.detail, identity };
-    const others = (byTarget.get(identity) ?? []).filter((k) => k !== key);
+    const others = (byPlace.get(placeOf(identity)) ?? []).filter((k) => k !== key);
+    const same = others.every((k) => specs[k]?.type === specs[key]?.type) ? specs[key]?.type : 'path';
     const obstruction =
       r.obstruction ??
       (others.length === 0
         ? null
-        : `"${key}" writes ${identity}${identity === spelled ? '' : ` (spelled ${spelled})`}, the same file as ${others.map((k) => `"${k}"`).join(' and ')}: one target has one owner — fix: give each resource its own path in desired state, or remove all but one of them`);
+        : `"${key}" writes ${identity}${identity === spelled ? '' : ` (spelled ${spelled})`}, the same ${same} as ${others.map((k) => `"${k}"`).join(' and ')}: one target has one owner — fix: give each resource its own path in desired state, or remove all but one of them`);
     out[key] = { ...r, detail, obstruction };
   }
   return out;

@@ -103,14 +103,16 @@ export interface Ownership {
 
 /**
  * Writes `data` to a new temp file in the held directory (O_EXCL|O_NOFOLLOW), with `own`'s owner
- * and group when the agent may give them (root may; another user keeps its own) and its mode,
- * fsynced. Returns the temp file's name; the caller renames or removes it.
+ * and group and its mode, fsynced. The owner and group are the replaced file's where the agent
+ * may give them (root may; another user keeps its own); declared ones (`required`) are given or
+ * refused, never quietly left. Returns the temp file's name; the caller renames or removes it.
  */
 export async function writeTemp(
   dir: HeldDir,
   name: string,
   data: string | Buffer,
   own: Partial<Ownership> = {},
+  required = false,
 ): Promise<string> {
   const tmp = tempName(name);
   const mode = (own.mode ?? 0o644) & 0o777;
@@ -121,7 +123,8 @@ export async function writeTemp(
   );
   try {
     await handle.writeFile(data);
-    if (own.uid !== undefined && own.gid !== undefined) await chownIfAllowed(handle, own.uid, own.gid);
+    // Owner and group before the mode: a chown clears bits the mode then sets exactly.
+    if (own.uid !== undefined || own.gid !== undefined) await chownIfAllowed(handle, own.uid ?? -1, own.gid ?? -1, required);
     await handle.chmod(mode); // exactly the mode, whatever the umask
     await handle.sync();
   } catch (err) {
@@ -134,15 +137,34 @@ export async function writeTemp(
   return tmp;
 }
 
-async function chownIfAllowed(handle: FileHandle, uid: number, gid: number): Promise<void> {
+/** chown (-1: leave that one); EPERM ignored unless `required`, when it is the host's refusal. */
+async function chownIfAllowed(handle: FileHandle, uid: number, gid: number, required: boolean): Promise<void> {
   const st = await handle.stat();
-  if (st.uid === uid && st.gid === gid) return;
+  if ((uid === -1 || st.uid === uid) && (gid === -1 || st.gid === gid)) return;
   try {
     await handle.chown(uid, gid);
   } catch (err) {
     // Only root gives a file away; an agent running as a user keeps what it writes as its own.
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
+    if (required) throw notPermitted('give the file', { uid, gid });
   }
+}
+
+/** The kernel's EPERM on a chown or chmod the agent was asked to make: the host does not let this agent do it. */
+export function notPermitted(what: string, facts: { uid?: number; gid?: number; mode?: number }): AgentRefusal {
+  const asked = [
+    ...(facts.uid !== undefined && facts.uid !== -1 ? [`owner ${facts.uid}`] : []),
+    ...(facts.gid !== undefined && facts.gid !== -1 ? [`group ${facts.gid}`] : []),
+    ...(facts.mode !== undefined ? [`mode ${facts.mode.toString(8).padStart(4, '0')}`] : []),
+  ].join(', ');
+  return new AgentRefusal(
+    'NotAllowedByHost',
+    withFix(
+      `the kernel does not let the agent (uid ${process.getuid?.() ?? '?'}) ${what} ${asked} (EPERM): only root gives an inode to another owner, or to a group its user is not in`,
+      'run the agent as root on this host, or declare only an owner and group the agent may give (its own user, a group it is in)',
+    ),
+    { uid: facts.uid ?? null, gid: facts.gid ?? null, agent_uid: process.getuid?.() ?? null },
+  );
 }
 
 /**

@@ -1,12 +1,13 @@
 import path from 'node:path';
-import { fileTarget } from '../../domain';
+import { pathOfTarget } from '../../domain';
 import { locate } from './paths';
 
 /*
  * A target's identity is what is written, not how its path is spelled. With `conf -> etc/app`
  * inside the root, "file:conf/app.conf" and "file:etc/app/app.conf" are one file, and whatever
- * protects the one protects the other. The agent resolves every file target it compares (a
- * resource's, an agent.yaml entry's, a claim's, a decision's) the way its write would reach it:
+ * protects the one protects the other. The agent resolves every path target it compares (a file's
+ * or a directory's: a resource's, an agent.yaml entry's, a claim's, a decision's) the way its
+ * write would reach it:
  * every symlinked parent followed while it stays inside the root (src/agent/fs/paths.ts `locate`), the
  * final name not followed (a symlink there is an obstruction, never written through). Flags, the
  * release and services have one spelling each and are their own identity.
@@ -19,12 +20,14 @@ import { locate } from './paths';
 /** Maps targets to their identity on one root; each spelling is resolved once per use. */
 export type Identify = (target: string) => string;
 
-/** `target` as the agent would write it under `root` now. */
+/** `target` as the agent would write it under `root` now: a path target (a file, a directory) resolved, any other as it is. */
 export async function resolveTarget(root: string, target: string): Promise<string> {
-  if (!target.startsWith('file:')) return target;
+  const spelled = pathOfTarget(target);
+  if (spelled === null) return target;
+  const type = target.slice(0, target.length - spelled.length - 1);
   try {
-    const loc = await locate(root, target.slice('file:'.length), 'file path');
-    return fileTarget(path.relative(root, loc.abs).split(path.sep).join('/'));
+    const loc = await locate(root, spelled, `${type} path`);
+    return `${type}:${path.relative(root, loc.abs).split(path.sep).join('/')}`;
   } catch {
     return target;
   }

@@ -10,6 +10,7 @@
  *   identity.ts   a target's identity: where its write lands, whatever its spelling
  *   files.ts      reads with caps, temp files, atomic writes, JSON records
  *   replace.ts    atomic replace of a file or flag, the replaced bytes kept under .datum/backup/
+ *   attributes.ts a directory made, and mode, owner and group set, on held descriptors
  *   artifact.ts   an artifact fetched or copied into .datum/tmp, and inspected before it is unpacked
  *   unpack.ts     a tar archive written entry by entry through held descriptors
  *   releases.ts   releases/<version> made from an artifact, and the switch of `current`
@@ -63,7 +64,7 @@ export {
 export { openReleases, switchCurrent, unpackRelease } from './releases';
 export { replaceIn, type Replaced } from './replace';
 export { rootProblems } from './roots';
-export { isDirectory, makeDirs, pathStamp, watchDir } from './watch';
+export { dirStamp, isDirectory, makeDirs, pathStamp, watchDir } from './watch';
 export { HeldLock, lockExclusive } from './locks';
 export {
   ancestorIds,
@@ -74,3 +75,4 @@ export {
   unregisterRoot,
   type RegisteredRoot,
 } from './registry';
+export { ensureDirectoryIn, setFileAttributesIn, type Wanted } from './attributes';

@@ -61,17 +61,17 @@ export function checkSpelling(rel: string, what: string): void {
 }
 
 /**
- * A file resource's path: the spelling checks plus the domain's rule that Datum's own entries
- * (.datum, releases, current, flags) are not writable as files — a file resource that could
- * rewrite the journal or the fence would defeat both.
+ * A file or directory resource's path: the spelling checks plus the domain's rule that Datum's
+ * own entries (.datum, releases, current, flags) are not writable as files or directories — a
+ * resource that could rewrite the journal or the fence, or chmod .datum, would defeat both.
  */
-export function checkFileResourcePath(rel: string): void {
-  checkSpelling(rel, 'file path');
+export function checkFileResourcePath(rel: string, what = 'file path'): void {
+  checkSpelling(rel, what);
   const problem = nodePathProblem(rel);
   if (problem)
     throw new AgentRefusal(
       'InvalidAction',
-      withFix(`file path ${problem}`, 'choose a path outside .datum, releases, current and flags'),
+      withFix(`${what} ${problem}`, 'choose a path outside .datum, releases, current and flags'),
       { path: rel },
     );
 }

@@ -9,6 +9,7 @@ import { ABSENT_MARKER, fileMarker, sameMarker } from '../markers';
 import { kindOf, locateIn, openLocatedDir } from './paths';
 import { AgentRefusal } from '../refusal';
 import type { CheckedMarker } from '../markers';
+import type { Wanted } from './attributes';
 
 /*
  * Replacing a regular file (a file resource, a flag) so that no other writer's change is lost in
@@ -19,7 +20,8 @@ import type { CheckedMarker } from '../markers';
  *   2. keep the very inode about to be replaced under .datum/backup/ by a hard link (a copy when
  *      the backup area is on another device or the link is not allowed): a writer still writing
  *      into it in place writes into the backup;
- *   3. write the new bytes to a temp file beside it, with the replaced file's owner, group and mode;
+ *   3. write the new bytes to a temp file beside it, with the replaced file's owner, group and mode
+ *      (those a file resource declares instead, set before the rename);
  *   4. the last check, then the swap, back to back and synchronous: the directory is still where
  *      it was checked, the entry is still the inode of step 1 unchanged since step 2 (inode,
  *      ctime, mtime, size), rename;
@@ -51,6 +53,12 @@ export interface Replacing {
   rel: string;
   /** The resolved path under the root: one backup history per target however it is spelled. */
   target: string;
+  /**
+   * The mode, owner and group a file declares: the new inode has them before it is renamed into
+   * place (never the wrong mode for a moment), and an owner the agent may not give is refused.
+   * What it does not declare is the replaced file's (a new file's: 0644, the agent's own).
+   */
+  want?: Wanted;
 }
 
 export interface Replaced {
@@ -93,7 +101,7 @@ export async function replaceIn(
 
 /** Nothing was there: link() the new file into place, which fails if anything appeared meanwhile. */
 async function createIn(dir: HeldDir, name: string, at: Replacing, content: string): Promise<Replaced> {
-  const tmp = await writeTemp(dir, name, content);
+  const tmp = await writeTemp(dir, name, content, at.want, declaresOwner(at.want));
   try {
     dir.verifySync();
     linkSync(dir.at(tmp), dir.at(name));
@@ -128,8 +136,9 @@ async function swapIn(
   // 2. Keep it.
   const backup = await keepBackup(root, dir, name, at, { seen, bytes: before, found }, now);
   try {
-    // 3. The new bytes beside it, owned as it was.
-    const tmp = await writeTemp(dir, name, content, { uid: seen.uid, gid: seen.gid, mode: seen.mode });
+    // 3. The new bytes beside it, owned as it was unless the file declares otherwise.
+    const own = { uid: at.want?.uid ?? seen.uid, gid: at.want?.gid ?? seen.gid, mode: at.want?.mode ?? seen.mode };
+    const tmp = await writeTemp(dir, name, content, own, declaresOwner(at.want));
     const kept = await handle.stat(); // the link moved its ctime: this is the state to hold
     // Written into since step 1 (its ctime moved with our link, its mtime and size did not): nothing is replaced.
     if (kept.mtimeMs !== seen.mtimeMs || kept.size !== seen.size) {
@@ -163,6 +172,8 @@ async function swapIn(
     sha256: sha256(content),
   };
 }
+
+const declaresOwner = (want: Wanted | undefined) => want?.uid !== undefined || want?.gid !== undefined;
 
 const unchanged = (a: Stats, b: Stats) =>
   a.isFile() && a.dev === b.dev && a.ino === b.ino && a.ctimeMs === b.ctimeMs && a.mtimeMs === b.mtimeMs && a.size === b.size;

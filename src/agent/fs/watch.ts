@@ -1,5 +1,5 @@
 import { watch, promises as fs } from 'node:fs';
-import { ABSENT_MARKER, fileMarker, linkMarker } from '../markers';
+import { ABSENT_MARKER, dirMarker, fileMarker, linkMarker } from '../markers';
 
 /*
  * What the watch (src/agent/watch.ts) reads of a node's root between observations: a cheap stamp
@@ -11,6 +11,19 @@ export async function pathStamp(abs: string): Promise<string> {
   try {
     const st = await fs.lstat(abs);
     return st.isSymbolicLink() ? linkMarker(await fs.readlink(abs), st.ctimeMs) : fileMarker(st);
+  } catch {
+    return ABSENT_MARKER;
+  }
+}
+
+/**
+ * The stamp of a path a directory resource names: a directory's marker (inode, mode, owner,
+ * group: not its times, which every entry written inside it moves), else what pathStamp says.
+ */
+export async function dirStamp(abs: string): Promise<string> {
+  try {
+    const st = await fs.lstat(abs);
+    return st.isDirectory() ? dirMarker(st) : await pathStamp(abs);
   } catch {
     return ABSENT_MARKER;
   }

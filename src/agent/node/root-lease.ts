@@ -110,4 +110,3 @@ async function refuseNested(root: string, dev: number, ino: number): Promise<voi
       throw new RootRefused(withFix(`${root} contains ${named(other)}`, fix));
   }
 }
-

@@ -1,6 +1,8 @@
+import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { fileTarget, type FileSpec, type ObservedResource } from '../../domain';
+import type { FileSpec, ObservedResource } from '../../domain';
+import { attributesOf } from '../../domain/resources';
 import {
   pathStamp,
   sha256,
@@ -16,14 +18,19 @@ import {
   openLocatedDir,
   readLocated,
   refusingSwaps,
+  type HeldDir,
   type ProtectedArea,
   replaceIn,
+  setFileAttributesIn,
   type Replaced,
+  type Wanted,
 } from '../fs';
 import { bytes as sized, limits } from '../limits';
 import { ABSENT_MARKER, fileMarker } from '../markers';
 import { withFix } from '../../contract';
 import { AgentRefusal } from '../refusal';
+import { observedAttributes, wantedOf } from './attributes';
+import { importFile } from './imports';
 import {
   now,
   observeGuarded,
@@ -32,98 +39,70 @@ import {
   specOf,
   type ApplyResult,
   type AtWrite,
-  type ImportResult,
   type NodeContext,
   type Provider,
 } from './types';
 
 /*
- * file: the sha256 of the bytes at <root>/<path> (null when absent). Written atomically; the
- * previous content is kept under .datum/backup/ (src/agent/fs/replace.ts). Deleting a file is
- * destructive and never done.
+ * file: the sha256 of the bytes at <root>/<path> (null when absent), with the mode, owner and
+ * group it declares ({sha256, mode?, owner?, group?}; the plain sha256 when it declares none).
+ * Written atomically, the declared attributes on the new inode before its rename; the previous
+ * content is kept under .datum/backup/ (src/agent/fs/replace.ts). Attributes alone are set in
+ * place on the held file (src/agent/fs/attributes.ts). Deleting a file is destructive and never done.
  */
+
+const attributeFields = { mode: z.string().optional(), owner: z.string().optional(), group: z.string().optional() };
+const SHA256_HEX = /^[a-f0-9]{64}$/;
 
 // The path is checked by checkFileResourcePath, so a path that leaves the root is refused as
 // PathOutsideRoot rather than as a malformed action.
 export const fileWriteSpec = z.strictObject({
   path: z.string(),
   content: z.string(),
-  sha256: z.string().regex(/^[a-f0-9]{64}$/),
+  sha256: z.string().regex(SHA256_HEX),
+  ...attributeFields,
 });
 export type FileWriteSpec = z.infer<typeof fileWriteSpec>;
 
+/** file.attributes: the content stays (its sha256 says which), the declared attributes are set. */
+const fileAttributesSpec = z.strictObject({ path: z.string(), sha256: z.string().regex(SHA256_HEX), ...attributeFields });
+
+/** What observe needs of a file: its path and what it declares about its inode. */
+type FileObserved = Pick<FileSpec, 'path' | 'mode' | 'owner' | 'group'>;
+
+const specOfAction = (action: Parameters<Provider['apply']>[1]): FileObserved =>
+  specOf(action, action.action === 'file.attributes' ? fileAttributesSpec : fileWriteSpec);
+
 export const fileProvider: Provider<FileSpec> = {
-  actions: ['file.write'],
+  actions: ['file.write', 'file.attributes'],
   destructive: ['file.delete'],
   observe: (ctx, _key, spec) => observeFile(ctx, spec),
-  apply: (ctx, action, atWrite) => applyFileWrite(ctx, action.resource_key, specOf(action, fileWriteSpec), now, atWrite),
-  targetNow: (ctx, action) => observeFile(ctx, { path: specOf(action, fileWriteSpec).path }),
+  apply: (ctx, action, atWrite) =>
+    action.action === 'file.attributes'
+      ? applyFileAttributes(ctx, action.resource_key, specOf(action, fileAttributesSpec), atWrite)
+      : applyFileWrite(ctx, action.resource_key, specOf(action, fileWriteSpec), now, atWrite),
+  targetNow: (ctx, action) => observeFile(ctx, specOfAction(action)),
   watch: {
+    // The stamp carries ctime, which a chmod or chown moves: the watch sees one made by hand.
     marker: (root, _key, spec) => pathStamp(path.join(root, spec.path)),
     dirs: (root, _key, spec) => [path.dirname(path.join(root, spec.path))],
   },
   importSpec: (ctx, _key, name) => importFile(ctx, name),
 };
 
-/**
- * The largest file `datum import` declares: its text travels in the workflow's result and is
- * printed as YAML, and configuration files are far smaller. A larger one belongs in a release.
- */
-export const MAX_IMPORT_BYTES = 256 * 1024;
-
-/** A file as desired state declares it to keep it as it is: its path and its exact text. */
-async function importFile(ctx: NodeContext, rel: string): Promise<ImportResult<FileSpec>> {
-  try {
-    checkFileResourcePath(rel);
-    const loc = await locateIn(ctx.root, rel, 'file path', null);
-    const read = await readLocated(
-      ctx.root,
-      loc,
-      rel,
-      'file path',
-      async (entry): Promise<{ bytes: Buffer } | { problem: string }> => {
-        const { handle, st } = await openRegular(entry, rel);
-        try {
-          if (st.size > MAX_IMPORT_BYTES)
-            return { problem: `"${rel}" holds ${sized(st.size)}, more than the ${sized(MAX_IMPORT_BYTES)} an import declares` };
-          return { bytes: await readAll(handle, MAX_IMPORT_BYTES, rel) };
-        } finally {
-          await handle.close();
-        }
-      },
-    );
-    if (read === null) return { problem: `nothing is at "${rel}"` };
-    if ('problem' in read) return { problem: withFix(read.problem, 'ship large data in a release artifact') };
-    const text = textOf(read.bytes);
-    if (text === null) return { problem: withFix(`"${rel}" is not UTF-8 text`, 'ship binary data in a release artifact') };
-    return { spec: { type: 'file', path: rel, content: text } };
-  } catch (err) {
-    if (err instanceof AgentRefusal || err instanceof NotRegularFile) return { problem: err.message };
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return { problem: `nothing is at "${rel}"` };
-    if (typeof code === 'string') return { problem: `"${rel}" cannot be read (${code})` };
-    throw err;
-  }
-}
-
-/** The bytes as text when they are UTF-8 without NUL (which YAML cannot carry); null otherwise. */
-function textOf(bytes: Buffer): string | null {
-  if (bytes.includes(0)) return null;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    return null;
-  }
-}
-
-export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>): Promise<ObservedResource> {
+export async function observeFile(ctx: NodeContext, spec: FileObserved): Promise<ObservedResource> {
   const detail = { path: spec.path };
+  const declared = attributesOf(spec);
+  const valueOf = async (read: ReadFile, st: Stats) =>
+    Object.keys(declared).length === 0
+      ? { ok: true as const, value: read.sha256 }
+      : { ok: true as const, value: { sha256: read.sha256, ...(await observedAttributes(declared, st)) } };
   return await observeGuarded('file', detail, async () => {
     try {
       checkFileResourcePath(spec.path);
       const loc = await locateIn(ctx.root, spec.path, 'file path', null);
       const seen = await readLocated(ctx.root, loc, spec.path, 'file path', (entry) =>
-        observeRegularFile('file', entry, detail, (read) => ({ ok: true, value: read.sha256 })),
+        observeRegularFile('file', entry, detail, valueOf),
       );
       return seen ?? observed('file', null, ABSENT_MARKER, { ...detail, kind: 'absent' });
     } catch (err) {
@@ -140,6 +119,9 @@ export async function observeFile(ctx: NodeContext, spec: Pick<FileSpec, 'path'>
   });
 }
 
+/** A value read from a regular file, or why it is none. */
+type ValueRead = { ok: true; value: ObservedResource['value'] } | { ok: false; error: string };
+
 /** A regular file as read: its bytes (null past MAX_BACKUP_BYTES: only hashed, never held) and their sha256. */
 export interface ReadFile {
   bytes: Buffer | null;
@@ -155,7 +137,7 @@ export async function observeRegularFile(
   type: 'file' | 'flag',
   abs: string,
   detail: Record<string, string>,
-  valueOf: (read: ReadFile) => { ok: true; value: ObservedResource['value'] } | { ok: false; error: string },
+  valueOf: (read: ReadFile, st: Stats) => ValueRead | Promise<ValueRead>,
 ): Promise<ObservedResource> {
   const st = await lstatOrNull(abs);
   if (st === null) return observed(type, null, ABSENT_MARKER, { ...detail, kind: 'absent' });
@@ -172,11 +154,13 @@ export async function observeRegularFile(
   const { handle, st: fst } = opened;
   try {
     const read = await readWhole(handle, fst.size, detail.path);
-    const value = valueOf(read);
+    const value = await valueOf(read, fst);
     const marker = fileMarker(fst, read.sha256);
     if (!value.ok)
       return observed(type, null, marker, { ...detail, kind: 'regular file', size: fst.size, parse_error: value.error });
-    return observed(type, value.value, marker, { ...detail, kind: 'regular file', size: fst.size });
+    // More than one name for the inode: its mode and owner are refused a change (file.attributes).
+    const links: Record<string, number> = fst.nlink > 1 ? { links: fst.nlink } : {};
+    return observed(type, value.value, marker, { ...detail, kind: 'regular file', size: fst.size, ...links });
   } finally {
     await handle.close();
   }
@@ -243,11 +227,41 @@ export async function applyFileWrite(
       ),
     );
   }
-  const { previous, st, sha256: digest } = await writeReplacing(ctx, 'file', spec.path, spec.content, now, atWrite);
+  const want = await wantedOf('file', spec, `file.write of "${resourceKey}"`);
+  const { previous, st, sha256: digest } = await writeReplacing(ctx, 'file', spec.path, spec.content, now, atWrite, want);
   const before = previous ? `replacing ${previous.size} bytes (kept at .datum/backup/${previous.backup})` : 'where no file was';
   return {
     marker_after: fileMarker(st, digest),
-    detail: `wrote ${Buffer.byteLength(spec.content)} bytes (sha256 ${short(actual)}) to ${spec.path} ${before}.`,
+    detail: `wrote ${Buffer.byteLength(spec.content)} bytes (sha256 ${short(actual)}) to ${spec.path}${declaredText(spec)} ${before}.`,
+  };
+}
+
+/** "mode 0640, owner daemon": what a spec declares, in words. */
+const declaredList = (spec: FileObserved) =>
+  Object.entries(attributesOf(spec))
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+
+/** " with mode 0640, owner daemon", or "" when it declares nothing. */
+const declaredText = (spec: FileObserved) => (declaredList(spec) === '' ? '' : ` with ${declaredList(spec)}`);
+
+/** file.attributes: the declared mode, owner and group set on the file in place, its content and inode kept. */
+async function applyFileAttributes(
+  ctx: NodeContext,
+  resourceKey: string,
+  spec: z.infer<typeof fileAttributesSpec>,
+  atWrite: AtWrite,
+): Promise<ApplyResult> {
+  checkFileResourcePath(spec.path);
+  const want = await wantedOf('file', spec, `file.attributes of "${resourceKey}"`);
+  const done = await inHeldParent(ctx, 'file', spec.path, false, (dir, name, target) =>
+    atWrite((checked) => setFileAttributesIn(ctx.root, dir, name, spec.path, { target, sha256: spec.sha256 }, want, checked)),
+  );
+  return {
+    marker_after: fileMarker(done.st, done.sha256),
+    detail: done.changed
+      ? `set ${declaredList(spec)} on ${spec.path} in place (content sha256 ${short(done.sha256)} and inode ${done.st.ino} kept).`
+      : `${spec.path} already had ${declaredList(spec) || 'what the action declares'}; nothing was changed.`,
   };
 }
 
@@ -257,13 +271,13 @@ export async function applyFileWrite(
  * to a protected file. Nothing is written: the next pass judges the new identity. From here on the
  * held directories keep the write where it was located.
  */
-function assertJudged(ctx: NodeContext, rel: string, target: string): void {
-  const written = fileTarget(target.split(path.sep).join('/'));
+function assertJudged(ctx: NodeContext, type: 'file' | 'directory', rel: string, target: string): void {
+  const written = `${type}:${target.split(path.sep).join('/')}`;
   if (ctx.judged === undefined || ctx.judged === null || ctx.judged === written) return;
   throw new AgentRefusal(
     'PathOutsideRoot',
     withFix(
-      `file path "${rel}" now leads to ${written}, not to ${ctx.judged} where Datum judged what protects it (a symlinked directory on the way changed meanwhile), so nothing was written`,
+      `${type} path "${rel}" now leads to ${written}, not to ${ctx.judged} where Datum judged what protects it (a symlinked directory on the way changed meanwhile), so nothing was written`,
       `find out who reshapes the directories of "${rel}" and stop them; the next pass judges where it leads then`,
     ),
     { path: rel, judged: ctx.judged, resolved: written },
@@ -271,9 +285,45 @@ function assertJudged(ctx: NodeContext, rel: string, target: string): void {
 }
 
 /**
- * The write path shared by file and flag: locate inside the root and inside the right area
- * (resolved, not spelled), hold the target's directory open (reached without following a
- * symlink, so a parent swapped afterwards cannot redirect the write), then replace what is there
+ * Where a path resource's write lands, held: located inside the root and inside the right area
+ * (resolved, not spelled; a flag only in flags/, anything else outside Datum's areas), checked
+ * against the identity its protections were judged on, and the directory it is in held open
+ * (reached without following a symlink, so a parent swapped afterwards cannot redirect the
+ * write; created when missing and `create`). `work` gets that directory, the entry's name and
+ * its resolved path under the root; a swap found on the way is refused (PathOutsideRoot).
+ */
+export async function inHeldParent<T>(
+  ctx: NodeContext,
+  type: 'file' | 'flag' | 'directory',
+  rel: string,
+  create: boolean,
+  work: (dir: HeldDir, name: string, target: string) => Promise<T>,
+): Promise<T> {
+  const what = `${type} path`;
+  const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
+  const loc = await refusingSwaps(rel, what, true, () => locateIn(ctx.root, rel, what, area));
+  const name = path.basename(loc.abs);
+  const target = path.relative(ctx.root, loc.abs);
+  if (type !== 'flag') assertJudged(ctx, type, rel, target);
+  if (!create && loc.missing.length > 0)
+    throw new AgentRefusal(
+      'MarkerMoved',
+      withFix(
+        `MARKER_MOVED: "${rel}" is gone (its directory "${path.relative(ctx.root, loc.missing[0] ?? loc.dir)}" is not there) since the plan saw it; another writer is at work, so nothing was changed`,
+        'Datum reports a conflicting writer; an operator decides with datum resolve --resolution retake|yield',
+      ),
+      { path: rel, current_marker: ABSENT_MARKER },
+    );
+  const dir = await refusingSwaps(rel, what, true, () => openLocatedDir(ctx.root, loc, rel, what));
+  try {
+    return await refusingSwaps(rel, what, true, () => work(dir, name, target));
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * The write path shared by file and flag (inHeldParent), replacing what is there
  * (src/agent/fs/replace.ts) through `atWrite`: what it reads and replaces is what the agent's
  * re-check saw, and a refused write leaves neither a backup nor a temp file behind.
  */
@@ -284,19 +334,9 @@ export async function writeReplacing(
   content: string,
   now: () => Date,
   atWrite: AtWrite,
+  want?: Wanted,
 ): Promise<Replaced> {
-  const what = `${type} path`;
-  const area: ProtectedArea | null = type === 'flag' ? 'flags' : null;
-  const loc = await refusingSwaps(rel, what, true, () => locateIn(ctx.root, rel, what, area));
-  const name = path.basename(loc.abs);
-  const target = path.relative(ctx.root, loc.abs);
-  if (type === 'file') assertJudged(ctx, rel, target);
-  const dir = await refusingSwaps(rel, what, true, () => openLocatedDir(ctx.root, loc, rel, what));
-  try {
-    return await refusingSwaps(rel, what, true, () =>
-      atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target }, content, checked, now)),
-    );
-  } finally {
-    await dir.close();
-  }
+  return await inHeldParent(ctx, type, rel, true, (dir, name, target) =>
+    atWrite((checked) => replaceIn(ctx.root, dir, name, { type, rel, target, want }, content, checked, now)),
+  );
 }

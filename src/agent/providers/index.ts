@@ -1,4 +1,5 @@
 import type { ResourceSpec, ResourceType } from '../../domain';
+import { directoryProvider } from './directory';
 import { fileProvider } from './file';
 import { flagProvider } from './flag';
 import { packageProvider } from './package';
@@ -23,6 +24,7 @@ export const PROVIDERS: { readonly [T in ResourceType]: ProviderOf<T> } = {
   service: serviceProvider,
   package: packageProvider,
   unit: unitProvider,
+  directory: directoryProvider,
 };
 
 /** The provider of a resource type; null for a type this agent does not know (a newer controller's). */

@@ -10,6 +10,7 @@ export const flag: ResourceKind<FlagSpec> = {
   target: (key) => `flag:${key}`,
   targetOfAction: (key, spec) => `flag:${stringField(spec, 'name') ?? key}`,
   targetIsKey: true,
+  targetIsPath: false,
   absenceIsFailure: false,
   targetNameProblem: () => null,
   desiredValue: (_key, spec) => spec.value,

@@ -1,5 +1,6 @@
 import type { ResourceSpec } from '../../contract/desired';
 import type { ResourceType } from '../../contract/vocabulary';
+import { directory } from './directory';
 import { file } from './file';
 import { flag } from './flag';
 import type { ResourceKind } from './kind';
@@ -22,6 +23,7 @@ export const RESOURCE_KINDS: { readonly [T in ResourceType]: KindOf<T> } = {
   file,
   flag,
   service,
+  directory,
   package: packageKind,
   unit,
 };
@@ -46,7 +48,7 @@ export function kindOfAction(kind: string): ResourceKind | null {
 
 export type { ResourceKind } from './kind';
 export { RELEASE_TARGET } from './release';
-export { fileTarget } from './file';
 export { fileBytes } from './common';
 export { debianVersionProblem, packageNameProblem } from './package';
 export { ownFile, unitNameProblem, unitPropertyProblem } from './unit';
+export * from './attributes';

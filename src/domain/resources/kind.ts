@@ -37,6 +37,13 @@ export interface ResourceKind<S extends ResourceSpec = ResourceSpec> {
    * writes the same one, so an agent.yaml entry whose binding was lost holds it back.
    */
   targetIsKey: boolean;
+  /**
+   * Whether its target names a path under the root (`<type>:<path>`, a file, a directory): the
+   * agent resolves such a target through symlinked parents to where its write lands
+   * (src/agent/fs/identity.ts), and two path targets at one place are one thing to own,
+   * whatever their types.
+   */
+  targetIsPath: boolean;
   /** Why `rest` (what follows "<type>:" in an agent.yaml entry) names no target of this type; null when it does. */
   targetNameProblem(entry: string, rest: string): string | null;
   /**

@@ -81,6 +81,7 @@ export const packageKind: ResourceKind<PackageSpec> = {
     return name === null ? null : packageTarget(name);
   },
   targetIsKey: false,
+  targetIsPath: false,
   absenceIsFailure: false,
   targetNameProblem: (entry, rest) => {
     const problem = packageNameProblem(rest);

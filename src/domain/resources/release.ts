@@ -16,6 +16,7 @@ export const release: ResourceKind<ReleaseSpec> = {
   target: () => RELEASE_TARGET,
   targetOfAction: () => RELEASE_TARGET,
   targetIsKey: false,
+  targetIsPath: false,
   absenceIsFailure: false,
   targetNameProblem: (entry) =>
     entry === RELEASE_TARGET ? null : `"${entry}" is not a release target (the only one is ${RELEASE_TARGET})`,

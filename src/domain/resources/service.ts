@@ -2,6 +2,7 @@ import { jsonEqual, sha256Hex, type Json } from '../canonical';
 import type { Assessment } from '../assessment';
 import type { ResourceSpec, ServiceSpec } from '../../contract/desired';
 import { fileBytes } from './common';
+import { fileContentDigest } from './file';
 import type { ResourceKind } from './kind';
 
 /*
@@ -23,6 +24,7 @@ export const service: ResourceKind<ServiceSpec> = {
   target: (key) => `service:${key}`,
   targetOfAction: (key) => `service:${key}`,
   targetIsKey: true,
+  targetIsPath: false,
   absenceIsFailure: true,
   targetNameProblem: () => null,
   desiredValue: (_key, spec, resources) => {
@@ -75,7 +77,7 @@ function withServiceInputs(a: Assessment, spec: ServiceSpec, all: Assessment[]):
   };
   const desired: Json = {
     build: input(spec.release, (v) => (v && typeof v === 'object' && !Array.isArray(v) ? (v.version ?? null) : null)),
-    config_sha256: input(spec.config, (v) => v),
+    config_sha256: input(spec.config, fileContentDigest),
   };
   const drift = a.ownership === 'UNKNOWN' && !a.observed ? false : !jsonEqual(a.observed?.value ?? null, desired);
   return { ...a, desired, drift };

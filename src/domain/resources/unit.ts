@@ -145,6 +145,7 @@ export const unit: ResourceKind<UnitSpec> = {
     return name === null ? null : `unit:${name}`;
   },
   targetIsKey: false,
+  targetIsPath: false,
   // Its value is never null for a failure: a stopped or crashed unit shows active: false under an unmoved marker.
   absenceIsFailure: false,
   targetNameProblem: (entry, rest) => {

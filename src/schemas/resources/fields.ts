@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { withFix } from '../../contract/fix';
+import { MAX_ACCOUNT_ID, accountProblem, modeProblem, storedAccount, storedMode } from '../../domain/resources/attributes';
 import { hasParentSegment, nodePathProblem, pathSpellingProblem, type PathSpellingProblem } from '../../domain/rootPath';
 
 /* What several resource types' schemas share: a version, a path under the root, an artifact and its digest. */
@@ -50,3 +51,58 @@ export const artifactRef = z
       });
     }
   });
+
+/**
+ * A file's or a directory's mode: a quoted string of three or four octal digits, stored as four
+ * ("750" is "0750", so equal intent hashes equally). A YAML number is refused: YAML 1.2 reads
+ * 0750 as the decimal 750, which is not the mode anyone meant.
+ */
+export const modeField = (type: 'file' | 'directory') =>
+  z
+    .string({
+      error: withFix(
+        'mode must be a quoted string of octal digits',
+        `write it in quotes, such as mode: "${type === 'file' ? '0640' : '0750'}" (unquoted, YAML reads 0750 as a decimal number)`,
+      ),
+    })
+    .superRefine((text, ctx) => {
+      const problem = modeProblem(type, text);
+      if (problem)
+        ctx.addIssue({
+          code: 'custom',
+          message: withFix(
+            problem,
+            type === 'file'
+              ? 'declare the permission bits only, such as "0755"; a program that must run with other rights belongs in a package or a unit'
+              : 'declare the permission bits, with setgid (2000) or sticky (1000) if wanted, such as "2775"',
+          ),
+        });
+    })
+    .transform(storedMode)
+    .describe(
+      type === 'file'
+        ? 'Octal permission bits in quotes, such as "0640" ("640" is the same); setuid, setgid and sticky are refused on a file.'
+        : 'Octal mode in quotes, such as "0750" or "2775": permission bits, and setgid (2000) or sticky (1000) if wanted.',
+    );
+
+/** A file's or a directory's owner or group: a name, or a numeric id (a YAML number is read as one), stored in plain decimal. */
+export const accountField = (what: 'owner' | 'group') =>
+  z
+    .union([z.string(), z.number().int().nonnegative().max(MAX_ACCOUNT_ID).transform(String)], {
+      error: withFix(
+        `${what} must be a ${what === 'owner' ? 'user' : 'group'} name or a numeric id`,
+        `write it such as ${what}: ${what === 'owner' ? 'daemon' : 'adm'} or ${what}: 1000`,
+      ),
+    })
+    .superRefine((text, ctx) => {
+      const problem = accountProblem(what, text);
+      if (problem)
+        ctx.addIssue({
+          code: 'custom',
+          message: withFix(problem, `name a ${what === 'owner' ? 'user' : 'group'} of the node, or give its numeric id`),
+        });
+    })
+    .transform(storedAccount)
+    .describe(
+      `A ${what === 'owner' ? 'user' : 'group'} name of the node, or its numeric id; observed in the same spelling (getent resolves it).`,
+    );

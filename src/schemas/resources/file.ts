@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FileSpec } from '../../contract/desired';
 import { withFix } from '../../contract/fix';
 import { exactly, jsonValue } from '../base';
-import { nodePath } from './fields';
+import { accountField, modeField, nodePath } from './fields';
 
 export const fileSpec = exactly<FileSpec>()(
   z.strictObject({
@@ -13,6 +13,9 @@ export const fileSpec = exactly<FileSpec>()(
      * file) and say so. Optional and never defaulted, so existing digests do not change.
      */
     sensitive: z.boolean().optional(),
+    mode: modeField('file').optional(),
+    owner: accountField('owner').optional(),
+    group: accountField('group').optional(),
     content: z.union([z.string(), z.record(z.string(), jsonValue), z.array(jsonValue)], {
       error: withFix(
         'content must be text or a JSON/YAML object',

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ResourceSpec } from '../../contract/desired';
 import type { ResourceType } from '../../contract/vocabulary';
 import { exactly } from '../base';
+import { directorySpec } from './directory';
 import { fileSpec } from './file';
 import { flagSpec } from './flag';
 import { packageSpec } from './package';
@@ -22,12 +23,13 @@ export const RESOURCE_SCHEMAS: { readonly [T in ResourceType]: SchemaOf<T> } = {
   file: fileSpec,
   service: serviceSpec,
   flag: flagSpec,
+  directory: directorySpec,
   package: packageSpec,
   unit: unitSpec,
 };
 
 export const resourceSpec = exactly<ResourceSpec>()(
-  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, packageSpec, unitSpec]),
+  z.discriminatedUnion('type', [releaseSpec, fileSpec, serviceSpec, flagSpec, directorySpec, packageSpec, unitSpec]),
 );
 
 export { releaseSpec } from './release';
