@@ -14,6 +14,9 @@ import { useStack } from '../helpers/stack';
 
 const stack = useStack();
 
+/** How the test's files are on disk: written by this root process with the usual umask. */
+const ROOT_0644 = { mode: '0644', owner: 'root', group: 'root' };
+
 const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: undefined });
 
 /** A node holding a file and a flag Datum manages, converged at generation 1. */
@@ -62,9 +65,14 @@ describe('datum import', () => {
       generation: 2,
       resources: {
         canary: { type: 'flag', value: { percent: 5 } },
-        config: { type: 'file', path: 'etc/app/config.json', content: '{\n  "workers": 8\n}\n' },
+        config: { type: 'file', path: 'etc/app/config.json', content: '{\n  "workers": 8\n}\n', ...ROOT_0644 },
         maintenance: { type: 'flag', value: false },
-        welcome: { type: 'file', path: 'etc/motd.d/10-welcome', content: 'Welcome to IMP-1\n  (managed by hand until now)\n' },
+        welcome: {
+          type: 'file',
+          path: 'etc/motd.d/10-welcome',
+          content: 'Welcome to IMP-1\n  (managed by hand until now)\n',
+          ...ROOT_0644,
+        },
       },
     });
 
@@ -99,7 +107,9 @@ describe('datum import', () => {
       'out=file:../x',
     );
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/# not imported: blob: "blob\.bin" is not UTF-8 text — fix: ship binary data in a release artifact/);
+    expect(r.stdout).toMatch(
+      /# not imported: blob: "blob\.bin" is binary \(not UTF-8 text, or it holds NUL bytes\).* — fix: ship it in a release artifact/,
+    );
     expect(r.stdout).toMatch(/# not imported: gone: nothing is at "etc\/nothing-here"/);
     expect(r.stdout).toMatch(/# not imported: rel: a release cannot be imported/);
     expect(r.stdout).toMatch(/# not imported: out: .*\.\./);

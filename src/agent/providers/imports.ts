@@ -1,3 +1,4 @@
+import { withFix } from '../../contract';
 import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { accountProblem, modeProblem, modeText } from '../../domain/resources';
@@ -35,17 +36,26 @@ export async function importFile(ctx: NodeContext, rel: string): Promise<ImportR
     try {
       read = await readRegular(dir.at(name), limits.importContentBytes, rel);
     } catch (err) {
-      if (err instanceof NotRegularFile) return { problem: `"${rel}" is a ${err.kind}, not a regular file` };
+      if (err instanceof NotRegularFile)
+        return {
+          problem: withFix(`"${rel}" is a ${err.kind}, not a regular file`, 'import the file it stands for, by its own path'),
+        };
       if (err instanceof FileTooLarge)
         return {
-          problem: `"${rel}" holds ${err.size} bytes, more than the ${sized(limits.importContentBytes)} (${limits.importContentBytes} bytes) datum import writes into desired state (a quarter of a desired-state file); ship it in a release artifact instead`,
+          problem: withFix(
+            `"${rel}" holds ${err.size} bytes, more than the ${sized(limits.importContentBytes)} datum import writes into desired state (a quarter of a desired-state file)`,
+            'ship it in a release artifact instead',
+          ),
         };
       throw err;
     }
     const text = asText(read.bytes);
     if (text === null)
       return {
-        problem: `"${rel}" is binary (not UTF-8 text, or it holds NUL bytes); desired state holds text, so ship it in a release artifact instead`,
+        problem: withFix(
+          `"${rel}" is binary (not UTF-8 text, or it holds NUL bytes), and desired state holds text`,
+          'ship it in a release artifact instead',
+        ),
       };
     const attributes = await attributesNow('file', rel, read.st);
     if ('problem' in attributes) return attributes;
@@ -104,7 +114,7 @@ async function attributesNow(
 ): Promise<{ mode: string; owner: string; group: string } | { problem: string }> {
   const mode = modeText(st.mode);
   const refused = modeProblem(type, mode);
-  if (refused) return { problem: `"${rel}": ${refused}; desired state cannot declare it as it is` };
+  if (refused) return { problem: `"${rel}" cannot be declared as it is: ${refused}` };
   const spelled = async (db: AccountDatabase, id: number, what: 'owner' | 'group') => {
     const name = await accountName(db, id);
     return accountProblem(what, name) === null ? name : String(id);
