@@ -162,7 +162,10 @@ export class DesiredStateAuthority {
           problemLine({
             field: `resources.${key}.artifact`,
             problem: `${artifact} does not exist (looked at ${absolute})`,
-            fix: "build it into the fleet's artifacts/ (a release's archive with scripts/build-artifact.mjs, a package's .deb with scripts/build-deb.mjs or dpkg-deb) or correct the path",
+            fix:
+              spec.type === 'package'
+                ? "build the package's .deb into the fleet's artifacts/ (scripts/build-deb.mjs or dpkg-deb --build), or correct the path"
+                : "build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs), or correct the path",
           }),
         );
       }
