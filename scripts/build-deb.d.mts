@@ -20,6 +20,10 @@ export interface BuildDebOptions {
   relations?: Partial<Record<'depends' | 'conflicts' | 'breaks' | 'replaces' | 'provides', string>>;
   /** The first line of its Description. */
   description?: string;
+  /** Its Maintainer field (default: Datum Tests). */
+  maintainer?: string;
+  /** gzip the control and data members (default true); false gives the same bytes on every machine. */
+  compress?: boolean;
 }
 
 export interface BuiltDeb {

@@ -65,8 +65,8 @@ function tarEntry({ name, type, mode, body = Buffer.alloc(0) }) {
   return type === 'File' ? [block, body, pad] : [block];
 }
 
-/** A gzipped tar of `files` (path → {content, mode}) with every parent directory, in sorted order. */
-function tarGz(files) {
+/** A tar of `files` (path → {content, mode}) with every parent directory, in sorted order; gzipped unless `compress` is false. */
+function tarOf(files, compress = true) {
   const dirs = new Set(['.']);
   for (const p of Object.keys(files)) {
     const parts = p.split('/');
@@ -77,7 +77,8 @@ function tarGz(files) {
     ...Object.entries(files).map(([p, f]) => ({ name: `./${p}`, type: 'File', mode: f.mode, body: Buffer.from(f.content) })),
   ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const blocks = entries.flatMap(tarEntry);
-  return gzipSync(Buffer.concat([...blocks, Buffer.alloc(1024)]), { level: 9 });
+  const plain = Buffer.concat([...blocks, Buffer.alloc(1024)]);
+  return compress ? gzipSync(plain, { level: 9 }) : plain;
 }
 
 /** An ar archive (the "!<arch>" format dpkg reads), members in the order given. */
@@ -96,9 +97,9 @@ const md5 = (bytes) => createHash('md5').update(bytes).digest('hex');
 const sha256Of = (bytes) => createHash('sha256').update(bytes).digest('hex');
 
 /** The control file: fields in dpkg-deb's usual order, relations only where given. */
-function controlText({ name, version, architecture, installedSize, relations, description }) {
+function controlText({ name, version, architecture, installedSize, relations, description, maintainer }) {
   const lines = [`Package: ${name}`, `Version: ${version}`, `Architecture: ${architecture}`];
-  lines.push('Maintainer: Datum Tests <tests@example.invalid>', `Installed-Size: ${installedSize}`);
+  lines.push(`Maintainer: ${maintainer}`, `Installed-Size: ${installedSize}`);
   for (const field of RELATIONS) {
     const value = relations[field];
     if (value) lines.push(`${field[0].toUpperCase()}${field.slice(1)}: ${value}`);
@@ -135,6 +136,7 @@ export async function buildDeb(options) {
     installedSize: Math.max(1, Math.ceil(size / 1024)),
     relations: options.relations ?? {},
     description: options.description ?? `${name} ${version}, built for Datum's tests`,
+    maintainer: options.maintainer ?? 'Datum Tests <tests@example.invalid>',
   });
   const md5sums = Object.keys(data)
     .sort()
@@ -145,10 +147,14 @@ export async function buildDeb(options) {
   for (const c of conffiles) if (!data[c]) throw new Error(`conffile ${c} is not one of the package's files`);
   if (conffiles.length > 0) controlFiles.conffiles = { content: conffiles.map((c) => `/${c}\n`).join(''), mode: 0o644 };
   for (const [script, body] of Object.entries(scripts)) controlFiles[script] = { content: body, mode: 0o755 };
+  // Uncompressed members (dpkg reads control.tar and data.tar as well) make the .deb the same bytes
+  // whatever zlib a machine's Node has: the demo fleet's desired state names its sha256.
+  const compress = options.compress ?? true;
+  const ext = compress ? '.gz' : '';
   const deb = ar([
     ['debian-binary', Buffer.from('2.0\n')],
-    ['control.tar.gz', tarGz(controlFiles)],
-    ['data.tar.gz', tarGz(data)],
+    [`control.tar${ext}`, tarOf(controlFiles, compress)],
+    [`data.tar${ext}`, tarOf(data, compress)],
   ]);
   const out = path.resolve(outDir);
   await mkdir(out, { recursive: true });
@@ -173,10 +179,12 @@ function arMembers(archive, shown) {
   return members;
 }
 
-/** The control file of a .deb whose control member is control.tar.gz. */
+/** The control file of a .deb whose control member is control.tar.gz or control.tar. */
 function debControl(archive, shown) {
-  const member = arMembers(archive, shown).get('control.tar.gz');
-  if (!member) throw new Error(`${shown} has no control.tar.gz (only gzip control archives are read)`);
+  const members = arMembers(archive, shown);
+  const gz = members.get('control.tar.gz');
+  const member = gz ?? members.get('control.tar');
+  if (!member) throw new Error(`${shown} has no control.tar.gz or control.tar (other compressions are not read)`);
   let control = null;
   const parser = new tar.Parser({
     onReadEntry: (entry) => {
@@ -186,7 +194,7 @@ function debControl(archive, shown) {
       entry.on('end', () => (control = Buffer.concat(chunks).toString('utf8')));
     },
   });
-  parser.end(gunzipSync(member));
+  parser.end(gz ? gunzipSync(member) : member);
   if (control === null) throw new Error(`${shown} has no control file`);
   return control;
 }

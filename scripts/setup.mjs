@@ -294,6 +294,9 @@ try {
   // After node_modules exists: the compiler comes from it.
   const { build } = await import('./build.mjs');
   results.push(build({ force }));
+  // The demo fleet's .deb, built with the tar package from node_modules (scripts/demo-packages.mjs).
+  const { ensureDemoPackages } = await import('./demo-packages.mjs');
+  results.push(await ensureDemoPackages());
   log(`${results.join('; ')} (${Date.now() - started} ms)`);
 } catch (err) {
   if (err instanceof SetupError) {

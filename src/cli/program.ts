@@ -361,11 +361,14 @@ function importCommand(program: Program, inv: Invocation): void {
         .command('import')
         .summary('desired state for a node as it is now, read by its agent (an observe, no write)')
         .description(
-          `Asks NODE's agent to read each RESOURCE (KEY=TYPE:NAME, as targets are spelled: web=unit:nginx.service, pkg=package:nginx, conf=file:etc/app.conf, data=directory:srv/data) and every flag under flags/, and prints the desired-state YAML that declares exactly what is there. With --fleet, the node's current desired resources are read too. The YAML validates as it is (datum validate), and a first observe pass from it finds no drift. What cannot be declared (nothing there, binary content, a release) is named in a comment; exit code 1 then.`,
+          `Asks NODE's agent to read each RESOURCE (KEY=TYPE:NAME, as targets are spelled: web=unit:nginx.service, pkg=package:nginx, conf=file:etc/app.conf, data=directory:srv/data) and every flag under flags/, and prints the desired-state YAML that declares exactly what is there. With --fleet, the node's current desired resources are read too, its policy kept, and a package's .deb kept where the node still has that version. The YAML validates as it is (datum validate), and a first observe pass from it finds no drift. What cannot be declared (nothing there, binary content, a release) is named in a comment; exit code 1 then.`,
         )
         .argument('<node>', 'the node, such as N-24')
         .argument('[resources...]', 'KEY=TYPE:NAME, one per resource to declare')
-        .option('--generation <G>', 'the generation the printed file declares (default 1)')
+        .option(
+          '--generation <G>',
+          "the generation the printed file declares (default 1; with --fleet, the node's generation there + 1)",
+        )
         .option('--no-flags', 'leave out the flags found under flags/')
         .addOption(fleetOption())
         .addOption(timeoutOption('an agent of the node to take the read (default 30s)')),

@@ -91,6 +91,8 @@ describe('datum dev (npm start)', () => {
     await untilDev('the first rollout and the next steps', () => output.includes('Ctrl-C stops everything'));
     expect(output).toMatch(/N-24\s+CONVERGED/);
     expect(output).toMatch(/N-25\s+DRIFTED\s+OBSERVE_MODE_DRIFT/);
+    // Where dpkg is installed (here), N-26 reaches a package, a directory with an owner and mode, and a file's mode.
+    expect(output).toMatch(/N-26\s+CONVERGED\s+CONVERGED_AFTER_REPAIR/);
     expect(output).toContain(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`);
     const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
     expect(ui.status).toBe(200);
@@ -102,7 +104,7 @@ describe('datum dev (npm start)', () => {
     expect(new Set(conditions.map((c) => `${c.node}/${c.type}`))).toEqual(new Set(['N-25/OBSERVED_DRIFT']));
     // Without --fleet or DATUM_FLEET, status compares the loops with the fleet dev runs (its dev.json).
     expect(output).toContain(`TEMPORAL_ADDRESS=127.0.0.1:${port} DATUM_DATA=${dataDir} npx datum status`);
-    expect(JSON.parse(status.stdout)).toMatchObject({ fleet: path.join(dataDir, 'fleet'), declared: 5 });
+    expect(JSON.parse(status.stdout)).toMatchObject({ fleet: path.join(dataDir, 'fleet'), declared: 6 });
     await terminate(port, 'datum/N-23/gen-11', 'a loop ended by hand');
     const missing = await datum(port, 'status');
     expect(missing.code).toBe(1);
@@ -110,6 +112,21 @@ describe('datum dev (npm start)', () => {
     expect((await datum(port, 'nodes')).stdout).toMatch(/N-23\s+NO LOOP\s+terminated/);
     const describeOut = await datum(port, 'describe', 'N-24');
     expect(describeOut.stdout).toMatch(/operator exception: maintenance/);
+
+    // `datum import` on the demo node: desired state as N-26 is, which validates and rolls out with no action.
+    const fleet = path.join(dataDir, 'fleet');
+    const imported = await datum(port, 'import', 'N-26', '--fleet', fleet);
+    expect(imported.stderr).toBe('');
+    expect(imported.code).toBe(0);
+    await fs.writeFile(path.join(fleet, 'desired/nodes/N-26.yaml'), imported.stdout);
+    expect((await datum(port, 'validate', path.join(fleet, 'desired/nodes/N-26.yaml'))).code).toBe(0);
+    const adopted = await datum(port, 'rollout', 'start', '--generation', '12', '--nodes', 'N-26', '--fleet', fleet, '--wait');
+    expect(adopted.stdout).toMatch(/N-26\s+CONVERGED\s+ALREADY_CONVERGED/);
+    const gen12 = JSON.parse((await datum(port, 'ledger', 'N-26', '--json')).stdout) as Array<{
+      desired_generation: number;
+      authorized_actions: unknown[];
+    }>;
+    expect(gen12.filter((e) => e.desired_generation === 12).flatMap((e) => e.authorized_actions)).toEqual([]);
 
     await fs.copyFile(path.join(dataDir, 'fleet/next/N-24.yaml'), path.join(dataDir, 'fleet/desired/nodes/N-24.yaml'));
     const rollout = await datum(port, 'rollout', 'start', '--generation', '12', '--nodes', 'N-24', '--wait');

@@ -60,9 +60,11 @@ describe('datum import', () => {
     expect(imported.code).toBe(0);
     expect(imported.stdout).toMatch(/^# desired\/nodes\/IMP-1\.yaml as node IMP-1 is, read by its agent at /);
     const doc = parse(imported.stdout) as { node: string; generation: number; resources: Record<string, unknown> };
+    // The node's policy as its desired state set it (--fleet), defaults spelled out.
     expect(doc).toEqual({
       node,
       generation: 2,
+      policy: expect.objectContaining({ resync_interval: FAST_POLICY.resync_interval, observation_ttl: '60s' }) as unknown,
       resources: {
         canary: { type: 'flag', value: { percent: 5 } },
         config: { type: 'file', path: 'etc/app/config.json', content: '{\n  "workers": 8\n}\n', ...ROOT_0644 },

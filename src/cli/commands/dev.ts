@@ -257,11 +257,30 @@ Next, in another terminal:
   cp ${fleetDir}/next/N-24.yaml ${fleetDir}/desired/nodes/N-24.yaml
   ${env}npx datum rollout start --generation 12 --nodes N-24 --wait
   # N-25 is in observe mode: see its drift, then let Datum repair it
-  ${env}npx datum describe N-25   # then set mode: enforce in ${fleetDir}/agents/N-25.yaml`
+  ${env}npx datum describe N-25   # then set mode: enforce in ${fleetDir}/agents/N-25.yaml${reachSteps(env, dataDir, fleetDir)}`
       : ''
   }
 
 Ctrl-C stops everything this command started.`);
+}
+
+/** What to try on the nodes that reach what a host already runs, where the demo has them. */
+function reachSteps(env: string, dataDir: string, fleetDir: string): string {
+  const has = (node: string) => existsSync(path.join(fleetDir, 'agents', `${node}.yaml`));
+  const n26 = has('N-26')
+    ? `
+  # N-26: a package (in its own dpkg database), a directory with an owner and mode, a file's mode.
+  # Changed by hand 30 s after Datum's last repair, it is drift Datum repairs; sooner, another writer (CONFLICT)
+  dpkg --root=${path.join(dataDir, 'nodes', 'N-26.dpkg')} --log=/dev/null -i ${fleetDir}/artifacts/demo-motd_1.1-1_all.deb
+  chmod 0777 ${path.join(dataDir, 'nodes', 'N-26', 'srv', 'reports')}
+  ${env}npx datum import N-26 motd=package:demo-motd reports=directory:srv/reports   # desired state as the node is`
+    : '';
+  const n27 = has('N-27')
+    ? `
+  # N-27: a unit on your user manager, proven to run what Datum wrote
+  systemctl --user status demo-ticker.service   # remove it with: systemctl --user disable --now demo-ticker.service`
+    : '';
+  return `${n26}${n27}`;
 }
 
 /**

@@ -10,7 +10,7 @@ import {
   type InventoryRequest,
   isResourceKey,
 } from '../../contract';
-import { RESOURCE_TYPES, targetOf, type ResourceSpec, type ResourceType } from '../../domain';
+import { RESOURCE_TYPES, targetOf, type BoundIntent, type ResourceSpec, type ResourceType } from '../../domain';
 import { parseDesiredStateText } from '../../schemas/documents';
 import { UsageError, durationFlag, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import type { CommandModule } from '../command';
@@ -41,7 +41,8 @@ export interface ImportInput {
   values: ImportRaw;
   node: string;
   request: Omit<InventoryRequest, 'node'>;
-  generation: number;
+  /** Null: 1, or with --fleet the node's generation there plus one. */
+  generation: number | null;
   format: OutputFormat;
   nodeTimeout: string;
 }
@@ -61,16 +62,29 @@ function parseResource(arg: string): [string, { type: ResourceType; name: string
   return [key, { type: type as ResourceType, name }];
 }
 
-/** The node's resources as its desired state names them now: each key with its target's type and name. */
-async function fromDesired(fleet: string, node: string): Promise<InventoryRequest['resources']> {
+/** The node's desired state now, and its resources as it names them: each key with its target's type and name. */
+async function fromDesired(
+  fleet: string,
+  node: string,
+): Promise<{ intent: BoundIntent; resources: InventoryRequest['resources'] }> {
   const read = await new DesiredStateAuthority(fleet).read(node);
   if (!read.ok) throw new Error(read.error);
-  const out: InventoryRequest['resources'] = {};
+  const resources: InventoryRequest['resources'] = {};
   for (const [key, spec] of Object.entries(read.intent.resources)) {
     const target = targetOf(key, spec);
-    out[key] = { type: spec.type, name: target.slice(target.indexOf(':') + 1) };
+    resources[key] = { type: spec.type, name: target.slice(target.indexOf(':') + 1) };
   }
-  return out;
+  return { intent: read.intent, resources };
+}
+
+/**
+ * What the node cannot say but desired state does, kept where the node still matches it: a
+ * package's .deb (artifact and sha256) when the version installed is the one desired state names.
+ */
+function withAuthored(spec: ResourceSpec, authored: ResourceSpec | undefined): ResourceSpec {
+  if (spec.type === 'package' && authored?.type === 'package' && authored.version === spec.version && authored.artifact)
+    return { ...spec, artifact: authored.artifact, sha256: authored.sha256 };
+  return spec;
 }
 
 export const importCommand: CommandModule<ImportRaw, ImportInput> = {
@@ -80,14 +94,15 @@ export const importCommand: CommandModule<ImportRaw, ImportInput> = {
       values,
       node: checkNode(values.node),
       request: { resources, include_flags: values.flags ?? true },
-      generation: values.generation === undefined ? 1 : wholeFlag(values.generation, '--generation', '12'),
+      generation: values.generation === undefined ? null : wholeFlag(values.generation, '--generation', '12'),
       format: outputFormat(values),
       nodeTimeout: `${Math.round((values.timeout === undefined ? 30_000 : durationFlag(values.timeout, '--timeout')) / 1000)}s`,
     };
   },
   async run({ values, node, request, generation, format, nodeTimeout }) {
     const fleet = values.fleet === undefined ? null : fleetDirFrom(values.fleet);
-    const resources = fleet ? { ...(await fromDesired(fleet, node)), ...request.resources } : request.resources;
+    const current = fleet ? await fromDesired(fleet, node) : null;
+    const resources = { ...current?.resources, ...request.resources };
     const result = await withTemporal(values, (client) =>
       client.workflow.execute<ImportNodeWorkflow>(WORKFLOW_TYPES.importNode, {
         taskQueue: CONTROL_TASK_QUEUE,
@@ -99,7 +114,11 @@ export const importCommand: CommandModule<ImportRaw, ImportInput> = {
         withFix(`the agent of ${node} did not answer the import: ${reasonOf(err)}`, `check that \`datum agent\` serves ${node}`),
       );
     });
-    const { document, problems } = declared(result, generation);
+    const { document, problems } = declared(
+      result,
+      generation ?? (current ? current.intent.generation + 1 : 1),
+      current?.intent ?? null,
+    );
     if (format !== 'text') printDocument(format, { node, read_at: result.read_at, desired: document, problems });
     else print(yamlOf(node, result, document, problems));
     return problems.length > 0 ? 1 : 0;
@@ -119,15 +138,20 @@ interface Problem {
 }
 
 /** The desired-state document the answer declares (checked by the controller's own parser), and what could not be declared. */
-function declared(result: ImportNodeResult, generation: number): { document: Record<string, unknown>; problems: Problem[] } {
+function declared(
+  result: ImportNodeResult,
+  generation: number,
+  current: BoundIntent | null,
+): { document: Record<string, unknown>; problems: Problem[] } {
   const resources: Record<string, ResourceSpec> = {};
   const problems: Problem[] = [];
   for (const key of Object.keys(result.answer).sort()) {
     const found = result.answer[key];
-    if ('spec' in found) resources[key] = found.spec;
+    if ('spec' in found) resources[key] = withAuthored(found.spec, current?.resources[key]);
     else problems.push({ resource_key: key, problem: found.problem });
   }
-  const document = { node: result.node, generation, resources };
+  // The node's policy stays as its desired state set it (with defaults spelled out).
+  const document = { node: result.node, generation, resources, ...(current ? { policy: current.policy } : {}) };
   // What validates here is what `datum validate` and the controller accept: a document that does not is Datum's bug.
   parseDesiredStateText(JSON.stringify(document), `datum import ${result.node}`, {
     revision: 'import',
