@@ -64,7 +64,19 @@ export const JOURNAL_MIN_AGE_MS = 60 * 60 * 1000;
  */
 export const MAX_SERVICE_LOG_BYTES = 10 * MiB;
 
+/**
+ * One of Datum's own records under .datum/ (claims, decisions, the fence, a journal entry): read
+ * only up to this, judged from fstat before a byte is read. A local writer who swaps one for a huge
+ * (even sparse) file gets a refusal naming it, never an agent that reads it whole.
+ */
+export const MAX_RECORD_BYTES = 4 * MiB;
+
+/** A small record (a service's state and launch intent, the root's holder, a watch token, a release's record). */
+export const MAX_SMALL_RECORD_BYTES = 64 * 1024;
+
 export const limits = {
+  recordBytes: MAX_RECORD_BYTES,
+  smallRecordBytes: MAX_SMALL_RECORD_BYTES,
   fileContentBytes: MAX_FILE_CONTENT_BYTES,
   importContentBytes: MAX_IMPORT_CONTENT_BYTES,
   flagBytes: MAX_FLAG_BYTES,
@@ -79,8 +91,11 @@ export const limits = {
   serviceLogBytes: MAX_SERVICE_LOG_BYTES,
 };
 
-/** "4 MiB", "512 KiB", "17 bytes": sizes as a person reads them in a refusal. */
+/** "1 TiB", "4 MiB", "512 KiB", "17 bytes": sizes as a person reads them in a refusal. */
 export function bytes(n: number): string {
+  const GiB = 1024 * MiB;
+  if (n >= 1024 * GiB) return `${Number((n / (1024 * GiB)).toFixed(1))} TiB`;
+  if (n >= GiB) return `${Number((n / GiB).toFixed(1))} GiB`;
   if (n >= MiB && n % (MiB / 16) === 0) return `${n / MiB} MiB`;
   if (n >= MiB) return `${(n / MiB).toFixed(1)} MiB`;
   if (n >= 1024) return `${Math.round(n / 1024)} KiB`;

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { asyncLocalStorage } from '@temporalio/activity';
 import type { AgentActivities } from '../../contract';
 import { agentGate } from '../gate';
 import { whileBeating } from '../heartbeat';
@@ -28,17 +29,17 @@ import { recordDecision } from './record-decision';
 
 export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
+  // Through the gate as this node (its share of the slots), holding a slot only while its attempt lasts.
+  const gated = <T>(kind: 'observe' | 'apply', work: () => Promise<T>) =>
+    whileBeating(() => agentGate.run(kind, work, { node: config, signal: asyncLocalStorage.getStore()?.cancellationSignal }));
   return {
-    observe: (request) =>
-      whileBeating(() => agentGate.run('observe', () => loggedObserve(request, () => observeNode(config, request)))),
+    observe: (request) => gated('observe', () => loggedObserve(request, () => observeNode(config, request))),
     apply: (request) =>
-      whileBeating(() =>
-        agentGate.run('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
-      ),
+      gated('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
     watch: (request) => watchNode(config, request),
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
     // A read like observe, through the same gate: an import of a busy node waits its turn.
-    inventory: (request) => whileBeating(() => agentGate.run('observe', () => inventoryNode(config, request))),
+    inventory: (request) => gated('observe', () => inventoryNode(config, request)),
   };
 }
 

@@ -3,6 +3,7 @@ import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { checkpoint } from './cancel';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import * as tar from 'tar';
 import { withFix } from '../../contract';
@@ -102,6 +103,12 @@ function capBytes(artifact: string): Transform {
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
       seen += chunk.length;
+      // An attempt that is over stops its download or copy here (src/agent/fs/cancel.ts).
+      try {
+        checkpoint();
+      } catch (err) {
+        return done(err as Error);
+      }
       done(seen > limits.artifactBytes ? tooLarge(artifact, null) : null, chunk);
     },
   });

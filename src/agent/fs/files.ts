@@ -4,16 +4,23 @@ import type { FileHandle } from 'node:fs/promises';
 import { withFix } from '../../contract';
 import { FileTooLarge, NotRegularFile, readRegular, type HeldDir } from './held';
 import { AgentRefusal } from '../refusal';
+import { checkpoint } from './cancel';
+import { bytes as sized, limits } from '../limits';
 
 export function sha256(bytes: string | Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-/** The sha256 of an open file's bytes from its start, read a chunk at a time (never all in memory). */
+/**
+ * The sha256 of an open file's bytes from its start, read a chunk at a time (never all in memory),
+ * stopping when its activity's attempt is over. Callers cap what they hash before calling (an
+ * artifact's size, checked while it streamed in): nothing node-controlled is hashed unbounded.
+ */
 export async function sha256Handle(handle: FileHandle): Promise<string> {
   const hash = createHash('sha256');
   const chunk = Buffer.allocUnsafe(1 << 20);
   for (let at = 0; ;) {
+    checkpoint();
     const { bytesRead } = await handle.read(chunk, 0, chunk.length, at);
     if (bytesRead === 0) return hash.digest('hex');
     hash.update(chunk.subarray(0, bytesRead));
@@ -42,19 +49,17 @@ export async function readdirOrEmpty(dir: string): Promise<string[]> {
   }
 }
 
-/** Datum's own records (fence, claims, decisions, journal entries, service states): far below this. */
-export const MAX_STATE_FILE_BYTES = 32 * 1024 * 1024;
-
 /**
  * One of Datum's own JSON records in a held directory; null when absent. Anything there that is
  * not a regular file (a FIFO, a symlink, a socket) is refused without being read or waited on:
  * Datum only ever writes regular files there, so it is someone else's.
  */
-export async function readJsonAt(dir: HeldDir, name: string): Promise<unknown> {
+export async function readJsonAt(dir: HeldDir, name: string, cap: number = limits.recordBytes): Promise<unknown> {
   const shown = `${dir.shown}/${name}`;
   let text: string;
   try {
-    text = (await readRegular(dir.at(name), MAX_STATE_FILE_BYTES, shown)).bytes.toString('utf8');
+    // Capped from fstat before reading: a record a local writer swapped for a huge sparse file is refused, not read.
+    text = (await readRegular(dir.at(name), cap, shown)).bytes.toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw stateRefusal(err, shown);
@@ -83,7 +88,7 @@ export function stateRefusal(err: unknown, shown: string): unknown {
     return new AgentRefusal(
       'SizeLimitExceeded',
       withFix(
-        `Datum's own record ${shown} holds ${err.size} bytes, more than the ${err.cap} it reads (MAX_STATE_FILE_BYTES)`,
+        `Datum's own record ${shown} holds ${sized(err.size)}, more than the ${sized(err.cap)} it reads of such a record (src/agent/limits.ts)`,
         `move ${shown} away; it is not a record Datum wrote`,
       ),
       { path: shown, size: err.size, cap: err.cap },

@@ -1,5 +1,6 @@
 import { constants, promises as fs, lstatSync, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
+import { checkpoint } from './cancel';
 
 /*
  * Filesystem work beneath a node root that another process may reshape at any moment.
@@ -318,6 +319,7 @@ export async function readAll(handle: FileHandle, cap: number, shown: string): P
   const chunks: Buffer[] = [];
   let total = 0;
   for (;;) {
+    checkpoint();
     const chunk = Buffer.allocUnsafe(Math.min(1 << 20, cap - total + 1));
     const { bytesRead } = await handle.read(chunk, 0, chunk.length, total);
     if (bytesRead === 0) return Buffer.concat(chunks, total);

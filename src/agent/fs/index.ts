@@ -21,6 +21,7 @@
  */
 
 export { RECORD, fetchArtifact, inspectArchive } from './artifact';
+export { checkpoint } from './cancel';
 export {
   atomicWriteAt,
   isSoleRegular,

@@ -1,5 +1,6 @@
 import { constants, promises as fs } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
+import { checkpoint } from './cancel';
 import * as tar from 'tar';
 import { openBelow, type HeldDir } from './held';
 import { normalizeEntryPath, readFrom, type ArchiveSource } from './artifact';
@@ -83,7 +84,10 @@ async function writeFileEntry(dir: HeldDir, name: string, mode: number, entry: t
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
   const handle = await fs.open(dir.at(name), flags, mode);
   try {
-    for await (const chunk of entry as AsyncIterable<Buffer>) await handle.write(chunk);
+    for await (const chunk of entry as AsyncIterable<Buffer>) {
+      checkpoint();
+      await handle.write(chunk);
+    }
     await handle.chmod(mode);
   } finally {
     await handle.close();

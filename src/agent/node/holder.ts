@@ -1,4 +1,5 @@
 import { readJsonAt, writeJsonAt, isErrno, inDatumDir } from '../fs';
+import { limits } from '../limits';
 import { startTicks } from '../services/identity';
 
 /*
@@ -42,7 +43,13 @@ const holderOf = async (pid: number, kind: RootHolder['kind'], node: string, at:
 
 /** The process that holds `root` now, or null when none does (no record, or its process is gone). */
 export async function liveHolder(root: string): Promise<RootHolder | null> {
-  const found = (await inDatumDir(root, '', false, (dir) => readJsonAt(dir, NAME), null)) as RootHolder | null;
+  const found = (await inDatumDir(
+    root,
+    '',
+    false,
+    (dir) => readJsonAt(dir, NAME, limits.smallRecordBytes),
+    null,
+  )) as RootHolder | null;
   if (!found || typeof found !== 'object' || !Number.isSafeInteger(found.pid)) return null;
   return (await alive(found)) ? found : null;
 }
@@ -72,7 +79,7 @@ async function releaseIfOwn(root: string, own: RootHolder): Promise<void> {
     '',
     false,
     async (dir) => {
-      const found = (await readJsonAt(dir, NAME)) as RootHolder | null;
+      const found = (await readJsonAt(dir, NAME, limits.smallRecordBytes)) as RootHolder | null;
       if (same(found, own)) await dir.remove(NAME);
     },
     undefined,

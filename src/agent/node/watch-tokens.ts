@@ -3,6 +3,7 @@ import type { DataConverter } from '@temporalio/common';
 import type { Context } from '@temporalio/activity';
 import { reconcileWorkflowId, type WatchResult } from '../../contract';
 import { readJsonAt, sha256, writeJsonAt, inDatumDir } from '../fs';
+import { limits } from '../limits';
 
 /*
  * The agent announces itself when it starts again. A watch beats rarely (its heartbeat timeout is
@@ -83,7 +84,7 @@ export async function endOrphanedWatches(
     async (dir) => {
       const found: Array<{ name: string; watch: unknown }> = [];
       for (const name of await dir.entries())
-        if (name.endsWith('.json')) found.push({ name, watch: await readJsonAt(dir, name) });
+        if (name.endsWith('.json')) found.push({ name, watch: await readJsonAt(dir, name, limits.smallRecordBytes) });
       return found;
     },
     [],

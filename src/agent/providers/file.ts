@@ -6,7 +6,6 @@ import { attributesOf } from '../../domain/resources';
 import {
   pathStamp,
   sha256,
-  sha256Handle,
   FileTooLarge,
   NotRegularFile,
   openRegular,
@@ -153,7 +152,10 @@ export async function observeRegularFile(
   }
   const { handle, st: fst } = opened;
   try {
-    const read = await readWhole(handle, fst.size, detail.path);
+    // Capped from fstat, before a byte is read: a terabyte sparse file is never hashed.
+    if (fst.size > limits.backupBytes) return tooLarge(type, detail, fst);
+    const read = await readWhole(handle, detail.path);
+    if (read === null) return tooLarge(type, detail, await handle.stat());
     const value = await valueOf(read, fst);
     const marker = fileMarker(fst, read.sha256);
     if (!value.ok)
@@ -166,21 +168,33 @@ export async function observeRegularFile(
   }
 }
 
-/** Up to MAX_BACKUP_BYTES read whole; a larger file is only hashed, a chunk at a time. */
-async function readWhole(
-  handle: Awaited<ReturnType<typeof openRegular>>['handle'],
-  size: number,
-  shown: string,
-): Promise<ReadFile> {
-  if (size <= limits.backupBytes) {
-    try {
-      const bytes = await readAll(handle, limits.backupBytes, shown);
-      return { bytes, sha256: sha256(bytes) };
-    } catch (err) {
-      if (!(err instanceof FileTooLarge)) throw err; // grew while read: hash it instead
-    }
+/** The file's bytes, at most MAX_BACKUP_BYTES of them; null when it grew past that while read. */
+async function readWhole(handle: Awaited<ReturnType<typeof openRegular>>['handle'], shown: string): Promise<ReadFile | null> {
+  try {
+    const bytes = await readAll(handle, limits.backupBytes, shown);
+    return { bytes, sha256: sha256(bytes) };
+  } catch (err) {
+    if (err instanceof FileTooLarge) return null;
+    throw err;
   }
-  return { bytes: null, sha256: await sha256Handle(handle) };
+}
+
+/**
+ * A regular file larger than the agent reads or keeps a copy of (MAX_BACKUP_BYTES), named with its
+ * size and never read: no file resource holds that much (MAX_FILE_CONTENT_BYTES), and replacing it
+ * would destroy it without a copy, so it is an obstruction an operator moves by hand.
+ */
+function tooLarge(type: 'file' | 'flag', detail: Record<string, string>, st: Stats) {
+  return observed(
+    type,
+    null,
+    fileMarker(st),
+    { ...detail, kind: 'regular file', size: st.size },
+    withFix(
+      `"${detail.path}" holds ${sized(st.size)}, more than the ${sized(limits.backupBytes)} Datum reads or keeps a copy of; it was not read, and writing the ${type} would destroy it`,
+      `move "${detail.path}" away by hand if it is not needed`,
+    ),
+  );
 }
 
 function inTheWay(

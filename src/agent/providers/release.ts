@@ -23,6 +23,7 @@ import {
   locateIn,
   lstatOrNull,
 } from '../fs';
+import { limits } from '../limits';
 import { ABSENT_MARKER, linkMarker, obstructionMarker } from '../markers';
 import { withFix } from '../../contract';
 import { AgentRefusal, SERVICE_START_FAILED } from '../refusal';
@@ -104,7 +105,7 @@ async function readReleaseDir(ctx: NodeContext, version: string): Promise<Releas
     });
     if (dir === null) return { kind: 'obstructed', why: `releases/${version} was replaced while Datum read it` };
     try {
-      const raw = await readJsonAt(dir, RECORD).catch((err: Error) => ({ unreadable: err.message }));
+      const raw = await readJsonAt(dir, RECORD, limits.smallRecordBytes).catch((err: Error) => ({ unreadable: err.message }));
       const parsed = releaseRecord.safeParse(raw);
       if (!parsed.success)
         return {

@@ -1,5 +1,6 @@
+import { bytes as sized, limits } from '../limits';
 import { z } from 'zod';
-import { readRegular, type HeldDir, isErrno, locateIn, openLocatedDir } from '../fs';
+import { readRegular, type HeldDir, isErrno, locateIn, openLocatedDir, FileTooLarge } from '../fs';
 
 /*
  * What the agent records about a service, under <root>/.datum/services/: the state file
@@ -76,10 +77,17 @@ export async function readDatumJson(
   const loc = await locateIn(root, rel, 'service state path', '.datum');
   let text: string;
   try {
-    text = (await readRegular(loc.abs)).bytes.toString('utf8');
+    // Capped from fstat: read on every observe and every watch poll, so a huge (even sparse) file
+    // here must cost nothing but the refusal.
+    text = (await readRegular(loc.abs, limits.smallRecordBytes)).bytes.toString('utf8');
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return null;
     if (isErrno(err, 'ELOOP')) return { ok: false, why: 'it is a symlink, and Datum writes only regular files there' };
+    if (err instanceof FileTooLarge)
+      return {
+        ok: false,
+        why: `it holds ${sized(err.size)}, more than the ${sized(err.cap)} a service record holds, and was not read`,
+      };
     throw err;
   }
   try {
