@@ -12,6 +12,16 @@
 //     except one that the other writer's own rename landed between the agent's last check and its
 //     rename (the window the README's "Safety model" names), proved by the two processes' clocks;
 //   - no temp file of the agent's is left, and `current` never leads out of the root.
+// Issue 30 adds the shapes of its round: a 1 TiB sparse file and an oversized record of the agent's
+// (.datum/claims.json) in every root, a directory of the root that another process serves as a
+// node root of its own (registered host-wide), and now and then a competing agent that tries to
+// take the root while the case holds it. And a sibling node, served through the same gate, keeps
+// being observed during every case: after each case,
+//   - the huge file and the oversized record were never read (the case ends well inside its time),
+//     and the huge file is still there, untouched;
+//   - nothing was written into the other process's root;
+//   - the competing agent was refused while the case held the root, and takes it once released;
+//   - no observe of the sibling waited longer than SIBLING_MAX_MS.
 // DATUM_FS_ADVERSARY_CASES (default 1000) and DATUM_FS_ADVERSARY_SEED (printed) reproduce a run;
 // DATUM_FS_ADVERSARY_CASE=<n> runs that one case. The interleavings are the machine's, not the
 // seed's: a failure names its case, its operations and the agent's outcomes.
@@ -31,6 +41,10 @@ import { probeSwapsForTests } from '../../src/agent/fs/replace';
 import { fileBytes, idempotencyKey, type AuthorizedAction, type Json, type ResourceSpec } from '../../src/domain';
 import { tarGz } from '../agent/helpers';
 import { RACER_SCRIPT } from './fs-racer';
+import { FOREIGN_SCRIPT } from './fs-foreign';
+import { agentGate } from '../../src/agent/gate';
+import { registeredAt } from '../../src/agent/fs/registry';
+import { takeRoot } from '../../src/agent/node/root-lease';
 
 const CASES = Number(process.env.DATUM_FS_ADVERSARY_CASES ?? 1000);
 const SEED = Number(process.env.DATUM_FS_ADVERSARY_SEED ?? randomBytes(4).readUInt32BE());
@@ -38,6 +52,14 @@ const ONLY = process.env.DATUM_FS_ADVERSARY_CASE === undefined ? null : Number(p
 const NODE = 'N-fuzz';
 const PROTECTED = 'etc/protected.conf';
 const LONG = 'l'.repeat(200);
+/** A 1 TiB sparse file at a managed path: no disk, a terabyte of zeros to anyone who reads it. */
+const HUGE = 'data/huge.bin';
+/** A directory of the root that another process serves as a node root of its own. */
+const FOREIGN = 'sub/foreign';
+/** The longest a sibling node's observe may wait while a case runs beside it. */
+const SIBLING_MAX_MS = 5000;
+/** The longest a case may take: nothing in it may read the huge file or the oversized record. */
+const CASE_MAX_MS = 20_000;
 
 function prng(seed: number): () => number {
   let a = seed >>> 0;
@@ -67,6 +89,8 @@ const TARGETS = [
   'etc/dir.conf',
   'etc/hard.conf', // a second name of a file outside the root
   PROTECTED,
+  HUGE,
+  `${FOREIGN}/x.conf`, // through another node's root
 ];
 
 /** Where the racer writes: real paths only (never through alias or ext), and never the protected file. */
@@ -82,6 +106,8 @@ interface Case {
   config: string;
   resources: Record<string, ResourceSpec>;
   release: boolean;
+  /** A competing agent tries to take the root while the case holds it (then the foreign root is not held: it would be nested). */
+  compete: boolean;
 }
 
 let tmpBase = '';
@@ -105,6 +131,16 @@ async function makeCase(n: number): Promise<Case> {
   await fs.link(path.join(tmpBase, 'fifo'), path.join(root, 'etc/fifo.conf')); // a FIFO, made once
   await fs.link(path.join(tmpBase, 'sock'), path.join(root, 'etc/sock.conf')); // a socket, made once
   await fs.mkdir(path.join(root, 'etc/dir.conf'));
+  await fs.writeFile(path.join(root, HUGE), '');
+  await fs.truncate(path.join(root, HUGE), 2 ** 40);
+  await fs.mkdir(path.join(root, FOREIGN), { recursive: true });
+  await fs.writeFile(path.join(root, FOREIGN, 'precious.txt'), 'another node’s\n');
+  if (rand() < 0.2) {
+    // The agent's own record, swapped for a 64 MiB sparse file.
+    await fs.mkdir(path.join(root, '.datum'), { recursive: true });
+    await fs.writeFile(path.join(root, '.datum/claims.json'), '');
+    await fs.truncate(path.join(root, '.datum/claims.json'), 64 * 2 ** 20);
+  }
   for (const rel of RACER_FILES) if (rand() < 0.6) await fs.writeFile(path.join(root, rel), `before ${rel}\n`);
   const config = path.join(base, 'agent.yaml');
   const since = '2026-01-01T00:00:00Z';
@@ -122,7 +158,8 @@ async function makeCase(n: number): Promise<Case> {
   picks.forEach((p, i) => (resources[`f${i}`] = { type: 'file', path: p, content: `datum ${n} ${i}\n` }));
   if (rand() < 0.3) resources.maintenance = { type: 'flag', value: { case: n } };
   const release = rand() < 0.1;
-  return { n, seed, base, root, outside, config, resources, release };
+  const compete = rand() < 0.05;
+  return { n, seed, base, root, outside, config, resources, release, compete };
 }
 
 /** Every entry under `dir`: kind, inode and bytes (no times: reading may change atime). */
@@ -137,7 +174,9 @@ async function tree(dir: string): Promise<Record<string, string>> {
       else if (st.isDirectory()) {
         out[rel] = `dir:${st.ino}`;
         await walk(p);
-      } else if (st.isFile()) out[rel] = `file:${st.ino}:${sha(await fs.readFile(p))}`;
+      } else if (st.isFile())
+        // The huge sparse files are judged by inode and size: reading a terabyte is what the agent must not do either.
+        out[rel] = st.size > 16 * 2 ** 20 ? `file:${st.ino}:${st.size}` : `file:${st.ino}:${sha(await fs.readFile(p))}`;
       else out[rel] = `special:${st.ino}`;
     }
   };
@@ -178,7 +217,9 @@ async function agentWrites(c: Case): Promise<string[]> {
   const resources: Record<string, ResourceSpec> = { ...c.resources };
   if (c.release && artifact)
     resources.build = { type: 'release', version: '1.0', artifact: artifact.path, sha256: artifact.sha256 };
-  const obs = await observeNode(c.config, { node: NODE, resources, generation: 1 });
+  // Through the agent's gate as this node, as the agent's activities go (src/agent/activities/index.ts).
+  const gated = <T>(kind: 'observe' | 'apply', work: () => Promise<T>) => agentGate.run(kind, work, { node: c.config });
+  const obs = await gated('observe', () => observeNode(c.config, { node: NODE, resources, generation: 1 }));
   for (const [key, spec] of Object.entries(resources)) {
     const marker = obs.resources[key]?.marker ?? null;
     let a: AuthorizedAction;
@@ -189,7 +230,7 @@ async function agentWrites(c: Case): Promise<string[]> {
     else if (spec.type === 'release')
       a = actionFor(key, 'release.install', { version: spec.version, artifact: spec.artifact, sha256: spec.sha256 }, marker, 1);
     else continue;
-    const outcome = await applyAction(c.config, { node: NODE, action: a }).then(
+    const outcome = await gated('apply', () => applyAction(c.config, { node: NODE, action: a })).then(
       (ev) => `${key}:${ev.outcome}`,
       (err: unknown) => `${key}:${err instanceof ApplicationFailure ? err.type : `error ${(err as Error).message}`}`,
     );
@@ -241,6 +282,48 @@ class Racer {
   }
 }
 
+/** Another agent of the host (fs-foreign.ts): serves a directory as a root of its own, or competes for one. */
+class Foreign {
+  private readonly child: ChildProcess;
+  private readonly lines: string[] = [];
+  private readonly waiting: Array<() => void> = [];
+
+  constructor() {
+    this.child = spawn(process.execPath, ['-e', FOREIGN_SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
+    createInterface({ input: this.child.stdout! }).on('line', (l) => {
+      this.lines.push(l);
+      this.waiting.splice(0).forEach((w) => w());
+    });
+  }
+
+  async send(command: Record<string, unknown>): Promise<string> {
+    this.child.stdin!.write(`${JSON.stringify(command)}\n`);
+    while (this.lines.length === 0) await new Promise<void>((r) => this.waiting.push(r));
+    return this.lines.shift()!;
+  }
+
+  kill(): void {
+    this.child.kill('SIGKILL');
+  }
+}
+
+/**
+ * A sibling node served through the same gate, observed again and again while a case runs: the
+ * longest any of its observes waited. One node's trouble (a huge file, an oversized record) must
+ * never starve another's.
+ */
+async function siblingObserving(config: string, running: () => boolean): Promise<number> {
+  const resources: Record<string, ResourceSpec> = { s: { type: 'file', path: 'etc/s.conf', content: 'sibling\n' } };
+  let worst = 0;
+  while (running()) {
+    const t0 = performance.now();
+    await agentGate.run('observe', () => observeNode(config, { node: 'N-sibling', resources }), { node: config });
+    worst = Math.max(worst, performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return worst;
+}
+
 /** The agent's last-check-to-rename spans, per target, as the swap probe reports them. */
 const swaps: Array<{ target: string; from: bigint; to: bigint }> = [];
 
@@ -269,21 +352,51 @@ async function racerChangesKept(c: Case, ops: RacerOp[], caseSwaps: typeof swaps
   return found;
 }
 
-async function runCase(n: number, racer: Racer): Promise<Findings & { outcomes: string[]; ops: RacerOp[] }> {
+async function runCase(n: number, racer: Racer, foreign: Foreign): Promise<Findings & { outcomes: string[]; ops: RacerOp[] }> {
   const c = await makeCase(n);
   const outsideBefore = await tree(c.outside);
   // Found again after the case by its inode and bytes, wherever the racer's swaps left its directory.
   const protectedBefore = (await tree(path.join(c.root, 'etc')))['protected.conf'];
+  const hugeBefore = await fs.stat(path.join(c.root, HUGE));
+  const foreignBefore = await tree(path.join(c.root, FOREIGN));
   const firstSwap = swaps.length;
+  const violations: string[] = [];
+  // The case holds its root as an agent does; a competing agent is then refused. Otherwise another
+  // process serves a directory of it as a root of its own (a nested root the case must not enter).
+  const lease = c.compete ? await takeRoot(c.root, NODE, c.config) : null;
+  if (lease && (await foreign.send({ take: c.root })) !== 'busy')
+    violations.push('a competing agent took the root the case holds');
+  if (!lease) await foreign.send({ hold: path.join(c.root, FOREIGN) });
   await racer.start(c);
   let outcomes: string[];
   let ops: RacerOp[];
+  let running = true;
+  const sibling = siblingObserving(path.join(tmpBase, 'sibling.yaml'), () => running);
+  const started = performance.now();
   try {
     outcomes = await agentWrites(c);
   } finally {
+    running = false;
     ops = await racer.stop();
+    await foreign.send({ drop: true });
+    await lease?.release();
   }
+  const took = performance.now() - started;
+  const siblingWorst = await sibling;
+  if (lease && (await foreign.send({ take: c.root })) !== 'free')
+    violations.push('the root stayed locked after the case let it go');
+  if (took > CASE_MAX_MS)
+    violations.push(`the case took ${took.toFixed(0)} ms: something read the huge file or the oversized record`);
+  if (siblingWorst > SIBLING_MAX_MS)
+    violations.push(`the sibling node waited ${siblingWorst.toFixed(0)} ms for an observe: it starved`);
+  const hugeAfter = await fs.stat(path.join(c.root, HUGE)).catch(() => null);
+  if (hugeAfter?.ino !== hugeBefore.ino || hugeAfter.size !== hugeBefore.size)
+    violations.push('the huge file was replaced or changed');
+  // Only while another process served it: in a competing case the directory is the node's own.
+  if (!lease && JSON.stringify(await tree(path.join(c.root, FOREIGN))) !== JSON.stringify(foreignBefore))
+    violations.push("something was written into the other node's root");
   const found = await racerChangesKept(c, ops, swaps.slice(firstSwap));
+  found.violations.push(...violations);
   const where = `case ${n} (seed ${SEED}, case seed ${c.seed}): agent ${outcomes.join(', ')}; racer ${ops.map((o) => `${o.op} ${o.rel}${o.ok ? '' : ' (failed)'}`).join(', ')}`;
   if (JSON.stringify(await tree(c.outside)) !== JSON.stringify(outsideBefore))
     found.violations.push('something outside the root changed');
@@ -299,6 +412,8 @@ async function runCase(n: number, racer: Racer): Promise<Findings & { outcomes: 
 
 describe('filesystem adversary: generated roots, a racing writer, the real agent', () => {
   let racer: Racer;
+  let foreign: Foreign;
+  let runtimeBefore: string | undefined;
 
   beforeAll(async () => {
     // tmpfs when there is one: fsync is free there, and the race is about ordering, not disks.
@@ -319,12 +434,29 @@ describe('filesystem adversary: generated roots, a racing writer, the real agent
     socket = net.createServer().listen(path.join(tmpBase, 'sock'));
     await once(socket, 'listening');
     probeSwapsForTests((target, from, to) => swaps.push({ target, from, to }));
+    // The host's register of roots for this run, shared with the other agent's process.
+    runtimeBefore = process.env.DATUM_RUNTIME_DIR;
+    process.env.DATUM_RUNTIME_DIR = path.join(tmpBase, 'runtime');
+    const siblingRoot = path.join(tmpBase, 'sibling');
+    await fs.mkdir(siblingRoot);
+    await fs.writeFile(path.join(tmpBase, 'sibling.yaml'), JSON.stringify({ node: 'N-sibling', root: siblingRoot }));
     racer = new Racer();
+    foreign = new Foreign();
+    // The other agent's entry is one the agent's own register reads (else the foreign-root shape proves nothing).
+    const probe = path.join(tmpBase, 'probe-root');
+    await fs.mkdir(probe);
+    expect(await foreign.send({ hold: probe })).toBe('held');
+    const st = await fs.stat(probe);
+    expect(await registeredAt({ dev: st.dev, ino: st.ino })).toMatchObject({ root: probe, node: 'N-foreign' });
+    expect(await foreign.send({ drop: true })).toBe('dropped');
   });
 
   afterAll(async () => {
     probeSwapsForTests(null);
     racer?.kill();
+    foreign?.kill();
+    if (runtimeBefore === undefined) delete process.env.DATUM_RUNTIME_DIR;
+    else process.env.DATUM_RUNTIME_DIR = runtimeBefore;
     socket?.close();
     await fs.rm(tmpBase, { recursive: true, force: true });
   });
@@ -335,7 +467,7 @@ describe('filesystem adversary: generated roots, a racing writer, the real agent
     const tally: Record<string, number> = {};
     const totals = { stillThere: 0, keptInBackup: 0, lostInWindow: 0, racerOps: 0 };
     for (const n of ONLY === null ? Array.from({ length: CASES }, (_, i) => i) : [ONLY]) {
-      const r = await runCase(n, racer).catch((err: Error) => {
+      const r = await runCase(n, racer, foreign).catch((err: Error) => {
         throw new Error(`case ${n} (seed ${SEED}) broke the harness: ${err.stack}`);
       });
       violations.push(...r.violations);

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { constants, promises as fs } from 'node:fs';
+import { constants, existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
 import type { FileHandle } from 'node:fs/promises';
 import { withFix } from '../../contract';
 import type { Identity } from './held';
@@ -35,12 +36,22 @@ export class HeldLock {
   }
 }
 
+/**
+ * flock(1): on PATH, else where util-linux puts it (every Debian, Ubuntu and RHEL host has it; a
+ * unit or a test may run the agent with a PATH of its own).
+ */
+function flockProgram(): string {
+  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/bin', '/bin'])
+    if (dir && existsSync(path.join(dir, 'flock'))) return path.join(dir, 'flock');
+  return 'flock';
+}
+
 /** Runs flock(1) with `args`, lending it `handle` as fd 3 when given: its exit code. */
 function flock(args: string[], handle?: FileHandle): Promise<number> {
   return new Promise((resolve, reject) => {
     const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe'];
     if (handle) stdio.push(handle.fd);
-    const child = spawn('flock', ['--nonblock', '--conflict-exit-code', String(CONFLICT), ...args], { stdio });
+    const child = spawn(flockProgram(), ['--nonblock', '--conflict-exit-code', String(CONFLICT), ...args], { stdio });
     let stderr = '';
     child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
     child.on('error', (err: NodeJS.ErrnoException) =>
