@@ -19,7 +19,8 @@ import { providerFor } from './providers';
  * The change test is cheap (lstat, readlink, /proc): the marker of each resource against the
  * markers of the loop's last observation (WatchRequest.baseline), then against what the watch
  * read when it started. fs.watch wakes it early, and so does the exit of a service the agent
- * spawned itself (services/exits.ts); a short poll covers what neither sees (an adopted or
+ * spawned itself (services/exits.ts) and a systemd unit's start or stop (the manager's record of
+ * its invocation, providers/unit.ts); a short poll covers what none of them sees (an adopted or
  * systemd service's process dying, a watched directory created later), and a slower one stands
  * guard when they see everything.
  */
@@ -137,7 +138,7 @@ async function wakeSources(
     else blind = true;
   }
   for (const [key, spec] of Object.entries(resources)) {
-    const wake = await providerFor(spec.type)?.watch.wake?.(root, key, spec, poke);
+    const wake = await providerFor(spec.type)?.watch.wake?.(root, key, spec, poke, config);
     if (wake === 'blind') blind = true;
     else if (typeof wake === 'function') closers.push(wake);
   }

@@ -26,6 +26,7 @@ import { unitProvider } from '../../src/agent/providers/unit';
 import { parseAgentConfigText } from '../../src/schemas/documents';
 import { action, cleanupNodes, expectRefusal, fileAction, makeNode, runActivity, type TestNode } from './helpers';
 import type { WatchRequest } from '../../src/contract';
+import { watchNode } from '../../src/agent/watch';
 import { cgroupsOf } from './systemd-manager';
 import {
   changes,
@@ -307,6 +308,40 @@ describe('the unit provider against a real systemd manager', () => {
     // Observe's marker did not move: a stopped unit is a failure a start repairs, not another writer.
     expect((await w.t.observe(w.resources)).resources.web.marker).toBe(after.marker);
   }, 60_000);
+
+  // No poll runs in these watches (an hour each): only the manager's record of the unit and the
+  // directories of its files can end them, so a fleet's units cost no systemctl while nothing changes.
+  it.for<[string, (w: Web) => unknown]>([
+    ['stopped', (w) => expect(systemctl('stop', '--', w.name).status).toBe(0)],
+    ['restarted', (w) => expect(systemctl('restart', '--', w.name).status).toBe(0)],
+    ['killed', (w) => process.kill(Number(show(w.name, ['MainPID']).MainPID), 'SIGKILL')],
+    ['disabled', (w) => expect(systemctl('disable', '--', w.name).status).toBe(0)],
+    [
+      'overridden by a drop-in and reloaded',
+      async (w) => {
+        await fs.writeFile(path.join(H().local, `${w.name}.d`, 'zz-by-hand.conf'), '[Service]\nRestart=always\n');
+        expect(systemctl('daemon-reload').status).toBe(0);
+      },
+    ],
+  ])('wakes the watch, with no poll, when the unit is %s by hand', { timeout: 60_000 }, async ([, change], ctx) => {
+    skipUnless(ctx);
+    const w = await webNode();
+    await converge(w);
+    const observed = await w.t.observe(w.resources);
+    const baseline = Object.fromEntries(Object.entries(observed.resources).map(([k, r]) => [k, r.marker]));
+    let waiting!: () => void;
+    const isWaiting = new Promise<void>((resolve) => (waiting = resolve));
+    const noPolls = { pollMs: 3_600_000, safetyPollMs: 3_600_000, waiting };
+    const request = { node: w.t.node, resources: w.resources, window_ms: 3_600_000, baseline };
+    const watching = runActivity((r: WatchRequest) => watchNode(w.t.configPath, r, noPolls), request);
+    await isWaiting;
+    // Another unit of the same manager starting and stopping is not this one's change.
+    const other = await webNode();
+    expect(systemctl('start', '--', other.name).status).toBe(0);
+    expect(systemctl('stop', '--', other.name).status).toBe(0);
+    await change(w);
+    expect(await watching).toMatchObject({ changed: ['web'], reason: 'changed' });
+  });
 
   it('an agent killed between writing the drop-in and restarting leaves its own write, which the retry does not take for another writer', async (ctx) => {
     skipUnless(ctx);

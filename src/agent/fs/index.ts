@@ -21,7 +21,6 @@
  */
 
 export { RECORD, fetchArtifact, inspectArchive } from './artifact';
-export { checkpoint } from './cancel';
 export {
   atomicWriteAt,
   isSoleRegular,
@@ -65,7 +64,7 @@ export {
 export { openReleases, switchCurrent, unpackRelease } from './releases';
 export { replaceIn, type Replaced } from './replace';
 export { rootProblems } from './roots';
-export { dirStamp, isDirectory, makeDirs, pathStamp, watchDir } from './watch';
+export { dirStamp, isDirectory, makeDirs, pathStamp, subdirsOf, watchDir } from './watch';
 export { HeldLock, lockExclusive } from './locks';
 export {
   ancestorIds,

@@ -1,4 +1,5 @@
 import { watch, promises as fs } from 'node:fs';
+import path from 'node:path';
 import { ABSENT_MARKER, dirMarker, fileMarker, linkMarker } from '../markers';
 
 /*
@@ -29,14 +30,26 @@ export async function dirStamp(abs: string): Promise<string> {
   }
 }
 
-/** Calls `onChange` on any change of the directory's entries until the returned function is called; null when it is not there. */
-export function watchDir(dir: string, onChange: () => void): (() => void) | null {
+/**
+ * Calls `onChange` on any change of the directory's entries (of those `only` accepts, by name)
+ * until the returned function is called; null when it is not there.
+ */
+export function watchDir(dir: string, onChange: () => void, only?: (name: string) => boolean): (() => void) | null {
   try {
-    const watcher = watch(dir, { persistent: false }, onChange);
+    // inotify names the entry; a change it cannot name wakes the watch all the same.
+    const watcher = watch(dir, { persistent: false }, (_event, name) => {
+      if (!only || name === null || only(String(name))) onChange();
+    });
     return () => watcher.close();
   } catch {
     return null; // not there yet: the watch's poll covers it
   }
+}
+
+/** The subdirectories of `dir` whose names `accept` takes (absolute paths); none when it is not there. */
+export async function subdirsOf(dir: string, accept: (name: string) => boolean): Promise<string[]> {
+  const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory() && accept(e.name)).map((e) => path.join(dir, e.name));
 }
 
 /** Whether `dir` is a directory now (following links, as a root given in agent.yaml may be one). */

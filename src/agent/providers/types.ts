@@ -94,10 +94,10 @@ export interface WatchHooks<S extends ResourceSpec = ResourceSpec> {
   /** Directories whose entries change when the resource does (watched with inotify). */
   dirs(root: string, key: string, spec: S, config: AgentConfig): string[];
   /**
-   * Other sources that wake the watch (a child's exit): a function that stops listening, or
-   * 'blind' when a change can be seen only by polling (an adopted process, a systemd unit).
+   * Other sources that wake the watch (a child's exit, a unit's start or stop): a function that
+   * stops listening, or 'blind' when a change can be seen only by polling (an adopted process).
    */
-  wake?(root: string, key: string, spec: S, poke: () => void): Promise<(() => void) | 'blind' | null>;
+  wake?(root: string, key: string, spec: S, poke: () => void, config: AgentConfig): Promise<(() => void) | 'blind' | null>;
 }
 
 export function observed(

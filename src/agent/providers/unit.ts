@@ -6,7 +6,8 @@ import type { AgentConfig } from '../../schemas';
 import { admit, applyUnit, unitApplySpec, type UnitApplySpec } from '../units/apply';
 import { ownPath, readOwnFile, unitsDir } from '../units/files';
 import { observeUnit, unitMarker, type UnitView } from '../units/observe';
-import { ManagerUnreachable, UNIT_PROPERTIES, readUnitState } from '../units/systemctl';
+import { ManagerUnreachable, UNIT_PROPERTIES, managerRuntimeDir, readUnitState } from '../units/systemctl';
+import { subdirsOf, watchDir } from '../fs';
 import { now, specOf, type ImportResult, type NodeContext, type Provider } from './types';
 
 /*
@@ -30,14 +31,14 @@ export const unitProvider: Provider<UnitSpec> = {
   },
   watch: {
     marker: (_root, _key, spec, config) => watchMarker(config, viewOfSpec(spec, {})),
-    // Datum's own file (a hand edit is seen at once); the manager's state has no event without D-Bus.
+    // Datum's own file (a hand edit is seen at once); the manager's state wakes it through unitWake.
     dirs: (_root, _key, spec, config) => {
       const own = ownFile(spec);
       if (own === null || unitNameProblem(spec.name) !== null) return [];
       const units = unitsDir(config);
       return [units.dir, ...(own.kind === 'dropin' ? [path.dirname(ownPath(units, own.rel))] : [])];
     },
-    wake: () => Promise.resolve('blind' as const),
+    wake: (_root, _key, spec, poke, config) => unitWake(config, spec, poke),
   },
   importSpec,
 };
@@ -97,6 +98,60 @@ async function watchMarker(config: AgentConfig | undefined, view: UnitView): Pro
     if (err instanceof ManagerUnreachable) return 'unit:unreachable';
     throw err;
   }
+}
+
+/** Links that enable a unit live in these subdirectories of a units directory. */
+const ENABLEMENT = /\.(wants|requires|upholds)$/;
+/** What a daemon-reload or a first set-property leaves in the manager's runtime directory. */
+const RELOADED = /^generator|\.control$/;
+
+/**
+ * What wakes the watch for a unit, so that no poll asks systemctl about it every half second:
+ *  - the manager's record of the unit's invocation (its start, restart, stop or death);
+ *  - a daemon-reload (which is when edited files take effect) and a property set at runtime;
+ *  - the directories of its files as the manager loaded them (its unit file, its drop-ins), of
+ *    the links that enable it, and of the properties set persistently (<units>.control).
+ * A change none of these sees waits for the safety poll. Blind, and so polled, when the manager
+ * keeps no runtime directory where the agent looks, or does not answer.
+ */
+async function unitWake(config: AgentConfig, spec: UnitSpec, poke: () => void): Promise<(() => void) | 'blind' | null> {
+  if (unitNameProblem(spec.name) !== null) return null;
+  const units = unitsDir(config);
+  const runtime = managerRuntimeDir(units.manager);
+  const closers: Array<() => void> = [];
+  const close = () => closers.forEach((stop) => stop());
+  for (const [dir, only] of [
+    [path.join(runtime, 'units'), (name: string) => name === `invocation:${spec.name}`],
+    [runtime, (name: string) => RELOADED.test(name)],
+  ] as const) {
+    const stop = watchDir(dir, poke, only);
+    if (stop === null) return (close(), 'blind');
+    closers.push(stop);
+  }
+  let loaded: Record<string, string>;
+  try {
+    loaded = await readUnitState(units.manager, spec.name, ['FragmentPath', 'DropInPaths']);
+  } catch (err) {
+    close();
+    if (err instanceof ManagerUnreachable) return 'blind';
+    throw err;
+  }
+  const files = [loaded.FragmentPath ?? '', ...(loaded.DropInPaths ?? '').split(' ')].filter((p) => path.isAbsolute(p));
+  const control = `${units.dir}.control`;
+  const dirs = new Set([
+    ...files.map((f) => path.dirname(f)),
+    ...(await subdirsOf(units.dir, (name) => ENABLEMENT.test(name))),
+    control,
+    path.join(control, `${spec.name}.d`),
+  ]);
+  for (const dir of dirs) {
+    const stop = watchDir(dir, poke);
+    if (stop) closers.push(stop);
+  }
+  // The control directory made later: its parent sees it come.
+  const made = watchDir(path.dirname(units.dir), poke, (name) => name === path.basename(control));
+  if (made) closers.push(made);
+  return close;
 }
 
 /**

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { withFix } from '../../contract';
 import { AgentRefusal, UNIT_CHANGE_FAILED } from '../refusal';
 import { oneLine, parseShow, run, type Ran } from '../services/systemd';
@@ -103,6 +104,21 @@ export async function readUnitState(
   // Exit 1 is "not enabled" (disabled, static, masked, or no unit file: then nothing is printed).
   if (enabled.code !== 0 && enabled.code !== 1) throw new ManagerUnreachable(manager, said(enabled));
   return { ...show, UnitFileState: enabled.stdout.split('\n')[0]?.trim() ?? '' };
+}
+
+/**
+ * The manager's runtime directory, where its changes leave entries (seen on 252):
+ *  - units/invocation:<unit>: written when the unit starts, replaced when it restarts, removed
+ *    when it stops or dies (src/core/unit.c unit_export_invocation_id);
+ *  - generator, generator.early, generator.late: made again by every daemon-reload;
+ *  - <system|user>.control: made by the first set-property --runtime.
+ * The user manager's is under $XDG_RUNTIME_DIR, the variable systemctl --user finds it by.
+ */
+export function managerRuntimeDir(manager: Manager): string {
+  if (manager === 'system') return '/run/systemd';
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  const base = runtime !== undefined && path.isAbsolute(runtime) ? runtime : `/run/user/${process.getuid?.() ?? 0}`;
+  return path.join(base, 'systemd');
 }
 
 /** The manager's UnitPath, highest priority first. */
