@@ -4,7 +4,7 @@ import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { isNodeId, withFix, type AuthorityRead } from '../contract';
-import { InvalidDesiredState, InvalidInputError, problemLine, type BoundIntent } from '../domain';
+import { InvalidDesiredState, InvalidInputError, missingArtifactFix, problemLine, type BoundIntent } from '../domain';
 import { clip } from '../domain/bounds';
 import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../schemas/documents';
 
@@ -162,10 +162,7 @@ export class DesiredStateAuthority {
           problemLine({
             field: `resources.${key}.artifact`,
             problem: `${artifact} does not exist (looked at ${absolute})`,
-            fix:
-              spec.type === 'package'
-                ? "build the package's .deb into the fleet's artifacts/ (scripts/build-deb.mjs or dpkg-deb --build), or correct the path"
-                : "build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs), or correct the path",
+            fix: missingArtifactFix(spec.type),
           }),
         );
       }

@@ -22,7 +22,15 @@ export * from './loop';
 export * from './watch';
 export * from './pass';
 export * from './targets';
-export { kindOfAction, debianVersionProblem, ownFile, packageNameProblem, unitNameProblem } from './resources';
+export {
+  artifactDigestFix,
+  kindOfAction,
+  debianVersionProblem,
+  missingArtifactFix,
+  ownFile,
+  packageNameProblem,
+  unitNameProblem,
+} from './resources';
 export * from './markers';
 export * from './decisions';
 export * from './written';

@@ -255,6 +255,18 @@ describe('datum validate', () => {
     );
     const sha = await datum(['validate', path.join(nodes, 'N-24.yaml')]);
     expect(sha.stdout).toMatch(/resources\.build\.sha256: is not the sha256 of artifacts\/app-7\.3\.tgz/);
+    // A package's .deb the same way, with the fix for a .deb.
+    const withPackage = await fs.readFile(path.join(ROOT, 'examples/fleet/optional/dpkg/desired/nodes/N-26.yaml'), 'utf8');
+    await fs.writeFile(path.join(nodes, 'N-26.yaml'), withPackage);
+    const deb = await datum(['validate', path.join(nodes, 'N-26.yaml')]);
+    expect(deb.stdout).toMatch(
+      /N-26\.yaml:\d+:\d+: resources\.motd\.artifact: artifacts\/demo-motd_1\.0-1_all\.deb does not exist .* — fix: build the package's \.deb .*build-deb\.mjs/,
+    );
+    await fs.writeFile(path.join(tmp, 'fleet', 'artifacts', 'demo-motd_1.0-1_all.deb'), 'not the .deb named\n');
+    const debSha = await datum(['validate', path.join(nodes, 'N-26.yaml')]);
+    expect(debSha.stdout).toMatch(
+      /resources\.motd\.sha256: is not the sha256 of artifacts\/demo-motd_1\.0-1_all\.deb .* — fix: write the sha256 of the package's \.deb/,
+    );
     const absent = await datum(['validate', path.join(tmp, 'absent.yaml')]);
     expect(absent.code).toBe(2);
     expect(absent.stderr).toMatch(/no such file: .*absent\.yaml — fix:/);

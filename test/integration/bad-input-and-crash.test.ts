@@ -111,7 +111,7 @@ describe('bad input reaches no node', () => {
     const handle = await stack.startNode(node, 1);
     const blocked = await waitForInvalidAtStart(handle);
     expect(blocked.details).toMatch(
-      /resources\.build\.artifact: artifacts\/app-9\.9\.tgz does not exist .* — fix: build the archive/,
+      /resources\.build\.artifact: artifacts\/app-9\.9\.tgz does not exist .* — fix: build the release's archive/,
     );
     expect(await nodeContent(stack.fleet.root(node))).toEqual([]);
     await handle.terminate('test done');

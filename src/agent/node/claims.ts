@@ -249,7 +249,7 @@ export function heldBackByUnbound(typeOrAction: string): boolean {
   return type !== null && Object.hasOwn(RESOURCE_KINDS, type) && !RESOURCE_KINDS[type as ResourceType].targetIsKey;
 }
 
-/** Why unbound entries hold the node's files and release back, and how the operator ends it. */
+/** Why unbound entries hold back every type whose target is not its key (files, the release, packages, …), and how the operator ends it. */
 export function unboundProblem(entries: ResolvedEntry[]): { problem: string; fix: string } {
   const names = entries.map((e) => e.entry).join(', ');
   const keys = entries.map((e) => `"${e.name}"`).join(' or ');
@@ -257,8 +257,10 @@ export function unboundProblem(entries: ResolvedEntry[]): { problem: string; fix
     ...(entries.some((e) => e.kind === 'override') ? ['overrides: {"file:<path>": …}'] : []),
     ...(entries.some((e) => e.kind === 'observe') ? ['reconciliation.resources: {"file:<path>": observe}'] : []),
   ];
+  const held = (Object.keys(RESOURCE_KINDS) as ResourceType[]).filter((type) => heldBackByUnbound(type));
+  const any = `${held.slice(0, -1).join(', ')} or ${held[held.length - 1]}`;
   return {
-    problem: `${names} protect${entries.length > 1 ? '' : 's'} a target the agent cannot establish: no resource of desired state is ${keys} and .datum/claims.json has no binding for it (lost with .datum/, or the key was never seen), so any file or the release of this node may be it, and none is written`,
+    problem: `${names} protect${entries.length > 1 ? '' : 's'} a target the agent cannot establish: no resource of desired state is ${keys} and .datum/claims.json has no binding for it (lost with .datum/, or the key was never seen), so any ${any} of this node may be it, and none is written`,
     fix: `name the target in agent.yaml (${spell.join(' or ')}), or remove ${names} if it protects nothing`,
   };
 }

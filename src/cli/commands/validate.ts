@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, isMap, isPair, isScalar, type Node } from 'yaml';
-import { InvalidInputError, type Problem } from '../../domain';
+import { InvalidInputError, artifactDigestFix, missingArtifactFix, type Problem, type ResourceSpec } from '../../domain';
 import {
   MAX_AGENT_CONFIG_BYTES,
   MAX_DESIRED_STATE_BYTES,
@@ -228,14 +228,14 @@ async function desiredProblems(text: string, shown: string, file: string, fleetD
   return await artifactProblems(intent.resources, fleetDir ?? path.dirname(file));
 }
 
-/** What the controller would refuse beyond the schema: a local artifact that is missing or is not the archive named. */
-async function artifactProblems(
-  resources: Record<string, { type: string; artifact?: string; sha256?: string }>,
-  base: string,
-): Promise<Problem[]> {
+/**
+ * What the controller or the agent would refuse beyond the schema: a local artifact (a release's
+ * archive, a package's .deb) that is missing or is not the bytes its sha256 names.
+ */
+async function artifactProblems(resources: Record<string, ResourceSpec>, base: string): Promise<Problem[]> {
   const problems: Problem[] = [];
   for (const [key, spec] of Object.entries(resources)) {
-    if (spec.type !== 'release' || !spec.artifact || /^https?:\/\//i.test(spec.artifact)) continue;
+    if (!('artifact' in spec) || !spec.artifact || /^https?:\/\//i.test(spec.artifact)) continue;
     const absolute = path.resolve(base, spec.artifact);
     let bytes: Buffer;
     try {
@@ -244,7 +244,7 @@ async function artifactProblems(
       problems.push({
         field: `resources.${key}.artifact`,
         problem: `${spec.artifact} does not exist (looked at ${absolute})`,
-        fix: "build the archive into the fleet's artifacts/ (scripts/build-artifact.mjs) or correct the path",
+        fix: missingArtifactFix(spec.type),
       });
       continue;
     }
@@ -253,7 +253,7 @@ async function artifactProblems(
       problems.push({
         field: `resources.${key}.sha256`,
         problem: `is not the sha256 of ${spec.artifact} (${actual})`,
-        fix: 'write the sha256 of the archive the release should install (sha256sum prints it), or point artifact at that archive',
+        fix: artifactDigestFix(spec.type),
       });
   }
   return problems;

@@ -33,6 +33,21 @@ export function kindOf<S extends ResourceSpec>(spec: S): ResourceKind<S> {
   return RESOURCE_KINDS[spec.type] as unknown as ResourceKind<S>;
 }
 
+/**
+ * The fix for an artifact that is missing: build that type's artifact (a release's archive, a
+ * package's .deb) into the fleet's artifacts/, or correct the path.
+ */
+export function missingArtifactFix(type: ResourceType): string {
+  const artifact = RESOURCE_KINDS[type].artifact ?? { what: 'the artifact', build: 'the tool that makes it' };
+  return `build ${artifact.what} into the fleet's artifacts/ (${artifact.build}), or correct the path`;
+}
+
+/** The fix for an artifact whose bytes are not the ones its sha256 names. */
+export function artifactDigestFix(type: ResourceType): string {
+  const what = RESOURCE_KINDS[type].artifact?.what ?? 'the artifact';
+  return `write the sha256 of ${what} to install (sha256sum prints it), or point artifact at it`;
+}
+
 /** The type an action kind ("file.write", "file.delete") belongs to: the part before its dot; null for none of ours. */
 export function typeOfAction(kind: string): ResourceType | null {
   const dot = kind.indexOf('.');

@@ -25,6 +25,11 @@ export interface ResourceKind<S extends ResourceSpec = ResourceSpec> {
   order: number;
   /** The actions its plans are made of; the agent's provider of this type carries out exactly these. */
   actions: readonly ActionKind[];
+  /**
+   * What its `artifact` is and how one is built, for a type that has one: named by the fix when
+   * the file is missing or is not the bytes its sha256 names (the controller, datum validate).
+   */
+  artifact?: { what: string; build: string };
   /** The actions that would destroy something of this type: never planned by a repair, refused by every agent. */
   destructive: readonly DestructiveActionKind[];
   /** What its write touches (docs/architecture.md §4 "Targets and operator decisions"). */

@@ -74,6 +74,7 @@ export const packageKind: ResourceKind<PackageSpec> = {
   // Before releases: what a release's service runs on is installed first.
   order: -1,
   actions: ['package.install'],
+  artifact: { what: "the package's .deb", build: 'scripts/build-deb.mjs or dpkg-deb --build' },
   destructive: ['package.remove'],
   target: (_key, spec) => packageTarget(spec.name),
   targetOfAction: (_key, spec) => {

@@ -12,6 +12,7 @@ export const RELEASE_TARGET = 'release:current';
 export const release: ResourceKind<ReleaseSpec> = {
   order: 0,
   actions: ['release.install'],
+  artifact: { what: "the release's archive", build: 'scripts/build-artifact.mjs' },
   destructive: ['release.delete'],
   target: () => RELEASE_TARGET,
   targetOfAction: () => RELEASE_TARGET,
