@@ -10,6 +10,7 @@ const TESTS = {
   domain: [
     'attributes',
     'cas',
+    'gate-bounds',
     'ladder',
     'ledger-audit',
     'loop',
