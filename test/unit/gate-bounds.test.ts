@@ -11,14 +11,14 @@ import {
   type Observation,
 } from '../../src/domain';
 import { DECISION_RULE } from '../../src/contract/patches';
-import { applied, authorityOf, later, n24, n24After, n24Before, pass, snapshot } from './fixtures';
+import { applied, authorityOf, later, n24, n24After, n24Before, oursFor, pass, snapshot } from './fixtures';
 
 /*
  * What the mutation check (docs/testing.md) found the other tests let change: the gates' bounds,
  * each on both sides (a snapshot a millisecond on the wrong side of one either drives a write it
  * must not, or blocks a node for nothing), what a closed gate leaves of the repair episode, which
- * REPAIR_DEADLINE_EXCEEDED stops an early pass, whose action a standing refusal withholds, and
- * the evidence each gate's condition records.
+ * REPAIR_DEADLINE_EXCEEDED stops an early pass, whose action a standing refusal withholds, the
+ * evidence each gate's condition records, and what an authorized action carries to the agent.
  */
 
 const SEC = 1000;
@@ -202,5 +202,32 @@ describe("each closed gate's condition carries the evidence it closed on", () =>
     ],
   ] as const)('%s: %s', (_name, type, o, keys) => {
     expect(closedOn(o as Parameters<typeof closedOn>[0])).toEqual([type, keys]);
+  });
+});
+
+describe('what an authorized action carries to the agent', () => {
+  const stuck = () => snapshot({ ...n24Before(), markers: oursFor(['build', 'app']) });
+  it('each attempt a new action_seq, so the agent tells a retry at the same marker from a replay of the last one', async () => {
+    const first = await pass(snapshot(n24Before()), stuck, {});
+    const retry = await pass(stuck(), stuck, { history: first.final.history, now: later(10 * SEC) });
+    const seqs = (r: DecideResult) => r.decision.authorized_actions.map((a) => a.action_seq);
+    expect([seqs(first.first), seqs(retry.first)]).toEqual([
+      [1, 1],
+      [2, 2],
+    ]);
+  });
+
+  it('the spec digest of its plan, which the agent compares at the write', () => {
+    const intent = n24();
+    const d = decide({
+      intent,
+      authority: authorityOf(intent),
+      observation: snapshot(n24Before()),
+      history: emptyHistory(),
+      now: later(0),
+    }).decision;
+    const planned = d.planned_actions.filter((p) => p.authorized).map((p) => p.spec_digest);
+    expect(planned.every((digest) => typeof digest === 'string' && digest.length > 0)).toBe(true);
+    expect(d.authorized_actions.map((a) => a.spec_digest)).toEqual(planned);
   });
 });
