@@ -130,7 +130,7 @@ const nonWorkflowTemporalPackages = (where) =>
 
 export default tseslint.config(
   {
-    ignores: ['dist/**', 'node_modules/**', '.venv/**', 'test-artifacts/**', 'coverage/**', '.datum/**'],
+    ignores: ['dist/**', 'node_modules/**', '.venv/**', 'test-artifacts/**', 'coverage/**', '.datum/**', '.stryker-tmp/**'],
   },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
