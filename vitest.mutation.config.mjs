@@ -33,6 +33,10 @@ const TESTS = {
     'test/agent/directory.test.ts',
     'test/agent/marker-upgrade.test.ts',
     'test/agent/release.test.ts',
+    // Attacks on real files with the real agent activities, no Temporal: the refusals of an entry
+    // whose target is lost (4a) and of one target under two spellings (4c).
+    'test/adversarial/lost-datum-binding.test.ts',
+    'test/adversarial/symlinked-dir-alias.test.ts',
   ],
 };
 
