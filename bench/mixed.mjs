@@ -375,10 +375,18 @@ const dir = await mkdtemp(path.join(os.tmpdir(), 'datum-bench-mixed-'));
 let result;
 try {
   result = await row(dir);
+} catch (error) {
+  say(`the row failed: ${error.stack ?? error}`);
+  process.exitCode = 1;
 } finally {
-  if (!values.keep) await rm(dir, { recursive: true, force: true });
+  // A dpkg the killed agent ran may still be writing under the row's directory for a moment.
+  if (!values.keep)
+    await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 }).catch((e) =>
+      say(`left ${dir}: ${e.message}`),
+    );
   else say(`kept ${dir}`);
 }
+if (!result) process.exit();
 const out = path.join(root, 'bench', 'results', `${result.date.slice(0, 10)}-mixed.json`);
 await mkdir(path.dirname(out), { recursive: true });
 await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
