@@ -389,7 +389,10 @@ try {
 if (!result) process.exit();
 const out = path.join(root, 'bench', 'results', `${result.date.slice(0, 10)}-mixed.json`);
 await mkdir(path.dirname(out), { recursive: true });
-await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+// Rows of the same day accumulate: a row replaces the earlier one of its size.
+const earlier = await readFile(out, 'utf8').then(JSON.parse, () => ({ rows: [] }));
+const rows = [...(earlier.rows ?? []).filter((r) => r.nodes !== result.nodes), result].sort((a, b) => a.nodes - b.nodes);
+await writeFile(out, `${JSON.stringify({ rows }, null, 2)}\n`);
 const d = result.detection;
 console.log(
   [
