@@ -81,7 +81,7 @@ const TARGETS = [
   'data/x.json',
   `${LONG}/f.conf`,
   `data/${'n'.repeat(255)}`,
-  `data/${'o'.repeat(256)}`, // longer than a name may be: ENAMETOOLONG
+  `data/${'o'.repeat(256)}`, // longer than a name may be: refused by its spelling, the filesystem never asked
   'alias/aliased.conf', // alias -> etc, inside the root
   'ext/leak.conf', // ext -> outside, out of the root
   'etc/fifo.conf',

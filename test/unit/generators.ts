@@ -153,6 +153,14 @@ export function passStepArb(f: Focus): fc.Arbitrary<PassStep> {
       [25, fc.integer({ min: 0, max: 1_000 })],
       [1, fc.integer({ min: 25_000, max: 45_000 })],
     ]),
+    // The agent's clock: mostly the controller's; now and then ahead within the skew clocks may
+    // have, at its edge, or beyond it by up to an hour (a node whose clock is wrong).
+    aheadMs: weighted([
+      [60, fc.constant(0)],
+      [4, fc.integer({ min: 1, max: 5_000 })],
+      [1, fc.constantFrom(5_000, 5_001)],
+      [2, fc.integer({ min: 5_001, max: 3_600_000 })],
+    ]),
   });
   return f.probeLostAfterMove ? step : step.map((p) => (p.between ? { ...p, probe: 'fresh' as const } : p));
 }
