@@ -25,6 +25,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { pct } from './fleet.mjs';
+import { memoryMb, provenance } from './provenance.mjs';
 import { pollerOn, start, startServer } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
@@ -60,6 +61,8 @@ const whole = (name, min) => {
 const n = whole('nodes', 1);
 const changesPerKind = whole('changes', 0);
 const steadySeconds = whole('steady', 5);
+// The tree this run measures, taken before anything is built from it.
+const measured = provenance();
 
 function fail(message) {
   console.error(`bench: ${message}`);
@@ -285,6 +288,8 @@ async function row(dir) {
     const s0 = await cpuOf(agent.pid, true);
     await sleep(steadySeconds * 1000);
     const steadyCores = ((await cpuOf(agent.pid, true)) - s0) / steadySeconds;
+    // After the idle phase: the agent's memory once its garbage collector has had time to settle.
+    const settled = await memoryMb(agent.pid);
     say(`agent at rest: ${round(steadyCores)} cores; drift detection …`);
 
     const pick = () => [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, Math.min(changesPerKind, n));
@@ -330,7 +335,7 @@ async function row(dir) {
     const secs = (kind) => detections.filter((d) => d.kind === kind && d.ms !== null).map((d) => d.ms / 1000);
     // Every repair done: the fleet is converged again before the agent stops.
     await sleep(5000);
-    const agentRss = Math.round(Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${agent.pid}/status`, 'utf8'))[1]) / 1024);
+    const agentMemory = await memoryMb(agent.pid);
     for (const p of procs) p.kill('SIGTERM');
     await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
     say('agent stopped; observe cost per resource …');
@@ -338,6 +343,7 @@ async function row(dir) {
     return {
       date: new Date().toISOString(),
       command: `node bench/mixed.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+      ...measured,
       machine: { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, node: process.version },
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       nodes: n,
@@ -350,7 +356,9 @@ async function row(dir) {
       convergence_p99_s: pct(perNode, 99) / 1000,
       agent_rollout_cpu_s: round(agentRolloutCpu, 1),
       agent_steady_cores: round(steadyCores, 3),
-      agent_rss_mb: agentRss,
+      agent_rss_mb: agentMemory.rss,
+      agent_peak_mb: agentMemory.peak,
+      agent_settled_mb: settled.rss,
       detection: Object.fromEntries(
         ['package', 'unit', 'file'].map((kind) => [
           kind,
