@@ -25,7 +25,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { pct } from './fleet.mjs';
-import { memoryMb, provenance } from './provenance.mjs';
+import { memoryMb, othersRunning, provenance } from './provenance.mjs';
 import { pollerOn, start, startServer } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
@@ -39,7 +39,7 @@ const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 const { mapLimit } = require(dist('activities/map-limit.js'));
 const { buildDeb } = await import(pathToFileURL(path.join(root, 'scripts', 'build-deb.mjs')).href);
 
-const USAGE = 'usage: node bench/mixed.mjs [--nodes 100] [--changes 10] [--steady 60] [--keep]';
+const USAGE = 'usage: node bench/mixed.mjs [--nodes 100] [--changes 10] [--steady 60] [--keep] [--beside-others]';
 let values;
 try {
   ({ values } = parseArgs({
@@ -48,6 +48,7 @@ try {
       changes: { type: 'string', default: '10' },
       steady: { type: 'string', default: '60' },
       keep: { type: 'boolean', default: false },
+      'beside-others': { type: 'boolean', default: false },
     },
   }));
 } catch (e) {
@@ -63,6 +64,12 @@ const changesPerKind = whole('changes', 0);
 const steadySeconds = whole('steady', 5);
 // The tree this run measures, taken before anything is built from it.
 const measured = provenance();
+const others = await othersRunning();
+if (others.length > 0 && !values['beside-others'])
+  fail(
+    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
+      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
+  );
 
 function fail(message) {
   console.error(`bench: ${message}`);
@@ -344,6 +351,7 @@ async function row(dir) {
       date: new Date().toISOString(),
       command: `node bench/mixed.mjs ${process.argv.slice(2).join(' ')}`.trim(),
       ...measured,
+      beside_others: others.length,
       machine: { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, node: process.version },
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       nodes: n,

@@ -29,3 +29,24 @@ export async function memoryMb(pid) {
     return { rss: null, peak: null };
   }
 }
+
+const STACK = /\btemporal(-server)?\b.*\bserver\b|temporal-test-server|\bdatum(\.js)?\s+(agent|worker|cluster)\b|\bvitest\b/;
+
+/**
+ * Other stacks on this machine (Temporal servers, Datum agents or workers, test runs): each
+ * competes with every process a row measures, so the bench refuses to start beside them unless
+ * told, and then the row names them.
+ */
+export async function othersRunning() {
+  const { readdir } = await import('node:fs/promises');
+  const others = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').then(
+      (c) => c.replace(/\0/g, ' ').trim(),
+      () => '',
+    );
+    if (STACK.test(cmd)) others.push(`${entry} ${cmd.slice(0, 120)}`);
+  }
+  return others;
+}

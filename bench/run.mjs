@@ -26,7 +26,7 @@ import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
-import { memoryMb, provenance } from './provenance.mjs';
+import { memoryMb, othersRunning, provenance } from './provenance.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -43,7 +43,7 @@ const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--settle 30] [--profile] [--keep]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--profile] [--keep] [--beside-others]';
 let values;
 try {
   ({ values } = parseArgs({
@@ -59,6 +59,8 @@ try {
       profile: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       settle: { type: 'string', default: '30' },
+      repeat: { type: 'string', default: '3' },
+      'beside-others': { type: 'boolean', default: false },
     },
   }));
 } catch (e) {
@@ -76,8 +78,17 @@ if (workerCounts.some((w) => !Number.isInteger(w) || w < 1))
 const settleSeconds = Number(values.settle);
 if (!Number.isInteger(settleSeconds) || settleSeconds < 0)
   fail(`--settle ${values.settle} must be whole seconds of idle before the settled memory sample, such as --settle 30`);
+const repeat = Number(values.repeat);
+if (!Number.isInteger(repeat) || repeat < 1)
+  fail(`--repeat ${values.repeat} must be how many times each row runs, such as --repeat 3`);
 // The tree this run measures, taken before anything is built from it.
 const measured = provenance();
+const others = await othersRunning();
+if (others.length > 0 && !values['beside-others'])
+  fail(
+    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
+      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
+  );
 const sizes = values.nodes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1))
   fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
@@ -685,6 +696,7 @@ async function runSize(n, mode, serverKind, workerCount) {
     const settled = await memoryOf(workers, agent, server);
     return {
       ...measured,
+      beside_others: others.length,
       server: serverKind,
       server_detail: server.describe,
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
@@ -847,23 +859,31 @@ for (const n of sizes) {
       for (const serverKind of servers) {
         const row = `${serverKind}, ${n} nodes, ${mode}, ${workerCount} worker(s)`;
         console.error(`bench: ${row} …`);
-        let r;
-        try {
-          r = await runSize(n, mode, serverKind, workerCount);
-        } catch (error) {
-          // One row that fails (a server that does not come up, a pass that never ends) is
-          // recorded with its error; the rest of the matrix still runs.
-          console.error(`bench: ${row} failed: ${error.stack ?? error}`);
+        const runs = [];
+        const failures = [];
+        for (let i = 1; i <= repeat; i++) {
+          if (repeat > 1) console.error(`bench: ${row}, run ${i} of ${repeat} …`);
+          try {
+            runs.push(await runSize(n, mode, serverKind, workerCount));
+          } catch (error) {
+            // A run that fails (a server that does not come up, a pass that never ends) is
+            // recorded with its error; the other runs and the rest of the matrix still run.
+            console.error(`bench: ${row} failed: ${error.stack ?? error}`);
+            failures.push({ partial: error.partial, error: String(error.message ?? error) });
+          }
+        }
+        if (runs.length === 0) {
           results.push({
-            ...(error.partial ?? { server: serverKind, workers: workerCount, nodes: n, mode }),
-            error: String(error.message ?? error),
+            ...(failures[0].partial ?? { server: serverKind, workers: workerCount, nodes: n, mode }),
+            error: failures.map((f) => f.error).join('; '),
           });
           await writeResults();
           continue;
         }
+        const r = combineRuns(runs, failures);
         if (values.profile) {
           r.profile.node = await summarizeProfiles(r.logs);
-          if (!values.keep) await rm(path.dirname(r.logs), { recursive: true, force: true });
+          if (!values.keep) for (const run of runs) await rm(path.dirname(run.logs), { recursive: true, force: true });
         }
         delete r.logs;
         results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
@@ -885,12 +905,34 @@ console.log(markdown(accumulated(), soakResult ?? earlier?.soak ?? null));
 console.error(`bench: wrote ${['json', 'md', 'svg'].map((e) => path.relative(root, out(e))).join(', ')}`);
 process.exit(0);
 
+/**
+ * One row from its repeated runs: every top-level figure is the median over the runs, with its
+ * spread (lowest, highest) beside it; the nested detail (profiles, memory breakdown, slowest node)
+ * is the run whose rollout time is the median's. A run that failed is counted and named.
+ */
+function combineRuns(runs, failures) {
+  const byRollout = [...runs].sort((a, b) => (a.rollout_s ?? Infinity) - (b.rollout_s ?? Infinity));
+  const middle = byRollout[Math.floor((byRollout.length - 1) / 2)];
+  const combined = { ...middle, repetitions: runs.length, spread: {} };
+  for (const [key, value] of Object.entries(middle)) {
+    const values = runs.map((r) => r[key]);
+    if (typeof value !== 'number' || !values.every((v) => typeof v === 'number')) continue;
+    const sorted = [...values].sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    combined[key] = sorted.length % 2 ? sorted[Math.floor(mid)] : round((sorted[mid - 1] + sorted[mid]) / 2, 3);
+    if (sorted.length > 1) combined.spread[key] = [sorted[0], sorted[sorted.length - 1]];
+  }
+  if (failures.length > 0) combined.failed_runs = failures.map((f) => f.error);
+  return combined;
+}
+
 function markdown(rows, soaked) {
   const cols = [
     ['server', 'server'],
     ['nodes', 'nodes'],
     ['mode', 'mode'],
     ['workers', 'workers'],
+    ['repetitions', 'runs'],
     ['rollout_s', 'rollout s'],
     ['floor_s', 'floor s'],
     ['ceiling_s', 'ceiling s'],
@@ -922,6 +964,9 @@ function markdown(rows, soaked) {
     if (k === 'server') return serverOf(r);
     if (k === 'workers') return workersOf(r);
     if (k === 'commit') return r.commit ? `${r.commit.slice(0, 7)}${r.dirty ? ' (dirty)' : ''}` : 'n/a';
+    if (k === 'repetitions') return r.repetitions ?? 1;
+    const spread = r.spread?.[k];
+    if (spread && spread[0] !== spread[1]) return `${r[k]} (${spread[0]}–${spread[1]})`;
     return r[k] === null || r[k] === undefined ? (r.error ? 'failed' : 'n/a') : r[k];
   };
   for (const r of rows) lines.push(`| ${cols.map(([k]) => cell(r, k)).join(' | ')} |`);
