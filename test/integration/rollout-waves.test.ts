@@ -121,7 +121,11 @@ describe('a rollout in waves', () => {
   it('four waves picked by a selector: wave 2 has a node that cannot converge; the rollout halts, later waves never start, abort ends it', async () => {
     const web = ['V-1', 'V-2', 'V-3', 'V-4', 'V-5'];
     for (const node of web)
-      await writeNode(node, 1, { motd: `${node}\n`, labels: { role: 'web' }, ...(node === 'V-3' ? { trap: true } : {}) });
+      await writeNode(node, 1, {
+        motd: `${node}\n`,
+        labels: node === 'V-2' ? { role: 'web', zone: 'b' } : { role: 'web' },
+        ...(node === 'V-3' ? { trap: true } : {}),
+      });
     // A node of the fleet the selector does not take: never started.
     await writeNode('V-6', 1, { motd: 'db\n', labels: { role: 'db' } });
     for (const node of [...web, 'V-6']) await stack.startAgent(node);
@@ -157,6 +161,12 @@ describe('a rollout in waves', () => {
 
     // Halted: the waves after it never start, whatever the time.
     for (const node of ['V-4', 'V-5', 'V-6']) expect(await loopExists(node, 1)).toBe(false);
+    // A selector on the fleet view: the labels the authority gives, the loops that run.
+    const listed = await datum('nodes', '--selector', 'role=web,zone!=b', '-o', 'json');
+    expect([listed.code, listed.stderr]).toEqual([0, '']);
+    const view = JSON.parse(listed.stdout) as { nodes: Array<{ node: string }>; without_loop: Array<{ node: string }> };
+    expect(view.nodes.map((n) => n.node).sort()).toEqual(['V-1', 'V-3']);
+    expect(view.without_loop.map((n) => n.node).sort()).toEqual(['V-4', 'V-5']);
     const status = await datum('rollout', 'status', id);
     expect(status.stdout).toMatch(/Waves: halted\./);
     expect(status.stdout).toMatch(/wave-1 +passed +generation 1: V-1 converged/);
