@@ -36,11 +36,6 @@ async function writeAgent(node: string, destructive: string[]): Promise<void> {
 }
 
 const at = (node: string, rel: string) => path.join(stack.fleet.root(node), rel);
-const exists = (file: string) =>
-  fs.lstat(file).then(
-    () => true,
-    () => false,
-  );
 
 async function item(id: string): Promise<WorkItem> {
   const shown = await datum('work', 'show', id, '-o', 'json');
@@ -113,6 +108,16 @@ describe('removal with consent', () => {
       ['file:etc/old.conf', 'old', 1, null],
       ['flag:legacy', 'legacy', 1, null],
     ]);
+    const listed = async (selector: string) =>
+      (
+        JSON.parse(
+          (await datum('work', 'list', '--selector', selector, '--condition', 'PLANNED_REMOVAL', '-o', 'json')).stdout,
+        ) as {
+          items: Array<{ id: string }>;
+        }
+      ).items.map((i) => i.id);
+    expect(await listed('name=D-1')).toEqual([id]);
+    expect(await listed('name=D-2')).toEqual([]);
     const shown = await datum('work', 'show', id);
     expect(shown.stdout).toContain('Approving removes exactly 2 target(s): file:etc/old.conf (6 bytes), flag:legacy');
     // Planned, not done: nothing is gone.
