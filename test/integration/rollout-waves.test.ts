@@ -167,6 +167,12 @@ describe('a rollout in waves', () => {
     const view = JSON.parse(listed.stdout) as { nodes: Array<{ node: string }>; without_loop: Array<{ node: string }> };
     expect(view.nodes.map((n) => n.node).sort()).toEqual(['V-1', 'V-3']);
     expect(view.without_loop.map((n) => n.node).sort()).toEqual(['V-4', 'V-5']);
+    const blocked = await datum('status', '--selector', 'name=V-3');
+    expect(blocked.code).toBe(1);
+    expect(blocked.stdout).toMatch(/V-3 .*ACTION_REFUSED/);
+    expect(blocked.stdout).not.toMatch(/V-[1245]/);
+    const calm = await datum('status', '--selector', 'role=web,zone=b');
+    expect([calm.code, calm.stdout.trim()]).toEqual([0, 'No open condition on the nodes --selector role=web,zone=b selects.']);
     const status = await datum('rollout', 'status', id);
     expect(status.stdout).toMatch(/Waves: halted\./);
     expect(status.stdout).toMatch(/wave-1 +passed +generation 1: V-1 converged/);
