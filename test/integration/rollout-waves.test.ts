@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import {
+  MEMO_SUMMARY,
   gateItemId,
   reconcileWorkflowId,
   rolloutWorkflowId,
@@ -173,6 +174,12 @@ describe('a rollout in waves', () => {
     expect(blocked.stdout).not.toMatch(/V-[1245]/);
     const calm = await datum('status', '--selector', 'role=web,zone=b');
     expect([calm.code, calm.stdout.trim()]).toEqual([0, 'No open condition on the nodes --selector role=web,zone=b selects.']);
+    // The Web UI's list shows the rollout's summary, its page the waves.
+    const described = await stack.client.workflow.getHandle(id).describe();
+    expect(described.memo?.[MEMO_SUMMARY]).toBe(`HALTED: wave-2 (2/4) of generation 1 — ${gate}`);
+    const metadata = await stack.client.workflow.getHandle(id).query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(metadata.currentDetails).toMatch(/\| wave-2 \| 1 \| halted \| V-2: converged, V-3: settled \|/);
+    expect(metadata.currentDetails).toContain(`Halted: \`datum work show ${gate}\``);
     const status = await datum('rollout', 'status', id);
     expect(status.stdout).toMatch(/Waves: halted\./);
     expect(status.stdout).toMatch(/wave-1 +passed +generation 1: V-1 converged/);
