@@ -80,6 +80,31 @@ export class DesiredStateAuthority {
     return path.join(this.fleetDir, 'desired', 'nodes', `${node}.yaml`);
   }
 
+  /**
+   * Replaces the node's desired-state file with `text`, atomically (a temp file beside it, fsync,
+   * rename): a reader sees the old file or the new one, never half of either. Only a command that
+   * says so writes the authority (a rollback, docs/operations.md).
+   */
+  async replace(node: string, text: string): Promise<string> {
+    if (!isNodeId(node)) throw new Error(withFix(`"${node}" is not a valid node name`, 'use letters, digits, ".", "_" or "-"'));
+    const file = this.fileFor(node);
+    const tmp = `${file}.datum-${process.pid}-${Date.now()}.tmp`;
+    const handle = await fs.open(tmp, 'wx', 0o644);
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await fs.rename(tmp, file);
+    } catch (error) {
+      await fs.rm(tmp, { force: true });
+      throw error;
+    }
+    return file;
+  }
+
   async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
     if (!isNodeId(node)) {
       return {

@@ -6,7 +6,9 @@ import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRequesterActivities } from './requesters';
+import { endNodeLoops, intentKeeper } from './removals';
 import { createRolloutActivities } from './rollout';
+import { createWaveActivities } from './waves';
 import { createWorkActivities, workEscalateAfter } from './work';
 
 export interface ControlDeps {
@@ -27,9 +29,13 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
   const authority = new DesiredStateAuthority(deps.fleetDir);
   // A sensitive file's content never enters history in clear (src/codec/sensitive.ts).
   const guardSensitive = sensitiveGuard();
+  const keep = intentKeeper(deps.ledger);
+  const escalateAfter = deps.workEscalateAfter ?? workEscalateAfter();
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
-      return guardSensitive(await authority.read(node));
+      const read = await authority.read(node);
+      await keep(read);
+      return guardSensitive(read);
     },
     /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
     async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {
@@ -41,10 +47,18 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     async storedDecisions(node: string): Promise<OperatorDecision[]> {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
-    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
-    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter(), deps.ledger),
+    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), { keep, escalateAfter }),
+    ...createWaveActivities(authority, () => ledgerOf(deps, 'a rollout in waves')),
+    endNodeLoops: (input) => endNodeLoops(clientOf(deps, 'a decommission'), authority, input),
+    ...createWorkActivities(() => clientOf(deps, 'work items'), escalateAfter, deps.ledger),
     ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
+}
+
+function ledgerOf(deps: ControlDeps, what: string): LedgerStore {
+  if (!deps.ledger)
+    throw ApplicationFailure.nonRetryable(`this worker was started without a ledger store for ${what}`, 'MisconfiguredWorker');
+  return deps.ledger;
 }
 
 function clientOf(deps: ControlDeps, what: string): Client {

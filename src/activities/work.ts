@@ -96,7 +96,7 @@ async function reportWork(c: Client, input: WorkReportInput, escalateAfter: stri
 /** The node's open work items (visibility) other than `known`. */
 async function openItemsOf(c: Client, node: string, known: string[]): Promise<string[]> {
   const ids: string[] = [];
-  for await (const w of c.workflow.list({ query: workQuery({ nodes: [node] }), pageSize: 1000 }))
+  for await (const w of c.workflow.list({ query: workQuery({ nodes: [node], loopItems: true }), pageSize: 1000 }))
     if (!known.includes(w.workflowId)) ids.push(w.workflowId);
   return ids;
 }

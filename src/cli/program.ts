@@ -87,6 +87,11 @@ const logOptions = () => [
   new Option('--log-format <format>', 'json or text (env: DATUM_LOG_FORMAT; default json)'),
 ];
 const timeoutOption = (what: string) => new Option('--timeout <duration>', `how long to wait for ${what}, such as 90s or 10m`);
+const selectorOption = (what: string) =>
+  new Option(
+    '--selector <selector>',
+    `only ${what}: role=web,zone!=b by the labels desired state gives nodes (reads the fleet directory), or name=web-* by name`,
+  );
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -201,6 +206,7 @@ function readingCommands(program: Program, inv: Invocation): void {
           '--condition <types>',
           'only these condition types, comma-separated (such as CONFLICTING_WRITER or NO_RUNNING_LOOP)',
         )
+        .addOption(selectorOption('the conditions of the nodes it selects'))
         .addOption(fleetOption()),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/status.js')).statusCommand, opts));
@@ -216,6 +222,7 @@ function readingCommands(program: Program, inv: Invocation): void {
         .option('--status <statuses>', 'only these statuses, comma-separated (such as BLOCKED,CONFLICT)')
         .option('--condition <types>', 'only nodes with one of these open conditions, comma-separated')
         .option('--generation <G>', 'only loops at this generation')
+        .addOption(selectorOption('the nodes it selects'))
         .addOption(fleetOption()),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/nodes.js')).nodesCommand, opts));
@@ -248,8 +255,25 @@ function readingCommands(program: Program, inv: Invocation): void {
   ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/ledger.js')).ledgerCommand, { node, ...opts }));
 }
 
-/** What an operator tells a loop: resolve a conflict, refresh its intent. */
+/** What an operator tells a loop: resolve a conflict, refresh its intent; and a node leaving the fleet. */
 function operatorCommands(program: Program, inv: Invocation): void {
+  connection(
+    output(
+      program
+        .command('decommission')
+        .summary('a node leaves the fleet: its loops end, and what Datum holds on it becomes a planned removal')
+        .description(
+          `For a node whose desired state was removed from the authority: ends its reconcile loops, then asks its agent what Datum holds there (the files and flags it claimed) and opens a work item, datum-work/NODE/PLANNED_REMOVAL/decommission, that lists exactly what would be removed. Nothing is removed until someone approves that item (datum work resolve ITEM --resolution approve), and only where the node's agent.yaml allows removing those types (allow.destructive). Prints the item once its plan is made.`,
+        )
+        .argument('<node>', 'the node, such as N-24')
+        .option('--by <who>', 'who decommissions it (recorded with the item)')
+        .option('--note <text>', 'why')
+        .addOption(timeoutOption('the plan (default 60s)')),
+    ),
+  ).action((node, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/decommission.js')).decommissionCommand, { node, ...opts }),
+  );
+
   connection(
     output(
       program
@@ -292,9 +316,9 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
 function rolloutCommands(program: Program, inv: Invocation): void {
   const rollout = program
     .command('rollout')
-    .summary('roll a generation out to nodes, and follow, list or cancel rollouts')
+    .summary('roll a generation out to nodes, in waves if asked, and follow, pause, list or cancel rollouts')
     .description(
-      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). No staging: every node at once.`,
+      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). Without waves, every node at once. In waves (--waves or --wave-plan), a wave starts only when every node of the wave before it is CONVERGED, by a fresh observation, within the gate's deadline, as the ledger records it; a failed gate halts the rollout and opens a work item (continue, abort or rollback).`,
     );
   connection(
     output(
@@ -307,7 +331,15 @@ function rolloutCommands(program: Program, inv: Invocation): void {
         .option('--generation <G>', 'the generation the desired-state files declare')
         .option('--nodes <nodes>', 'the nodes, comma-separated (N-1,N-2)')
         .option('--all', 'every node in FLEET/desired/nodes')
+        .addOption(selectorOption('the nodes of FLEET/desired/nodes it selects'))
         .addOption(fleetOption())
+        .option('--waves <sizes>', 'roll out in waves of these sizes, each counted from the first: 1,10%,50%,100%')
+        .option('--wave-plan <file>', 'roll out in the waves a YAML file lists, each by size or by selector (docs/operations.md)')
+        .option('--max-unavailable <n>', 'at most N nodes (or N% of a wave) on their way at once (default: a whole wave)')
+        .option(
+          '--gate-deadline <duration>',
+          'how long each node of a wave has to be CONVERGED before the gate fails (default 10m)',
+        )
         .option('--wait', 'follow the rollout until every node has settled')
         .addOption(timeoutOption('the rollout with --wait (default: no limit)')),
     ),
@@ -327,6 +359,13 @@ function rolloutCommands(program: Program, inv: Invocation): void {
     inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStatusCommand, { id, ...opts }),
   );
 
+  pauseCommands(rollout, inv);
+
+  rolloutListing(rollout, inv);
+}
+
+/** `datum rollout list|cancel`: rollouts as objects. */
+function rolloutListing(rollout: Command, inv: Invocation): void {
   connection(
     output(
       rollout
@@ -351,6 +390,31 @@ function rolloutCommands(program: Program, inv: Invocation): void {
   ).action((id, opts, cmd) =>
     inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutCancelCommand, { id, ...opts }),
   );
+}
+
+/** `datum rollout pause|resume`: a rollout in waves starts nothing while paused. */
+function pauseCommands(rollout: Command, inv: Invocation): void {
+  for (const which of ['pause', 'resume'] as const)
+    connection(
+      output(
+        rollout
+          .command(which)
+          .summary(
+            which === 'pause'
+              ? 'pause a rollout in waves: it starts no node and no wave until resumed (the loops it started go on)'
+              : 'resume a paused rollout in waves',
+          )
+          .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/4-nodes-1a2b3c4d5e6f')
+          .option('--by <who>', 'who asks (recorded by the rollout)')
+          .option('--note <text>', 'why'),
+      ),
+    ).action((id, opts, cmd) =>
+      inv.go(
+        cmd,
+        async () => (await import('./commands/rollout.js'))[which === 'pause' ? 'rolloutPauseCommand' : 'rolloutResumeCommand'],
+        { id, ...opts },
+      ),
+    );
 }
 
 /** `datum import`: desired state for a node as it is, read by its agent. */

@@ -8,8 +8,8 @@ import type { BoundIntent } from './desired';
 import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
-import type { PreparedNode } from './workflows';
-import type { LoopResolution, LoopResolutionResult, PassReport, ReportCheck, WorkReportInput } from './work';
+import type { GateEntry, PreparedNode, RollbackRecord, RolloutAct } from './workflows';
+import type { LoopResolution, LoopResolutionResult, PassReport, ReportCheck, RollbackTarget, WorkReportInput } from './work';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -63,6 +63,32 @@ export interface ControlActivities {
     identity: string | null;
     result: LoopResolutionResult;
   }>;
+  /** Each node's loop's latest recorded decision (never a note) at the generation, from the ledger store. */
+  gateEvidence(input: {
+    generation: number;
+    nodes: Array<{ node: string; workflow_id: string }>;
+  }): Promise<Array<{ node: string; entry: GateEntry | null }>>;
+  /**
+   * What a rollback of each node would write: the content of the generation its loop had before
+   * this rollout (as the ledger store kept it when a loop bound it) as generation+1, or why not.
+   */
+  rollbackPlan(input: {
+    generation: number;
+    nodes: Array<{ node: string; handed_over_from: string[] }>;
+  }): Promise<RollbackTarget[]>;
+  /**
+   * A rollback, written to the authority: per node, desired/nodes/<node>.yaml at the target's
+   * generation with the earlier content, its header saying who asked, when and why.
+   */
+  writeRollback(input: {
+    rollout: string;
+    item: string;
+    generation: number;
+    targets: RollbackTarget[];
+    act: RolloutAct;
+  }): Promise<RollbackRecord['nodes']>;
+  /** Decommission: the node's running loops ended (never while the authority still declares the node). */
+  endNodeLoops(input: { node: string; item: string; by: string }): Promise<{ ended: string[] }>;
 }
 
 /**

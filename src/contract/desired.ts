@@ -148,6 +148,8 @@ export type DesiredProvenance = {
 export interface DesiredState {
   node: string;
   generation: number;
+  /** What the node is, for selectors (`labels:`); outside the digest, absent when none are given. */
+  labels?: Record<string, string>;
   resources: Record<string, ResourceSpec>;
   policy: Policy;
 }

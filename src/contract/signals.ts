@@ -202,3 +202,24 @@ export const ledgerQuery = query<LedgerEntry[], 'ledger'>('ledger');
 export const stateQuery = query<NodeState, 'state'>('state');
 /** The rollout's per-node view so far (settled nodes carry their status). */
 export const rolloutProgressQuery = query<RolloutProgress, 'progress'>('progress');
+
+/** `datum rollout pause|resume`: who asks, and why. */
+export interface RolloutPausePayload {
+  by: string;
+  note?: string | null;
+}
+
+/**
+ * A rollout in waves paused: it starts no node and no wave until resumed; the loops it started go
+ * on. Each answers the rollout's progress after it. A rollout without waves takes neither.
+ */
+export const pauseRolloutUpdate = { type: 'update', name: 'pause' } as UpdateDefinition<
+  RolloutProgress,
+  [RolloutPausePayload],
+  'pause'
+>;
+export const resumeRolloutUpdate = { type: 'update', name: 'resume' } as UpdateDefinition<
+  RolloutProgress,
+  [RolloutPausePayload],
+  'resume'
+>;

@@ -207,10 +207,15 @@ export const ACTION_MEANINGS: Record<ActionKind, string> = {
     "write Datum's unit file or drop-in atomically (the replaced bytes kept under .datum/backup/), reload the manager, enable, then start or restart the unit until its main process started after its content was written",
 };
 
-/** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
+/**
+ * Actions a provider declares destructive; no repair ever authorizes them and the agent's apply
+ * refuses them. Only an approved planned removal (a work item) removes anything, and only of
+ * REMOVABLE_TYPES, on a host whose agent.yaml allows that type (allow.destructive).
+ */
 export const DESTRUCTIVE_ACTIONS = [
   'release.delete',
   'file.delete',
+  'flag.delete',
   'service.kill',
   'directory.delete',
   'package.remove',
@@ -222,6 +227,7 @@ export type DestructiveActionKind = (typeof DESTRUCTIVE_ACTIONS)[number];
 export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> = {
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
+  'flag.delete': 'delete a flag',
   'service.kill': 'kill a service without starting it again',
   'directory.delete': 'delete a directory',
   'package.remove': 'remove (or purge) a package, or another package that stands in its way',
@@ -229,6 +235,10 @@ export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> 
   'unit.disable': 'disable a unit',
   'unit.stop': 'stop a unit without starting it again',
 };
+
+/** The types whose planned removal the agent carries out once approved (agent.yaml allow.destructive). */
+export const REMOVABLE_TYPES = ['file', 'flag'] as const;
+export type RemovableType = (typeof REMOVABLE_TYPES)[number];
 
 /** What became of an action the agent was sent (execution evidence, never proof of convergence). */
 export const EXECUTION_OUTCOMES = ['applied', 'replayed', 'refused', 'failed', 'skipped'] as const;

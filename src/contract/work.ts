@@ -33,6 +33,16 @@ export type WorkCondition = Extract<
   | 'OBSERVED_DRIFT'
 >;
 
+/**
+ * Work that no loop's condition opens: a rollout halted at a failed gate, and a planned removal
+ * (a resource dropped from desired state, a node decommissioned). Decisions about the loops,
+ * made by the rollout and by these items, never by a branch inside reconcileNode.
+ */
+export const ITEM_KINDS = ['ROLLOUT_HALTED', 'PLANNED_REMOVAL'] as const;
+export type ItemKind = (typeof ITEM_KINDS)[number];
+/** What a work item is about: a loop's condition, or one of ITEM_KINDS. */
+export type WorkKind = WorkCondition | ItemKind;
+
 /** Every resolution any work item can take; which ones a given item allows is WORK_RULES's. */
 export const RESOLUTION_KINDS = [
   'retake',
@@ -45,16 +55,19 @@ export const RESOLUTION_KINDS = [
   'leave',
   'retry',
   'rebind',
+  'continue',
+  'abort',
+  'rollback',
 ] as const;
 export type ResolutionKind = (typeof RESOLUTION_KINDS)[number];
 
 /**
- * OPEN: waiting for a resolver. ESCALATED: open and unclaimed past the escalation time.
+ * PLANNING: a planned removal whose plan the node's agent has not made yet. OPEN: waiting for a resolver. ESCALATED: open and unclaimed past the escalation time.
  * CLAIMED: a resolver holds the lease. AWAITING_OBSERVATION: resolved; the next fresh
  * observation closes it (or reopens it). HELD: resolved by a resolution that leaves the condition
  * standing (hold, decline): closes when an observation shows it cleared. CLOSED: the workflow ended.
  */
-export const WORK_STATES = ['OPEN', 'ESCALATED', 'CLAIMED', 'AWAITING_OBSERVATION', 'HELD', 'CLOSED'] as const;
+export const WORK_STATES = ['PLANNING', 'OPEN', 'ESCALATED', 'CLAIMED', 'AWAITING_OBSERVATION', 'HELD', 'CLOSED'] as const;
 export type WorkState = (typeof WORK_STATES)[number];
 
 /** Default lease of a claim, its cap, and how long an item may stay unclaimed before it escalates. */
@@ -121,6 +134,8 @@ export interface AllowedResolution {
 
 /** A ledger entry that led to the item, as the item shows it. */
 export interface LedgerRef {
+  /** Whose entry, where an item is about more than one node (a halted rollout). */
+  node?: string;
   seq: number;
   decided_at: string;
   status: ConvergenceStatus;
@@ -172,7 +187,7 @@ export interface WorkResolution {
 export interface WorkItem {
   id: string;
   node: string;
-  condition: WorkCondition;
+  condition: WorkKind;
   resource_key: string | null;
   state: WorkState;
   /** When this episode opened (or last reopened): the escalation clock starts here. */
@@ -205,7 +220,103 @@ export interface WorkItem {
   episode?: WorkEpisode;
   /** Reports the item dropped because their loop did not confirm them (absent: none). */
   dropped_reports?: number;
+  /** A planned removal: exactly what would be removed, and what was once approved. */
+  removal?: RemovalPlan;
+  /** A halted rollout: the wave, its failing nodes with their entries, what a rollback would write. */
+  gate?: GateHalt;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Planned removals (docs/operations.md, "Removing things"): what the node's agent would remove,
+// each target as it is now, and what an approval did.
+
+/** Why a removal is planned: resources the node's newest generation no longer declares, or the node leaving the fleet. */
+export type RemovalCause =
+  { kind: 'dropped'; generation: number } | { kind: 'decommission'; by: string; note: string | null; at: string };
+
+/** One target the agent would remove, as it read it when planning. */
+export interface RemovalTarget {
+  /** Datum's name of it: file:<path>, flag:<name>. */
+  target: string;
+  type: 'file' | 'flag';
+  /** The key that last claimed it, and from which generation. */
+  resource_key: string;
+  claimed_generation: number | null;
+  /** Where it is under the node's root. */
+  path: string;
+  size: number;
+  sha256: string;
+  /** The change marker read when planning: the removal is refused if it moved since. */
+  marker: string;
+  /** Why the node's agent.yaml keeps the agent from removing it now; null when it would. */
+  refused: string | null;
+}
+
+export interface RemovalPlan {
+  cause: RemovalCause;
+  planned_at: string;
+  /** The newest generation the node's agent had accepted when it planned. */
+  generation: number | null;
+  targets: RemovalTarget[];
+  /** What Datum holds on the node and leaves in place, and why (absent already, a type the agent does not remove, protected). */
+  kept: Array<{ target: string; why: string }>;
+  /** What the approval did, once carried out. */
+  done: RemovalResult | null;
+}
+
+/** What the node's agent removed for one approval, and where it kept each one's bytes. */
+export interface RemovalResult {
+  /** The approval's key (the item and its run): a second request with it removes nothing. */
+  key: string;
+  at: string;
+  /** Answered from the agent's record: this approval was carried out before, and nothing was done now. */
+  replayed: boolean;
+  removed: Array<{ target: string; path: string; size: number; sha256: string; backup: string }>;
+  /** The agent's append-only record of removals, under the node's root. */
+  record: string;
+}
+
+/** A rollout halted at a failed gate, as its work item shows it. */
+export interface GateHalt {
+  rollout: string;
+  generation: number;
+  /** The halted wave, from 0, and its name. */
+  wave: number;
+  wave_name: string;
+  /** The wave's nodes that failed the gate, with why and their loop's latest entry. */
+  failing: Array<{ node: string; state: string; why: string | null; workflow_id: string | null }>;
+  /** The waves that have not started and will not unless the rollout continues. */
+  later_waves: Array<{ name: string; nodes: string[] }>;
+  /** Per node the rollout started: what a rollback would write, or why it cannot. */
+  rollback: RollbackTarget[];
+}
+
+export type RollbackTarget =
+  { node: string; content_of: number; digest: string; to_generation: number } | { node: string; error: string };
+
+/** How a rollout starts its halted wave's work item. */
+export interface GateItemInput {
+  halt: GateHalt;
+  /** The failing nodes' entries, as LedgerRefs of the item. */
+  ledger: LedgerRef[];
+  escalate_after: string;
+  carry?: WorkItem;
+}
+
+/** How a planned removal's item starts: the node, and why. */
+export interface RemovalItemInput {
+  node: string;
+  cause: RemovalCause;
+  escalate_after: string;
+  carry?: WorkItem;
+}
+
+export const removalItemId = (node: string, cause: RemovalCause) =>
+  `datum-work/${node}/PLANNED_REMOVAL/${cause.kind === 'dropped' ? `gen-${cause.generation}` : 'decommission'}`;
+
+/** A halted wave's item: the rollout's id in one segment (its slashes as dots), then the wave. */
+export const gateItemId = (rollout: string, wave: number) =>
+  `datum-work/${rollout.replace(/^datum-rollout\//, 'rollout.').replace(/\//g, '.')}/ROLLOUT_HALTED/wave-${wave + 1}`;
 
 // ---------------------------------------------------------------------------------------------
 // Payloads of the item's Updates: what a resolver sends.
@@ -303,13 +414,19 @@ export interface WorkFilter {
   nodes?: string[];
   conditions?: string[];
   states?: string[];
+  /** Only the items loops open (workItem): the ones a loop reports to. */
+  loopItems?: boolean;
 }
+
+/** The workflow types that hold work items. */
+const ITEM_WORKFLOW_TYPES = [WORKFLOW_TYPES.workItem, WORKFLOW_TYPES.rolloutGate, WORKFLOW_TYPES.removal];
 
 const quoted = (values: string[]) => values.map((v) => JSON.stringify(v)).join(', ');
 
 /** The visibility query of open work items (`datum work list`, a loop finding its node's items); every value in it is a checked node name, condition type or state. */
 export function workQuery(f: WorkFilter = {}): string {
-  const where = [`WorkflowType = "${WORKFLOW_TYPES.workItem}"`, 'ExecutionStatus = "Running"'];
+  const types = f.loopItems ? [WORKFLOW_TYPES.workItem] : ITEM_WORKFLOW_TYPES;
+  const where = [`WorkflowType IN (${quoted(types)})`, 'ExecutionStatus = "Running"'];
   if (f.nodes?.length) where.push(`${DatumNode.name} IN (${quoted(f.nodes)})`);
   if (f.conditions?.length) where.push(`${DatumConditions.name} IN (${quoted(f.conditions)})`);
   if (f.states?.length) where.push(`${DatumStatus.name} IN (${quoted(f.states)})`);
@@ -324,3 +441,5 @@ export interface WorkTargetInput {
 }
 
 export type WorkItemWorkflow = (input: WorkItemInput) => Promise<WorkItem>;
+export type RolloutGateWorkflow = (input: GateItemInput) => Promise<WorkItem>;
+export type RemovalWorkflow = (input: RemovalItemInput) => Promise<WorkItem>;

@@ -38,3 +38,6 @@ export * from './redact';
 export * from './work-rules';
 export * from './work-payloads';
 export * from './work-items';
+export * from './selector';
+export * from './waves';
+export * from './decision-items';

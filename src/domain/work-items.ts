@@ -165,7 +165,8 @@ function withReport(item: WorkItem, report: PassReport): WorkItem {
     mode: report.mode,
     retry_budget: report.retry_budget,
     resource,
-    allowed: allowedResolutions(item.condition, facts),
+    // Reports reach the items loops open, whose kind is always a loop's condition.
+    allowed: allowedResolutions(item.condition as WorkCondition, facts),
     ledger: ledger.slice(-LEDGER_REFS),
   };
 }
@@ -234,6 +235,11 @@ export function nextDeadline(item: WorkItem, escalateAfterMs: number): string | 
 // Resolutions.
 
 function settledRefusal(item: WorkItem): string | null {
+  if (item.state === 'PLANNING')
+    return withFix(
+      `${item.id} is being planned: ${item.node}'s agent has not said yet what would be removed`,
+      `wait until \`datum work show ${item.id}\` lists it, then judge that`,
+    );
   if (item.state === 'CLOSED') return withFix(`${item.id} is closed: ${item.closed?.detail ?? ''}`, 'nothing to do');
   if (item.state === 'AWAITING_OBSERVATION' && item.resolution)
     return withFix(
@@ -464,7 +470,10 @@ const isNoteReason = (reason: string) => (NOTE_REASONS as readonly string[]).inc
  * proven to own or one only destruction would repair, what was observed there. Null where the
  * episode alone binds a resolution.
  */
-function judgedFacts(item: Pick<WorkItem, 'condition' | 'evidence'>): string | null {
+function judgedFacts(item: Pick<WorkItem, 'condition' | 'evidence' | 'removal'>): string | null {
+  // A removal is judged on exactly what the plan lists, each as it was read.
+  if (item.condition === 'PLANNED_REMOVAL' && item.removal)
+    return sha256Hex(canonicalJson(item.removal.targets.map((t) => [t.target, t.marker]))).slice(0, 16);
   const e = item.evidence as { sequence?: Array<{ value?: Json; source?: string }>; observed?: Json } | null;
   if (!e || typeof e !== 'object') return null;
   if (item.condition === 'CONFLICTING_WRITER' && Array.isArray(e.sequence)) {

@@ -5,6 +5,7 @@ import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
 import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
 import { namesTarget, targetNameProblem } from '../domain/targets';
+import { LABEL_KEY, LABEL_VALUE } from '../domain/selector';
 import { agentAllow, agentPackages, agentUnits } from './agent-reach';
 import { agentServices } from './agent-services';
 import { exactly, nodeId, resourceKey } from './base';
@@ -129,8 +130,26 @@ function writtenOnly(
   };
 }
 
+/**
+ * What a node is, for selectors (`--selector role=web`, a wave plan): outside the digest, so a
+ * label changes no generation's content.
+ */
+export const nodeLabels = z.record(
+  z
+    .string()
+    .regex(
+      LABEL_KEY,
+      withFix('a label key is letters and digits, with ".", "_", "-" or "/" inside', 'write role, zone or team.io/owner'),
+    ),
+  z
+    .string({ error: withFix('a label value must be text', 'quote it: tier: "1"') })
+    .regex(LABEL_VALUE, withFix('a label value is at most 63 letters, digits, ".", "_" or "-"', 'write zone: eu-west-1')),
+  { error: withFix('labels must be a mapping of keys to values', 'write labels: { role: web, zone: a }') },
+);
+
 export const desiredStateFile = z.strictObject({
   node: nodeId,
+  labels: nodeLabels.optional(),
   generation: z
     .number({
       error: withFix(

@@ -7,10 +7,14 @@ import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
 import { rollout as rolloutWorkflow } from './rollout';
 import { workItem as workItemWorkflow } from './workItem';
 import { importNode as importNodeWorkflow } from './importNode';
+import { rolloutGate as rolloutGateWorkflow } from './rolloutGate';
+import { removal as removalWorkflow } from './removal';
 
-export const { reconcileNode, rollout, workItem, importNode }: DatumWorkflows = {
+export const { reconcileNode, rollout, workItem, importNode, rolloutGate, removal }: DatumWorkflows = {
   reconcileNode: reconcileNodeWorkflow,
   rollout: rolloutWorkflow,
   workItem: workItemWorkflow,
   importNode: importNodeWorkflow,
+  rolloutGate: rolloutGateWorkflow,
+  removal: removalWorkflow,
 };

@@ -58,6 +58,13 @@ export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
     async inventory(): Promise<never> {
       return Promise.reject(new Error('fakeNode has no inventory: datum import is tested against the real agent'));
     },
+    // Removals are planned and carried out by removal items, never by a loop: tested on the real agent.
+    async planRemoval(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no removals: they are tested against the real agent'));
+    },
+    async removeTargets(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no removals: they are tested against the real agent'));
+    },
     // Operator decisions are kept by the real agent (src/agent/node/claims.ts); this node only counts them.
     async recordDecision(request) {
       calls.push({ name: 'recordDecision', at: now() });
@@ -132,6 +139,18 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
       },
       async nodeStates(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async gateEvidence(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async rollbackPlan(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async writeRollback(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async endNodeLoops(): Promise<never> {
+        return Promise.reject(new Error('removals are not part of these tests'));
       },
       /** Work items run on a real server only (test/integration/work-items.test.ts): the reports go nowhere here. */
       async reportWork(): Promise<{ discovered: string[] }> {

@@ -1,9 +1,11 @@
 import { z } from 'zod';
-import { withFix } from '../../contract';
+import { isNodeId, withFix } from '../../contract';
 import {
   canonicalJson,
   decisionFingerprint,
+  desiredDigest,
   problemLine,
+  type BoundIntent,
   type LedgerEntry,
   type OperatorDecision,
   type Problem,
@@ -49,6 +51,14 @@ export interface LedgerStore {
    * (ledger-store/decisions.ts). Empty for a node the store knows nothing about.
    */
   operatorDecisions(node: string): Promise<OperatorDecision[]>;
+  /**
+   * Keeps a bound intent (its node, generation, digest, labels, resources and policy) once: what
+   * a rollback writes back (docs/operations.md, "A first production change, in waves").
+   * Idempotent by (node, generation, digest).
+   */
+  keepIntent(intent: BoundIntent): Promise<void>;
+  /** The intent kept for (node, generation, digest), checked against its digest; null when none was kept. */
+  keptIntent(node: string, generation: number, digest: string): Promise<BoundIntent | null>;
   close(): Promise<void>;
   readonly backend: 'sqlite' | 'postgres';
   /** Where the ledger lives, safe to print: a file path, or the URL without its password. */
@@ -56,7 +66,25 @@ export interface LedgerStore {
 }
 
 /** The schema this code writes. Stored in `ledger_schema_versions`, one row per applied migration. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
+
+/**
+ * A bound intent as the store keeps it: everything that makes its content and digest, without
+ * the controller's own artifact locations (another controller resolves its own).
+ */
+export function keptForm(intent: BoundIntent): { node: string; generation: number; digest: string; json: string } {
+  if (!isNodeId(intent.node) || !Number.isSafeInteger(intent.generation) || !/^sha256:[0-9a-f]{64}$/.test(intent.digest))
+    throw new InvalidLedgerQuery(withFix('a kept intent needs a node, a generation and a digest', 'keep a bound intent'));
+  const { locations: _locations, ...kept } = intent;
+  return { node: intent.node, generation: intent.generation, digest: intent.digest, json: JSON.stringify(kept) };
+}
+
+/** A kept intent read back: the one kept for that key only if its content still makes its digest. */
+export function readKept(json: unknown, node: string, generation: number, digest: string): BoundIntent | null {
+  const intent = (typeof json === 'string' ? JSON.parse(json) : json) as BoundIntent | null;
+  if (!intent || intent.node !== node || intent.generation !== generation || intent.digest !== digest) return null;
+  return desiredDigest(intent.resources, intent.policy) === digest ? intent : null;
+}
 
 /** An entry the ledger will not record; names every bad field. Retrying cannot help. */
 export class InvalidLedgerEntry extends Error {

@@ -13,7 +13,7 @@ import { devServerFlags } from '../../worker/dev-server';
 import { prepareDemoFleet } from '../../worker/demo-fleet';
 import {
   CONTROL_TASK_QUEUE,
-  ROLLOUT_OUTCOMES,
+  outcomeWords,
   WORKFLOW_TYPES,
   rolloutWorkflowId,
   withFix,
@@ -227,11 +227,10 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
     print(
       table(
         ['NODE', 'STATUS', 'REASON'],
-        result.nodes.map((n) =>
-          n.outcome === ROLLOUT_OUTCOMES.refused
-            ? [n.node, 'REFUSED', n.error]
-            : [n.node, n.status, `${n.reason}: ${n.reason_detail}`],
-        ),
+        result.nodes.map((n) => {
+          const words = outcomeWords(n);
+          return [n.node, words.status, words.detail];
+        }),
       ),
     );
   }

@@ -13,18 +13,23 @@ import {
 import { listNodes, type NodeFilter, type NodeRow } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
 import type { CommandModule } from '../command';
+import { nodeMatcher, selectorFlag } from '../selectors';
+import type { Selector } from '../../domain/selector';
 
 interface NodesRaw extends ConnectionFlags, OutputFlags {
   status?: string;
   condition?: string;
   generation?: string;
   fleet?: string;
+  selector?: string;
 }
 
 export interface NodesInput {
   values: NodesRaw;
   format: OutputFormat;
   filter: NodeFilter;
+  /** --selector: only the nodes it selects (by name, or by the authority's labels). */
+  selector: Selector | null;
   /** The authority whose nodes without a running loop are listed too; null: running loops only. */
   fleetDir: string | null;
 }
@@ -41,12 +46,14 @@ export function nodeFilterOf(values: { status?: string; condition?: string; gene
 export const nodesCommand: CommandModule<NodesRaw, NodesInput> = {
   input(values) {
     const filter = nodeFilterOf(values);
-    return { values, format: outputFormat(values), filter, fleetDir: fleetFor(filter.conditions ?? [], values.fleet, values) };
+    const fleetDir = fleetFor(filter.conditions ?? [], values.fleet, values);
+    return { values, format: outputFormat(values), filter, fleetDir, selector: selectorFlag(values.selector) };
   },
-  async run({ values, format, filter, fleetDir }) {
+  async run({ values, format, filter, fleetDir, selector }) {
     return await withTemporal(values, async (client) => {
-      const rows = await listNodes(client, filter);
-      const without = await withoutLoop(client, filter, fleetDir);
+      const selected = await nodeMatcher(selector, fleetDir);
+      const rows = (await listNodes(client, filter)).filter((r) => selected(r.node));
+      const without = (await withoutLoop(client, filter, fleetDir)).filter((w) => selected(w.node));
       if (format === 'json') printDocument('json', { nodes: rows, without_loop: without });
       else if (format === 'jsonl') {
         for (const r of rows) printLine(r);

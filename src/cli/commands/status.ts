@@ -6,6 +6,8 @@ import { checkFleet, FLEET_CONDITION_TYPES, fleetFor, NO_RUNNING_LOOP, UNCHECKED
 import { handleOf, listNodes, mapLimit, stateOf } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
 import type { CommandModule } from '../command';
+import { nodeMatcher, selectorFlag } from '../selectors';
+import type { Selector } from '../../domain/selector';
 
 export interface OpenCondition {
   node: string;
@@ -24,6 +26,7 @@ export interface OpenCondition {
 interface StatusRaw extends ConnectionFlags, OutputFlags {
   condition?: string;
   fleet?: string;
+  selector?: string;
 }
 
 export interface StatusInput {
@@ -32,6 +35,8 @@ export interface StatusInput {
   conditions: string[];
   /** The authority to compare the loops with; null: --fleet and DATUM_FLEET unset, running loops only. */
   fleetDir: string | null;
+  /** --selector: only the conditions of the nodes it selects. */
+  selector: Selector | null;
 }
 
 interface Report {
@@ -94,25 +99,35 @@ function withoutLoopCondition(n: FleetCheck['without_loop'][number]): OpenCondit
 export const statusCommand: CommandModule<StatusRaw, StatusInput> = {
   input(values) {
     const conditions = oneOf(listFlag(values.condition), [...CONDITION_TYPES, ...FLEET_CONDITION_TYPES], '--condition');
-    return { values, format: outputFormat(values), conditions, fleetDir: fleetFor(conditions, values.fleet, values) };
+    const fleetDir = fleetFor(conditions, values.fleet, values);
+    return { values, format: outputFormat(values), conditions, fleetDir, selector: selectorFlag(values.selector) };
   },
-  async run({ values, format, conditions: types, fleetDir }) {
+  async run({ values, format, conditions: types, fleetDir, selector }) {
     return await withTemporal(values, async (client) => {
-      const report = await openConditions(client, types, fleetDir);
+      const selected = await nodeMatcher(selector, fleetDir);
+      const all = await openConditions(client, types, fleetDir);
+      const report = selector
+        ? {
+            ...all,
+            conditions: all.conditions.filter((c) => selected(c.node)),
+            unreadable: all.unreadable.filter((u) => selected(u.node)),
+          }
+        : all;
       if (format === 'json') printDocument('json', report);
       else if (format === 'jsonl') {
         for (const c of report.conditions) printLine(c);
         for (const u of report.unreadable) printLine({ unreadable: true, ...u });
-      } else printReport(report, types);
+      } else printReport(report, types, selector?.text ?? null);
       return report.conditions.length === 0 && report.unreadable.length === 0 ? 0 : 1;
     });
   },
 };
 
-function printReport({ nodes, declared, conditions, unreadable }: Report, types: string[]): void {
+function printReport({ nodes, declared, conditions, unreadable }: Report, types: string[], selector: string | null): void {
   if (conditions.length === 0 && unreadable.length === 0) {
     // "The fleet is right" only when nothing was left out: no filter, and every declared node compared.
-    if (types.length > 0) print(`No open ${types.join(' or ')} condition across ${nodes} running loop(s).`);
+    if (selector !== null) print(`No open condition on the nodes --selector ${selector} selects.`);
+    else if (types.length > 0) print(`No open ${types.join(' or ')} condition across ${nodes} running loop(s).`);
     else if (declared === null) print(`No open conditions across ${nodes} running loop(s).\n${UNCHECKED}`);
     else print(`No open conditions across ${Math.max(declared, nodes)} node(s): the fleet is right.`);
     return;
