@@ -38,3 +38,4 @@ export * from './redact';
 export * from './work-rules';
 export * from './work-payloads';
 export * from './work-items';
+export * from './intended';
