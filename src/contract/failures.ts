@@ -37,6 +37,17 @@ export const REFUSALS = [
   // What reaches outside the node's root (a package, a unit) that the host's agent.yaml does not
   // allow (its `allow`), or allows only from another source: desired state reaches no further.
   'NotAllowedByHost',
+  // On a host whose agent.yaml requires signed intent (trust.require), or that was sent a signature
+  // to check: the apply carries no signature, or one that is not by a key trust.desired lists, does
+  // not match the document's bytes, or is over a document for another node or generation; or the
+  // action is not one the signed document's own plan yields (src/domain/intended.ts).
+  'UntrustedIntent',
+  // The signed document's `expires` has passed on the host's clock: the author vouches for it no
+  // longer (a freeze), so the host acts on it no more; observing goes on.
+  'ExpiredIntent',
+  // An operator's decision that widens what the host may write (retake, grant, adopt, rebind) on a
+  // host that requires signatures, without a valid signature by a key trust.operators lists.
+  'UntrustedDecision',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
 

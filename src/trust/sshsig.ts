@@ -33,14 +33,15 @@ export interface PublicKey {
 export class SignatureProblem extends Error {
   constructor(
     readonly check: 'malformed' | 'namespace' | 'untrusted' | 'mismatch',
-    message: string,
+    readonly problem: string,
+    readonly fix: string,
   ) {
-    super(message);
+    super(withFix(problem, fix));
     this.name = 'SignatureProblem';
   }
 }
 
-const malformed = (problem: string, fix: string) => new SignatureProblem('malformed', withFix(problem, fix));
+const malformed = (problem: string, fix: string) => new SignatureProblem('malformed', problem, fix);
 
 /** RFC 4251 wire types, read with bounds checks: a length past the end is a malformed blob, never a crash. */
 class WireReader {
@@ -180,20 +181,16 @@ export function verifySignature(
   if (sig.namespace !== namespace)
     throw new SignatureProblem(
       'namespace',
-      withFix(
-        `the signature is for namespace "${sig.namespace}", not "${namespace}"`,
-        `sign it for ${namespace} (ssh-keygen -Y sign -n ${namespace})`,
-      ),
+      `the signature is for namespace "${sig.namespace}", not "${namespace}"`,
+      `sign it for ${namespace} (ssh-keygen -Y sign -n ${namespace})`,
     );
   const key = trusted.find((k) => k.blob.equals(sig.signer));
   if (!key) {
     const fingerprint = fingerprintOf(sig.signer);
     throw new SignatureProblem(
       'untrusted',
-      withFix(
-        `it is signed by key ${fingerprint}, which this host does not trust (${whose} lists ${trusted.length === 0 ? 'no key' : trusted.map((k) => k.fingerprint).join(', ')})`,
-        `sign it with a key ${whose} lists, or an operator on the node adds that key's public line there`,
-      ),
+      `it is signed by key ${fingerprint}, which this host does not trust (${whose} lists ${trusted.length === 0 ? 'no key' : trusted.map((k) => k.fingerprint).join(', ')})`,
+      `sign it with a key ${whose} lists, or an operator on the node adds that key's public line there`,
     );
   }
   const digest = createHash(sig.hash).update(message).digest();
@@ -207,10 +204,8 @@ export function verifySignature(
   if (!verify(null, data, key.key, sig.signature))
     throw new SignatureProblem(
       'mismatch',
-      withFix(
-        `the signature by ${key.fingerprint} does not match these bytes: they changed after signing, or another file was signed`,
-        'sign the file as it is now (datum sign), or restore the bytes that were signed',
-      ),
+      `the signature by ${key.fingerprint} does not match these bytes: they changed after signing, or another file was signed`,
+      'sign the file as it is now (datum sign), or restore the bytes that were signed',
     );
   return key;
 }
