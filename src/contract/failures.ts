@@ -45,11 +45,15 @@ export const REFUSALS = [
   // The signed document's `expires` has passed on the host's clock: the author vouches for it no
   // longer (a freeze), so the host acts on it no more; observing goes on.
   'ExpiredIntent',
-  // An operator's decision that widens what the host may write (retake, grant, adopt, rebind) on a
-  // host that requires signatures, without a valid signature by a key trust.operators lists.
-  'UntrustedDecision',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
+
+/**
+ * Refusals about the signed document an apply carried, not about the node: they stand only while
+ * the loop holds that same signature, so a document signed again (datum sign, then datum refresh)
+ * is tried at once (src/domain/writers.ts standingRefusals).
+ */
+export const INTENT_REFUSALS: readonly RefusalType[] = ['UntrustedIntent', 'ExpiredIntent'];
 
 /** Failure types of controller-side activities that retrying cannot fix. */
 export const CONTROL_PERMANENT_ERRORS = [

@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { withFix } from '../contract/fix';
-import { DECISION_NAMESPACE, DESIRED_NAMESPACE } from '../contract/trust';
+import { DESIRED_NAMESPACE } from '../contract/trust';
 import { SignatureProblem, parsePublicKey } from '../trust/sshsig';
 
 /*
  * agent.yaml's trust anchors (seed 001: the mode sits "alongside the trust settings"): the public
- * keys whose signatures this host accepts for its desired state and for operators' decisions, and
- * whether it requires them. They live on the host and never in desired state, so the thing being
- * controlled cannot change them (docs/configuration.md, "Trust anchors").
+ * keys whose signatures this host accepts for its desired state, and whether it requires them.
+ * They live on the host and never in desired state, so the thing being controlled cannot change them (docs/configuration.md, "Trust anchors").
  */
 
 /** More keys than any rotation needs; a list this long is a mistake. */
@@ -37,9 +36,6 @@ export const agentTrust = z
     desired: keys('trust.desired').describe(
       `Public keys (OpenSSH ssh-ed25519 lines) whose signatures this host accepts for its desired state: a detached signature desired/nodes/<node>.yaml.sig made with \`datum sign\` or \`ssh-keygen -Y sign -n ${DESIRED_NAMESPACE}\`. Several at once for rotation; a key removed here is refused from the next apply on.`,
     ),
-    operators: keys('trust.operators').describe(
-      `Public keys whose signatures this host accepts for operators' decisions that widen what it may write (retake, grant, adopt, rebind): \`datum resolve --sign-with\`, \`datum work resolve --sign-with\` (namespace ${DECISION_NAMESPACE}). Narrowing decisions (yield, hold) need none.`,
-    ),
     require: z
       .boolean({
         error: withFix(
@@ -49,10 +45,10 @@ export const agentTrust = z
       })
       .default(false)
       .describe(
-        'true: this host carries out an apply only when its desired-state document is signed by a key in trust.desired (and verifies that the action is one the document plans), and takes a widening decision only when an operator key in trust.operators signed it. false: unsigned intent is accepted; a signature that is sent is still verified.',
+        'true: this host carries out an apply only when its desired-state document is signed by a key in trust.desired (and verifies that the action is one the document plans). false: unsigned intent is accepted; a signature that is sent is still verified.',
       ),
   })
-  .default({ desired: [], operators: [], require: false })
+  .default({ desired: [], require: false })
   .superRefine((trust, ctx) => {
     if (trust.require && trust.desired.length === 0)
       ctx.addIssue({

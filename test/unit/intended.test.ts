@@ -143,3 +143,28 @@ describe('anything the signer did not write is named and refused', () => {
     expect(notPlanned(intent, 'N-24', respec(unit, { file }))).toMatch(/unit.apply spec is not what/);
   });
 });
+
+describe('a refusal of the signed document stands only for that signature', () => {
+  const signedBy = (signature: string) => ({ ...n24(), signed: { document: 'node: N-24\n', signature } });
+  const refusedAs = (refusal_type: string) => () => ({ kind: 'refused' as const, refusal_type, message: `${refusal_type}: no` });
+  const pre = () => snapshot({ ...n24Before(), maintenance: true }, { overrides: {} });
+
+  it('UntrustedIntent stands while the loop holds the same signature, and the document signed again is tried at once', async () => {
+    const first = await pass(pre(), pre, { intent: signedBy('sig-1'), answer: refusedAs('UntrustedIntent') });
+    expect(first.final.decision).toMatchObject({ convergence_status: 'BLOCKED', reason: 'ACTION_REFUSED' });
+    const history = first.final.history;
+    const again = await pass(pre(), pre, { intent: signedBy('sig-1'), history });
+    expect(again.first.decision.authorized_actions.map((a) => a.resource_key)).not.toContain('build');
+    expect(again.first.decision.planned_actions.find((a) => a.resource_key === 'build')?.withheld_because).toMatch(
+      /UntrustedIntent/,
+    );
+    const resigned = await pass(pre(), pre, { intent: signedBy('sig-2'), history });
+    expect(resigned.first.decision.authorized_actions.map((a) => a.resource_key)).toContain('build');
+  });
+
+  it('a refusal about the node (NotAllowedByHost) stands whatever the signature', async () => {
+    const first = await pass(pre(), pre, { intent: signedBy('sig-1'), answer: refusedAs('NotAllowedByHost') });
+    const resigned = await pass(pre(), pre, { intent: signedBy('sig-2'), history: first.final.history });
+    expect(resigned.first.decision.authorized_actions.map((a) => a.resource_key)).not.toContain('build');
+  });
+});
