@@ -184,6 +184,7 @@ function runCommands(program: Program, inv: Invocation): void {
   operatorCommands(program, inv);
   workCommands(program, inv, WORK_OPTION_SETS);
   checkCommands(program, inv);
+  signCommand(program, inv);
   importCommand(program, inv);
 }
 
@@ -376,6 +377,20 @@ function importCommand(program: Program, inv: Invocation): void {
   ).action((node, resources, opts, cmd) =>
     inv.go(cmd, async () => (await import('./commands/import.js')).importCommand, { node, resources, ...opts }),
   );
+}
+
+/** `datum sign`: the desired-state author's side of the trust anchors. */
+function signCommand(program: Program, inv: Invocation): void {
+  output(
+    program
+      .command('sign')
+      .summary("sign a node's desired-state file for hosts that require signed intent")
+      .description(
+        `Signs FILE (desired/nodes/<node>.yaml) with KEY, an Ed25519 private key, through ssh-keygen -Y sign -n datum-desired (a passphrase or an ssh-agent work as for git), and writes the detached signature to FILE.sig, which the controller carries to the node with the file's exact bytes. FILE must validate as its node's desired state first, and the signature is verified as a host verifies it before FILE.sig is written; nothing is written otherwise. Which keys a host accepts is its agent.yaml's trust.desired (docs/configuration.md, "Trust anchors"). Sign again after every edit; then datum refresh NODE for a running loop. Exit code 0 when signed, 1 otherwise.`,
+      )
+      .argument('<file>', 'the desired-state file to sign, such as desired/nodes/N-24.yaml')
+      .requiredOption('--key <private key>', 'the Ed25519 private key to sign with (its .pub next to it names it in the output)'),
+  ).action((file, opts, cmd) => inv.go(cmd, async () => (await import('./commands/sign.js')).signCommand, { file, ...opts }));
 }
 
 function checkCommands(program: Program, inv: Invocation): void {

@@ -145,6 +145,8 @@ describe('a namespace credential holder scheduling applies on that node', () => 
   const pwned = () => path.join(stack.fleet.root(NODE), 'pwned');
 
   it('is refused for every apply that is not the signed intent, and nothing on the node is written or run', async () => {
+    // Signed as the test above leaves it: generation 2, converged, its service running.
+    await sshSign(release, DESIRED_NAMESPACE, desiredFile());
     const text = await fs.readFile(desiredFile(), 'utf8');
     const genuine: SignedIntent = { document: text, signature: await fs.readFile(`${desiredFile()}.sig`, 'utf8') };
     const doc = parsed(text);

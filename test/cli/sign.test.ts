@@ -1,0 +1,88 @@
+import { execFile } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { DESIRED_NAMESPACE } from '../../src/contract';
+import { parsePublicKey, verifySignature } from '../../src/trust/sshsig';
+import { runDatum } from '../helpers/cli';
+import { makeKey, type SshKey } from '../helpers/ssh-keys';
+
+/*
+ * `datum sign` as an author runs it (bin/datum.js in a child process): it signs a node's
+ * desired-state file with the author's key through ssh-keygen, and writes FILE.sig only for a file
+ * that validates and a signature a host would accept. The signature is checked both by OpenSSH's
+ * own `ssh-keygen -Y verify` and by the verifier the agent runs.
+ */
+
+let dir: string;
+let release: SshKey;
+
+beforeAll(async () => {
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-sign-'));
+  release = await makeKey(path.join(dir, 'keys'), 'release@ci');
+  await fs.mkdir(path.join(dir, 'desired', 'nodes'), { recursive: true });
+});
+afterAll(async () => await fs.rm(dir, { recursive: true, force: true }));
+
+async function desired(node: string, doc: Record<string, unknown> = {}): Promise<string> {
+  const file = path.join(dir, 'desired', 'nodes', `${node}.yaml`);
+  await fs.writeFile(
+    file,
+    stringify({ node, generation: 12, resources: { maintenance: { type: 'flag', value: true } }, ...doc }),
+  );
+  return file;
+}
+
+/** `ssh-keygen -Y verify` with an allowed_signers file naming `key` as release@ci. */
+function opensshVerifies(key: SshKey, file: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const signers = path.join(dir, 'allowed_signers');
+    void fs.writeFile(signers, `release@ci ${key.line}\n`).then(() => {
+      const child = execFile(
+        'ssh-keygen',
+        ['-Y', 'verify', '-f', signers, '-I', 'release@ci', '-n', DESIRED_NAMESPACE, '-s', `${file}.sig`],
+        (error, stdout, stderr) => (error ? reject(new Error(stderr)) : resolve(stdout)),
+      );
+      void fs.readFile(file).then((bytes) => child.stdin?.end(bytes));
+    });
+  });
+}
+
+describe('datum sign', () => {
+  it('writes FILE.sig, which ssh-keygen -Y verify and the agent both accept', async () => {
+    const file = await desired('N-24', { expires: '2030-01-01T00:00:00Z' });
+    const ran = await runDatum(['sign', file, '--key', release.file]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe(
+      `signed ${file} (node N-24, generation 12, expires 2030-01-01T00:00:00.000Z) with ${release.fingerprint} release@ci: ${file}.sig\n`,
+    );
+    expect(await opensshVerifies(release, file)).toMatch(/Good "datum-desired" signature for release@ci/);
+    const signer = verifySignature(
+      await fs.readFile(file),
+      await fs.readFile(`${file}.sig`, 'utf8'),
+      DESIRED_NAMESPACE,
+      [parsePublicKey(release.line)],
+      'trust.desired',
+    );
+    expect(signer.fingerprint).toBe(release.fingerprint);
+  });
+
+  it('signs nothing that is not its node’s valid desired state', async () => {
+    const file = await desired('N-25', { node: 'N-26' });
+    const ran = await runDatum(['sign', file, '--key', release.file]);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/N-26[\s\S]*nothing was signed/);
+    await expect(fs.stat(`${file}.sig`)).rejects.toThrow(/ENOENT/);
+  });
+
+  it('writes no signature a host would refuse: a key that is not Ed25519', async () => {
+    const rsa = await makeKey(path.join(dir, 'keys'), 'old-rsa', 'rsa');
+    const file = await desired('N-27');
+    const ran = await runDatum(['sign', file, '--key', rsa.file, '--json']);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/made a signature no Datum host accepts: .*Datum accepts ssh-ed25519 keys only/);
+    await expect(fs.stat(`${file}.sig`)).rejects.toThrow(/ENOENT/);
+  });
+});
