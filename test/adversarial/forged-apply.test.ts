@@ -6,7 +6,14 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { AgentJournal } from '../../src/agent/node/journal';
-import { DESIRED_NAMESPACE, refreshDesiredSignal, type ApplyRequest, type SignedIntent } from '../../src/contract';
+import {
+  DESIRED_NAMESPACE,
+  loopResolveWorkUpdate,
+  refreshDesiredSignal,
+  type ApplyRequest,
+  type LoopResolution,
+  type SignedIntent,
+} from '../../src/contract';
 import {
   desiredDigest,
   desiredValue,
@@ -19,7 +26,7 @@ import {
 import { parseDesiredStateText } from '../../src/schemas/documents';
 import { makeKey, sshSign, sshSignText, type SshKey } from '../helpers/ssh-keys';
 import { quietLogger, useStack } from '../helpers/stack';
-import type { ForgedAnswer } from './forged-apply-workflows';
+import { forgeApply, type ForgedAnswer } from './forged-apply-workflows';
 
 /*
  * Issue 31, on real parts (dev server, controller worker, the node's agent): a node whose
@@ -71,9 +78,30 @@ describe('a node that requires signed intent, driven by its loop', () => {
     expect(blocked.reason_detail).toMatch(fix);
     const condition = blocked.conditions.find((c) => c.type === 'ACTION_REFUSED' && c.resource_key === 'config');
     expect(condition?.message).toMatch(fix);
-    const refused = (await stack.ledger(second)).flatMap((e) => e.execution_evidence).filter((r) => r.outcome === 'refused');
+    const ledger = await stack.ledger(second);
+    const refused = ledger.flatMap((e) => e.execution_evidence).filter((r) => r.outcome === 'refused');
     expect(refused.map((r) => r.refusal_type)).toContain('UntrustedIntent');
     expect(await configOnNode()).toEqual({ workers: 8 });
+
+    // A raw resolveWork Update to this loop naming another node's item is refused, and nothing is recorded.
+    const foreign: LoopResolution = {
+      item_id: 'datum-work/TA-9/ACTION_REFUSED/config',
+      condition: 'ACTION_REFUSED',
+      resource_key: 'config',
+      resolution: 'hold',
+      attempts: null,
+      by: 'mallory',
+      identity: 'ops@host',
+      note: null,
+    };
+    const rejected = await second.executeUpdate(loopResolveWorkUpdate, { args: [foreign] }).then(
+      () => null,
+      (error: Error) => error.cause as Error,
+    );
+    expect(rejected?.message).toMatch(
+      /item_id "datum-work\/TA-9\/ACTION_REFUSED\/config" is not the item of TA-1's ACTION_REFUSED on "config", which is datum-work\/TA-1\/ACTION_REFUSED\/config — fix:/,
+    );
+    expect((await stack.ledger(second)).filter((e) => e.reason === 'OPERATOR_RESOLUTION_RECORDED')).toEqual([]);
 
     // Signed now: `datum refresh` re-binds the same generation with its signature, and the refusal,
     // which stood for the old signature only, is tried again at once.
@@ -99,8 +127,15 @@ describe('a namespace credential holder scheduling applies on that node', () => 
     });
     worker = await Worker.create({ connection: stack.env.nativeConnection, taskQueue, workflowBundle });
     running = worker.run();
-    forge = (request) =>
-      stack.client.workflow.execute('forgeApply', { taskQueue, workflowId: `forger/${randomUUID()}`, args: [request] });
+    // It observes the node's genuine resources first, as anyone with the credential can.
+    forge = async (request) => {
+      const { resources } = parsed(await fs.readFile(desiredFile(), 'utf8'));
+      return await stack.client.workflow.execute(forgeApply, {
+        taskQueue,
+        workflowId: `forger/${randomUUID()}`,
+        args: [request, resources],
+      });
+    };
   });
   afterAll(async () => {
     worker.shutdown();
