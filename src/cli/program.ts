@@ -399,7 +399,7 @@ function checkCommands(program: Program, inv: Invocation): void {
       .command('validate')
       .summary('check desired-state and agent.yaml files offline, before they are merged')
       .description(
-        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
+        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. A desired-state file whose node's agent.yaml is in the fleet (agents/<node>.yaml) and requires or lists signing keys (trust) has its .sig checked as that host checks it: unsigned, signed by a key it does not list, changed after signing, or past its expires is a problem. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
       )
       .argument('[files...]', 'desired-state files (desired/nodes/<node>.yaml) and agent.yaml files')
       .addOption(fleetOption()),

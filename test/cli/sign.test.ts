@@ -26,8 +26,9 @@ beforeAll(async () => {
 });
 afterAll(async () => await fs.rm(dir, { recursive: true, force: true }));
 
-async function desired(node: string, doc: Record<string, unknown> = {}): Promise<string> {
-  const file = path.join(dir, 'desired', 'nodes', `${node}.yaml`);
+async function desired(node: string, doc: Record<string, unknown> = {}, fleet = dir): Promise<string> {
+  const file = path.join(fleet, 'desired', 'nodes', `${node}.yaml`);
+  await fs.mkdir(path.dirname(file), { recursive: true });
   await fs.writeFile(
     file,
     stringify({ node, generation: 12, resources: { maintenance: { type: 'flag', value: true } }, ...doc }),
@@ -84,5 +85,35 @@ describe('datum sign', () => {
     expect(ran.code).toBe(1);
     expect(ran.stderr).toMatch(/made a signature no Datum host accepts: .*Datum accepts ssh-ed25519 keys only/);
     await expect(fs.stat(`${file}.sig`)).rejects.toThrow(/ENOENT/);
+  });
+});
+
+describe('datum validate, for a node whose agent.yaml requires signed intent', () => {
+  it('reports the file unsigned, then valid once signed, then badly signed once changed, and expired', async () => {
+    const fleet = path.join(dir, 'fleet');
+    await fs.mkdir(path.join(fleet, 'agents'), { recursive: true });
+    const agent = { node: 'N-30', root: path.join(dir, 'root'), trust: { desired: [release.line], require: true } };
+    await fs.writeFile(path.join(fleet, 'agents', 'N-30.yaml'), stringify(agent));
+    const file = await desired('N-30', {}, fleet);
+    const validate = () => runDatum(['validate', '--fleet', fleet]);
+
+    const unsigned = await validate();
+    expect(unsigned.code).toBe(1);
+    expect(unsigned.stdout).toMatch(
+      /N-30.yaml: \(file\): is not signed \(no N-30.yaml.sig\), and agents\/N-30.yaml requires signed intent \(trust.require\): that host would refuse every apply of it — fix: .*datum sign desired\/nodes\/N-30.yaml/,
+    );
+    expect((await runDatum(['sign', file, '--key', release.file])).code).toBe(0);
+    expect(await validate()).toMatchObject({ code: 0 });
+
+    await fs.appendFile(file, '# edited after signing\n');
+    const changed = await validate();
+    expect(changed.code).toBe(1);
+    expect(changed.stdout).toMatch(/N-30.yaml.sig: the signature by .* does not match these bytes/);
+
+    await desired('N-30', { expires: '2020-01-01T00:00:00Z' }, fleet);
+    expect((await runDatum(['sign', file, '--key', release.file])).code).toBe(0);
+    const expired = await validate();
+    expect(expired.code).toBe(1);
+    expect(expired.stdout).toMatch(/expires: passed at 2020-01-01T00:00:00.000Z: agents\/N-30.yaml's host does not act on it/);
   });
 });
