@@ -189,6 +189,7 @@ function runCommands(program: Program, inv: Invocation): void {
   operatorCommands(program, inv);
   workCommands(program, inv, WORK_OPTION_SETS);
   checkCommands(program, inv);
+  signCommand(program, inv);
   importCommand(program, inv);
 }
 
@@ -442,13 +443,27 @@ function importCommand(program: Program, inv: Invocation): void {
   );
 }
 
+/** `datum sign`: the desired-state author's side of the trust anchors. */
+function signCommand(program: Program, inv: Invocation): void {
+  output(
+    program
+      .command('sign')
+      .summary("sign a node's desired-state file for hosts that require signed intent")
+      .description(
+        `Signs FILE (desired/nodes/<node>.yaml) with KEY, an Ed25519 private key, through ssh-keygen -Y sign -n datum-desired (a passphrase or an ssh-agent work as for git), and writes the detached signature to FILE.sig, which the controller carries to the node with the file's exact bytes. FILE must validate as its node's desired state first, and the signature is verified as a host verifies it before FILE.sig is written; nothing is written otherwise. Which keys a host accepts is its agent.yaml's trust.desired (docs/configuration.md, "Trust anchors"). Sign again after every edit; then datum refresh NODE for a running loop. Exit code 0 when signed, 1 otherwise.`,
+      )
+      .argument('<file>', 'the desired-state file to sign, such as desired/nodes/N-24.yaml')
+      .requiredOption('--key <private key>', 'the Ed25519 private key to sign with (its .pub next to it names it in the output)'),
+  ).action((file, opts, cmd) => inv.go(cmd, async () => (await import('./commands/sign.js')).signCommand, { file, ...opts }));
+}
+
 function checkCommands(program: Program, inv: Invocation): void {
   output(
     program
       .command('validate')
       .summary('check desired-state and agent.yaml files offline, before they are merged')
       .description(
-        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
+        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. A desired-state file whose node's agent.yaml is in the fleet (agents/<node>.yaml) and requires or lists signing keys (trust) has its .sig checked as that host checks it: unsigned, signed by a key it does not list, changed after signing, or past its expires is a problem. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
       )
       .argument('[files...]', 'desired-state files (desired/nodes/<node>.yaml) and agent.yaml files')
       .addOption(fleetOption()),

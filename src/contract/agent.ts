@@ -7,6 +7,7 @@ import type { AuthorizedAction, ExecutionEvidence } from './ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from './observation';
 import type { ResourceType } from './vocabulary';
 import type { RemovalResult, RemovalTarget } from './work';
+import type { SignedIntent } from './trust';
 
 export interface ObserveRequest {
   node: string;
@@ -22,6 +23,12 @@ export interface ObserveRequest {
 export interface ApplyRequest {
   node: string;
   action: AuthorizedAction;
+  /**
+   * The bound intent's desired-state document and its signature, exactly as the authority holds
+   * them: what a host that requires signed intent verifies the action against. Absent when the
+   * file is not signed, and in requests of older loops.
+   */
+  signed?: SignedIntent;
 }
 
 export interface WatchRequest {

@@ -55,7 +55,21 @@ export interface History {
    */
   left?: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
-  refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
+  refused: Record<
+    string,
+    {
+      idempotency_key: string;
+      marker: string | null;
+      mode: Mode;
+      refusal: string;
+      at: string;
+      /**
+       * For a refusal about the signed document (INTENT_REFUSALS): the signature the loop sent
+       * (intentSignature), null for none; it stands only while the loop holds that one. Absent otherwise.
+       */
+      signature?: string | null;
+    }
+  >;
   /**
    * Repairs that took, per target (what is written, not the key), newest last, within
    * policy.writer_horizon and at most policy.writer_repairs of them: the next drift of a target

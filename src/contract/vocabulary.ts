@@ -61,7 +61,7 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   ACTION_INEFFECTIVE: 'an action ran, our own marker is there, and the value is still wrong',
   ACTION_FAILED: 'an action failed (transport, service start) or was skipped after one',
   STALE_OBSERVATION: 'the snapshot is older than observation_ttl, whatever the heartbeat says',
-  STALE_INTENT: 'the authority holds a newer generation',
+  STALE_INTENT: 'the authority holds a newer generation, or the bound one is past its expires',
   INTENT_DIGEST_MISMATCH: 'same generation, different content',
   AUTHORITY_REGRESSED: 'the authority went back to an older generation',
   INVALID_DESIRED_STATE: 'the desired-state file no longer reads or validates',
@@ -127,7 +127,7 @@ export type ConditionType = (typeof CONDITION_TYPES)[number];
 export const CONDITION_MEANINGS: Record<ConditionType, string> = {
   NODE_UNREACHABLE: 'the node does not answer',
   STALE_OBSERVATION: 'snapshots arrive older than the TTL (or outlive it before a write)',
-  STALE_INTENT: 'the authority is at another generation (newer or regressed)',
+  STALE_INTENT: 'the authority is at another generation (newer or regressed), or the bound one expired',
   INTENT_DIGEST_MISMATCH: "the bound generation's content changed",
   INVALID_DESIRED_STATE: 'the authority cannot be read or validated',
   AGENT_CONFIG_INVALID: 'agent.yaml does not validate',

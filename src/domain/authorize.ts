@@ -5,6 +5,7 @@ import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
 import { withRepeatedDrift } from './repeated-drift';
+import { intentSignature } from './desired';
 import { standingRefusals, trackConflicts, noFindings, type StageInput } from './writers';
 import type { Classified } from './verdict';
 import type { History } from '../contract/history';
@@ -30,7 +31,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
     pre,
     input,
   );
-  const refused = standingRefusals(history.refused, pre, [], input.rules);
+  const refused = standingRefusals(history.refused, pre, [], input.rules, intentSignature(intent));
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(
     planItems(intent, pre.assessments, history.action_seq + 1, pre.observation.observed_at),

@@ -41,3 +41,4 @@ export * from './work-items';
 export * from './selector';
 export * from './waves';
 export * from './decision-items';
+export * from './intended';

@@ -8,6 +8,7 @@ import { namesTarget, targetNameProblem } from '../domain/targets';
 import { LABEL_KEY, LABEL_VALUE } from '../domain/selector';
 import { agentAllow, agentPackages, agentUnits } from './agent-reach';
 import { agentServices } from './agent-services';
+import { agentTrust } from './agent-trust';
 import { exactly, nodeId, resourceKey } from './base';
 
 export { RESOURCE_SCHEMAS, packageInstallSpec, releaseSpec, resourceSpec } from './resources';
@@ -163,6 +164,15 @@ export const desiredStateFile = z.strictObject({
     error: withFix('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
   }),
   policy: policyInput,
+  expires: z.iso
+    .datetime({
+      offset: true,
+      error: withFix('expires must be an ISO 8601 time', 'write expires: 2026-12-01T00:00:00Z, or remove it'),
+    })
+    .describe(
+      'Until when this document may be acted on: past it, the loop is BLOCKED with STALE_INTENT and a host that verifies its signature refuses to act on it (ExpiredIntent), while observation goes on. Outside the digest: signing the same content again with a later expires is not a change of intent (datum sign, then datum refresh).',
+    )
+    .optional(),
 });
 
 export const provenance = exactly<Provenance>()(
@@ -257,6 +267,7 @@ export const agentConfigFields = z.strictObject({
   allow: agentAllow,
   packages: agentPackages,
   units: agentUnits,
+  trust: agentTrust,
 });
 
 /** agent.yaml, with the checks between its fields. */

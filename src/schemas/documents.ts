@@ -341,12 +341,14 @@ export function validateDesiredState(data: unknown, source: string, expectedNode
   }
   const resources = checkResources(doc.resources, problems);
   if (problems.length > 0) throw new InvalidDesiredState(source, dedupe(problems));
+  const expires = doc.expires === undefined ? {} : { expires: new Date(doc.expires).toISOString() };
   return {
     node: doc.node,
     generation: doc.generation,
     ...(doc.labels && Object.keys(doc.labels).length > 0 ? { labels: doc.labels } : {}),
     resources,
     policy: normalizePolicy(doc.policy),
+    ...expires,
   };
 }
 

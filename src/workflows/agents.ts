@@ -127,7 +127,8 @@ export function passPorts(loop: Watched): PassPorts {
       try {
         return await agents.agent.apply.executeWithOptions(
           { summary: summaryLine(`apply ${action.action} ${action.resource_key}`) },
-          [{ node, action }],
+          // The signed bytes as the authority holds them, for a host that verifies them.
+          [{ node, action, ...(loop.intent.signed ? { signed: loop.intent.signed } : {}) }],
         );
       } catch (error) {
         return applyFailure(error, agents.nodeTimeout);

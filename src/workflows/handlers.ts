@@ -7,6 +7,7 @@ import { ParentClosePolicy, setHandler, startChild } from '@temporalio/workflow'
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   decisionRequest,
+  foreignItem,
   judgeLoopResolution,
   judgeRefresh,
   parseLoopResolution,
@@ -243,6 +244,10 @@ function judgeWork(loop: Signalled, payload: unknown, validating: boolean) {
   if (validating) checkNotHandedOver(loop.inbox.supersededBy);
   const parsed = parseLoopResolution(payload);
   if (!parsed.ok) return refuseWork(parsed.error, validating);
+  // In the validator only: a refused Update leaves nothing in history, so runs recorded before
+  // this check replay as they were, and every new Update meets it.
+  const foreign = validating ? foreignItem(loop.node, parsed.value) : null;
+  if (foreign) return refuseWork(`resolveWork rejected: ${foreign}`, validating);
   const judged = judgeLoopResolution(loop.history, loop.intent, loop.lastDecision, parsed.value, nowIso());
   if (judged.error) return refuseWork(`resolveWork rejected: ${judged.error}`, validating);
   return { resolution: parsed.value, judged };

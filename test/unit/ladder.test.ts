@@ -185,6 +185,9 @@ const afterRefusal = async () => (await acting(before(), before(), () => refused
 /** Only build is refused (the pass then skips app): config and app are the drift. */
 const afterBuildRefused = async () => (await acting(before(), before(), (k) => (k === 'build' ? refused : null))).history;
 
+/** N-24 generation 12 whose expires passed an hour before NOW; one that expires later is as good as none. */
+const expired = (expires = later(-60 * MIN)) => ({ ...n24(), expires });
+
 const gateRows: Row[] = [
   {
     name: 'NODE_UNREACHABLE: no snapshot',
@@ -227,6 +230,20 @@ const gateRows: Row[] = [
     status: 'BLOCKED',
     reason: 'INTENT_DIGEST_MISMATCH',
     trigger: 'DESIRED_STATE_CHANGE',
+  },
+  {
+    name: 'STALE_INTENT: the bound generation is past its expires (a freeze), the node still observed and shown',
+    run: () => {
+      const r = judge(before(), { intent: expired() });
+      expect(r.decision.resources.map((x) => [x.resource_key, x.drift])).toContainEqual(['build', true]);
+      expect(r.decision.reason_detail).toMatch(
+        /^Generation 12 expired at 2026-11-29T11:00:00.000Z \(its expires:\): stale intent/,
+      );
+      return r;
+    },
+    status: 'BLOCKED',
+    reason: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
   },
   {
     name: 'STALE_OBSERVATION: a snapshot older than observation_ttl, with a fresh heartbeat',
@@ -483,6 +500,20 @@ const gatePrecedence: Precedence[] = [
     name: 'INTENT_DIGEST_MISMATCH over STALE_OBSERVATION',
     both: () => judge(stale(), { authority: authorityOf(n24(12, { workers: 16 })) }),
     upper: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(stale()),
+    lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
+  },
+  {
+    name: 'INTENT_DIGEST_MISMATCH over an expired intent',
+    both: () => judge(before(), { intent: expired(), authority: authorityOf(n24(12, { workers: 16 })) }),
+    upper: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(before(), { intent: expired() }),
+    lower: gate('STALE_INTENT', 'REFRESHED_INTENT'),
+  },
+  {
+    name: 'an expired intent over STALE_OBSERVATION',
+    both: () => judge(stale(), { intent: expired() }),
+    upper: gate('STALE_INTENT', 'REFRESHED_INTENT'),
     without: () => judge(stale()),
     lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
   },
