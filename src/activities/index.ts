@@ -1,12 +1,13 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AuthorityRead, ControlActivities } from '../contract';
-import type { LedgerEntry, OperatorDecision } from '../domain';
+import type { LedgerEntry, NodeHold, OperatorDecision } from '../domain';
 import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRequesterActivities } from './requesters';
 import { createRolloutActivities } from './rollout';
+import { createFleetActivities, createFleetWorkActivities } from './fleet';
 import { createWorkActivities, workEscalateAfter } from './work';
 
 export interface ControlDeps {
@@ -27,6 +28,8 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
   const authority = new DesiredStateAuthority(deps.fleetDir);
   // A sensitive file's content never enters history in clear (src/codec/sensitive.ts).
   const guardSensitive = sensitiveGuard();
+  const workClient = () => clientOf(deps, 'work items');
+  const escalateAfter = deps.workEscalateAfter ?? workEscalateAfter();
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
       return guardSensitive(await authority.read(node));
@@ -41,8 +44,15 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     async storedDecisions(node: string): Promise<OperatorDecision[]> {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
+    /** The hold on the node's latest stored entry: a hold outlives the loop that took it (a hand-over, a new generation). */
+    async storedHold(node: string): Promise<NodeHold | null> {
+      const [latest] = deps.ledger ? await deps.ledger.list(node, { limit: 1, newest: true }) : [];
+      return latest?.hold ?? null;
+    },
     ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
-    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter(), deps.ledger),
+    ...createFleetActivities(authority, () => clientOf(deps, 'the fleet view')),
+    ...createWorkActivities(workClient, escalateAfter, deps.ledger),
+    ...createFleetWorkActivities(workClient, escalateAfter),
     ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
 }

@@ -21,3 +21,4 @@ export * from './failures';
 export * from './metrics';
 export * from './patches';
 export * from './work';
+export * from './fleet';

@@ -19,6 +19,7 @@ export const WORKFLOW_TYPES = {
   rollout: 'rollout',
   workItem: 'workItem',
   importNode: 'importNode',
+  fleet: 'fleet',
 } as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 

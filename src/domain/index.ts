@@ -38,3 +38,5 @@ export * from './redact';
 export * from './work-rules';
 export * from './work-payloads';
 export * from './work-items';
+export * from './fleet';
+export * from './holds';

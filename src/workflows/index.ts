@@ -7,10 +7,12 @@ import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
 import { rollout as rolloutWorkflow } from './rollout';
 import { workItem as workItemWorkflow } from './workItem';
 import { importNode as importNodeWorkflow } from './importNode';
+import { fleet as fleetWorkflow } from './fleet';
 
-export const { reconcileNode, rollout, workItem, importNode }: DatumWorkflows = {
+export const { reconcileNode, rollout, workItem, importNode, fleet }: DatumWorkflows = {
   reconcileNode: reconcileNodeWorkflow,
   rollout: rolloutWorkflow,
   workItem: workItemWorkflow,
   importNode: importNodeWorkflow,
+  fleet: fleetWorkflow,
 };
