@@ -16,7 +16,7 @@ export function checkNode(node: string | undefined): string {
   return node;
 }
 
-export { listNodes, nodeQuery, type NodeFilter, type NodeRow } from '../worker/fleet-loops';
+export { listNodes, type NodeFilter, type NodeRow } from '../worker/fleet-loops';
 
 export const handleOf = (client: Client, row: NodeRow): NodeLoop => ({
   workflowId: row.workflow_id,

@@ -155,7 +155,12 @@ function overdueDraft(loop: LoopSeen, d: DeclaredNode, seen: FleetSeen): FleetCo
       `${loop.workflow_id} has not verified ${loop.node} ${last}, past its bound of ${formatDuration(boundMs)}${decided}`,
       `check that ${loop.node}'s agent runs and serves datum-node-${loop.node}, and that a controller worker serves datum-control (\`datum describe ${loop.node}\` shows what the loop last decided)`,
     ),
-    { workflow_id: loop.workflow_id, last_verified_at: loop.last_verified_at, loop_since: loop.since, bound: formatDuration(boundMs) },
+    {
+      workflow_id: loop.workflow_id,
+      last_verified_at: loop.last_verified_at,
+      loop_since: loop.since,
+      bound: formatDuration(boundMs),
+    },
   );
 }
 
@@ -178,13 +183,23 @@ export function fleetFingerprint(drafts: FleetConditionDraft[]): string {
 }
 
 /**
- * The conditions the fleet holds after a look. `since` moves only when a condition first appears
- * (its evidence's time, else the look's); one the look does not find is closed.
+ * The conditions the fleet holds after a look. `since` is set when a condition first appears (its
+ * evidence's time, else the look's) and kept after, unless the evidence shows a later episode: a
+ * node that had a loop again between two looks, which ended again, lost its loop when that one ended.
+ * One the look does not find is closed.
  */
-export function mergeFleetConditions(previous: FleetCondition[], drafts: FleetConditionDraft[], lookedAt: string): FleetCondition[] {
+export function mergeFleetConditions(
+  previous: FleetCondition[],
+  drafts: FleetConditionDraft[],
+  lookedAt: string,
+): FleetCondition[] {
   const key = (c: { node: string; type: string }) => `${c.node}\u0000${c.type}`;
   const before = new Map(previous.map((c) => [key(c), c]));
-  return drafts.map((d) => ({ ...d, since: before.get(key(d))?.since ?? d.since ?? lookedAt }));
+  return drafts.map((d) => {
+    const kept = before.get(key(d))?.since;
+    const later = kept !== undefined && d.since !== null && msBetween(kept, d.since) > 0;
+    return { ...d, since: later ? d.since! : (kept ?? d.since ?? lookedAt) };
+  });
 }
 
 /** The conditions with what resolvers decided about them as `tried`; decisions about closed conditions are dropped. */

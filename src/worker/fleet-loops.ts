@@ -25,10 +25,7 @@ import { mapLimit } from '../activities/map-limit';
  * with what failure. `datum status`, `datum nodes` and the controller's fleet metrics read it.
  */
 
-export { LOOP_ENDS, type EndedLoop, type LoopEnd, type MissingLoop } from '../contract';
-
-/** The condition type `datum status` reports for such a node (not one a loop raises: no loop runs). */
-export const NO_RUNNING_LOOP = 'NO_RUNNING_LOOP';
+export { LOOP_ENDS, type MissingLoop } from '../contract';
 
 /** Node names per visibility query: each adds one STARTS_WITH clause. */
 const NODES_PER_QUERY = 50;
@@ -101,7 +98,12 @@ function endOf(w: WorkflowExecutionInfo): LoopEnd {
   }
 }
 
-async function endedLoop(client: Client, w: WorkflowExecutionInfo, how: boolean, closes?: Map<string, string>): Promise<EndedLoop> {
+async function endedLoop(
+  client: Client,
+  w: WorkflowExecutionInfo,
+  how: boolean,
+  closes?: Map<string, string>,
+): Promise<EndedLoop> {
   return {
     workflow_id: w.workflowId,
     run_id: w.runId,
@@ -134,7 +136,9 @@ async function closeEvent(client: Client, w: WorkflowExecutionInfo): Promise<str
   return closeWords(history?.events?.[0]);
 }
 
-type HistoryEvent = NonNullable<NonNullable<Awaited<ReturnType<Client['workflowService']['getWorkflowExecutionHistoryReverse']>>['history']>['events']>[number];
+type HistoryEvent = NonNullable<
+  NonNullable<Awaited<ReturnType<Client['workflowService']['getWorkflowExecutionHistoryReverse']>>['history']>['events']
+>[number];
 
 /** How a run's close event says it ended, in words. */
 function closeWords(e: HistoryEvent | undefined): string {
@@ -153,7 +157,9 @@ function closeWords(e: HistoryEvent | undefined): string {
 }
 
 /** A loop's result names its successor (ReconcileResult.superseded_by); a payload the codec encrypted reads as nothing. */
-function supersededBy(payload: { metadata?: Record<string, Uint8Array> | null; data?: Uint8Array | null } | undefined): string | null {
+function supersededBy(
+  payload: { metadata?: Record<string, Uint8Array> | null; data?: Uint8Array | null } | undefined,
+): string | null {
   const encoding = payload?.metadata?.encoding ? Buffer.from(payload.metadata.encoding).toString() : '';
   if (encoding !== 'json/plain' || !payload?.data) return null;
   try {

@@ -287,17 +287,32 @@ export class Stack {
     return handle.query(stateQuery);
   }
 
-  /** Stops what the Stack started, agents first; a Stack that never started has nothing to stop. */
-  async stop(): Promise<void> {
-    if (!this.parts) return;
-    await Promise.all([...this.agents.keys()].map((n) => this.stopAgent(n)));
+  /** Stops every controller worker (and the fleet watch each kept): nobody is left to look at the fleet. */
+  async stopControllers(): Promise<void> {
     for (const c of this.controllers.splice(0)) {
       c.watch?.stop();
       if (c.worker.getState() === 'RUNNING') c.worker.shutdown();
       await c.run.catch(() => undefined);
     }
-    for (const node of await listNodes(this.fleet)) await stopServices(this.fleet.root(node)).catch(() => undefined);
+  }
+
+  /** Stops the Temporal server, as an outage does; stop() then tears down the rest. */
+  async stopServer(): Promise<void> {
+    await this.stopControllers();
+    if (this.serverStopped) return;
+    this.serverStopped = true;
     await this.env.teardown();
+  }
+
+  private serverStopped = false;
+
+  /** Stops what the Stack started, agents first; a Stack that never started has nothing to stop. */
+  async stop(): Promise<void> {
+    if (!this.parts) return;
+    await Promise.all([...this.agents.keys()].map((n) => this.stopAgent(n)));
+    await this.stopControllers();
+    for (const node of await listNodes(this.fleet)) await stopServices(this.fleet.root(node)).catch(() => undefined);
+    if (!this.serverStopped) await this.env.teardown();
     await this.ledgerStore.close();
     await this.fleet.remove();
   }

@@ -6,7 +6,7 @@ import { EXIT, withFix } from '../errors';
 import { FLEET_CONDITION_TYPES, fleetOverride, readFleet, unwatchedLine, type FleetReading, type Watch } from '../fleet-view';
 import { handleOf, listNodes, mapLimit, stateOf, type NodeRow } from '../nodes';
 import { ago, print, printDocument, printLine, short, table } from '../output';
-import { untilSignal } from '../process';
+import { untilStopped } from '../process';
 import type { CommandModule } from '../command';
 
 export interface OpenCondition {
@@ -71,7 +71,8 @@ export async function statusReport(client: Client, types: string[], fleetDir: st
     if (fleet.watch.controllers === 0) return void conditions.push(...fromVisibility(row, wanted));
     try {
       const state = await stateOf(handleOf(client, row));
-      for (const c of state.conditions) if (wanted(c.type)) conditions.push({ node: row.node, workflow_id: row.workflow_id, ...c });
+      for (const c of state.conditions)
+        if (wanted(c.type)) conditions.push({ node: row.node, workflow_id: row.workflow_id, ...c });
     } catch (error) {
       unreadable.push({ node: row.node, error: (error as Error).message });
     }
@@ -229,12 +230,7 @@ function eventLine(at: string, e: WatchEvent): string {
 }
 
 async function watchStatus(everyMs: number, read: () => Promise<Report>, format: OutputFormat, types: string[]): Promise<number> {
-  let stopped = false;
-  let wake: () => void = () => undefined;
-  void untilSignal(() => {
-    stopped = true;
-    wake();
-  });
+  const run = untilStopped();
   const show = (e: WatchEvent) => {
     const at = new Date().toISOString();
     if (format === 'text') print(eventLine(at, e));
@@ -242,10 +238,11 @@ async function watchStatus(everyMs: number, read: () => Promise<Report>, format:
   };
   let last: Report | null = null;
   let code: number = EXIT.ok;
-  while (!stopped) {
+  while (!run.stopped()) {
     try {
       const report = await read();
-      if (last === null && format === 'text') print(`${reportText(report, types)}\n\nWatching every ${everyMs / 1000}s; Ctrl-C stops.`);
+      if (last === null && format === 'text')
+        print(`${reportText(report, types)}\n\nWatching every ${everyMs / 1000}s; Ctrl-C stops.`);
       if (last === null && format !== 'text') printLine({ at: new Date().toISOString(), event: 'report', ...report });
       for (const e of changes(last, report)) show(e);
       last = report;
@@ -253,10 +250,7 @@ async function watchStatus(everyMs: number, read: () => Promise<Report>, format:
     } catch (error) {
       show({ event: 'error', error: (error as Error).message });
     }
-    await new Promise<void>((resolve) => {
-      wake = resolve;
-      setTimeout(resolve, everyMs).unref();
-    });
+    await run.sleep(everyMs);
   }
   return code;
 }
