@@ -1,13 +1,6 @@
 import { promises as fs } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import {
-  FLEET_WORK_CONDITIONS,
-  canonicalJson,
-  fleetConditions,
-  fleetFingerprint,
-  sha256Hex,
-  type DeclaredNode,
-} from '../domain';
+import { FLEET_WORK_CONDITIONS, canonicalJson, fleetConditions, fleetFingerprint, sha256Hex, type DeclaredNode } from '../domain';
 import {
   MEMO_VERIFIED_EVERY_MS,
   isNodeId,
@@ -109,7 +102,10 @@ export function createFleetWorkActivities(client: () => Client, escalateAfter: s
     },
     async openFleetItems(): Promise<string[]> {
       const ids: string[] = [];
-      for await (const w of client().workflow.list({ query: workQuery({ conditions: [...FLEET_WORK_CONDITIONS] }), pageSize: 1000 }))
+      for await (const w of client().workflow.list({
+        query: workQuery({ conditions: [...FLEET_WORK_CONDITIONS] }),
+        pageSize: 1000,
+      }))
         ids.push(w.workflowId);
       return ids;
     },

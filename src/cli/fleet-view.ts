@@ -79,7 +79,12 @@ export async function readFleet(client: Client, fleetDir: string | null): Promis
   const watch = judgeWatch({ controllers, fleet, lookedAt, unreadable, now });
   if (fleetDir !== null) {
     const look = await lookAtFleet(client, new DesiredStateAuthority(fleetDir), lookMemory(), null);
-    return { fleet: fleetDir, counts: look.counts, conditions: mergeFleetConditions([], look.conditions ?? [], look.looked_at), watch };
+    return {
+      fleet: fleetDir,
+      counts: look.counts,
+      conditions: mergeFleetConditions([], look.conditions ?? [], look.looked_at),
+      watch,
+    };
   }
   return { fleet: null, counts: view?.counts ?? null, conditions: view?.conditions ?? [], watch };
 }
@@ -137,19 +142,28 @@ function judgeWatch(i: {
   const unwatched = (problem: string, since: string | null): Watch => ({ ...base, watched: false, since, problem });
   if (controllers.count === 0)
     return unwatched(
-      withFix(`no controller worker polls ${CONTROL_TASK_QUEUE}${controllers.last ? ` (the last poll was at ${controllers.last})` : ''}`, START_WORKER),
+      withFix(
+        `no controller worker polls ${CONTROL_TASK_QUEUE}${controllers.last ? ` (the last poll was at ${controllers.last})` : ''}`,
+        START_WORKER,
+      ),
       lookedAt ?? controllers.last,
     );
-  if (!fleet.running) return unwatched(withFix(`the fleet workflow ${FLEET_WORKFLOW_ID} is not running (${fleet.ended})`, START_WORKER), lookedAt);
+  if (!fleet.running)
+    return unwatched(withFix(`the fleet workflow ${FLEET_WORKFLOW_ID} is not running (${fleet.ended})`, START_WORKER), lookedAt);
   if (i.unreadable !== null)
     return unwatched(
-      withFix(`the fleet workflow does not answer (${i.unreadable})`, 'check the controller workers on datum-control (their logs say why a workflow task fails)'),
+      withFix(
+        `the fleet workflow does not answer (${i.unreadable})`,
+        'check the controller workers on datum-control (their logs say why a workflow task fails)',
+      ),
       lookedAt,
     );
   if (!fleetWatched(lookedAt, fleet.interval ?? '60s', i.now))
     return unwatched(
       withFix(
-        lookedAt ? `the fleet workflow has not looked since ${lookedAt} (it looks every ${fleet.interval})` : 'the fleet workflow has not looked yet',
+        lookedAt
+          ? `the fleet workflow has not looked since ${lookedAt} (it looks every ${fleet.interval})`
+          : 'the fleet workflow has not looked yet',
         'check the controller workers on datum-control: a look that fails or waits is in their logs',
       ),
       lookedAt,

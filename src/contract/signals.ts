@@ -196,7 +196,6 @@ export const unholdUpdate = { type: 'update', name: 'unhold' } as UpdateDefiniti
   'unhold'
 >;
 
-
 /**
  * `datum reconcile`: a pass now (as the `recheck` signal asks). Answers at once with the loop's
  * pass count: the first pass to start after it (`started + 1`) is the one that answers the

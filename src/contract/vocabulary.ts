@@ -146,7 +146,7 @@ export const CONDITION_MEANINGS: Record<ConditionType, string> = {
   ACTION_REFUSED: 'a standing refusal nothing has changed about',
   CONFLICTING_WRITER: 'a conflict is open (including a resolved one not yet confirmed)',
   OBSERVED_DRIFT: 'managed drift held back by observe mode',
-  DRIFT_HELD: 'managed drift held back by an operator\'s hold on the node',
+  DRIFT_HELD: "managed drift held back by an operator's hold on the node",
   INVALID_SIGNAL: "a signal name's last payload was rejected",
 };
 

@@ -43,7 +43,11 @@ export function parseHold(payload: unknown, now: string): Checked<HoldRequest> {
       problems.push(`until ${echo(until)} ${withFix(`has passed already (it is ${now})`, 'give a time ahead, or no --until')}`);
   }
   const at = typeof until === 'string' ? Date.parse(until) : NaN;
-  return done('hold', problems, { by: text(p.by), reason: text(p.reason), until: Number.isNaN(at) ? null : new Date(at).toISOString() });
+  return done('hold', problems, {
+    by: text(p.by),
+    reason: text(p.reason),
+    until: Number.isNaN(at) ? null : new Date(at).toISOString(),
+  });
 }
 
 export function parseUnhold(payload: unknown): Checked<UnholdRequest> {

@@ -1,11 +1,5 @@
 import type { Client } from '@temporalio/client';
-import {
-  CONTROL_TASK_QUEUE,
-  FLEET_INTERVAL_DEFAULT,
-  FLEET_WORKFLOW_ID,
-  WORKFLOW_TYPES,
-  type FleetWorkflow,
-} from '../contract';
+import { CONTROL_TASK_QUEUE, FLEET_INTERVAL_DEFAULT, FLEET_WORKFLOW_ID, WORKFLOW_TYPES, type FleetWorkflow } from '../contract';
 import { durationMs } from '../domain';
 
 /*

@@ -211,9 +211,13 @@ function applyFailure(error: unknown, agents: Pick<NodeAgents, 'nodeTimeout' | '
 }
 
 /** How long an observation may take, from its request to its answer: picked up within node_timeout, back within observation_ttl. */
-const observationBoundMs = (policy: BoundIntent['policy']) => durationMs(policy.node_timeout) + durationMs(policy.observation_ttl);
+const observationBoundMs = (policy: BoundIntent['policy']) =>
+  durationMs(policy.node_timeout) + durationMs(policy.observation_ttl);
 
-function describeFailure(error: unknown, { nodeTimeout, observationTtl }: Pick<NodeAgents, 'nodeTimeout' | 'observationTtl'>): string {
+function describeFailure(
+  error: unknown,
+  { nodeTimeout, observationTtl }: Pick<NodeAgents, 'nodeTimeout' | 'observationTtl'>,
+): string {
   const timeout = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure ? error.cause.timeoutType : null;
   if (timeout === TimeoutType.SCHEDULE_TO_START) return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
   if (timeout === TimeoutType.SCHEDULE_TO_CLOSE)

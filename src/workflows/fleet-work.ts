@@ -41,10 +41,12 @@ export function judgeFleetResolution(view: FleetView, payload: unknown): LoopRes
   const parsed = parseLoopResolution(payload);
   if (!parsed.ok) throw new Error(parsed.error);
   const r = parsed.value;
-  if (!FLEET_WORK_CONDITIONS.includes(r.condition)) throw new Error(`resolveWork rejected: ${r.condition} is a loop's condition, not the fleet's`);
+  if (!FLEET_WORK_CONDITIONS.includes(r.condition))
+    throw new Error(`resolveWork rejected: ${r.condition} is a loop's condition, not the fleet's`);
   const open = view.conditions.find((c) => c.type === r.condition && workItemId(c.node, c.type, null) === r.item_id);
   if (!open) throw new Error(`resolveWork rejected: the fleet holds no open ${r.condition} for ${r.item_id}`);
-  if (r.resolution !== 'hold') throw new Error(`resolveWork rejected: ${r.condition} takes hold only; ${r.resolution} is not one of its resolutions`);
+  if (r.resolution !== 'hold')
+    throw new Error(`resolveWork rejected: ${r.condition} takes hold only; ${r.resolution} is not one of its resolutions`);
   return r;
 }
 

@@ -156,7 +156,8 @@ function publish(f: Fleet): void {
 
 function details(view: FleetView, summary: string): string {
   const rows = view.conditions.slice(0, 50).map((c) => `- **${c.node}** ${c.type}: ${c.message}`);
-  const more = view.conditions.length > rows.length ? [`- … and ${view.conditions.length - rows.length} more (\`datum status\`)`] : [];
+  const more =
+    view.conditions.length > rows.length ? [`- … and ${view.conditions.length - rows.length} more (\`datum status\`)`] : [];
   return [`Looked at ${view.looked_at} (every ${view.interval}). ${summary}`, '', ...rows, ...more].join('\n');
 }
 

@@ -269,7 +269,10 @@ function judgeWork(loop: Signalled, payload: unknown, validating: boolean) {
   if (!parsed.ok) return refuseWork(parsed.error, validating);
   const resolution = parsed.value;
   if (!isLoopResolution(resolution))
-    return refuseWork(`resolveWork rejected: ${resolution.condition} is the fleet's condition, resolved through the fleet workflow`, validating);
+    return refuseWork(
+      `resolveWork rejected: ${resolution.condition} is the fleet's condition, resolved through the fleet workflow`,
+      validating,
+    );
   const judged = judgeLoopResolution(loop.history, loop.intent, loop.lastDecision, resolution, nowIso());
   if (judged.error) return refuseWork(`resolveWork rejected: ${judged.error}`, validating);
   return { resolution, judged };
@@ -328,7 +331,6 @@ function rebind(loop: Signalled, intent: BoundIntent): void {
   loop.agents = nodeAgents(loop.node, intent, loop.observeBound);
   rebindAttributes(loop.attributes, intent);
 }
-
 
 /** refreshDesired: the same generation re-binds, a newer one hands over, anything else is refused. */
 async function refreshDesired(loop: Signalled, payload: unknown): Promise<boolean> {

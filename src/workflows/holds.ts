@@ -7,13 +7,7 @@
  */
 import { proxyLocalActivities, log } from '@temporalio/workflow';
 import { holdInForce, holdWords, liftHold, parseHold, parseUnhold, placeHold, type NodeHold } from '../domain';
-import {
-  withFix,
-  type ControlActivities,
-  type PassCount,
-  type ReconcileAccepted,
-  type RequesterNote,
-} from '../contract';
+import { withFix, type ControlActivities, type PassCount, type ReconcileAccepted, type RequesterNote } from '../contract';
 import { PASS_FOLLOWS_NOW, note, nowIso, type Recorder } from './ledger';
 import { summaryLine } from './summaries';
 import { checkNotHandedOver, type Reply } from './updates';
@@ -64,7 +58,10 @@ export function unholdNow(loop: Holdable, payload: unknown, reply: Reply): void 
   if (!parsed.ok) return void (reply.error = parsed.error);
   if (!hold) return void (reply.error = withFix(`${loop.node} is not held`, 'nothing to end'));
   const v = parsed.value;
-  lift(loop, `${v.by} ended the hold: ${loop.node} was ${holdWords(hold)}${v.note ? `; ${v.note}` : ''}. The pass that follows repairs what it finds.`);
+  lift(
+    loop,
+    `${v.by} ended the hold: ${loop.node} was ${holdWords(hold)}${v.note ? `; ${v.note}` : ''}. The pass that follows repairs what it finds.`,
+  );
 }
 
 /** A hold whose `until` has passed ends now, recorded, before anything else the loop does. */

@@ -163,7 +163,10 @@ async function handedOver(loop: Loop): Promise<ReconcileResult> {
  */
 async function waitForEvidence(loop: Loop): Promise<void> {
   // A hold that ends by itself wakes the loop at its end, which the next iteration records.
-  const wakeAt = Math.min(Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()), holdEndsAt(loop) ?? Infinity);
+  const wakeAt = Math.min(
+    Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
+    holdEndsAt(loop) ?? Infinity,
+  );
   const evidence = () => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
   // The time a fired timer was due: the clock reads at least that from then on (see below).
   let floor = 0;

@@ -34,7 +34,9 @@ function fleetIntervalOf(raw: string | undefined): string {
   if (raw === undefined || raw.trim() === '') return FLEET_INTERVAL_DEFAULT;
   const ms = parseDuration(raw.trim());
   if (ms === null || ms < 1000)
-    throw new UsageError(withFix(`DATUM_FLEET_INTERVAL is "${raw}", not a duration of 1s or more`, 'set it like 60s or 5m, or unset it (60s)'));
+    throw new UsageError(
+      withFix(`DATUM_FLEET_INTERVAL is "${raw}", not a duration of 1s or more`, 'set it like 60s or 5m, or unset it (60s)'),
+    );
   return raw.trim();
 }
 
