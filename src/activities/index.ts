@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AuthorityRead, ControlActivities } from '../contract';
-import type { LedgerEntry, OperatorDecision } from '../domain';
+import type { LedgerEntry, NodeHold, OperatorDecision } from '../domain';
 import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
@@ -9,6 +9,7 @@ import { createRequesterActivities } from './requesters';
 import { endNodeLoops, intentKeeper } from './removals';
 import { createRolloutActivities } from './rollout';
 import { createWaveActivities } from './waves';
+import { createFleetActivities, createFleetWorkActivities } from './fleet';
 import { createWorkActivities, workEscalateAfter } from './work';
 
 export interface ControlDeps {
@@ -30,6 +31,7 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
   // A sensitive file's content never enters history in clear (src/codec/sensitive.ts).
   const guardSensitive = sensitiveGuard();
   const keep = intentKeeper(deps.ledger);
+  const workClient = () => clientOf(deps, 'work items');
   const escalateAfter = deps.workEscalateAfter ?? workEscalateAfter();
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
@@ -47,10 +49,17 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     async storedDecisions(node: string): Promise<OperatorDecision[]> {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
+    /** The hold on the node's latest stored entry: a hold outlives the loop that took it (a hand-over, a new generation). */
+    async storedHold(node: string): Promise<NodeHold | null> {
+      const [latest] = deps.ledger ? await deps.ledger.list(node, { limit: 1, newest: true }) : [];
+      return latest?.hold ?? null;
+    },
     ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), { keep, escalateAfter }),
     ...createWaveActivities(authority, () => ledgerOf(deps, 'a rollout in waves')),
     endNodeLoops: (input) => endNodeLoops(clientOf(deps, 'a decommission'), authority, input),
-    ...createWorkActivities(() => clientOf(deps, 'work items'), escalateAfter, deps.ledger),
+    ...createFleetActivities(authority, () => clientOf(deps, 'the fleet view')),
+    ...createWorkActivities(workClient, escalateAfter, deps.ledger),
+    ...createFleetWorkActivities(workClient, escalateAfter),
     ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
 }

@@ -14,6 +14,7 @@ import { datumVersion, type CommandModule } from './command';
 import { Invocation } from './invocation';
 import { resetFenceCommandOn } from './program-agent';
 import { workCommands, type OptionSets } from './program-work';
+import { nodeCommands } from './program-nodes';
 
 // ---------------------------------------------------------------------------------------------
 // Option sets several commands share.
@@ -187,28 +188,31 @@ function runCommands(program: Program, inv: Invocation): void {
   rolloutCommands(program, inv);
   readingCommands(program, inv);
   operatorCommands(program, inv);
+  nodeCommands(program, inv, WORK_OPTION_SETS);
   workCommands(program, inv, WORK_OPTION_SETS);
   checkCommands(program, inv);
   signCommand(program, inv);
   importCommand(program, inv);
 }
 
-/** What the fleet is doing: status, nodes, describe, ledger. */
+/** What the fleet is doing: status, nodes, describe, and the ledger. */
 function readingCommands(program: Program, inv: Invocation): void {
   connection(
     output(
       program
         .command('status')
-        .summary('open conditions across the fleet (empty means the fleet is right)')
+        .summary('open conditions across the fleet (empty, and watched, means the fleet is right)')
         .description(
-          `Lists every open condition of every running reconcile loop: what is wrong, on which node and resource, since when, the evidence, what was tried and who can resolve it. Visibility picks the loops that have a condition (DatumConditions); only those are asked for details. With the fleet directory (--fleet or DATUM_FLEET) every node of FLEET/desired/nodes that has no running loop is a NO_RUNNING_LOOP condition too: never rolled out, or how its last loop ended (terminated, failed, timed out, cancelled) and when. Exit code 0 when there is none, 1 when there is at least one.`,
+          `Lists every open condition: each running reconcile loop's, and the fleet's own from the fleet workflow's view (datum-fleet on datum-control): a declared node with no running loop (NO_RUNNING_LOOP: never rolled out, or how its last loop ended and when), a loop that has not verified its node within its policy's bound (VERIFICATION_OVERDUE), a loop for a node the authority no longer declares (NO_DESIRED_STATE). What is wrong, on which node and resource, since when, what was tried and who can resolve it. Needs no fleet directory; --fleet (or DATUM_FLEET) looks at that directory instead of reading the fleet workflow's view. The fleet is right only when nothing is open, every declared node was verified within its bound, and someone watches: a controller polls datum-control and the fleet workflow looked within its interval. Exit code 0 when right, 1 when something is open or not verified, 3 when the fleet is unwatched.`,
         )
         .option(
           '--condition <types>',
           'only these condition types, comma-separated (such as CONFLICTING_WRITER or NO_RUNNING_LOOP)',
         )
         .addOption(selectorOption('the conditions of the nodes it selects'))
-        .addOption(fleetOption()),
+        .addOption(fleetOption())
+        .option('--watch', 'after the report, print each condition as it opens or closes, until Ctrl-C')
+        .option('--interval <duration>', 'how often --watch looks (default 2s)'),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/status.js')).statusCommand, opts));
 
@@ -218,7 +222,7 @@ function readingCommands(program: Program, inv: Invocation): void {
         .command('nodes')
         .summary('the fleet at a glance: one line per node, from Temporal visibility alone')
         .description(
-          `One paginated visibility list of the running reconcile loops (no query per node, no worker needed): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE. With the fleet directory (--fleet or DATUM_FLEET) each node of FLEET/desired/nodes with no running loop is a NO LOOP row: REASON says how its last loop ended (or that it was never rolled out), AGE since when.`,
+          `One paginated visibility list of the running reconcile loops (no query per node): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE. Each declared node with no running loop is a NO LOOP row, from the fleet workflow's view (or --fleet DIR's): REASON says how its last loop ended (or that it was never rolled out), AGE since when. Exit code 3, with a line saying since when, when the fleet is unwatched.`,
         )
         .option('--status <statuses>', 'only these statuses, comma-separated (such as BLOCKED,CONFLICT)')
         .option('--condition <types>', 'only nodes with one of these open conditions, comma-separated')
@@ -238,7 +242,11 @@ function readingCommands(program: Program, inv: Invocation): void {
   ).action((node, opts, cmd) =>
     inv.go(cmd, async () => (await import('./commands/describe.js')).describeCommand, { node, ...opts }),
   );
+  ledgerCommand(program, inv);
+}
 
+/** A node's ledger from the store. */
+function ledgerCommand(program: Program, inv: Invocation): void {
   output(
     program
       .command('ledger')
@@ -252,6 +260,7 @@ function readingCommands(program: Program, inv: Invocation): void {
         'entries decided since TIME: ISO 8601 (2026-11-29T10:00:00Z, 2026-11-29) or a duration ago (90m, 1h, 2d)',
       )
       .option('--limit <n>', 'only the newest N entries')
+      .option('--follow', 'then print each new entry as the store takes it, until Ctrl-C')
       .addOption(dataOption()),
   ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/ledger.js')).ledgerCommand, { node, ...opts }));
 }

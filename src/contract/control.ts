@@ -8,8 +8,18 @@ import type { BoundIntent } from './desired';
 import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
+import type { NodeHold } from './ledger';
 import type { GateEntry, PreparedNode, RollbackRecord, RolloutAct } from './workflows';
-import type { LoopResolution, LoopResolutionResult, PassReport, ReportCheck, RollbackTarget, WorkReportInput } from './work';
+import type {
+  LoopResolution,
+  LoopResolutionResult,
+  PassReport,
+  ReportCheck,
+  RollbackTarget,
+  WorkReportInput,
+  WorkTargetInput,
+} from './work';
+import type { FleetLook, FleetLookInput } from './fleet';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -31,6 +41,23 @@ export interface ControlActivities {
    * holds for a node, so they survive the loss of the agent's own record (operatorDecisionsOf).
    */
   storedDecisions(node: string): Promise<OperatorDecision[]>;
+  /**
+   * Runs as a local activity: the hold the node's latest stored entry carries (`datum hold`), or
+   * null; a new run chain starts held when it is still in force.
+   */
+  storedHold(node: string): Promise<NodeHold | null>;
+  /**
+   * Runs as a local activity of the fleet workflow: the authority's nodes against the running
+   * loops, and the fleet's conditions when they differ from the fingerprint the workflow holds.
+   */
+  lookAtFleet(input: FleetLookInput): Promise<FleetLook>;
+  /**
+   * The fleet's reports to work items after a look: per node, opens (signal-with-start) the item
+   * of each new condition that needs judgement and tells the items whose condition is gone.
+   */
+  reportFleetWork(input: { reports: Array<{ report: PassReport; open: WorkTargetInput[]; tell: string[] }> }): Promise<void>;
+  /** The open work items of the fleet's conditions (visibility): a new fleet run tells them too. */
+  openFleetItems(): Promise<string[]>;
   /** Starts or attaches to each node's reconcileNode at the generation, handing over from older ones. */
   prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]>;
   /** Each workflow's `state`, or null while visibility says it has not settled. */

@@ -4,7 +4,7 @@
  * (src/domain/history.ts); its shape is here because it crosses runs of the workflow.
  */
 import type { Json } from './json';
-import type { Condition } from './ledger';
+import type { Condition, NodeHold } from './ledger';
 import type { OperatorDecision, WriterEvidence } from './observation';
 import type { ConvergenceStatus, Mode, Reason, Resolution } from './vocabulary';
 
@@ -86,6 +86,11 @@ export interface History {
   stale_retakes?: number;
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
+  /**
+   * An operator's hold on the node (`datum hold`): repairs stop, observing and reporting go on,
+   * until `until` passes or `datum unhold`. Absent or null: not held (and in older carries).
+   */
+  hold?: NodeHold | null;
 }
 
 /** A yield kept for another value than desired state asks for now. */

@@ -22,3 +22,4 @@ export * from './metrics';
 export * from './patches';
 export * from './work';
 export * from './trust';
+export * from './fleet';

@@ -21,6 +21,7 @@ export const WORKFLOW_TYPES = {
   importNode: 'importNode',
   rolloutGate: 'rolloutGate',
   removal: 'removal',
+  fleet: 'fleet',
 } as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 

@@ -24,6 +24,8 @@ export const NOTE_REASONS = [
   'REBOUND',
   'OPERATOR_RESOLUTION_RECORDED',
   'SIGNAL_REJECTED',
+  'HOLD_PLACED',
+  'HOLD_LIFTED',
 ] as const;
 export type NoteReason = (typeof NOTE_REASONS)[number];
 
@@ -33,6 +35,7 @@ export const REASONS = [
   'CONVERGED_AFTER_REPAIR',
   'DRIFT_DETECTED',
   'OBSERVE_MODE_DRIFT',
+  'HELD',
   'ACTION_INEFFECTIVE',
   'ACTION_FAILED',
   'STALE_OBSERVATION',
@@ -58,6 +61,7 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   CONVERGED_AFTER_REPAIR: 'repaired in this pass and proven by the fresh probe',
   DRIFT_DETECTED: 'drift being repaired now; or drift that appeared while a repair took',
   OBSERVE_MODE_DRIFT: 'drift reported with the full plan, not applied (observe mode)',
+  HELD: 'drift reported with the full plan, not applied: an operator holds the node (`datum hold`)',
   ACTION_INEFFECTIVE: 'an action ran, our own marker is there, and the value is still wrong',
   ACTION_FAILED: 'an action failed (transport, service start) or was skipped after one',
   STALE_OBSERVATION: 'the snapshot is older than observation_ttl, whatever the heartbeat says',
@@ -81,6 +85,8 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   REBOUND: "the same generation re-bound to the authority's content; a pass follows",
   OPERATOR_RESOLUTION_RECORDED: 'a resolveConflict is recorded; an observation will close the conflict',
   SIGNAL_REJECTED: 'a malformed or inapplicable signal, recorded and not applied',
+  HOLD_PLACED: 'an operator held the node: repairs stop, observing and reporting go on',
+  HOLD_LIFTED: 'the hold ended (`datum unhold`, or its time passed); a pass follows and repairs',
 };
 
 /** What evidence must change before the loop judges again (a decision's recheck_trigger.trigger). */
@@ -120,6 +126,7 @@ export const CONDITION_TYPES = [
   'ACTION_REFUSED',
   'CONFLICTING_WRITER',
   'OBSERVED_DRIFT',
+  'DRIFT_HELD',
   'INVALID_SIGNAL',
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
@@ -139,6 +146,7 @@ export const CONDITION_MEANINGS: Record<ConditionType, string> = {
   ACTION_REFUSED: 'a standing refusal nothing has changed about',
   CONFLICTING_WRITER: 'a conflict is open (including a resolved one not yet confirmed)',
   OBSERVED_DRIFT: 'managed drift held back by observe mode',
+  DRIFT_HELD: "managed drift held back by an operator's hold on the node",
   INVALID_SIGNAL: "a signal name's last payload was rejected",
 };
 

@@ -12,26 +12,43 @@ import { DatumConditions, DatumNode, DatumStatus, WORKFLOW_TYPES } from './names
 import type { Json } from './json';
 import type { Condition, LedgerEntry } from './ledger';
 import type { ConditionType, ConvergenceStatus, Mode, Ownership, Reason } from './vocabulary';
+import type { FleetConditionType } from './fleet';
 
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of
  * the condition is a new run of it (the previous one closed when an observation cleared it).
  */
-export const workItemId = (node: string, condition: ConditionType, resourceKey: string | null) =>
+export const workItemId = (node: string, condition: ConditionType | FleetConditionType, resourceKey: string | null) =>
   `datum-work/${node}/${condition}${resourceKey === null ? '' : `/${resourceKey}`}`;
 
-/** The conditions that open a work item: every type whose `needs_judgement` is true (src/domain/conditions.ts). */
-export type WorkCondition = Extract<
-  ConditionType,
-  | 'INTENT_DIGEST_MISMATCH'
-  | 'UNKNOWN_OWNERSHIP'
-  | 'DESTRUCTIVE_REPAIR_REQUIRED'
-  | 'RETRY_BUDGET_EXHAUSTED'
-  | 'REPAIR_DEADLINE_EXCEEDED'
-  | 'ACTION_REFUSED'
-  | 'CONFLICTING_WRITER'
-  | 'OBSERVED_DRIFT'
->;
+/**
+ * The conditions that open a work item: every type whose `needs_judgement` is true, a loop's
+ * (src/domain/conditions.ts) or the fleet's (src/domain/fleet.ts).
+ */
+export type WorkCondition =
+  | Extract<
+      ConditionType,
+      | 'INTENT_DIGEST_MISMATCH'
+      | 'UNKNOWN_OWNERSHIP'
+      | 'DESTRUCTIVE_REPAIR_REQUIRED'
+      | 'RETRY_BUDGET_EXHAUSTED'
+      | 'REPAIR_DEADLINE_EXCEEDED'
+      | 'ACTION_REFUSED'
+      | 'CONFLICTING_WRITER'
+      | 'OBSERVED_DRIFT'
+    >
+  | Extract<FleetConditionType, 'NO_RUNNING_LOOP' | 'NO_DESIRED_STATE'>;
+
+/**
+ * The status and reason of a report from the fleet workflow's look: the fleet decides nothing
+ * about a node (it is no loop), it only says which of its conditions the node has.
+ */
+export const FLEET_LOOK = 'FLEET_LOOK';
+export type ReportStatus = ConvergenceStatus | typeof FLEET_LOOK;
+export type ReportReason = Reason | typeof FLEET_LOOK;
+
+/** A condition as a report carries it: a loop's, or the fleet's about the node. */
+export type ReportedCondition = Omit<Condition, 'type'> & { type: ConditionType | FleetConditionType };
 
 /**
  * Work that no loop's condition opens: a rollout halted at a failed gate, and a planned removal
@@ -89,10 +106,13 @@ export interface ReportedResource {
   protected_by: string[];
 }
 
-/** What one recorded decision of the loop found, sent to every work item of the node it concerns. */
+/**
+ * What one recorded decision of the loop found, sent to every work item of the node it concerns;
+ * or what one look of the fleet workflow found about the node (`loop` is then the fleet's id).
+ */
 export interface PassReport {
   node: string;
-  /** The reconcile loop's workflow id (the item forwards resolutions there). */
+  /** The reconcile loop's workflow id, or the fleet workflow's (the item forwards resolutions there). */
   loop: string;
   generation: number;
   digest: string;
@@ -101,13 +121,13 @@ export interface PassReport {
   decided_at: string;
   /** A pass that judged a fresh observation: only such a report may close or reopen an item. */
   fresh: boolean;
-  status: ConvergenceStatus;
-  reason: Reason;
+  status: ReportStatus;
+  reason: ReportReason;
   reason_detail: string;
   mode: Mode | null;
   retry_budget: number;
-  /** The open conditions of the decision. */
-  conditions: Condition[];
+  /** The open conditions of the decision (of a fleet look: the fleet's conditions of the node). */
+  conditions: ReportedCondition[];
   resources: ReportedResource[];
 }
 
@@ -138,8 +158,8 @@ export interface LedgerRef {
   node?: string;
   seq: number;
   decided_at: string;
-  status: ConvergenceStatus;
-  reason: Reason;
+  status: ReportStatus;
+  reason: ReportReason;
   reason_detail: string;
 }
 
@@ -399,7 +419,7 @@ export interface WorkMemory {
 }
 
 /** Whether a report was confirmed by its source (the loop, or the ledger store), and why not. */
-export type ReportCheck = { confirmed: true; source: 'loop' | 'ledger store' } | { confirmed: false; why: string };
+export type ReportCheck = { confirmed: true; source: 'loop' | 'ledger store' | 'fleet' } | { confirmed: false; why: string };
 
 /** The loop's report to its node's work items, and what it asks of the controller. */
 export interface WorkReportInput {

@@ -10,12 +10,19 @@ import type { Decision, LedgerEntry } from './ledger';
 import type { ConvergenceStatus, Reason } from './vocabulary';
 import type { WorkflowType } from './names';
 import type { RemovalWorkflow, RolloutGateWorkflow, WorkItemWorkflow, WorkMemory } from './work';
+import type { FleetWorkflow } from './fleet';
 
 export interface ReconcileNodeInput {
   node: string;
   generation: number;
   /** Set only by continue-as-new: the state the previous run hands over, as plain JSON. */
   carry?: ReconcileCarry;
+}
+
+/** The loop's passes: begun and recorded, counted across continue-as-new. */
+export interface PassCount {
+  started: number;
+  done: number;
 }
 
 /** Everything continue-as-new carries, as plain JSON (a Map would arrive as {}). */
@@ -33,6 +40,8 @@ export interface ReconcileCarry {
   unstored: LedgerEntry[];
   /** The work items the loop tells (docs/work-items.md); absent in carries from before work items. */
   work?: WorkMemory;
+  /** The loop's passes so far (absent in older carries): `datum reconcile --wait` counts them. */
+  passes?: PassCount;
 }
 
 /** A reconcileNode run ends only when a newer generation's loop takes the node over. */
@@ -260,4 +269,5 @@ export interface DatumWorkflows extends Record<WorkflowType, (input: never) => P
   importNode: ImportNodeWorkflow;
   rolloutGate: RolloutGateWorkflow;
   removal: RemovalWorkflow;
+  fleet: FleetWorkflow;
 }

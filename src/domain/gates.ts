@@ -213,7 +213,10 @@ export const GATES: readonly GateRung[] = [
       'Intent comes before the snapshot: a fresher snapshot cannot unblock changed intent, and Datum re-takes a stale one itself.',
     when: (g) => {
       const c = current(g);
-      return c && c.digest !== g.intent.digest ? c : null;
+      if (!c || c.digest === g.intent.digest) return null;
+      // Another generation's content is no change of this one's: STALE_INTENT or AUTHORITY_REGRESSED says what happened.
+      if (c.generation !== g.intent.generation && (g.rules?.(DECISION_RULE.digestMismatchWithinGeneration) ?? true)) return null;
+      return c;
     },
     say: (c, g) => ({
       detail: `Generation ${g.intent.generation} now has different content (digest ${short(c.digest)}, bound ${short(g.intent.digest)}); raise the generation for a change of intent.`,

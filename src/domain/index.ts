@@ -42,3 +42,5 @@ export * from './selector';
 export * from './waves';
 export * from './decision-items';
 export * from './intended';
+export * from './fleet';
+export * from './holds';

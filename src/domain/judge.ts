@@ -104,7 +104,8 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       authorized: acted.actions.map((a) => a.resource_key),
       drifted_meanwhile: overdue.length > 0 ? [] : retrying,
       executed: acted.evidence.some(wasExecuted),
-      ...resourceConcerns(post, planned),
+      // A pass that acted was not held: a hold is placed between passes.
+      ...resourceConcerns(post, planned, null),
     },
   };
 }

@@ -1,4 +1,4 @@
-import { NOTE_REASONS } from '../contract/vocabulary';
+import { CONDITION_TYPES, NOTE_REASONS } from '../contract/vocabulary';
 import { reconcileWorkflowId } from '../contract/identifiers';
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import type { LedgerEntry } from '../contract/ledger';
@@ -7,6 +7,7 @@ import {
   type LedgerRef,
   type LoopResolution,
   type PassReport,
+  type ReportedCondition,
   type ReportedResource,
   type WorkClaim,
   type WorkCondition,
@@ -21,7 +22,7 @@ import { withFix } from '../contract/fix';
 import { needsJudgement } from './conditions';
 import type { BoundIntent } from '../contract/desired';
 import { addMs, msBetween } from './duration';
-import type { Decision } from '../contract/ledger';
+import type { Condition, Decision } from '../contract/ledger';
 import type { CheckedClaim, CheckedResolve } from './work-payloads';
 import type { History } from '../contract/history';
 import {
@@ -403,6 +404,7 @@ export function workTargets(
   known: string[],
 ): { open: WorkTargetInput[]; tell: string[]; keep: string[]; settles: boolean } {
   const open = report.conditions
+    .filter(isLoopCondition)
     .filter((c) => needsJudgement(c.type) && isWorkCondition(c.type))
     .map((c) => ({
       id: workItemId(report.node, c.type as WorkCondition, c.resource_key),
@@ -419,6 +421,9 @@ export function workTargets(
 // Where a report comes from: an item takes one only once its loop (or the ledger store) confirms it.
 
 /** Whether `loop` is the reconcile loop of the report's node and generation: the only loop that reports to its items. */
+/** A condition a loop raises (a report from the fleet carries the fleet's). */
+const isLoopCondition = (c: ReportedCondition): c is Condition => (CONDITION_TYPES as readonly string[]).includes(c.type);
+
 export const isNodeLoop = (report: Pick<PassReport, 'node' | 'loop' | 'generation'>): boolean =>
   report.loop === reconcileWorkflowId(report.node, report.generation);
 

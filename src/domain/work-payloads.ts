@@ -97,7 +97,7 @@ export function parseResolve(payload: unknown): Checked<CheckedResolve> {
   });
 }
 
-function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
+export function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
   const breach = jsonBreach(payload, CAPS);
   if (breach)
     return {
@@ -123,7 +123,7 @@ function nameProblem(by: unknown): string | null {
   return `by ${echo(by)} ${withFix(`must name who resolves (1 to ${MAX_NAME} characters)`, 'say who you are, such as "oncall" or "resolver-bot"')}`;
 }
 
-function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
+export function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
   const found = problems.filter((p): p is string => p !== null);
   return found.length === 0 ? { ok: true, value } : { ok: false, error: `${name} refused: ${found.join('; ')}` };
 }

@@ -150,6 +150,10 @@ export const WORK_RULES: Record<WorkCondition, readonly ResolutionRule[]> = {
   // Drift Datum only reports: writing it is what observe mode forbids, so only acknowledging is
   // left; the drift clears when it is fixed by hand, desired state changes or agent.yaml enforces.
   OBSERVED_DRIFT: [HOLD("the drift reported and untouched (observe mode is agent.yaml's choice)")],
+  // The fleet's (src/domain/fleet.ts): starting or ending a loop is a rollout's or an operator's
+  // act (the condition names it); the item records who decided the node stays as it is.
+  NO_RUNNING_LOOP: [HOLD('the node without a reconcile loop (nothing observes or repairs it)')],
+  NO_DESIRED_STATE: [HOLD('the loop running for a node the authority no longer declares')],
 };
 
 /**
@@ -195,6 +199,15 @@ export const ITEM_RULES: Record<ItemKind, readonly ResolutionRule[]> = {
     },
   ],
 };
+
+/** The work conditions the fleet workflow raises: their items report from, and resolve to, the fleet. */
+export const FLEET_WORK_CONDITIONS: readonly WorkCondition[] = ['NO_RUNNING_LOOP', 'NO_DESIRED_STATE'];
+export type LoopWorkCondition = Exclude<WorkCondition, 'NO_RUNNING_LOOP' | 'NO_DESIRED_STATE'>;
+
+/** A resolution a reconcile loop can take: of a condition a loop raises, not one of the fleet's. */
+export function isLoopResolution(r: LoopResolution): r is LoopResolution & { condition: LoopWorkCondition } {
+  return !FLEET_WORK_CONDITIONS.includes(r.condition);
+}
 
 export const WORK_CONDITIONS = Object.keys(WORK_RULES) as WorkCondition[];
 /** Every kind of work item `datum work list --condition` takes. */

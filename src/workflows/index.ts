@@ -9,12 +9,14 @@ import { workItem as workItemWorkflow } from './workItem';
 import { importNode as importNodeWorkflow } from './importNode';
 import { rolloutGate as rolloutGateWorkflow } from './rolloutGate';
 import { removal as removalWorkflow } from './removal';
+import { fleet as fleetWorkflow } from './fleet';
 
-export const { reconcileNode, rollout, workItem, importNode, rolloutGate, removal }: DatumWorkflows = {
+export const { reconcileNode, rollout, workItem, importNode, rolloutGate, removal, fleet }: DatumWorkflows = {
   reconcileNode: reconcileNodeWorkflow,
   rollout: rolloutWorkflow,
   workItem: workItemWorkflow,
   importNode: importNodeWorkflow,
   rolloutGate: rolloutGateWorkflow,
   removal: removalWorkflow,
+  fleet: fleetWorkflow,
 };

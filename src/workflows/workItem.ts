@@ -16,6 +16,7 @@ import {
   claimRefusal,
   claimWork,
   durationMs,
+  isFleetReport,
   isNodeLoop,
   workEpisode,
   itemSummary,
@@ -146,7 +147,9 @@ function ownCarry(input: WorkItemInput, info: ReturnType<typeof workflowInfo>): 
  */
 async function confirmed(w: Work, report: PassReport): Promise<boolean> {
   let why: string;
-  if (!isNodeLoop(report) || report.node !== w.item.node) why = `${report.loop} is not the reconcile loop of ${w.item.node}`;
+  // A fleet condition's item takes its reports from the fleet workflow, which confirmReport asks in turn.
+  if (!(isNodeLoop(report) || isFleetReport(report)) || report.node !== w.item.node)
+    why = `${report.loop} is not the reconcile loop of ${w.item.node}, nor the fleet workflow`;
   else {
     const check = await work.confirmReport.executeWithOptions(
       { summary: summaryLine(`confirm ${report.loop} #${report.ledger_seq}`) },

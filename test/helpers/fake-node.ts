@@ -134,6 +134,11 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
         const entries = [...stored.values()];
         return Promise.resolve(entries[entries.length - 1]?.operator_decisions ?? []);
       },
+      /** The hold on the newest stored entry, as the real store's storedHold reads it. */
+      async storedHold() {
+        const entries = [...stored.values()];
+        return Promise.resolve(entries[entries.length - 1]?.hold ?? null);
+      },
       async prepareRolloutNodes(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));
       },
@@ -168,6 +173,15 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
       /** Who sent a signal is read on a real server only (test/integration/loop-failures.test.ts): unknown here. */
       async signalRequester(): Promise<null> {
         return Promise.resolve(null);
+      },
+      async lookAtFleet(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
+      },
+      async reportFleetWork(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
+      },
+      async openFleetItems(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
       },
     },
   };

@@ -21,9 +21,11 @@ import { ledgerEntry, problemsFromZod } from '../../schemas';
 export interface ListOptions {
   /** Only entries decided at or after this ISO 8601 time (inclusive). */
   since?: string;
-  /** At most this many entries: the earliest ones in (decided_at, seq) order. */
+  /** At most this many entries: the earliest ones in (decided_at, seq) order, or the latest with `newest`. */
   limit?: number;
   workflowId?: string;
+  /** With `limit`: the latest entries instead of the earliest (still returned oldest first). */
+  newest?: boolean;
 }
 
 export interface NodeSummary {
@@ -220,6 +222,7 @@ export interface ListQuery {
   since: string | null;
   limit: number | null;
   workflowId: string | null;
+  newest: boolean;
 }
 
 export function prepareList(node: unknown, options: ListOptions | undefined): ListQuery {
@@ -254,7 +257,7 @@ export function prepareList(node: unknown, options: ListOptions | undefined): Li
   if (o.workflowId !== undefined && typeof o.workflowId !== 'string') {
     throw new InvalidLedgerQuery(withFix('workflowId must be a string', 'pass the reconcile workflow id, or leave it out'));
   }
-  return { node, since, limit, workflowId: o.workflowId ?? null };
+  return { node, since, limit, workflowId: o.workflowId ?? null, newest: o.newest === true };
 }
 
 /**
@@ -275,12 +278,14 @@ export function listSql(
     params.push(q.workflowId);
     where.push(`workflow_id = ${placeholder(params.length)}`);
   }
-  let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
-  if (q.limit !== null) {
-    params.push(q.limit);
-    sql += ` LIMIT ${placeholder(params.length)}`;
-  }
-  return { sql, params };
+  const order = 'ORDER BY decided_at, seq, id';
+  if (q.limit === null) return { sql: `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ${order}`, params };
+  params.push(q.limit);
+  const limit = `LIMIT ${placeholder(params.length)}`;
+  if (!q.newest) return { sql: `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ${order} ${limit}`, params };
+  // The latest N, by the index's order backwards, then oldest first like every list.
+  const latest = `SELECT entry, decided_at, seq, id FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at DESC, seq DESC, id DESC ${limit}`;
+  return { sql: `SELECT entry FROM (${latest}) latest ${order}`, params };
 }
 
 /** Every node's entry count and last decision, in the SQL both back ends understand. */

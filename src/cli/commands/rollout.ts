@@ -32,7 +32,7 @@ import { checkNode } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
 import type { CommandModule } from '../command';
 import { fleetDirFrom } from '../dirs';
-import { optionalFleetDir } from '../fleet-view';
+import { fleetOverride } from '../fleet-view';
 import { fleetForLabels, fleetForSelector, labelsFrom, selectorFlag } from '../selectors';
 import { specsReadLabels, waveSettings, wavesFor, wantsWaves, type WaveFlags } from '../wave-plan';
 import { selects, type Labels, type Selector } from '../../domain/selector';
@@ -120,7 +120,7 @@ export const rolloutStartCommand: CommandModule<StartRaw, StartInput> = {
 
 /** --selector: the authority's nodes it selects (by name, or by their labels). */
 async function selectedNodes(selector: Selector, values: StartRaw): Promise<string[]> {
-  const fleetDir = fleetForSelector(selector, optionalFleetDir(values.fleet, values)) ?? fleetDirFrom(values.fleet);
+  const fleetDir = fleetForSelector(selector, fleetOverride(values.fleet)) ?? fleetDirFrom(values.fleet);
   const labels = await labelsFrom(fleetDir);
   const nodes = [...labels.keys()].filter((n) => selects(selector, n, labels.get(n) ?? {}));
   if (nodes.length === 0)
@@ -135,7 +135,7 @@ async function wavesOf(values: StartRaw, nodes: string[]): Promise<RolloutWaves 
   if (!wantsWaves(values)) return null;
   const settings = (await waveSettings(values))!;
   const labels = specsReadLabels(settings.specs)
-    ? await labelsFrom(fleetForLabels('a wave selector', optionalFleetDir(values.fleet, values)), nodes)
+    ? await labelsFrom(fleetForLabels('a wave selector', fleetOverride(values.fleet)), nodes)
     : new Map<string, Labels>();
   return wavesFor(nodes, settings, labels);
 }

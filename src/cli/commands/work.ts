@@ -11,7 +11,7 @@ import {
 } from '../../contract';
 import { WORK_KINDS, parseClaim, parseRelease, parseResolve, type CheckedResolve } from '../../domain';
 import type { Selector } from '../../domain/selector';
-import { optionalFleetDir } from '../fleet-view';
+import { fleetOverride } from '../fleet-view';
 import { nodeMatcher, selectorFlag } from '../selectors';
 import { UsageError, durationFlag, listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
@@ -62,7 +62,7 @@ export const workListCommand: CommandModule<ListRaw, ListInput> = {
   },
   async run({ values, format, filter, selector }) {
     return await withTemporal(values, async (client) => {
-      const selected = await nodeMatcher(selector, selector ? optionalFleetDir(values.fleet, values) : null);
+      const selected = await nodeMatcher(selector, selector ? fleetOverride(values.fleet) : null);
       const rows = (await listWork(client, filter)).filter(
         (r) => !selector || (r.condition !== 'ROLLOUT_HALTED' && selected(r.node)),
       );
