@@ -66,6 +66,7 @@ describe('unit names', () => {
 
   it(
     'escapes each part as systemd-escape does (except "/", which it would turn into "-")',
+    { timeout: INSTALL_TIMEOUT_MS },
     async (ctx) => {
       const escape = await toolOrSkip(ctx, 'systemd-escape');
       for (const name of ['N-24', '.hidden', 'a b', 'nœud', '$(rm -rf)', 'x\\y', "it's", 'a:b_c.d', '-', '..', 'tab\there']) {
@@ -73,7 +74,6 @@ describe('unit names', () => {
         expect(systemdEscape(name), name).toBe(real);
       }
     },
-    INSTALL_TIMEOUT_MS,
   );
 
   it('gives different units to names that would run together', () => {

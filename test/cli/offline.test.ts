@@ -333,49 +333,41 @@ describe('shell completion', () => {
     expect(complete(script, ['datum', 'rollout', 'status', '--w']).stdout.trim()).toBe('--wait');
   });
 
-  it(
-    'fish completes from the same tree',
-    async (ctx) => {
-      const fish = await toolOrSkip(ctx, 'fish');
-      const { stdout: script } = await datum(['completion', 'fish']);
-      const file = path.join(tmp, 'datum.fish');
-      await fs.writeFile(file, script);
-      const complete = (line: string) =>
-        spawnSync(fish, ['-c', `source ${file}; complete -C '${line}'`], { encoding: 'utf8' })
-          .stdout.split('\n')
-          .map((l) => l.split('\t')[0]);
-      expect(complete('datum rollout st')).toEqual(expect.arrayContaining(['start', 'status']));
-      expect(complete('datum nodes --st')).toContain('--status');
-      expect(complete('datum nodes -o ')).toEqual(expect.arrayContaining(['text', 'json', 'jsonl']));
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it('fish completes from the same tree', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const fish = await toolOrSkip(ctx, 'fish');
+    const { stdout: script } = await datum(['completion', 'fish']);
+    const file = path.join(tmp, 'datum.fish');
+    await fs.writeFile(file, script);
+    const complete = (line: string) =>
+      spawnSync(fish, ['-c', `source ${file}; complete -C '${line}'`], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .map((l) => l.split('\t')[0]);
+    expect(complete('datum rollout st')).toEqual(expect.arrayContaining(['start', 'status']));
+    expect(complete('datum nodes --st')).toContain('--status');
+    expect(complete('datum nodes -o ')).toEqual(expect.arrayContaining(['text', 'json', 'jsonl']));
+  });
 
-  it(
-    'zsh: the script parses and finds the command path',
-    async (ctx) => {
-      const zsh = await toolOrSkip(ctx, 'zsh');
-      const { stdout: script } = await datum(['completion', 'zsh']);
-      const file = path.join(tmp, '_datum');
-      await fs.writeFile(file, script);
-      expect(spawnSync(zsh, ['-n', file], { encoding: 'utf8' }).status).toBe(0);
-      // _describe and compadd stubbed to print what they are given: the completion system itself needs a terminal.
-      const stubs =
-        'compdef() { :; }; _describe() { print -l -- "${(@P)4}"; }; compadd() { shift; print -- "$@"; }; _files() { print FILES; }';
-      const complete = (words: string[]) =>
-        spawnSync(
-          zsh,
-          ['-c', `${stubs}; source ${file}; words=(${words.map((w) => `'${w}'`).join(' ')}); CURRENT=${words.length}; _datum`],
-          {
-            encoding: 'utf8',
-          },
-        ).stdout;
-      expect(complete(['datum', 'rollout', 'st'])).toMatch(/^start:start \(or attach to\)/m);
-      expect(complete(['datum', 'nodes', '-o', ''])).toContain('text json jsonl');
-      expect(complete(['datum', 'worker', '--fleet', ''])).toContain('FILES');
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it('zsh: the script parses and finds the command path', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const zsh = await toolOrSkip(ctx, 'zsh');
+    const { stdout: script } = await datum(['completion', 'zsh']);
+    const file = path.join(tmp, '_datum');
+    await fs.writeFile(file, script);
+    expect(spawnSync(zsh, ['-n', file], { encoding: 'utf8' }).status).toBe(0);
+    // _describe and compadd stubbed to print what they are given: the completion system itself needs a terminal.
+    const stubs =
+      'compdef() { :; }; _describe() { print -l -- "${(@P)4}"; }; compadd() { shift; print -- "$@"; }; _files() { print FILES; }';
+    const complete = (words: string[]) =>
+      spawnSync(
+        zsh,
+        ['-c', `${stubs}; source ${file}; words=(${words.map((w) => `'${w}'`).join(' ')}); CURRENT=${words.length}; _datum`],
+        {
+          encoding: 'utf8',
+        },
+      ).stdout;
+    expect(complete(['datum', 'rollout', 'st'])).toMatch(/^start:start \(or attach to\)/m);
+    expect(complete(['datum', 'nodes', '-o', ''])).toContain('text json jsonl');
+    expect(complete(['datum', 'worker', '--fleet', ''])).toContain('FILES');
+  });
 });
 
 describe('fast start', () => {

@@ -748,19 +748,15 @@ describe('docker-compose.yml', () => {
 
   // The compose CLI standalone (the `docker compose` plugin's own program): `config` reads the
   // files and needs no Docker engine.
-  it(
-    `passes \`docker compose config -q\` (compose ${COMPOSE.release})`,
-    async (ctx) => {
-      const compose = await toolOrSkip(ctx, 'docker-compose');
-      const result = spawnSync(compose, ['--env-file', ENV_EXAMPLE, '-f', COMPOSE_FILE, 'config', '-q'], {
-        cwd: ROOT,
-        encoding: 'utf8',
-      });
-      expect(result.status, result.stderr).toBe(0);
-      expect(result.stdout, 'config -q prints nothing').toBe('');
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it(`passes \`docker compose config -q\` (compose ${COMPOSE.release})`, { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const compose = await toolOrSkip(ctx, 'docker-compose');
+    const result = spawnSync(compose, ['--env-file', ENV_EXAMPLE, '-f', COMPOSE_FILE, 'config', '-q'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout, 'config -q prints nothing').toBe('');
+  });
 });
 
 // ---------------------------------------------------------------------------------------------

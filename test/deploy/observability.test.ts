@@ -394,29 +394,25 @@ describe('the alert rules and the dashboard', () => {
     );
   });
 
-  it(
-    `passes promtool ${PROMETHEUS.release} check rules and check config`,
-    async (ctx) => {
-      const promtool = await toolOrSkip(ctx, 'promtool');
-      const rules = spawnSync(promtool, ['check', 'rules', ALERTS_FILE], { encoding: 'utf8' });
-      expect(rules.status, `${rules.stdout}${rules.stderr}`).toBe(0);
-      const config = spawnSync(promtool, ['check', 'config', PROMETHEUS_FILE], { encoding: 'utf8' });
-      expect(config.status, `${config.stdout}${config.stderr}`).toBe(0);
-      // Dashboard queries are no rules, but promtool parses them the same way inside a rule file.
-      const asRules = path.join(scratch, 'dashboard-rules.yml');
-      writeFileSync(
-        asRules,
-        stringifyYaml({
-          groups: [
-            { name: 'dashboard', rules: dashboardExpressions().map((e, i) => ({ record: `dashboard:q${i}`, expr: e.expr })) },
-          ],
-        }),
-      );
-      const dash = spawnSync(promtool, ['check', 'rules', asRules], { encoding: 'utf8' });
-      expect(dash.status, `${dash.stdout}${dash.stderr}`).toBe(0);
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it(`passes promtool ${PROMETHEUS.release} check rules and check config`, { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const promtool = await toolOrSkip(ctx, 'promtool');
+    const rules = spawnSync(promtool, ['check', 'rules', ALERTS_FILE], { encoding: 'utf8' });
+    expect(rules.status, `${rules.stdout}${rules.stderr}`).toBe(0);
+    const config = spawnSync(promtool, ['check', 'config', PROMETHEUS_FILE], { encoding: 'utf8' });
+    expect(config.status, `${config.stdout}${config.stderr}`).toBe(0);
+    // Dashboard queries are no rules, but promtool parses them the same way inside a rule file.
+    const asRules = path.join(scratch, 'dashboard-rules.yml');
+    writeFileSync(
+      asRules,
+      stringifyYaml({
+        groups: [
+          { name: 'dashboard', rules: dashboardExpressions().map((e, i) => ({ record: `dashboard:q${i}`, expr: e.expr })) },
+        ],
+      }),
+    );
+    const dash = spawnSync(promtool, ['check', 'rules', asRules], { encoding: 'utf8' });
+    expect(dash.status, `${dash.stdout}${dash.stderr}`).toBe(0);
+  });
 
   it('names only metrics and labels that real Datum processes export', () => {
     expect(exported.size, 'the processes were scraped').toBeGreaterThan(10);

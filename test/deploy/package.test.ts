@@ -164,6 +164,7 @@ describe('the datum-agent packages', () => {
 
   it(
     'depend on the glibc and libstdc++ versions objdump reads from the runtime and the native module',
+    { timeout: INSTALL_TIMEOUT_MS },
     async (ctx) => {
       const objdump = await toolOrSkip(ctx, 'objdump');
       // soname → version family → newest version, across both files, as "Version References" lists them.
@@ -187,7 +188,6 @@ describe('the datum-agent packages', () => {
       const newestGlibc = glibc.reduce((m, v) => (later(v, m) ? v : m));
       expect(fields.Depends).toContain(`libc6 (>= ${newestGlibc})`);
     },
-    INSTALL_TIMEOUT_MS,
   );
 
   it('bundle the agent with none of the workflow code or the workflow bundler', async () => {

@@ -67,20 +67,17 @@ describe.each([
   // What %i expands to for the instance systemd-analyze loads.
   const expand = (v: string) => (instance ? v.replaceAll('%i', instance) : v);
 
-  it(
-    'passes systemd-analyze verify with no warning',
-    async (ctx) => {
-      const analyze = await toolOrSkip(ctx, 'systemd-analyze');
-      const result = spawnSync(analyze, ['verify', loadable(file, instance)], { encoding: 'utf8' });
-      // verify exits 0 on an unknown directive, only warning about it: the warnings count.
-      expect(result.status, result.stderr).toBe(0);
-      expect(result.stderr.trim(), 'systemd-analyze verify says nothing').toBe('');
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it('passes systemd-analyze verify with no warning', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const analyze = await toolOrSkip(ctx, 'systemd-analyze');
+    const result = spawnSync(analyze, ['verify', loadable(file, instance)], { encoding: 'utf8' });
+    // verify exits 0 on an unknown directive, only warning about it: the warnings count.
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr.trim(), 'systemd-analyze verify says nothing').toBe('');
+  });
 
   it(
     'is hardened: systemd-analyze security rates its exposure OK (2.0 or lower)',
+    { timeout: INSTALL_TIMEOUT_MS },
     async (ctx) => {
       const analyze = await toolOrSkip(ctx, 'systemd-analyze');
       const result = spawnSync(analyze, ['security', '--offline=yes', loadable(file, instance)], { encoding: 'utf8' });
@@ -88,7 +85,6 @@ describe.each([
       expect(score, `${result.stdout}${result.stderr}`).not.toBeNull();
       expect(Number(score![1])).toBeLessThanOrEqual(2.0);
     },
-    INSTALL_TIMEOUT_MS,
   );
 
   it('restarts, runs as the dedicated datum user, and takes the Temporal connection from an EnvironmentFile', () => {
@@ -121,20 +117,16 @@ describe.each([
 });
 
 describe('datum.sysusers', () => {
-  it(
-    'declares the datum user in a form systemd-sysusers accepts',
-    async (ctx) => {
-      const sysusers = await toolOrSkip(ctx, 'systemd-sysusers');
-      const root = path.join(scratch, 'sysroot');
-      spawnSync('mkdir', ['-p', path.join(root, 'etc')]);
-      const result = spawnSync(sysusers, [`--root=${root}`, '--dry-run', path.join(DIR, 'datum.sysusers')], {
-        encoding: 'utf8',
-      });
-      expect(result.status, result.stderr).toBe(0);
-      expect(`${result.stdout}${result.stderr}`).toMatch(/Would write \/etc\/passwd/);
-    },
-    INSTALL_TIMEOUT_MS,
-  );
+  it('declares the datum user in a form systemd-sysusers accepts', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const sysusers = await toolOrSkip(ctx, 'systemd-sysusers');
+    const root = path.join(scratch, 'sysroot');
+    spawnSync('mkdir', ['-p', path.join(root, 'etc')]);
+    const result = spawnSync(sysusers, [`--root=${root}`, '--dry-run', path.join(DIR, 'datum.sysusers')], {
+      encoding: 'utf8',
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(`${result.stdout}${result.stderr}`).toMatch(/Would write \/etc\/passwd/);
+  });
 });
 
 describe('datum-agent@.service', () => {
