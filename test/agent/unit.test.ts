@@ -39,11 +39,12 @@ import {
   writeDaemon,
   type UnitHost,
 } from './unit-host';
+import { INSTALL_TIMEOUT_MS } from '../helpers/tools';
 
 let host: UnitHost | { skip: string } = { skip: 'not started yet' };
 beforeAll(async () => {
   host = await startUnitHost();
-}, 60_000);
+}, INSTALL_TIMEOUT_MS);
 afterAll(async () => {
   if ('stop' in host) await host.stop();
 }, 60_000);

@@ -10,6 +10,7 @@ import { FAST_POLICY, startConflictingWriter } from '../helpers/fleet';
 import { statusesOf, useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
 import { changes, daemonUnit, freePort, show, startUnitHost, systemctl, writeDaemon, type UnitHost } from '../agent/unit-host';
+import { INSTALL_TIMEOUT_MS } from '../helpers/tools';
 
 /*
  * `unit` resources through the whole loop on real processes: a dev server, the controller worker,
@@ -26,7 +27,7 @@ const stack = useStack();
 let host: UnitHost | { skip: string } = { skip: 'not started yet' };
 beforeAll(async () => {
   host = await startUnitHost();
-}, 60_000);
+}, INSTALL_TIMEOUT_MS);
 afterAll(async () => {
   if ('stop' in host) await host.stop();
 }, 60_000);

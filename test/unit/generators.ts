@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { isCI } from '../../scripts/ci.cjs';
 import type { Mode } from '../../src/domain';
 import {
   PATHS,
@@ -251,7 +252,7 @@ export function scriptArb(f: Focus): fc.Arbitrary<Script> {
 
 /**
  * Cases per property. `core` (one or two decisions per case, properties.test.ts): 10^5 on CI
- * (CI=true), 10^4 elsewhere. `sequences` (a node carried through several generations, a few to a
+ * (CI=1, true or yes: scripts/ci.cjs, as the set-up reads it), 10^4 elsewhere. `sequences` (a node carried through several generations, a few to a
  * few dozen passes per case): 10^4 on CI, 2,000 elsewhere; 10^5 of those takes about an hour of one
  * core per property, so it runs as `npm run properties:full`, not in CI. DATUM_PROPERTY_RUNS
  * overrides every default. DATUM_PROPERTY_SEED replays one run (fast-check prints the seed and
@@ -265,7 +266,7 @@ export function propertyRuns(scale: 'core' | 'sequences' = 'core'): number {
       throw new Error(`DATUM_PROPERTY_RUNS=${given} is not a whole number of cases — fix: give one, such as 100000`);
     return n;
   }
-  const ci = process.env.CI === 'true';
+  const ci = isCI();
   if (scale === 'sequences') return ci ? 10_000 : 2_000;
   return ci ? 100_000 : 10_000;
 }
