@@ -143,6 +143,7 @@ export default tseslint.config(
           allowDefaultProject: [
             '*.mjs',
             'scripts/*.mjs',
+            'scripts/*.cjs',
             'bench/*.mjs',
             'bench/*.js',
             'bin/*.js',

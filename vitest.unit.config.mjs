@@ -14,6 +14,7 @@ export default defineConfig({
       'test/agent/targets.test.ts',
       'test/agent/cas.test.ts',
       'test/agent/marker-upgrade.test.ts',
+      'test/agent/removal.test.ts',
       'test/metrics/actions.test.ts',
       // The fuzz tier (issue 10, must-show 2): 10^4 cases per input surface, pure or on temp dirs.
       'test/fuzz/**/*.test.ts',

@@ -25,6 +25,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { pct } from './fleet.mjs';
+import { memoryMb, othersRunning, provenance } from './provenance.mjs';
 import { pollerOn, start, startServer } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
@@ -38,7 +39,7 @@ const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 const { mapLimit } = require(dist('activities/map-limit.js'));
 const { buildDeb } = await import(pathToFileURL(path.join(root, 'scripts', 'build-deb.mjs')).href);
 
-const USAGE = 'usage: node bench/mixed.mjs [--nodes 100] [--changes 10] [--steady 60] [--keep]';
+const USAGE = 'usage: node bench/mixed.mjs [--nodes 100] [--changes 10] [--steady 60] [--keep] [--beside-others]';
 let values;
 try {
   ({ values } = parseArgs({
@@ -47,6 +48,7 @@ try {
       changes: { type: 'string', default: '10' },
       steady: { type: 'string', default: '60' },
       keep: { type: 'boolean', default: false },
+      'beside-others': { type: 'boolean', default: false },
     },
   }));
 } catch (e) {
@@ -60,6 +62,14 @@ const whole = (name, min) => {
 const n = whole('nodes', 1);
 const changesPerKind = whole('changes', 0);
 const steadySeconds = whole('steady', 5);
+// The tree this run measures, taken before anything is built from it.
+const measured = provenance();
+const others = await othersRunning();
+if (others.length > 0 && !values['beside-others'])
+  fail(
+    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
+      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
+  );
 
 function fail(message) {
   console.error(`bench: ${message}`);
@@ -285,6 +295,8 @@ async function row(dir) {
     const s0 = await cpuOf(agent.pid, true);
     await sleep(steadySeconds * 1000);
     const steadyCores = ((await cpuOf(agent.pid, true)) - s0) / steadySeconds;
+    // After the idle phase: the agent's memory once its garbage collector has had time to settle.
+    const settled = await memoryMb(agent.pid);
     say(`agent at rest: ${round(steadyCores)} cores; drift detection …`);
 
     const pick = () => [...nodes.keys()].sort(() => Math.random() - 0.5).slice(0, Math.min(changesPerKind, n));
@@ -330,7 +342,7 @@ async function row(dir) {
     const secs = (kind) => detections.filter((d) => d.kind === kind && d.ms !== null).map((d) => d.ms / 1000);
     // Every repair done: the fleet is converged again before the agent stops.
     await sleep(5000);
-    const agentRss = Math.round(Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${agent.pid}/status`, 'utf8'))[1]) / 1024);
+    const agentMemory = await memoryMb(agent.pid);
     for (const p of procs) p.kill('SIGTERM');
     await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
     say('agent stopped; observe cost per resource …');
@@ -338,6 +350,8 @@ async function row(dir) {
     return {
       date: new Date().toISOString(),
       command: `node bench/mixed.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+      ...measured,
+      beside_others: others.length,
       machine: { cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? null, node: process.version },
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       nodes: n,
@@ -350,7 +364,9 @@ async function row(dir) {
       convergence_p99_s: pct(perNode, 99) / 1000,
       agent_rollout_cpu_s: round(agentRolloutCpu, 1),
       agent_steady_cores: round(steadyCores, 3),
-      agent_rss_mb: agentRss,
+      agent_rss_mb: agentMemory.rss,
+      agent_peak_mb: agentMemory.peak,
+      agent_settled_mb: settled.rss,
       detection: Object.fromEntries(
         ['package', 'unit', 'file'].map((kind) => [
           kind,
@@ -375,13 +391,24 @@ const dir = await mkdtemp(path.join(os.tmpdir(), 'datum-bench-mixed-'));
 let result;
 try {
   result = await row(dir);
+} catch (error) {
+  say(`the row failed: ${error.stack ?? error}`);
+  process.exitCode = 1;
 } finally {
-  if (!values.keep) await rm(dir, { recursive: true, force: true });
+  // A dpkg the killed agent ran may still be writing under the row's directory for a moment.
+  if (!values.keep)
+    await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 }).catch((e) =>
+      say(`left ${dir}: ${e.message}`),
+    );
   else say(`kept ${dir}`);
 }
+if (!result) process.exit();
 const out = path.join(root, 'bench', 'results', `${result.date.slice(0, 10)}-mixed.json`);
 await mkdir(path.dirname(out), { recursive: true });
-await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+// Rows of the same day accumulate: a row replaces the earlier one of its size.
+const earlier = await readFile(out, 'utf8').then(JSON.parse, () => ({ rows: [] }));
+const rows = [...(earlier.rows ?? []).filter((r) => r.nodes !== result.nodes), result].sort((a, b) => a.nodes - b.nodes);
+await writeFile(out, `${JSON.stringify({ rows }, null, 2)}\n`);
 const d = result.detection;
 console.log(
   [

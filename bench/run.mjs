@@ -26,6 +26,7 @@ import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
+import { memoryMb, othersRunning, provenance } from './provenance.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -42,7 +43,7 @@ const domain = require(dist('domain/index.js'));
 const { Worker, NativeConnection } = require('@temporalio/worker');
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--profile] [--keep]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--profile] [--keep] [--beside-others]';
 let values;
 try {
   ({ values } = parseArgs({
@@ -57,6 +58,9 @@ try {
       soak: { type: 'string', default: '24' },
       profile: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
+      settle: { type: 'string', default: '30' },
+      repeat: { type: 'string', default: '3' },
+      'beside-others': { type: 'boolean', default: false },
     },
   }));
 } catch (e) {
@@ -71,6 +75,20 @@ if (servers.length === 0 || servers.some((x) => !SERVERS.includes(x)))
 const workerCounts = values.workers.split(',').map(Number);
 if (workerCounts.some((w) => !Number.isInteger(w) || w < 1))
   fail(`--workers ${values.workers} must list controller worker counts, such as --workers 1,2`);
+const settleSeconds = Number(values.settle);
+if (!Number.isInteger(settleSeconds) || settleSeconds < 0)
+  fail(`--settle ${values.settle} must be whole seconds of idle before the settled memory sample, such as --settle 30`);
+const repeat = Number(values.repeat);
+if (!Number.isInteger(repeat) || repeat < 1)
+  fail(`--repeat ${values.repeat} must be how many times each row runs, such as --repeat 3`);
+// The tree this run measures, taken before anything is built from it.
+const measured = provenance();
+const others = await othersRunning();
+if (others.length > 0 && !values['beside-others'])
+  fail(
+    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
+      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
+  );
 const sizes = values.nodes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1))
   fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
@@ -99,12 +117,15 @@ const REFUSED_POLL = /concurrent poller limit exceeded/gi;
 const round = (x, digits = 2) =>
   x === null || x === undefined || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits;
 
-async function rssMb(pid) {
-  try {
-    return Math.round(Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) / 1024);
-  } catch {
-    return null;
-  }
+/** Memory (MB) of the row's processes: the controller workers' largest, the agent's and the server's. */
+async function memoryOf(workers, agent, server) {
+  const ws = await Promise.all(workers.map((w) => memoryMb(w.pid)));
+  const most = (key) => (ws.some((w) => w[key] === null) ? null : Math.max(...ws.map((w) => w[key])));
+  return {
+    worker: { rss: most('rss'), peak: most('peak') },
+    agent: await memoryMb(agent.pid),
+    server: await memoryMb(server.pids.server),
+  };
 }
 async function cpuSeconds(pid) {
   try {
@@ -668,7 +689,14 @@ async function runSize(n, mode, serverKind, workerCount) {
     const ms = (kind) => detections.filter((d) => (kind === 'all' || d.kind === kind) && d.ms !== null).map((d) => d.ms / 1000);
     const observedS = detections.filter((d) => typeof d.observed_ms === 'number').map((d) => d.observed_ms / 1000);
     const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
+    // Memory at the end of the row and at each process's peak, then once more after --settle
+    // seconds with no rollout and no change: one sample can sit anywhere in a collector's cycle.
+    const atEnd = await memoryOf(workers, agent, server);
+    await sleep(settleSeconds * 1000);
+    const settled = await memoryOf(workers, agent, server);
     return {
+      ...measured,
+      beside_others: others.length,
       server: serverKind,
       server_detail: server.describe,
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
@@ -702,9 +730,14 @@ async function runSize(n, mode, serverKind, workerCount) {
         50,
       ),
       events_per_repair_max: Math.max(...detections.map((d) => d.events ?? 0)),
-      worker_rss_mb: Math.max(...(await Promise.all(workers.map((w) => rssMb(w.pid))))),
-      agent_rss_mb: await rssMb(agent.pid),
-      server_rss_mb: await rssMb(server.pids.server),
+      ...Object.fromEntries(
+        ['worker', 'agent', 'server'].flatMap((p) => [
+          [`${p}_rss_mb`, atEnd[p].rss],
+          [`${p}_peak_mb`, settled[p].peak],
+          [`${p}_settled_mb`, settled[p].rss],
+        ]),
+      ),
+      settle_s: settleSeconds,
       server_cpu_rollout_cores: rolloutCpu.server.cores,
       postgres_cpu_rollout_cores: rolloutCpu.postgres?.cores ?? null,
       worker_cpu_rollout_cores: rolloutCpu.worker.cores,
@@ -826,23 +859,31 @@ for (const n of sizes) {
       for (const serverKind of servers) {
         const row = `${serverKind}, ${n} nodes, ${mode}, ${workerCount} worker(s)`;
         console.error(`bench: ${row} …`);
-        let r;
-        try {
-          r = await runSize(n, mode, serverKind, workerCount);
-        } catch (error) {
-          // One row that fails (a server that does not come up, a pass that never ends) is
-          // recorded with its error; the rest of the matrix still runs.
-          console.error(`bench: ${row} failed: ${error.stack ?? error}`);
+        const runs = [];
+        const failures = [];
+        for (let i = 1; i <= repeat; i++) {
+          if (repeat > 1) console.error(`bench: ${row}, run ${i} of ${repeat} …`);
+          try {
+            runs.push(await runSize(n, mode, serverKind, workerCount));
+          } catch (error) {
+            // A run that fails (a server that does not come up, a pass that never ends) is
+            // recorded with its error; the other runs and the rest of the matrix still run.
+            console.error(`bench: ${row} failed: ${error.stack ?? error}`);
+            failures.push({ partial: error.partial, error: String(error.message ?? error) });
+          }
+        }
+        if (runs.length === 0) {
           results.push({
-            ...(error.partial ?? { server: serverKind, workers: workerCount, nodes: n, mode }),
-            error: String(error.message ?? error),
+            ...(failures[0].partial ?? { server: serverKind, workers: workerCount, nodes: n, mode }),
+            error: failures.map((f) => f.error).join('; '),
           });
           await writeResults();
           continue;
         }
+        const r = combineRuns(runs, failures);
         if (values.profile) {
           r.profile.node = await summarizeProfiles(r.logs);
-          if (!values.keep) await rm(path.dirname(r.logs), { recursive: true, force: true });
+          if (!values.keep) for (const run of runs) await rm(path.dirname(run.logs), { recursive: true, force: true });
         }
         delete r.logs;
         results.push({ ...r, floor_s: floor.ms / 1000, datum_over_floor: round(r.rollout_s / (floor.ms / 1000)) });
@@ -864,12 +905,34 @@ console.log(markdown(accumulated(), soakResult ?? earlier?.soak ?? null));
 console.error(`bench: wrote ${['json', 'md', 'svg'].map((e) => path.relative(root, out(e))).join(', ')}`);
 process.exit(0);
 
+/**
+ * One row from its repeated runs: every top-level figure is the median over the runs, with its
+ * spread (lowest, highest) beside it; the nested detail (profiles, memory breakdown, slowest node)
+ * is the run whose rollout time is the median's. A run that failed is counted and named.
+ */
+function combineRuns(runs, failures) {
+  const byRollout = [...runs].sort((a, b) => (a.rollout_s ?? Infinity) - (b.rollout_s ?? Infinity));
+  const middle = byRollout[Math.floor((byRollout.length - 1) / 2)];
+  const combined = { ...middle, repetitions: runs.length, spread: {} };
+  for (const [key, value] of Object.entries(middle)) {
+    const values = runs.map((r) => r[key]);
+    if (typeof value !== 'number' || !values.every((v) => typeof v === 'number')) continue;
+    const sorted = [...values].sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    combined[key] = sorted.length % 2 ? sorted[Math.floor(mid)] : round((sorted[mid - 1] + sorted[mid]) / 2, 3);
+    if (sorted.length > 1) combined.spread[key] = [sorted[0], sorted[sorted.length - 1]];
+  }
+  if (failures.length > 0) combined.failed_runs = failures.map((f) => f.error);
+  return combined;
+}
+
 function markdown(rows, soaked) {
   const cols = [
     ['server', 'server'],
     ['nodes', 'nodes'],
     ['mode', 'mode'],
     ['workers', 'workers'],
+    ['repetitions', 'runs'],
     ['rollout_s', 'rollout s'],
     ['floor_s', 'floor s'],
     ['ceiling_s', 'ceiling s'],
@@ -887,15 +950,23 @@ function markdown(rows, soaked) {
     ['events_per_repair_p50', 'events/repair'],
     ['events_to_first_convergence_p50', 'events to converge'],
     ['worker_rss_mb', 'worker MB'],
+    ['worker_peak_mb', 'worker peak MB'],
+    ['worker_settled_mb', 'worker settled MB'],
     ['agent_rss_mb', 'agent MB'],
+    ['agent_peak_mb', 'agent peak MB'],
     ['server_cpu_rollout_cores', 'server cores (rollout)'],
     ['postgres_cpu_rollout_cores', 'PostgreSQL cores (rollout)'],
     ['load_avg_1m', 'machine load (1 min)'],
+    ['commit', 'commit'],
   ];
   const lines = [`| ${cols.map((c) => c[1]).join(' | ')} |`, `| ${cols.map(() => '---').join(' | ')} |`];
   const cell = (r, k) => {
     if (k === 'server') return serverOf(r);
     if (k === 'workers') return workersOf(r);
+    if (k === 'commit') return r.commit ? `${r.commit.slice(0, 7)}${r.dirty ? ' (dirty)' : ''}` : 'n/a';
+    if (k === 'repetitions') return r.repetitions ?? 1;
+    const spread = r.spread?.[k];
+    if (spread && spread[0] !== spread[1]) return `${r[k]} (${spread[0]}–${spread[1]})`;
     return r[k] === null || r[k] === undefined ? (r.error ? 'failed' : 'n/a') : r[k];
   };
   for (const r of rows) lines.push(`| ${cols.map(([k]) => cell(r, k)).join(' | ')} |`);

@@ -80,6 +80,17 @@ function conditions({ vocabulary, gates, gateConditions, conditions: c }) {
   );
 }
 
+function fleetConditions({ fleet }) {
+  return table(
+    ['type', 'open while', 'needs judgement'],
+    fleet.FLEET_CONDITION_TYPES.map((type) => [
+      code(type),
+      fleet.FLEET_CONDITION_MEANINGS[type],
+      fleet.FLEET_WORK_CONDITIONS.includes(type) ? 'yes: it opens a work item' : 'no',
+    ]),
+  );
+}
+
 function gateTable({ gates }) {
   return table(
     ['reason', 'needs', 'condition', 'trigger', 'lists resources', 'why it comes before the next'],
@@ -97,7 +108,8 @@ function ladderTable({ ladder }) {
 /**
  * The page, from the modules that define its content: `vocabulary` (src/contract/vocabulary),
  * `gates` and `gateConditions` (GATES and GATE_CONDITIONS of src/domain/gates), `ladder` (LADDER of
- * src/domain/ladder) and `conditions` (src/domain/conditions).
+ * src/domain/ladder), `conditions` (src/domain/conditions) and `fleet` (src/contract/fleet, with
+ * FLEET_WORK_CONDITIONS of src/domain/work-rules).
  */
 export function renderReasonDocs(code) {
   return `# Statuses, reasons, conditions, gates and rungs
@@ -132,6 +144,11 @@ it. Each carries \`since\`, \`evidence\`, \`tried\`, its resolver and whether it
 
 ${conditions(code)}
 
+The fleet workflow (\`datum-fleet\`) holds the fleet's own conditions, which no loop can raise about
+itself; a look opens and closes them, every \`DATUM_FLEET_INTERVAL\`. Their resolver is an operator.
+
+${fleetConditions(code)}
+
 ## Gates, in order
 
 The first closed gate decides \`BLOCKED\` with its reason, condition and trigger.
@@ -157,6 +174,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     gateConditions: dist('domain/gates.js').GATE_CONDITIONS,
     ladder: dist('domain/ladder.js').LADDER,
     conditions: dist('domain/conditions.js'),
+    fleet: { ...dist('contract/fleet.js'), FLEET_WORK_CONDITIONS: dist('domain/work-rules.js').FLEET_WORK_CONDITIONS },
   });
   await writeFile(path.join(root, REASONS_DOC), page);
   console.log(`wrote ${REASONS_DOC}`);

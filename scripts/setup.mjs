@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isCI } from './ci.cjs';
 
 // The binaries are pinned: the CLI version decides the dev server (and its SQLite schema), the
 // test server version decides time-skipping semantics. Bump here, nowhere else.
@@ -26,7 +27,6 @@ const STAMP_NAME = '.datum-setup-stamp.json';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const force = process.argv.includes('--force');
-const isCI = /^(1|true|yes)$/i.test(process.env.CI ?? '');
 const isWindows = process.platform === 'win32';
 const venvDir = join(root, '.venv');
 const venvBin = join(venvDir, isWindows ? 'Scripts' : 'bin');
@@ -133,7 +133,7 @@ function ensureNodeModules() {
     return 'node_modules up to date';
   }
   let how;
-  if (isCI && !present) {
+  if (isCI() && !present) {
     how = installInCI();
   } else {
     // Outside CI keep npm's ordinary behaviour, which also updates the lockfile after a

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { isNodeId, withFix, type AuthorityRead } from '../contract';
+import { MAX_SIGNATURE_BYTES, SIGNATURE_SUFFIX, isNodeId, withFix, type AuthorityRead } from '../contract';
 import { InvalidDesiredState, InvalidInputError, missingArtifactFix, problemLine, type BoundIntent } from '../domain';
 import { clip } from '../domain/bounds';
 import { MAX_DESIRED_STATE_BYTES, parseDesiredStateText, tooLarge } from '../schemas/documents';
@@ -53,6 +53,43 @@ function refuseToRead(stat: Stats, source: string): AuthorityRead | null {
 }
 
 /**
+ * The detached signature next to a desired-state file (<node>.yaml.sig), read as it is: the
+ * controller holds no keys and checks only that it can be carried (the node's agent verifies it).
+ * A signed file travels as text, so its bytes must be that text exactly (UTF-8).
+ */
+async function signatureOf(file: string, bytes: Buffer, text: string): Promise<{ signature?: string; problem?: string }> {
+  const sigFile = `${file}${SIGNATURE_SUFFIX}`;
+  const name = path.basename(sigFile);
+  const fix = `sign the file again (datum sign ${path.basename(file)}), or remove ${name}`;
+  let stat: Stats;
+  try {
+    stat = await fs.stat(sigFile);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    return { problem: problemLine({ field: name, problem: `cannot be read (${(error as Error).message})`, fix }) };
+  }
+  if (!stat.isFile() || stat.size > MAX_SIGNATURE_BYTES)
+    return {
+      problem: problemLine({
+        field: name,
+        problem: stat.isFile()
+          ? `is ${stat.size} bytes, more than an SSH signature (${MAX_SIGNATURE_BYTES})`
+          : 'is not a regular file',
+        fix,
+      }),
+    };
+  if (!Buffer.from(text, 'utf8').equals(bytes))
+    return {
+      problem: problemLine({
+        field: '(file)',
+        problem: 'is signed but is not UTF-8 text, and a signed document travels to the node as its text',
+        fix: 'save the file as UTF-8, then sign it again',
+      }),
+    };
+  return { signature: await fs.readFile(sigFile, 'utf8') };
+}
+
+/**
  * The desired-state authority: `<fleet>/desired/nodes/<node>.yaml`, usually a git checkout.
  * Provenance is the git commit that last touched the file when the file is committed and clean,
  * otherwise the sha256 of its bytes. Relative artifact references are resolved against the
@@ -80,6 +117,31 @@ export class DesiredStateAuthority {
     return path.join(this.fleetDir, 'desired', 'nodes', `${node}.yaml`);
   }
 
+  /**
+   * Replaces the node's desired-state file with `text`, atomically (a temp file beside it, fsync,
+   * rename): a reader sees the old file or the new one, never half of either. Only a command that
+   * says so writes the authority (a rollback, docs/operations.md).
+   */
+  async replace(node: string, text: string): Promise<string> {
+    if (!isNodeId(node)) throw new Error(withFix(`"${node}" is not a valid node name`, 'use letters, digits, ".", "_" or "-"'));
+    const file = this.fileFor(node);
+    const tmp = `${file}.datum-${process.pid}-${Date.now()}.tmp`;
+    const handle = await fs.open(tmp, 'wx', 0o644);
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await fs.rename(tmp, file);
+    } catch (error) {
+      await fs.rm(tmp, { force: true });
+      throw error;
+    }
+    return file;
+  }
+
   async read(node: string, now: Date = new Date()): Promise<AuthorityRead> {
     if (!isNodeId(node)) {
       return {
@@ -90,14 +152,14 @@ export class DesiredStateAuthority {
     }
     const file = this.fileFor(node);
     const source = path.relative(this.fleetDir, file) || file;
-    let text: string;
+    let bytes: Buffer;
     let stat: Stats;
     try {
       // The size and kind first: a huge file, a FIFO or a device must not be read at all.
       stat = await fs.stat(file);
       const refused = refuseToRead(stat, source);
       if (refused) return refused;
-      text = await fs.readFile(file, 'utf8');
+      bytes = await fs.readFile(file);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') {
@@ -112,10 +174,22 @@ export class DesiredStateAuthority {
       }
       return { ok: false, kind: 'unreadable', error: `cannot read ${file}: ${(error as Error).message}` };
     }
+    return await this.bind(node, { file, source, bytes, stat }, now);
+  }
+
+  /** The file read as desired state: parsed, its artifacts located, its signature carried. */
+  private async bind(
+    node: string,
+    { file, source, bytes, stat }: { file: string; source: string; bytes: Buffer; stat: Stats },
+    now: Date,
+  ): Promise<AuthorityRead> {
+    const text = bytes.toString('utf8');
     try {
       const { revision, author } = await this.provenance(file, text, stat);
       const intent = parseDesiredStateText(text, source, { revision, author, loaded_at: now.toISOString() }, node);
       const { locations, problems } = await this.resolveArtifacts(intent);
+      const signed = await signatureOf(file, bytes, text);
+      if (signed.problem) problems.push(signed.problem);
       if (problems.length > 0) {
         return {
           ok: false,
@@ -123,7 +197,14 @@ export class DesiredStateAuthority {
           error: `${source}: invalid desired state; nothing from this file was applied:\n${problems.join('\n')}`,
         };
       }
-      return { ok: true, intent: { ...intent, locations } };
+      return {
+        ok: true,
+        intent: {
+          ...intent,
+          locations,
+          ...(signed.signature ? { signed: { document: text, signature: signed.signature } } : {}),
+        },
+      };
     } catch (error) {
       if (error instanceof InvalidInputError) return { ok: false, kind: 'invalid', error: error.message };
       // Anything else a parse can throw is still this file's fault: the typed outcome, never a raw error.

@@ -1,12 +1,15 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AuthorityRead, ControlActivities } from '../contract';
-import type { LedgerEntry, OperatorDecision } from '../domain';
+import type { LedgerEntry, NodeHold, OperatorDecision } from '../domain';
 import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
 import { operatorDecisionsOf, type LedgerStore } from './ledger-store';
 import { createRequesterActivities } from './requesters';
+import { endNodeLoops, intentKeeper } from './removals';
 import { createRolloutActivities } from './rollout';
+import { createWaveActivities } from './waves';
+import { createFleetActivities, createFleetWorkActivities } from './fleet';
 import { createWorkActivities, workEscalateAfter } from './work';
 
 export interface ControlDeps {
@@ -27,9 +30,14 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
   const authority = new DesiredStateAuthority(deps.fleetDir);
   // A sensitive file's content never enters history in clear (src/codec/sensitive.ts).
   const guardSensitive = sensitiveGuard();
+  const keep = intentKeeper(deps.ledger);
+  const workClient = () => clientOf(deps, 'work items');
+  const escalateAfter = deps.workEscalateAfter ?? workEscalateAfter();
   return {
     async readAuthority(node: string): Promise<AuthorityRead> {
-      return guardSensitive(await authority.read(node));
+      const read = await authority.read(node);
+      await keep(read);
+      return guardSensitive(read);
     },
     /** Idempotent by (workflow_id, chain_id, seq): a retried append never writes twice. */
     async appendLedger(input: { entry: LedgerEntry; chain_id: string }): Promise<'appended' | 'duplicate'> {
@@ -41,10 +49,25 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     async storedDecisions(node: string): Promise<OperatorDecision[]> {
       return deps.ledger ? await operatorDecisionsOf(deps.ledger, node) : [];
     },
-    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts')),
-    ...createWorkActivities(() => clientOf(deps, 'work items'), deps.workEscalateAfter ?? workEscalateAfter(), deps.ledger),
+    /** The hold on the node's latest stored entry: a hold outlives the loop that took it (a hand-over, a new generation). */
+    async storedHold(node: string): Promise<NodeHold | null> {
+      const [latest] = deps.ledger ? await deps.ledger.list(node, { limit: 1, newest: true }) : [];
+      return latest?.hold ?? null;
+    },
+    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), { keep, escalateAfter }),
+    ...createWaveActivities(authority, () => ledgerOf(deps, 'a rollout in waves')),
+    endNodeLoops: (input) => endNodeLoops(clientOf(deps, 'a decommission'), authority, input),
+    ...createFleetActivities(authority, () => clientOf(deps, 'the fleet view')),
+    ...createWorkActivities(workClient, escalateAfter, deps.ledger),
+    ...createFleetWorkActivities(workClient, escalateAfter),
     ...createRequesterActivities(() => clientOf(deps, 'reading who sent a signal')),
   };
+}
+
+function ledgerOf(deps: ControlDeps, what: string): LedgerStore {
+  if (!deps.ledger)
+    throw ApplicationFailure.nonRetryable(`this worker was started without a ledger store for ${what}`, 'MisconfiguredWorker');
+  return deps.ledger;
 }
 
 function clientOf(deps: ControlDeps, what: string): Client {

@@ -21,54 +21,22 @@ import {
 import type { DesiredStateAuthority } from './authority';
 import { reconcileDetails, reconcileSummary } from './summaries';
 import { mapLimit } from './map-limit';
+import { openRemovalItem } from './removals';
 
 /**
  * What a rollout needs from outside its sandbox: the authority's word per node, starting (or
  * attaching to) one reconcileNode per node, handing over from older generations by
  * refreshDesired, and reading each node's state.
  */
-export function createRolloutActivities(authority: DesiredStateAuthority, client: () => Client) {
+export function createRolloutActivities(
+  authority: DesiredStateAuthority,
+  client: () => Client,
+  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string },
+) {
   return {
     async prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]> {
       const c = client();
-      return mapLimit(input.nodes, 16, async (node): Promise<PreparedNode> => {
-        // One node's file, however bad, refuses that node only: the batch goes on.
-        const read = await readForRollout(authority, node);
-        if (!read.ok) return { node, outcome: 'refused', error: read.error };
-        if (read.intent.generation !== input.generation) {
-          return {
-            node,
-            outcome: 'refused',
-            error: withFix(
-              `the authority for ${node} is at generation ${read.intent.generation}, not ${input.generation}`,
-              `commit generation ${input.generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`,
-            ),
-          };
-        }
-        const workflowId = reconcileWorkflowId(node, input.generation);
-        await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-          taskQueue: CONTROL_TASK_QUEUE,
-          workflowId,
-          args: [{ node, generation: input.generation }],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-          staticSummary: reconcileSummary(node, read.intent),
-          staticDetails: reconcileDetails(node, read.intent),
-          typedSearchAttributes: new TypedSearchAttributes([
-            { key: DatumNode, value: node },
-            { key: DatumGeneration, value: input.generation },
-            { key: DatumDigest, value: read.intent.digest },
-          ]),
-        });
-        const older: string[] = [];
-        const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${input.generation}`;
-        for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
-        await Promise.all(
-          older.map((id) =>
-            c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: input.generation, digest: read.intent.digest }),
-          ),
-        );
-        return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
-      });
+      return mapLimit(input.nodes, 16, (node) => prepareNode(c, authority, removals, input.generation, node));
     },
 
     async nodeStates(workflowIds: string[]): Promise<NodeStateReport[]> {
@@ -89,6 +57,60 @@ export function createRolloutActivities(authority: DesiredStateAuthority, client
       });
     },
   };
+}
+
+/**
+ * One node of a rollout: refused when its authority is not at the generation; else its loop at
+ * that generation started (or attached to), older generations' loops handed over to it, and what
+ * they declared and it does not planned for removal.
+ */
+async function prepareNode(
+  c: Client,
+  authority: DesiredStateAuthority,
+  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string },
+  generation: number,
+  node: string,
+): Promise<PreparedNode> {
+  // One node's file, however bad, refuses that node only: the batch goes on.
+  const read = await readForRollout(authority, node);
+  if (!read.ok) return { node, outcome: 'refused', error: read.error };
+  await removals.keep(read);
+  if (read.intent.generation !== generation) {
+    return {
+      node,
+      outcome: 'refused',
+      error: withFix(
+        `the authority for ${node} is at generation ${read.intent.generation}, not ${generation}`,
+        `commit generation ${generation} to ${authority.fileFor(node)}, or roll out generation ${read.intent.generation}`,
+      ),
+    };
+  }
+  const workflowId = reconcileWorkflowId(node, generation);
+  await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+    taskQueue: CONTROL_TASK_QUEUE,
+    workflowId,
+    args: [{ node, generation: generation }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    staticSummary: reconcileSummary(node, read.intent),
+    staticDetails: reconcileDetails(node, read.intent),
+    typedSearchAttributes: new TypedSearchAttributes([
+      { key: DatumNode, value: node },
+      { key: DatumGeneration, value: generation },
+      { key: DatumDigest, value: read.intent.digest },
+    ]),
+  });
+  const older: string[] = [];
+  const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${generation}`;
+  for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
+  await Promise.all(
+    older.map((id) =>
+      c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: generation, digest: read.intent.digest }),
+    ),
+  );
+  // What the older generations declared and this one does not becomes a planned removal,
+  // which the node's agent makes once it has observed this generation (and closes if empty).
+  if (older.length > 0) await openRemovalItem(c, node, { kind: 'dropped', generation: generation }, removals.escalateAfter);
+  return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
 }
 
 /** The authority's word on one node; a read that throws is that node's refusal, not the batch's failure. */

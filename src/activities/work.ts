@@ -22,7 +22,8 @@ import {
   workQuery,
   ledgerQuery,
 } from '../contract';
-import { describeItem, isNodeLoop, parseDuration, reportMismatch, type LedgerEntry } from '../domain';
+import { describeItem, isFleetReport, isNodeLoop, parseDuration, reportMismatch, type LedgerEntry } from '../domain';
+import { confirmFleetReport } from './fleet-confirm';
 import type { LedgerStore } from './ledger-store';
 
 /*
@@ -53,7 +54,7 @@ export function createWorkActivities(client: () => Client, escalateAfter: string
  * Starts (or attaches to) the item of each open condition, and tells the others the loop told
  * before; with `discover`, also the node's other open items (an earlier loop's), whose ids it answers.
  */
-async function reportWork(c: Client, input: WorkReportInput, escalateAfter: string): Promise<{ discovered: string[] }> {
+export async function reportWork(c: Client, input: WorkReportInput, escalateAfter: string): Promise<{ discovered: string[] }> {
   const { report } = input;
   const discovered = input.discover ? await openItemsOf(c, report.node, [...input.open.map((t) => t.id), ...input.tell]) : [];
   for (const target of input.open) {
@@ -96,7 +97,7 @@ async function reportWork(c: Client, input: WorkReportInput, escalateAfter: stri
 /** The node's open work items (visibility) other than `known`. */
 async function openItemsOf(c: Client, node: string, known: string[]): Promise<string[]> {
   const ids: string[] = [];
-  for await (const w of c.workflow.list({ query: workQuery({ nodes: [node] }), pageSize: 1000 }))
+  for await (const w of c.workflow.list({ query: workQuery({ nodes: [node], loopItems: true }), pageSize: 1000 }))
     if (!known.includes(w.workflowId)) ids.push(w.workflowId);
   return ids;
 }
@@ -109,6 +110,7 @@ async function openItemsOf(c: Client, node: string, known: string[]): Promise<st
  * something else: not confirmed, and the item drops the report.
  */
 async function confirmReport(c: Client, ledger: LedgerStore | undefined, report: PassReport): Promise<ReportCheck> {
+  if (report && typeof report === 'object' && isFleetReport(report)) return confirmFleetReport(c, report);
   if (!report || typeof report !== 'object' || typeof report.node !== 'string' || !isNodeLoop(report))
     return {
       confirmed: false,

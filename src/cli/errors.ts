@@ -11,5 +11,9 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-/** Exit codes: 0 done (and the fleet is right, for status), 1 a finding or a failure, 2 a usage error. */
-export const EXIT = { ok: 0, finding: 1, usage: 2 } as const;
+/**
+ * Exit codes: 0 done (and the fleet is right, for status), 1 a finding or a failure, 2 a usage
+ * error, 3 nobody watches the fleet (status, nodes: no controller polls, or the fleet workflow has
+ * not looked within its interval).
+ */
+export const EXIT = { ok: 0, finding: 1, usage: 2, unwatched: 3 } as const;

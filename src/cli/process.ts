@@ -23,6 +23,30 @@ export function untilSignal(stop: () => void | Promise<void>, force: () => void 
 }
 
 /**
+ * For a command that repeats until Ctrl-C (`status --watch`, `ledger --follow`): whether it was
+ * asked to stop, and a sleep that a stop cuts short.
+ */
+export function untilStopped(): { stopped: () => boolean; sleep: (ms: number) => Promise<void> } {
+  let stopped = false;
+  let wake: () => void = () => undefined;
+  void untilSignal(() => {
+    stopped = true;
+    wake();
+  });
+  // Not unref'd: a command that only reads a local file (`ledger --follow` on SQLite) has nothing
+  // else to keep it running between looks.
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  return { stopped: () => stopped, sleep };
+}
+
+/**
  * Runs a command line as this process: its exit code becomes the process's, and a failure (a
  * non-zero code or a thrown error, printed with its stack as `<name>: …`) ends the process within
  * a second even when a connection or worker it opened still holds the event loop, so a unit or a

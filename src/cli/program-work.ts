@@ -26,7 +26,7 @@ export function workCommands(program: Command, inv: Runner, { connection, output
     .command('work')
     .summary('work items: the conditions that need a judgement, claimed and resolved by a person or a program')
     .description(
-      `Every condition that needs judgement (a conflict, a spent retry budget, a destructive repair, unknown ownership, a refused action, a digest mismatch, drift in observe mode) opens a work item: a workflow of its own, id datum-work/NODE/CONDITION/RESOURCE, holding what Datum knows and the resolutions it takes. A resolver claims it under a lease and resolves it; the item closes only when a later fresh observation shows the condition gone, and reopens with the new evidence when it does not.`,
+      `Every condition that needs judgement (a conflict, a spent retry budget, a destructive repair, unknown ownership, a refused action, a digest mismatch, drift in observe mode) opens a work item: a workflow of its own, id datum-work/NODE/CONDITION/RESOURCE, holding what Datum knows and the resolutions it takes. A resolver claims it under a lease and resolves it; the item closes only when a later fresh observation shows the condition gone, and reopens with the new evidence when it does not. Two kinds no loop opens are work items too: a rollout halted at a failed gate (ROLLOUT_HALTED: continue, abort, rollback) and a planned removal (PLANNED_REMOVAL: approve, decline).`,
     );
   connection(
     output(
@@ -35,7 +35,12 @@ export function workCommands(program: Command, inv: Runner, { connection, output
         .summary('open work items, oldest first, from Temporal visibility')
         .option('--node <nodes>', 'only these nodes, comma-separated')
         .option('--condition <types>', 'only these condition types, comma-separated')
-        .option('--state <states>', 'only these states: OPEN, ESCALATED, CLAIMED, AWAITING_OBSERVATION, HELD'),
+        .option('--state <states>', 'only these states: PLANNING, OPEN, ESCALATED, CLAIMED, AWAITING_OBSERVATION, HELD')
+        .option(
+          '--selector <selector>',
+          'only the items of the nodes it selects: role=web by the labels desired state gives nodes (reads the fleet directory), or name=web-*',
+        )
+        .option('--fleet <dir>', 'fleet directory, for a selector by labels (env: DATUM_FLEET)'),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/work.js')).workListCommand, opts));
 
@@ -87,7 +92,10 @@ function resolvingCommands(work: Command, inv: Runner, { connection, output, tim
           `Sends the item's resolve Update. The item refuses a resolution its condition does not take, or one the node's agent.yaml or mode forbids, and records nothing; otherwise the loop records it (who, the identity Temporal recorded, why) and the item waits for the next fresh observation: closed if the condition is gone, reopened if not. \`datum work show ITEM\` lists the resolutions an item takes.`,
         )
         .argument('<item>', ITEM)
-        .option('--resolution <kind>', 'retake, yield, grant, hold, approve, decline, adopt, leave, retry or rebind')
+        .option(
+          '--resolution <kind>',
+          'retake, yield, grant, hold, approve, decline, adopt, leave, retry, rebind, continue, abort or rollback',
+        )
         .option('--by <who>', 'who resolves it (recorded in the ledger)')
         .option('--note <text>', 'why (recorded in the ledger)')
         .option('--attempts <n>', 'grant only: how many more repair attempts (1 to retry_budget)')

@@ -14,6 +14,7 @@ import { datumVersion, type CommandModule } from './command';
 import { Invocation } from './invocation';
 import { resetFenceCommandOn } from './program-agent';
 import { workCommands, type OptionSets } from './program-work';
+import { nodeCommands } from './program-nodes';
 
 // ---------------------------------------------------------------------------------------------
 // Option sets several commands share.
@@ -87,6 +88,11 @@ const logOptions = () => [
   new Option('--log-format <format>', 'json or text (env: DATUM_LOG_FORMAT; default json)'),
 ];
 const timeoutOption = (what: string) => new Option('--timeout <duration>', `how long to wait for ${what}, such as 90s or 10m`);
+const selectorOption = (what: string) =>
+  new Option(
+    '--selector <selector>',
+    `only ${what}: role=web,zone!=b by the labels desired state gives nodes (reads the fleet directory), or name=web-* by name`,
+  );
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -182,26 +188,31 @@ function runCommands(program: Program, inv: Invocation): void {
   rolloutCommands(program, inv);
   readingCommands(program, inv);
   operatorCommands(program, inv);
+  nodeCommands(program, inv, WORK_OPTION_SETS);
   workCommands(program, inv, WORK_OPTION_SETS);
   checkCommands(program, inv);
+  signCommand(program, inv);
   importCommand(program, inv);
 }
 
-/** What the fleet is doing: status, nodes, describe, ledger. */
+/** What the fleet is doing: status, nodes, describe, and the ledger. */
 function readingCommands(program: Program, inv: Invocation): void {
   connection(
     output(
       program
         .command('status')
-        .summary('open conditions across the fleet (empty means the fleet is right)')
+        .summary('open conditions across the fleet (empty, and watched, means the fleet is right)')
         .description(
-          `Lists every open condition of every running reconcile loop: what is wrong, on which node and resource, since when, the evidence, what was tried and who can resolve it. Visibility picks the loops that have a condition (DatumConditions); only those are asked for details. With the fleet directory (--fleet or DATUM_FLEET) every node of FLEET/desired/nodes that has no running loop is a NO_RUNNING_LOOP condition too: never rolled out, or how its last loop ended (terminated, failed, timed out, cancelled) and when. Exit code 0 when there is none, 1 when there is at least one.`,
+          `Lists every open condition: each running reconcile loop's, and the fleet's own from the fleet workflow's view (datum-fleet on datum-control): a declared node with no running loop (NO_RUNNING_LOOP: never rolled out, or how its last loop ended and when), a loop that has not verified its node within its policy's bound (VERIFICATION_OVERDUE), a loop for a node the authority no longer declares (NO_DESIRED_STATE). What is wrong, on which node and resource, since when, what was tried and who can resolve it. Needs no fleet directory; --fleet (or DATUM_FLEET) looks at that directory instead of reading the fleet workflow's view. The fleet is right only when nothing is open, every declared node was verified within its bound, and someone watches: a controller polls datum-control and the fleet workflow looked within its interval. Exit code 0 when right, 1 when something is open or not verified, 3 when the fleet is unwatched.`,
         )
         .option(
           '--condition <types>',
           'only these condition types, comma-separated (such as CONFLICTING_WRITER or NO_RUNNING_LOOP)',
         )
-        .addOption(fleetOption()),
+        .addOption(selectorOption('the conditions of the nodes it selects'))
+        .addOption(fleetOption())
+        .option('--watch', 'after the report, print each condition as it opens or closes, until Ctrl-C')
+        .option('--interval <duration>', 'how often --watch looks (default 2s)'),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/status.js')).statusCommand, opts));
 
@@ -211,11 +222,12 @@ function readingCommands(program: Program, inv: Invocation): void {
         .command('nodes')
         .summary('the fleet at a glance: one line per node, from Temporal visibility alone')
         .description(
-          `One paginated visibility list of the running reconcile loops (no query per node, no worker needed): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE. With the fleet directory (--fleet or DATUM_FLEET) each node of FLEET/desired/nodes with no running loop is a NO LOOP row: REASON says how its last loop ended (or that it was never rolled out), AGE since when.`,
+          `One paginated visibility list of the running reconcile loops (no query per node): NODE, STATUS, REASON, GEN, MODE, CONDITIONS, LAST VERIFIED (as the loop last reported it, at most 5 minutes behind) and AGE. Each declared node with no running loop is a NO LOOP row, from the fleet workflow's view (or --fleet DIR's): REASON says how its last loop ended (or that it was never rolled out), AGE since when. Exit code 3, with a line saying since when, when the fleet is unwatched.`,
         )
         .option('--status <statuses>', 'only these statuses, comma-separated (such as BLOCKED,CONFLICT)')
         .option('--condition <types>', 'only nodes with one of these open conditions, comma-separated')
         .option('--generation <G>', 'only loops at this generation')
+        .addOption(selectorOption('the nodes it selects'))
         .addOption(fleetOption()),
     ),
   ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/nodes.js')).nodesCommand, opts));
@@ -230,7 +242,11 @@ function readingCommands(program: Program, inv: Invocation): void {
   ).action((node, opts, cmd) =>
     inv.go(cmd, async () => (await import('./commands/describe.js')).describeCommand, { node, ...opts }),
   );
+  ledgerCommand(program, inv);
+}
 
+/** A node's ledger from the store. */
+function ledgerCommand(program: Program, inv: Invocation): void {
   output(
     program
       .command('ledger')
@@ -244,12 +260,30 @@ function readingCommands(program: Program, inv: Invocation): void {
         'entries decided since TIME: ISO 8601 (2026-11-29T10:00:00Z, 2026-11-29) or a duration ago (90m, 1h, 2d)',
       )
       .option('--limit <n>', 'only the newest N entries')
+      .option('--follow', 'then print each new entry as the store takes it, until Ctrl-C')
       .addOption(dataOption()),
   ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/ledger.js')).ledgerCommand, { node, ...opts }));
 }
 
-/** What an operator tells a loop: resolve a conflict, refresh its intent. */
+/** What an operator tells a loop: resolve a conflict, refresh its intent; and a node leaving the fleet. */
 function operatorCommands(program: Program, inv: Invocation): void {
+  connection(
+    output(
+      program
+        .command('decommission')
+        .summary('a node leaves the fleet: its loops end, and what Datum holds on it becomes a planned removal')
+        .description(
+          `For a node whose desired state was removed from the authority: ends its reconcile loops, then asks its agent what Datum holds there (the files and flags it claimed) and opens a work item, datum-work/NODE/PLANNED_REMOVAL/decommission, that lists exactly what would be removed. Nothing is removed until someone approves that item (datum work resolve ITEM --resolution approve), and only where the node's agent.yaml allows removing those types (allow.destructive). Prints the item once its plan is made.`,
+        )
+        .argument('<node>', 'the node, such as N-24')
+        .option('--by <who>', 'who decommissions it (recorded with the item)')
+        .option('--note <text>', 'why')
+        .addOption(timeoutOption('the plan (default 60s)')),
+    ),
+  ).action((node, opts, cmd) =>
+    inv.go(cmd, async () => (await import('./commands/decommission.js')).decommissionCommand, { node, ...opts }),
+  );
+
   connection(
     output(
       program
@@ -292,9 +326,9 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
 function rolloutCommands(program: Program, inv: Invocation): void {
   const rollout = program
     .command('rollout')
-    .summary('roll a generation out to nodes, and follow, list or cancel rollouts')
+    .summary('roll a generation out to nodes, in waves if asked, and follow, pause, list or cancel rollouts')
     .description(
-      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). No staging: every node at once.`,
+      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). Without waves, every node at once. In waves (--waves or --wave-plan), a wave starts only when every node of the wave before it is CONVERGED, by a fresh observation, within the gate's deadline, as the ledger records it; a failed gate halts the rollout and opens a work item (continue, abort or rollback).`,
     );
   connection(
     output(
@@ -307,7 +341,15 @@ function rolloutCommands(program: Program, inv: Invocation): void {
         .option('--generation <G>', 'the generation the desired-state files declare')
         .option('--nodes <nodes>', 'the nodes, comma-separated (N-1,N-2)')
         .option('--all', 'every node in FLEET/desired/nodes')
+        .addOption(selectorOption('the nodes of FLEET/desired/nodes it selects'))
         .addOption(fleetOption())
+        .option('--waves <sizes>', 'roll out in waves of these sizes, each counted from the first: 1,10%,50%,100%')
+        .option('--wave-plan <file>', 'roll out in the waves a YAML file lists, each by size or by selector (docs/operations.md)')
+        .option('--max-unavailable <n>', 'at most N nodes (or N% of a wave) on their way at once (default: a whole wave)')
+        .option(
+          '--gate-deadline <duration>',
+          'how long each node of a wave has to be CONVERGED before the gate fails (default 10m)',
+        )
         .option('--wait', 'follow the rollout until every node has settled')
         .addOption(timeoutOption('the rollout with --wait (default: no limit)')),
     ),
@@ -327,6 +369,13 @@ function rolloutCommands(program: Program, inv: Invocation): void {
     inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStatusCommand, { id, ...opts }),
   );
 
+  pauseCommands(rollout, inv);
+
+  rolloutListing(rollout, inv);
+}
+
+/** `datum rollout list|cancel`: rollouts as objects. */
+function rolloutListing(rollout: Command, inv: Invocation): void {
   connection(
     output(
       rollout
@@ -351,6 +400,31 @@ function rolloutCommands(program: Program, inv: Invocation): void {
   ).action((id, opts, cmd) =>
     inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutCancelCommand, { id, ...opts }),
   );
+}
+
+/** `datum rollout pause|resume`: a rollout in waves starts nothing while paused. */
+function pauseCommands(rollout: Command, inv: Invocation): void {
+  for (const which of ['pause', 'resume'] as const)
+    connection(
+      output(
+        rollout
+          .command(which)
+          .summary(
+            which === 'pause'
+              ? 'pause a rollout in waves: it starts no node and no wave until resumed (the loops it started go on)'
+              : 'resume a paused rollout in waves',
+          )
+          .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/4-nodes-1a2b3c4d5e6f')
+          .option('--by <who>', 'who asks (recorded by the rollout)')
+          .option('--note <text>', 'why'),
+      ),
+    ).action((id, opts, cmd) =>
+      inv.go(
+        cmd,
+        async () => (await import('./commands/rollout.js'))[which === 'pause' ? 'rolloutPauseCommand' : 'rolloutResumeCommand'],
+        { id, ...opts },
+      ),
+    );
 }
 
 /** `datum import`: desired state for a node as it is, read by its agent. */
@@ -378,13 +452,27 @@ function importCommand(program: Program, inv: Invocation): void {
   );
 }
 
+/** `datum sign`: the desired-state author's side of the trust anchors. */
+function signCommand(program: Program, inv: Invocation): void {
+  output(
+    program
+      .command('sign')
+      .summary("sign a node's desired-state file for hosts that require signed intent")
+      .description(
+        `Signs FILE (desired/nodes/<node>.yaml) with KEY, an Ed25519 private key, through ssh-keygen -Y sign -n datum-desired (a passphrase or an ssh-agent work as for git), and writes the detached signature to FILE.sig, which the controller carries to the node with the file's exact bytes. FILE must validate as its node's desired state first, and the signature is verified as a host verifies it before FILE.sig is written; nothing is written otherwise. Which keys a host accepts is its agent.yaml's trust.desired (docs/configuration.md, "Trust anchors"). Sign again after every edit; then datum refresh NODE for a running loop. Exit code 0 when signed, 1 otherwise.`,
+      )
+      .argument('<file>', 'the desired-state file to sign, such as desired/nodes/N-24.yaml')
+      .requiredOption('--key <private key>', 'the Ed25519 private key to sign with (its .pub next to it names it in the output)'),
+  ).action((file, opts, cmd) => inv.go(cmd, async () => (await import('./commands/sign.js')).signCommand, { file, ...opts }));
+}
+
 function checkCommands(program: Program, inv: Invocation): void {
   output(
     program
       .command('validate')
       .summary('check desired-state and agent.yaml files offline, before they are merged')
       .description(
-        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
+        `Checks each FILE (or every file of FLEET: desired/nodes/*.yaml and agents/*.yaml; with neither, /etc/datum/agent.yaml) against the schemas the controller and the agent use, with no Temporal and no node. A desired-state file whose node's agent.yaml is in the fleet (agents/<node>.yaml) and requires or lists signing keys (trust) has its .sig checked as that host checks it: unsigned, signed by a key it does not list, changed after signing, or past its expires is a problem. An agent.yaml may name its node with node: or with host: (seed 001's spelling); a valid one that used host: is reported with the spelling read (--json reports it for every agent.yaml). Every problem names the file, the line, the field and the fix. Exit code 0 when every file is valid, 1 when one is not. Meant as a CI step in the fleet's repository.`,
       )
       .argument('[files...]', 'desired-state files (desired/nodes/<node>.yaml) and agent.yaml files')
       .addOption(fleetOption()),

@@ -1,6 +1,6 @@
 import { WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
-import { withFix, type OperatorUpdateResult, type SignalPayload } from '../contract';
+import { withFix, type OperatorUpdateResult } from '../contract';
 import type { NodeLoop } from './nodes';
 
 /** An Update the loop did not record in time: it may still be applied when a controller worker runs. */
@@ -13,21 +13,18 @@ export class UpdateRejectedError extends Error {
   override readonly name = 'UpdateRejectedError';
 }
 
-type OperatorUpdate<N extends 'resolveConflict' | 'refreshDesired'> = UpdateDefinition<
-  OperatorUpdateResult,
-  [SignalPayload<N>],
-  N
->;
+/** An operator's Update of the loop that answers with the entry it recorded (resolveConflict, refreshDesired, hold, unhold). */
+export type OperatorUpdate<P> = UpdateDefinition<OperatorUpdateResult, [P], string>;
 
 /**
  * Sends an Update and waits, at most `timeoutMs`, for the loop to record its decision. A refusal
  * by the workflow's validator is an UpdateRejectedError; silence (no controller worker, a loop
  * busy in a long pass) a NotRecordedError that says so.
  */
-export async function sendUpdate<N extends 'resolveConflict' | 'refreshDesired'>(
+export async function sendUpdate<P>(
   loop: NodeLoop,
-  update: OperatorUpdate<N>,
-  payload: SignalPayload<N>,
+  update: OperatorUpdate<P>,
+  payload: P,
   timeoutMs: number,
 ): Promise<OperatorUpdateResult> {
   let timer: NodeJS.Timeout | undefined;

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { codecDataConverter } from '../codec';
 import { DesiredStateAuthority } from '../activities/authority';
-import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../contract';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, outcomeWords, rolloutWorkflowId, withFix, type RolloutWorkflow } from '../contract';
 import { ensureServerBinaries } from './binaries';
 import { Cluster, type UpResult } from './cluster';
 import { ENV_FILE } from './state';
@@ -168,7 +168,7 @@ async function firstRollout(cluster: Cluster): Promise<void> {
       });
       const result = await handle.result();
       for (const n of result.nodes)
-        say(`generation ${generation}, ${n.node}: ${'status' in n ? `${n.status} (${n.reason})` : `refused: ${n.error}`}`);
+        say(`generation ${generation}, ${n.node}: ${'status' in n ? `${n.status} (${n.reason})` : outcomeWords(n).detail}`);
     }
   } finally {
     await connection.close();

@@ -6,6 +6,8 @@ import type { ResourceSpec } from './desired';
 import type { AuthorizedAction, ExecutionEvidence } from './ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from './observation';
 import type { ResourceType } from './vocabulary';
+import type { RemovalResult, RemovalTarget } from './work';
+import type { SignedIntent } from './trust';
 
 export interface ObserveRequest {
   node: string;
@@ -21,6 +23,12 @@ export interface ObserveRequest {
 export interface ApplyRequest {
   node: string;
   action: AuthorizedAction;
+  /**
+   * The bound intent's desired-state document and its signature, exactly as the authority holds
+   * them: what a host that requires signed intent verifies the action against. Absent when the
+   * file is not signed, and in requests of older loops.
+   */
+  signed?: SignedIntent;
 }
 
 export interface WatchRequest {
@@ -64,6 +72,46 @@ export interface AgentActivities {
    * observe reads it and writing nothing (src/agent/activities/inventory.ts).
    */
   inventory: (request: InventoryRequest) => Promise<InventoryAnswer>;
+  /**
+   * A planned removal (docs/operations.md, "Removing things"): what Datum holds on the node that
+   * no longer belongs to it, read as observe reads it and writing nothing but the claims an
+   * observe of `generation` records (src/agent/activities/removal.ts).
+   */
+  planRemoval: (request: RemovalPlanRequest) => Promise<RemovalPlanAnswer>;
+  /**
+   * An approved removal: exactly the targets named, each moved into the backup area and recorded,
+   * once per approval; refused whole unless agent.yaml allows removing every one of their types.
+   */
+  removeTargets: (request: RemovalRequest) => Promise<RemovalResult>;
+}
+
+export interface RemovalPlanRequest {
+  node: string;
+  /** dropped: what generation `generation` no longer declares; decommission: everything Datum holds. */
+  cause: 'dropped' | 'decommission';
+  /** dropped: the generation whose resources stay (the agent must have accepted it); null for decommission. */
+  generation: number | null;
+  /** dropped: that generation's resources, as an observe of it sends them. */
+  resources: Record<string, ResourceSpec>;
+}
+
+export interface RemovalPlanAnswer {
+  /** The newest generation the agent had accepted (its fence). */
+  generation: number | null;
+  targets: RemovalTarget[];
+  kept: Array<{ target: string; why: string }>;
+}
+
+export interface RemovalRequest {
+  node: string;
+  /** The work item that approved it. */
+  item: string;
+  cause: 'dropped' | 'decommission';
+  /** Once per key: a second request with it is answered from the agent's record. */
+  key: string;
+  approval: { by: string; identity: string | null; note: string | null; at: string };
+  /** The targets the approver saw, each with the marker it had then. */
+  targets: Array<{ target: string; marker: string; sha256: string }>;
 }
 
 /** What `datum import` asks a node's agent: for each resource key, a type and its name there (a path, a package or unit name). */

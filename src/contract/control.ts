@@ -8,8 +8,18 @@ import type { BoundIntent } from './desired';
 import type { LedgerEntry } from './ledger';
 import type { OperatorDecision } from './observation';
 import type { NodeState } from './signals';
-import type { PreparedNode } from './workflows';
-import type { LoopResolution, LoopResolutionResult, PassReport, ReportCheck, WorkReportInput } from './work';
+import type { NodeHold } from './ledger';
+import type { GateEntry, PreparedNode, RollbackRecord, RolloutAct } from './workflows';
+import type {
+  LoopResolution,
+  LoopResolutionResult,
+  PassReport,
+  ReportCheck,
+  RollbackTarget,
+  WorkReportInput,
+  WorkTargetInput,
+} from './work';
+import type { FleetLook, FleetLookInput } from './fleet';
 
 /** The authority's answer for one node: a bound intent, or why there is none. */
 export type AuthorityRead =
@@ -31,6 +41,23 @@ export interface ControlActivities {
    * holds for a node, so they survive the loss of the agent's own record (operatorDecisionsOf).
    */
   storedDecisions(node: string): Promise<OperatorDecision[]>;
+  /**
+   * Runs as a local activity: the hold the node's latest stored entry carries (`datum hold`), or
+   * null; a new run chain starts held when it is still in force.
+   */
+  storedHold(node: string): Promise<NodeHold | null>;
+  /**
+   * Runs as a local activity of the fleet workflow: the authority's nodes against the running
+   * loops, and the fleet's conditions when they differ from the fingerprint the workflow holds.
+   */
+  lookAtFleet(input: FleetLookInput): Promise<FleetLook>;
+  /**
+   * The fleet's reports to work items after a look: per node, opens (signal-with-start) the item
+   * of each new condition that needs judgement and tells the items whose condition is gone.
+   */
+  reportFleetWork(input: { reports: Array<{ report: PassReport; open: WorkTargetInput[]; tell: string[] }> }): Promise<void>;
+  /** The open work items of the fleet's conditions (visibility): a new fleet run tells them too. */
+  openFleetItems(): Promise<string[]>;
   /** Starts or attaches to each node's reconcileNode at the generation, handing over from older ones. */
   prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]>;
   /** Each workflow's `state`, or null while visibility says it has not settled. */
@@ -63,6 +90,32 @@ export interface ControlActivities {
     identity: string | null;
     result: LoopResolutionResult;
   }>;
+  /** Each node's loop's latest recorded decision (never a note) at the generation, from the ledger store. */
+  gateEvidence(input: {
+    generation: number;
+    nodes: Array<{ node: string; workflow_id: string }>;
+  }): Promise<Array<{ node: string; entry: GateEntry | null }>>;
+  /**
+   * What a rollback of each node would write: the content of the generation its loop had before
+   * this rollout (as the ledger store kept it when a loop bound it) as generation+1, or why not.
+   */
+  rollbackPlan(input: {
+    generation: number;
+    nodes: Array<{ node: string; handed_over_from: string[] }>;
+  }): Promise<RollbackTarget[]>;
+  /**
+   * A rollback, written to the authority: per node, desired/nodes/<node>.yaml at the target's
+   * generation with the earlier content, its header saying who asked, when and why.
+   */
+  writeRollback(input: {
+    rollout: string;
+    item: string;
+    generation: number;
+    targets: RollbackTarget[];
+    act: RolloutAct;
+  }): Promise<RollbackRecord['nodes']>;
+  /** Decommission: the node's running loops ended (never while the authority still declares the node). */
+  endNodeLoops(input: { node: string; item: string; by: string }): Promise<{ ended: string[] }>;
 }
 
 /**

@@ -5,6 +5,7 @@
  * src/schemas/desired.ts, which validates exactly these types (docs/architecture.md §2).
  */
 import type { Json } from './json';
+import type { SignedIntent } from './trust';
 
 export type ReleaseSpec = {
   type: 'release';
@@ -148,8 +149,16 @@ export type DesiredProvenance = {
 export interface DesiredState {
   node: string;
   generation: number;
+  /** What the node is, for selectors (`labels:`); outside the digest, absent when none are given. */
+  labels?: Record<string, string>;
   resources: Record<string, ResourceSpec>;
   policy: Policy;
+  /**
+   * Until when the document may be acted on (ISO 8601 UTC), as its author wrote it; absent when it
+   * does not say. Outside the digest: the same content signed again with a later expiry is the
+   * same intent (src/domain/gates.ts closes STALE_INTENT past it; the agent refuses ExpiredIntent).
+   */
+  expires?: string;
 }
 
 /** Desired state bound to its digest and provenance: the only form a decision accepts. */
@@ -162,4 +171,10 @@ export interface BoundIntent extends DesiredState {
    * binds what the author wrote. Read through artifactLocation (src/domain/resources/release.ts) only.
    */
   locations?: Record<string, string>;
+  /**
+   * The file's exact bytes and its detached signature (desired/nodes/<node>.yaml.sig), when the
+   * authority holds one: carried unchanged to every apply, so the node's agent verifies what was
+   * signed, never a re-serialisation. Outside the digest; absent for an unsigned file.
+   */
+  signed?: SignedIntent;
 }

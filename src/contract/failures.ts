@@ -37,8 +37,23 @@ export const REFUSALS = [
   // What reaches outside the node's root (a package, a unit) that the host's agent.yaml does not
   // allow (its `allow`), or allows only from another source: desired state reaches no further.
   'NotAllowedByHost',
+  // On a host whose agent.yaml requires signed intent (trust.require), or that was sent a signature
+  // to check: the apply carries no signature, or one that is not by a key trust.desired lists, does
+  // not match the document's bytes, or is over a document for another node or generation; or the
+  // action is not one the signed document's own plan yields (src/domain/intended.ts).
+  'UntrustedIntent',
+  // The signed document's `expires` has passed on the host's clock: the author vouches for it no
+  // longer (a freeze), so the host acts on it no more; observing goes on.
+  'ExpiredIntent',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
+
+/**
+ * Refusals about the signed document an apply carried, not about the node: they stand only while
+ * the loop holds that same signature, so a document signed again (datum sign, then datum refresh)
+ * is tried at once (src/domain/writers.ts standingRefusals).
+ */
+export const INTENT_REFUSALS: readonly RefusalType[] = ['UntrustedIntent', 'ExpiredIntent'];
 
 /** Failure types of controller-side activities that retrying cannot fix. */
 export const CONTROL_PERMANENT_ERRORS = [

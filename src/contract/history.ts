@@ -4,7 +4,7 @@
  * (src/domain/history.ts); its shape is here because it crosses runs of the workflow.
  */
 import type { Json } from './json';
-import type { Condition } from './ledger';
+import type { Condition, NodeHold } from './ledger';
 import type { OperatorDecision, WriterEvidence } from './observation';
 import type { ConvergenceStatus, Mode, Reason, Resolution } from './vocabulary';
 
@@ -55,7 +55,21 @@ export interface History {
    */
   left?: Record<string, { by: string; note: string | null; at: string }>;
   /** Refused applies: not tried again until what was observed about them changes. */
-  refused: Record<string, { idempotency_key: string; marker: string | null; mode: Mode; refusal: string; at: string }>;
+  refused: Record<
+    string,
+    {
+      idempotency_key: string;
+      marker: string | null;
+      mode: Mode;
+      refusal: string;
+      at: string;
+      /**
+       * For a refusal about the signed document (INTENT_REFUSALS): the signature the loop sent
+       * (intentSignature), null for none; it stands only while the loop holds that one. Absent otherwise.
+       */
+      signature?: string | null;
+    }
+  >;
   /**
    * Repairs that took, per target (what is written, not the key), newest last, within
    * policy.writer_horizon and at most policy.writer_repairs of them: the next drift of a target
@@ -72,6 +86,11 @@ export interface History {
   stale_retakes?: number;
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
+  /**
+   * An operator's hold on the node (`datum hold`): repairs stop, observing and reporting go on,
+   * until `until` passes or `datum unhold`. Absent or null: not held (and in older carries).
+   */
+  hold?: NodeHold | null;
 }
 
 /** A yield kept for another value than desired state asks for now. */

@@ -21,3 +21,5 @@ export * from './failures';
 export * from './metrics';
 export * from './patches';
 export * from './work';
+export * from './trust';
+export * from './fleet';

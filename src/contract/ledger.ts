@@ -20,6 +20,17 @@ import type {
   ResourceType,
 } from './vocabulary';
 
+/** A hold on a node: who, why, since and until when, and the identity Temporal recorded for the request. */
+export interface NodeHold {
+  by: string;
+  reason: string;
+  since: string;
+  /** When it ends by itself; null: until `datum unhold`. */
+  until: string | null;
+  /** The identity of the client that sent the hold (its Update), null when it could not be read. */
+  identity: string | null;
+}
+
 /** What evidence must change before the loop judges again, and not before when. */
 export type RecheckTrigger = {
   trigger: RecheckTriggerKind;
@@ -160,7 +171,7 @@ export interface WorkResolutionNote {
  * namespace credential, a client chooses its identity too.
  */
 export interface RequesterNote {
-  request: 'resolveConflict' | 'refreshDesired' | 'recheck';
+  request: 'resolveConflict' | 'refreshDesired' | 'recheck' | 'hold' | 'unhold';
   via: 'signal' | 'update';
   by: string | null;
   identity: string | null;
@@ -224,6 +235,8 @@ export type Decision = {
    * fence was never reset, have none.
    */
   fence_reset?: FenceReset;
+  /** On every entry while the node is held (`datum hold`): by whom, why, until when. Optional: others have none. */
+  hold?: NodeHold;
 };
 
 export const LEDGER_VERSION = 1;

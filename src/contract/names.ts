@@ -19,6 +19,9 @@ export const WORKFLOW_TYPES = {
   rollout: 'rollout',
   workItem: 'workItem',
   importNode: 'importNode',
+  rolloutGate: 'rolloutGate',
+  removal: 'removal',
+  fleet: 'fleet',
 } as const;
 export type WorkflowType = (typeof WORKFLOW_TYPES)[keyof typeof WORKFLOW_TYPES];
 

@@ -31,6 +31,8 @@ export const WORKFLOW_PATCH = {
   rolloutCarryFromContinueAsNew: 'rollout-carry-from-continue-as-new',
   signalRequester: 'signal-requester',
   workItemConfirmsReports: 'work-item-confirms-reports',
+  observationBound: 'observation-bound',
+  nodeHolds: 'node-holds',
 } as const;
 
 /**
@@ -60,6 +62,8 @@ export const DECISION_RULE = {
   repairDeadline: 'repair-deadline',
   /** A refusal older than an operator's reset of the node's fence is tried once more. */
   fenceResetRetriesRefused: 'fence-reset-retries-refused',
+  /** A digest compared with the authority's only within one generation: a raised generation is no content change. */
+  digestMismatchWithinGeneration: 'digest-mismatch-within-generation',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -219,6 +223,33 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'Anyone with a namespace credential could signal a forged report that closed an item "by a fresh observation" that never happened, or pointed its resolutions at another node\'s loop (issue 30, class 3; test/adversarial/forged-report).',
+  },
+  [WORKFLOW_PATCH.observationBound]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each run starts. In force, an observation that has not come back within the policy's node_timeout plus observation_ttl fails at once (the observe's schedule-to-close timeout) and the pass decides BLOCKED/NODE_UNREACHABLE, instead of waiting for three attempts of a minute each.",
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      'An observe picked up by an agent that never returned, with the agent still beating, held a loop at its last CONVERGED for more than three minutes while a drift there went unrepaired and `datum status` did not name it (issue 32).',
+  },
+  [WORKFLOW_PATCH.nodeHolds]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each run starts. In force, the loop takes the hold and unhold Updates (`datum hold`, `datum unhold`), a held loop authorizes nothing (DRIFTED/HELD, DRIFT_HELD) and records the hold on every entry, and a new run chain reads the node's hold from the ledger store (one more local activity). A run that began before it refuses both Updates until it continues as new.",
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      "There was no central, recorded stop of repairs: an operator who needed Datum's hands off a node had to switch its agent.yaml to observe on the node itself (issue 32).",
+  },
+  [DECISION_RULE.digestMismatchWithinGeneration]: {
+    since: UNRELEASED,
+    changes:
+      "A loop whose authority moved to another generation says STALE_INTENT (or AUTHORITY_REGRESSED) only, instead of also opening INTENT_DIGEST_MISMATCH (and its work item) for the other generation's content.",
+    histories: H('offline-stale-intent-handover'),
+    stage: 'patched',
+    story:
+      "In the README's worked example (N-24 raised to generation 12), the generation-11 loop opened an INTENT_DIGEST_MISMATCH work item asking to raise the generation, which had been raised: a condition said more than the evidence showed (issue 32).",
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,

@@ -14,7 +14,8 @@ import type { Problem } from './fix';
 import { DESIRED_DIGEST, RESOURCE_KEY_RULE, isResourceKey } from './identifiers';
 import type { Condition, Decision, LedgerEntry, RecheckTrigger } from './ledger';
 import { RESOLUTIONS, type ConvergenceStatus, type Mode, type Reason, type Resolution } from './vocabulary';
-import type { RolloutProgress } from './workflows';
+import type { PassCount, RolloutProgress } from './workflows';
+import type { NodeHold } from './ledger';
 
 // ---------------------------------------------------------------------------------------------
 // Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts checks it
@@ -174,6 +175,40 @@ const update = <N extends UpdateName>(name: N) =>
 export const resolveConflictUpdate = update('resolveConflict');
 export const refreshDesiredUpdate = update('refreshDesired');
 
+/**
+ * `datum hold`: stop repairs on the node, keep observing and reporting, until `until` (ISO 8601)
+ * or `datum unhold`. Checked by src/domain/holds.ts; answers with the HOLD_PLACED note.
+ */
+export interface HoldPayload {
+  by: string;
+  reason: string;
+  until?: string | null;
+}
+/** `datum unhold`: end the hold; the pass that follows repairs. Answers with the HOLD_LIFTED note. */
+export interface UnholdPayload {
+  by: string;
+  note?: string | null;
+}
+export const holdUpdate = { type: 'update', name: 'hold' } as UpdateDefinition<OperatorUpdateResult, [HoldPayload], 'hold'>;
+export const unholdUpdate = { type: 'update', name: 'unhold' } as UpdateDefinition<
+  OperatorUpdateResult,
+  [UnholdPayload],
+  'unhold'
+>;
+
+/**
+ * `datum reconcile`: a pass now (as the `recheck` signal asks). Answers at once with the loop's
+ * pass count: the first pass to start after it (`started + 1`) is the one that answers the
+ * request, and `datum reconcile --wait` waits for `done` to reach it.
+ */
+export interface ReconcileAccepted {
+  workflow_id: string;
+  passes: PassCount;
+  /** The last ledger seq at the request: the pass's entry, if it writes one, comes after it. */
+  last_seq: number;
+}
+export const reconcileUpdate = { type: 'update', name: 'reconcile' } as UpdateDefinition<ReconcileAccepted, [], 'reconcile'>;
+
 // ---------------------------------------------------------------------------------------------
 // Queries
 
@@ -195,6 +230,10 @@ export interface NodeState {
   /** Ledger entries recorded by this run chain (the tail kept across continue-as-new included). */
   ledger_entries: number;
   superseded_by: string | null;
+  /** The hold on the node, if any (absent from loops that began before holds). */
+  hold?: NodeHold | null;
+  /** The loop's passes (absent from loops of older releases). */
+  passes?: PassCount;
 }
 
 /** All ledger entries of this run chain (the tail kept across continue-as-new included). */
@@ -202,3 +241,24 @@ export const ledgerQuery = query<LedgerEntry[], 'ledger'>('ledger');
 export const stateQuery = query<NodeState, 'state'>('state');
 /** The rollout's per-node view so far (settled nodes carry their status). */
 export const rolloutProgressQuery = query<RolloutProgress, 'progress'>('progress');
+
+/** `datum rollout pause|resume`: who asks, and why. */
+export interface RolloutPausePayload {
+  by: string;
+  note?: string | null;
+}
+
+/**
+ * A rollout in waves paused: it starts no node and no wave until resumed; the loops it started go
+ * on. Each answers the rollout's progress after it. A rollout without waves takes neither.
+ */
+export const pauseRolloutUpdate = { type: 'update', name: 'pause' } as UpdateDefinition<
+  RolloutProgress,
+  [RolloutPausePayload],
+  'pause'
+>;
+export const resumeRolloutUpdate = { type: 'update', name: 'resume' } as UpdateDefinition<
+  RolloutProgress,
+  [RolloutPausePayload],
+  'resume'
+>;

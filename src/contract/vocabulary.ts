@@ -24,6 +24,8 @@ export const NOTE_REASONS = [
   'REBOUND',
   'OPERATOR_RESOLUTION_RECORDED',
   'SIGNAL_REJECTED',
+  'HOLD_PLACED',
+  'HOLD_LIFTED',
 ] as const;
 export type NoteReason = (typeof NOTE_REASONS)[number];
 
@@ -33,6 +35,7 @@ export const REASONS = [
   'CONVERGED_AFTER_REPAIR',
   'DRIFT_DETECTED',
   'OBSERVE_MODE_DRIFT',
+  'HELD',
   'ACTION_INEFFECTIVE',
   'ACTION_FAILED',
   'STALE_OBSERVATION',
@@ -58,10 +61,11 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   CONVERGED_AFTER_REPAIR: 'repaired in this pass and proven by the fresh probe',
   DRIFT_DETECTED: 'drift being repaired now; or drift that appeared while a repair took',
   OBSERVE_MODE_DRIFT: 'drift reported with the full plan, not applied (observe mode)',
+  HELD: 'drift reported with the full plan, not applied: an operator holds the node (`datum hold`)',
   ACTION_INEFFECTIVE: 'an action ran, our own marker is there, and the value is still wrong',
   ACTION_FAILED: 'an action failed (transport, service start) or was skipped after one',
   STALE_OBSERVATION: 'the snapshot is older than observation_ttl, whatever the heartbeat says',
-  STALE_INTENT: 'the authority holds a newer generation',
+  STALE_INTENT: 'the authority holds a newer generation, or the bound one is past its expires',
   INTENT_DIGEST_MISMATCH: 'same generation, different content',
   AUTHORITY_REGRESSED: 'the authority went back to an older generation',
   INVALID_DESIRED_STATE: 'the desired-state file no longer reads or validates',
@@ -81,6 +85,8 @@ export const REASON_MEANINGS: Record<Reason, string> = {
   REBOUND: "the same generation re-bound to the authority's content; a pass follows",
   OPERATOR_RESOLUTION_RECORDED: 'a resolveConflict is recorded; an observation will close the conflict',
   SIGNAL_REJECTED: 'a malformed or inapplicable signal, recorded and not applied',
+  HOLD_PLACED: 'an operator held the node: repairs stop, observing and reporting go on',
+  HOLD_LIFTED: 'the hold ended (`datum unhold`, or its time passed); a pass follows and repairs',
 };
 
 /** What evidence must change before the loop judges again (a decision's recheck_trigger.trigger). */
@@ -120,6 +126,7 @@ export const CONDITION_TYPES = [
   'ACTION_REFUSED',
   'CONFLICTING_WRITER',
   'OBSERVED_DRIFT',
+  'DRIFT_HELD',
   'INVALID_SIGNAL',
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
@@ -127,7 +134,7 @@ export type ConditionType = (typeof CONDITION_TYPES)[number];
 export const CONDITION_MEANINGS: Record<ConditionType, string> = {
   NODE_UNREACHABLE: 'the node does not answer',
   STALE_OBSERVATION: 'snapshots arrive older than the TTL (or outlive it before a write)',
-  STALE_INTENT: 'the authority is at another generation (newer or regressed)',
+  STALE_INTENT: 'the authority is at another generation (newer or regressed), or the bound one expired',
   INTENT_DIGEST_MISMATCH: "the bound generation's content changed",
   INVALID_DESIRED_STATE: 'the authority cannot be read or validated',
   AGENT_CONFIG_INVALID: 'agent.yaml does not validate',
@@ -139,6 +146,7 @@ export const CONDITION_MEANINGS: Record<ConditionType, string> = {
   ACTION_REFUSED: 'a standing refusal nothing has changed about',
   CONFLICTING_WRITER: 'a conflict is open (including a resolved one not yet confirmed)',
   OBSERVED_DRIFT: 'managed drift held back by observe mode',
+  DRIFT_HELD: "managed drift held back by an operator's hold on the node",
   INVALID_SIGNAL: "a signal name's last payload was rejected",
 };
 
@@ -207,10 +215,15 @@ export const ACTION_MEANINGS: Record<ActionKind, string> = {
     "write Datum's unit file or drop-in atomically (the replaced bytes kept under .datum/backup/), reload the manager, enable, then start or restart the unit until its main process started after its content was written",
 };
 
-/** Actions a provider declares destructive; no repair ever authorizes them and the agent refuses them. */
+/**
+ * Actions a provider declares destructive; no repair ever authorizes them and the agent's apply
+ * refuses them. Only an approved planned removal (a work item) removes anything, and only of
+ * REMOVABLE_TYPES, on a host whose agent.yaml allows that type (allow.destructive).
+ */
 export const DESTRUCTIVE_ACTIONS = [
   'release.delete',
   'file.delete',
+  'flag.delete',
   'service.kill',
   'directory.delete',
   'package.remove',
@@ -222,6 +235,7 @@ export type DestructiveActionKind = (typeof DESTRUCTIVE_ACTIONS)[number];
 export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> = {
   'release.delete': 'delete a release directory',
   'file.delete': 'delete a file',
+  'flag.delete': 'delete a flag',
   'service.kill': 'kill a service without starting it again',
   'directory.delete': 'delete a directory',
   'package.remove': 'remove (or purge) a package, or another package that stands in its way',
@@ -229,6 +243,10 @@ export const DESTRUCTIVE_ACTION_MEANINGS: Record<DestructiveActionKind, string> 
   'unit.disable': 'disable a unit',
   'unit.stop': 'stop a unit without starting it again',
 };
+
+/** The types whose planned removal the agent carries out once approved (agent.yaml allow.destructive). */
+export const REMOVABLE_TYPES = ['file', 'flag'] as const;
+export type RemovableType = (typeof REMOVABLE_TYPES)[number];
 
 /** What became of an action the agent was sent (execution evidence, never proof of convergence). */
 export const EXECUTION_OUTCOMES = ['applied', 'replayed', 'refused', 'failed', 'skipped'] as const;

@@ -12,26 +12,53 @@ import { DatumConditions, DatumNode, DatumStatus, WORKFLOW_TYPES } from './names
 import type { Json } from './json';
 import type { Condition, LedgerEntry } from './ledger';
 import type { ConditionType, ConvergenceStatus, Mode, Ownership, Reason } from './vocabulary';
+import type { FleetConditionType } from './fleet';
 
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of
  * the condition is a new run of it (the previous one closed when an observation cleared it).
  */
-export const workItemId = (node: string, condition: ConditionType, resourceKey: string | null) =>
+export const workItemId = (node: string, condition: ConditionType | FleetConditionType, resourceKey: string | null) =>
   `datum-work/${node}/${condition}${resourceKey === null ? '' : `/${resourceKey}`}`;
 
-/** The conditions that open a work item: every type whose `needs_judgement` is true (src/domain/conditions.ts). */
-export type WorkCondition = Extract<
-  ConditionType,
-  | 'INTENT_DIGEST_MISMATCH'
-  | 'UNKNOWN_OWNERSHIP'
-  | 'DESTRUCTIVE_REPAIR_REQUIRED'
-  | 'RETRY_BUDGET_EXHAUSTED'
-  | 'REPAIR_DEADLINE_EXCEEDED'
-  | 'ACTION_REFUSED'
-  | 'CONFLICTING_WRITER'
-  | 'OBSERVED_DRIFT'
->;
+/**
+ * The conditions that open a work item: every type whose `needs_judgement` is true, a loop's
+ * (src/domain/conditions.ts) or the fleet's (src/domain/fleet.ts).
+ */
+export type WorkCondition =
+  | Extract<
+      ConditionType,
+      | 'INTENT_DIGEST_MISMATCH'
+      | 'UNKNOWN_OWNERSHIP'
+      | 'DESTRUCTIVE_REPAIR_REQUIRED'
+      | 'RETRY_BUDGET_EXHAUSTED'
+      | 'REPAIR_DEADLINE_EXCEEDED'
+      | 'ACTION_REFUSED'
+      | 'CONFLICTING_WRITER'
+      | 'OBSERVED_DRIFT'
+    >
+  | Extract<FleetConditionType, 'NO_RUNNING_LOOP' | 'NO_DESIRED_STATE'>;
+
+/**
+ * The status and reason of a report from the fleet workflow's look: the fleet decides nothing
+ * about a node (it is no loop), it only says which of its conditions the node has.
+ */
+export const FLEET_LOOK = 'FLEET_LOOK';
+export type ReportStatus = ConvergenceStatus | typeof FLEET_LOOK;
+export type ReportReason = Reason | typeof FLEET_LOOK;
+
+/** A condition as a report carries it: a loop's, or the fleet's about the node. */
+export type ReportedCondition = Omit<Condition, 'type'> & { type: ConditionType | FleetConditionType };
+
+/**
+ * Work that no loop's condition opens: a rollout halted at a failed gate, and a planned removal
+ * (a resource dropped from desired state, a node decommissioned). Decisions about the loops,
+ * made by the rollout and by these items, never by a branch inside reconcileNode.
+ */
+export const ITEM_KINDS = ['ROLLOUT_HALTED', 'PLANNED_REMOVAL'] as const;
+export type ItemKind = (typeof ITEM_KINDS)[number];
+/** What a work item is about: a loop's condition, or one of ITEM_KINDS. */
+export type WorkKind = WorkCondition | ItemKind;
 
 /** Every resolution any work item can take; which ones a given item allows is WORK_RULES's. */
 export const RESOLUTION_KINDS = [
@@ -45,16 +72,19 @@ export const RESOLUTION_KINDS = [
   'leave',
   'retry',
   'rebind',
+  'continue',
+  'abort',
+  'rollback',
 ] as const;
 export type ResolutionKind = (typeof RESOLUTION_KINDS)[number];
 
 /**
- * OPEN: waiting for a resolver. ESCALATED: open and unclaimed past the escalation time.
+ * PLANNING: a planned removal whose plan the node's agent has not made yet. OPEN: waiting for a resolver. ESCALATED: open and unclaimed past the escalation time.
  * CLAIMED: a resolver holds the lease. AWAITING_OBSERVATION: resolved; the next fresh
  * observation closes it (or reopens it). HELD: resolved by a resolution that leaves the condition
  * standing (hold, decline): closes when an observation shows it cleared. CLOSED: the workflow ended.
  */
-export const WORK_STATES = ['OPEN', 'ESCALATED', 'CLAIMED', 'AWAITING_OBSERVATION', 'HELD', 'CLOSED'] as const;
+export const WORK_STATES = ['PLANNING', 'OPEN', 'ESCALATED', 'CLAIMED', 'AWAITING_OBSERVATION', 'HELD', 'CLOSED'] as const;
 export type WorkState = (typeof WORK_STATES)[number];
 
 /** Default lease of a claim, its cap, and how long an item may stay unclaimed before it escalates. */
@@ -76,10 +106,13 @@ export interface ReportedResource {
   protected_by: string[];
 }
 
-/** What one recorded decision of the loop found, sent to every work item of the node it concerns. */
+/**
+ * What one recorded decision of the loop found, sent to every work item of the node it concerns;
+ * or what one look of the fleet workflow found about the node (`loop` is then the fleet's id).
+ */
 export interface PassReport {
   node: string;
-  /** The reconcile loop's workflow id (the item forwards resolutions there). */
+  /** The reconcile loop's workflow id, or the fleet workflow's (the item forwards resolutions there). */
   loop: string;
   generation: number;
   digest: string;
@@ -88,13 +121,13 @@ export interface PassReport {
   decided_at: string;
   /** A pass that judged a fresh observation: only such a report may close or reopen an item. */
   fresh: boolean;
-  status: ConvergenceStatus;
-  reason: Reason;
+  status: ReportStatus;
+  reason: ReportReason;
   reason_detail: string;
   mode: Mode | null;
   retry_budget: number;
-  /** The open conditions of the decision. */
-  conditions: Condition[];
+  /** The open conditions of the decision (of a fleet look: the fleet's conditions of the node). */
+  conditions: ReportedCondition[];
   resources: ReportedResource[];
 }
 
@@ -121,10 +154,12 @@ export interface AllowedResolution {
 
 /** A ledger entry that led to the item, as the item shows it. */
 export interface LedgerRef {
+  /** Whose entry, where an item is about more than one node (a halted rollout). */
+  node?: string;
   seq: number;
   decided_at: string;
-  status: ConvergenceStatus;
-  reason: Reason;
+  status: ReportStatus;
+  reason: ReportReason;
   reason_detail: string;
 }
 
@@ -172,7 +207,7 @@ export interface WorkResolution {
 export interface WorkItem {
   id: string;
   node: string;
-  condition: WorkCondition;
+  condition: WorkKind;
   resource_key: string | null;
   state: WorkState;
   /** When this episode opened (or last reopened): the escalation clock starts here. */
@@ -205,7 +240,103 @@ export interface WorkItem {
   episode?: WorkEpisode;
   /** Reports the item dropped because their loop did not confirm them (absent: none). */
   dropped_reports?: number;
+  /** A planned removal: exactly what would be removed, and what was once approved. */
+  removal?: RemovalPlan;
+  /** A halted rollout: the wave, its failing nodes with their entries, what a rollback would write. */
+  gate?: GateHalt;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Planned removals (docs/operations.md, "Removing things"): what the node's agent would remove,
+// each target as it is now, and what an approval did.
+
+/** Why a removal is planned: resources the node's newest generation no longer declares, or the node leaving the fleet. */
+export type RemovalCause =
+  { kind: 'dropped'; generation: number } | { kind: 'decommission'; by: string; note: string | null; at: string };
+
+/** One target the agent would remove, as it read it when planning. */
+export interface RemovalTarget {
+  /** Datum's name of it: file:<path>, flag:<name>. */
+  target: string;
+  type: 'file' | 'flag';
+  /** The key that last claimed it, and from which generation. */
+  resource_key: string;
+  claimed_generation: number | null;
+  /** Where it is under the node's root. */
+  path: string;
+  size: number;
+  sha256: string;
+  /** The change marker read when planning: the removal is refused if it moved since. */
+  marker: string;
+  /** Why the node's agent.yaml keeps the agent from removing it now; null when it would. */
+  refused: string | null;
+}
+
+export interface RemovalPlan {
+  cause: RemovalCause;
+  planned_at: string;
+  /** The newest generation the node's agent had accepted when it planned. */
+  generation: number | null;
+  targets: RemovalTarget[];
+  /** What Datum holds on the node and leaves in place, and why (absent already, a type the agent does not remove, protected). */
+  kept: Array<{ target: string; why: string }>;
+  /** What the approval did, once carried out. */
+  done: RemovalResult | null;
+}
+
+/** What the node's agent removed for one approval, and where it kept each one's bytes. */
+export interface RemovalResult {
+  /** The approval's key (the item and its run): a second request with it removes nothing. */
+  key: string;
+  at: string;
+  /** Answered from the agent's record: this approval was carried out before, and nothing was done now. */
+  replayed: boolean;
+  removed: Array<{ target: string; path: string; size: number; sha256: string; backup: string }>;
+  /** The agent's append-only record of removals, under the node's root. */
+  record: string;
+}
+
+/** A rollout halted at a failed gate, as its work item shows it. */
+export interface GateHalt {
+  rollout: string;
+  generation: number;
+  /** The halted wave, from 0, and its name. */
+  wave: number;
+  wave_name: string;
+  /** The wave's nodes that failed the gate, with why and their loop's latest entry. */
+  failing: Array<{ node: string; state: string; why: string | null; workflow_id: string | null }>;
+  /** The waves that have not started and will not unless the rollout continues. */
+  later_waves: Array<{ name: string; nodes: string[] }>;
+  /** Per node the rollout started: what a rollback would write, or why it cannot. */
+  rollback: RollbackTarget[];
+}
+
+export type RollbackTarget =
+  { node: string; content_of: number; digest: string; to_generation: number } | { node: string; error: string };
+
+/** How a rollout starts its halted wave's work item. */
+export interface GateItemInput {
+  halt: GateHalt;
+  /** The failing nodes' entries, as LedgerRefs of the item. */
+  ledger: LedgerRef[];
+  escalate_after: string;
+  carry?: WorkItem;
+}
+
+/** How a planned removal's item starts: the node, and why. */
+export interface RemovalItemInput {
+  node: string;
+  cause: RemovalCause;
+  escalate_after: string;
+  carry?: WorkItem;
+}
+
+export const removalItemId = (node: string, cause: RemovalCause) =>
+  `datum-work/${node}/PLANNED_REMOVAL/${cause.kind === 'dropped' ? `gen-${cause.generation}` : 'decommission'}`;
+
+/** A halted wave's item: the rollout's id in one segment (its slashes as dots), then the wave. */
+export const gateItemId = (rollout: string, wave: number) =>
+  `datum-work/${rollout.replace(/^datum-rollout\//, 'rollout.').replace(/\//g, '.')}/ROLLOUT_HALTED/wave-${wave + 1}`;
 
 // ---------------------------------------------------------------------------------------------
 // Payloads of the item's Updates: what a resolver sends.
@@ -288,7 +419,7 @@ export interface WorkMemory {
 }
 
 /** Whether a report was confirmed by its source (the loop, or the ledger store), and why not. */
-export type ReportCheck = { confirmed: true; source: 'loop' | 'ledger store' } | { confirmed: false; why: string };
+export type ReportCheck = { confirmed: true; source: 'loop' | 'ledger store' | 'fleet' } | { confirmed: false; why: string };
 
 /** The loop's report to its node's work items, and what it asks of the controller. */
 export interface WorkReportInput {
@@ -303,13 +434,19 @@ export interface WorkFilter {
   nodes?: string[];
   conditions?: string[];
   states?: string[];
+  /** Only the items loops open (workItem): the ones a loop reports to. */
+  loopItems?: boolean;
 }
+
+/** The workflow types that hold work items. */
+const ITEM_WORKFLOW_TYPES = [WORKFLOW_TYPES.workItem, WORKFLOW_TYPES.rolloutGate, WORKFLOW_TYPES.removal];
 
 const quoted = (values: string[]) => values.map((v) => JSON.stringify(v)).join(', ');
 
 /** The visibility query of open work items (`datum work list`, a loop finding its node's items); every value in it is a checked node name, condition type or state. */
 export function workQuery(f: WorkFilter = {}): string {
-  const where = [`WorkflowType = "${WORKFLOW_TYPES.workItem}"`, 'ExecutionStatus = "Running"'];
+  const types = f.loopItems ? [WORKFLOW_TYPES.workItem] : ITEM_WORKFLOW_TYPES;
+  const where = [`WorkflowType IN (${quoted(types)})`, 'ExecutionStatus = "Running"'];
   if (f.nodes?.length) where.push(`${DatumNode.name} IN (${quoted(f.nodes)})`);
   if (f.conditions?.length) where.push(`${DatumConditions.name} IN (${quoted(f.conditions)})`);
   if (f.states?.length) where.push(`${DatumStatus.name} IN (${quoted(f.states)})`);
@@ -324,3 +461,5 @@ export interface WorkTargetInput {
 }
 
 export type WorkItemWorkflow = (input: WorkItemInput) => Promise<WorkItem>;
+export type RolloutGateWorkflow = (input: GateItemInput) => Promise<WorkItem>;
+export type RemovalWorkflow = (input: RemovalItemInput) => Promise<WorkItem>;

@@ -5,6 +5,7 @@ import { resourceConcerns, type Judgement } from './ladder';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
 import { withRepeatedDrift } from './repeated-drift';
+import { intentSignature } from './desired';
 import { standingRefusals, trackConflicts, noFindings, type StageInput } from './writers';
 import type { Classified } from './verdict';
 import type { History } from '../contract/history';
@@ -30,7 +31,7 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
     pre,
     input,
   );
-  const refused = standingRefusals(history.refused, pre, [], input.rules);
+  const refused = standingRefusals(history.refused, pre, [], input.rules, intentSignature(intent));
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   const authorizations = authorizePlan(
     planItems(intent, pre.assessments, history.action_seq + 1, pre.observation.observed_at),
@@ -70,14 +71,14 @@ export function authorize(pre: Classified, input: StageInput): Judgement {
       authorized: authorized.map((p) => p.resource_key),
       drifted_meanwhile: [],
       executed: false,
-      ...resourceConcerns(pre, planned),
+      ...resourceConcerns(pre, planned, history.hold ?? null),
     },
   };
 }
 
 /**
- * Why each planned action is withheld, first cause first: destructive, observe mode, an open
- * conflict, a standing refusal, a spent budget, a passed repair_deadline; then a service whose
+ * Why each planned action is withheld, first cause first: destructive, observe mode, a hold, an
+ * open conflict, a standing refusal, a spent budget, a passed repair_deadline; then a service whose
  * inputs cannot be repaired.
  */
 export function authorizePlan(
@@ -117,6 +118,8 @@ function withheldCause(
   const obstruction = a.observed?.obstruction ?? null;
   if (obstruction !== null) return { kind: 'destructive', obstruction };
   if (a.effective_mode === 'observe') return { kind: 'observe' };
+  // A hold is placed between passes and ends between passes: the pass that holds it acts on nothing.
+  if (history.hold) return { kind: 'held', hold: history.hold };
   if (blocking.length > 0) return { kind: 'conflict', writers: blocking };
   const r = history.refused[p.resource_key];
   if (r && r.idempotency_key === p.idempotency_key && sameMarker(r.marker, p.observed_marker) && r.mode === a.effective_mode)

@@ -1,4 +1,6 @@
 import { list } from './verdict';
+import { holdWords } from './holds';
+import type { NodeHold } from '../contract/ledger';
 
 /**
  * Why a planned action is not authorized, as a value. The ledger keeps the sentence
@@ -8,6 +10,7 @@ import { list } from './verdict';
 export type WithheldCause =
   | { kind: 'destructive'; obstruction: string }
   | { kind: 'observe' }
+  | { kind: 'held'; hold: NodeHold }
   | { kind: 'conflict'; writers: string[] }
   | { kind: 'refused'; refusal: string }
   | { kind: 'budget'; attempts: number }
@@ -21,6 +24,8 @@ export function withheldBecause(cause: WithheldCause): string {
       return `repair would be destructive: ${cause.obstruction}`;
     case 'observe':
       return 'observe mode: reported, not applied';
+    case 'held':
+      return `the node is ${holdWords(cause.hold)}: reported, not applied`;
     case 'conflict':
       return `repair is stopped while a conflicting writer on ${list(cause.writers)} is unresolved`;
     case 'refused':

@@ -19,6 +19,8 @@ const WHO: Record<ConditionType, Pick<Condition, 'resolver' | 'needs_judgement'>
   ACTION_REFUSED: { resolver: 'operator', needs_judgement: true },
   CONFLICTING_WRITER: { resolver: 'operator', needs_judgement: true },
   OBSERVED_DRIFT: { resolver: 'operator', needs_judgement: true },
+  // The operator who held the node has judged already: the hold's end repairs it.
+  DRIFT_HELD: { resolver: 'operator', needs_judgement: false },
   INVALID_SIGNAL: { resolver: 'operator', needs_judgement: false },
 };
 

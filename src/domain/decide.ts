@@ -145,6 +145,8 @@ function framePass(input: DecideInput): Pass {
     retry_budget: policy.retry_budget,
     post_action_observation: acted ? summarizePost(judged) : null,
     ...fenceResetOf(basis?.observation ?? null),
+    // Every entry while the node is held says so, and by whom.
+    ...(history.hold ? { hold: history.hold } : {}),
   };
   return { input, stage: { intent, now, history, carried, rules: input.rules ?? (() => true) }, basis, judged, frame };
 }

@@ -17,6 +17,11 @@ export function bindIntent(desired: DesiredState, provenance: DesiredProvenance)
   return { ...desired, digest: desiredDigest(desired.resources, desired.policy), provenance };
 }
 
+/** Which signed document a loop holds (a short digest of its signature), or null for an unsigned one. */
+export function intentSignature(intent: Pick<BoundIntent, 'signed'>): string | null {
+  return intent.signed ? sha256Hex(intent.signed.signature).slice(0, 16) : null;
+}
+
 /** The resources as the agent reads and writes them (each release's artifact where the controller resolved it). */
 export function agentResources(intent: BoundIntent): Record<string, ResourceSpec> {
   const out: Record<string, ResourceSpec> = {};

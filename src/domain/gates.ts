@@ -213,12 +213,33 @@ export const GATES: readonly GateRung[] = [
       'Intent comes before the snapshot: a fresher snapshot cannot unblock changed intent, and Datum re-takes a stale one itself.',
     when: (g) => {
       const c = current(g);
-      return c && c.digest !== g.intent.digest ? c : null;
+      if (!c || c.digest === g.intent.digest) return null;
+      // Another generation's content is no change of this one's: STALE_INTENT or AUTHORITY_REGRESSED says what happened.
+      if (c.generation !== g.intent.generation && (g.rules?.(DECISION_RULE.digestMismatchWithinGeneration) ?? true)) return null;
+      return c;
     },
     say: (c, g) => ({
       detail: `Generation ${g.intent.generation} now has different content (digest ${short(c.digest)}, bound ${short(g.intent.digest)}); raise the generation for a change of intent.`,
       recheck: 'a new generation number for the changed content, or the original content restored',
       evidence: { bound_digest: g.intent.digest, authority_digest: c.digest },
+    }),
+  }),
+  gate({
+    // Judged only with the authority, like the generation gate that shares its condition: without
+    // it that gate's STALE_INTENT is carried, and this one must not judge it away.
+    needs: 'authority',
+    reason: 'STALE_INTENT',
+    condition: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
+    lists_resources: true,
+    outranks:
+      'Past its expires the bound intent is stale however fresh the snapshot (a freeze: its author vouches for it no longer); the node is still observed and shown.',
+    when: (g) =>
+      g.intent.expires !== undefined && msBetween(g.intent.expires, g.now) > 0 ? { expires: g.intent.expires } : null,
+    say: ({ expires }, g) => ({
+      detail: `Generation ${g.intent.generation} expired at ${expires} (its expires:): stale intent, which Datum does not act on; the node is still observed. Its author signs it again with a later expires, or raises a new generation.`,
+      recheck: `desired/nodes/${g.intent.node}.yaml signed again with a later expires (datum sign), then datum refresh ${g.intent.node}; or a new generation`,
+      evidence: { bound_generation: g.intent.generation, expires },
     }),
   }),
   gate({

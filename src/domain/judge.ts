@@ -1,4 +1,6 @@
 import { DECISION_RULE } from '../contract/patches';
+import { INTENT_REFUSALS, type RefusalType } from '../contract/failures';
+import { intentSignature } from './desired';
 import { authorizePlan } from './authorize';
 import { effectiveMode } from './classify';
 import { overdueRetries } from './deadline';
@@ -51,9 +53,10 @@ export function wasExecuted(ev: ExecutionEvidence): boolean {
  */
 export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput): Judgement {
   const { intent, history, carried } = input;
-  const probe = judgeActions(post, acted);
+  const signature = intentSignature(intent);
+  const probe = judgeActions(post, acted, signature);
   const writers = trackConflicts(history, post, input.now, intent.policy.conflict_window, probe, input.rules);
-  const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now, input.rules);
+  const refused = standingRefusals({ ...history.refused, ...probe.refused }, post, probe.refused_now, input.rules, signature);
   const next: History = { ...carried, repaired: writers.repaired, conflicts: writers.conflicts, refused };
   // Each repair the probe proved is remembered per target, so repeated drift shows as a writer.
   const trail = trailAfterRepairs(history, probe.repaired, post, acted.pre, intent.policy, input.now);
@@ -101,7 +104,8 @@ export function judgeProbe(post: Classified, acted: ActedPass, input: StageInput
       authorized: acted.actions.map((a) => a.resource_key),
       drifted_meanwhile: overdue.length > 0 ? [] : retrying,
       executed: acted.evidence.some(wasExecuted),
-      ...resourceConcerns(post, planned),
+      // A pass that acted was not held: a hold is placed between passes.
+      ...resourceConcerns(post, planned, null),
     },
   };
 }
@@ -131,7 +135,7 @@ export interface Unprobed {
 
 export function judgeWithoutProbe(acted: ActedPass, input: StageInput): Unprobed {
   const { intent, history, carried } = input;
-  const answers = judgeActions(null, acted);
+  const answers = judgeActions(null, acted, intentSignature(intent));
   const writers = trackWithoutProbe(history, input.now, intent.policy.conflict_window, answers, input.rules);
   const { standing } = writers;
   const opened = Object.fromEntries(Object.entries(writers.conflicts).filter(([key]) => writers.opened.includes(key)));
@@ -152,7 +156,7 @@ export function judgeWithoutProbe(acted: ActedPass, input: StageInput): Unprobed
 }
 
 /** What each action of this pass did, read off the fresh probe; without one (null), only the agent's answers. */
-function judgeActions(post: Classified | null, acted: ActedPass): ProbeFindings {
+function judgeActions(post: Classified | null, acted: ActedPass, signature: string | null): ProbeFindings {
   const probe: ProbeFindings = {
     ...noFindings(),
     acted_keys: new Set(acted.actions.map((a) => a.resource_key)),
@@ -160,7 +164,7 @@ function judgeActions(post: Classified | null, acted: ActedPass): ProbeFindings 
   };
   for (const ev of acted.evidence) {
     const key = ev.resource_key;
-    const verdict = judgeAction(ev, post, acted);
+    const verdict = judgeAction(ev, post, acted, signature);
     if (verdict.kind === 'refused') {
       probe.refused_now.push(key);
       probe.refused[key] = verdict.refusal;
@@ -174,21 +178,14 @@ function judgeActions(post: Classified | null, acted: ActedPass): ProbeFindings 
   return probe;
 }
 
-function judgeAction(ev: ExecutionEvidence, post: Classified | null, acted: ActedPass): ActionVerdict {
+function judgeAction(ev: ExecutionEvidence, post: Classified | null, acted: ActedPass, signature: string | null): ActionVerdict {
   if (ev.outcome === 'refused') {
     const action = acted.actions.find((x) => x.resource_key === ev.resource_key);
     // Two refusals are evidence about the world, not a standing "no": another writer came
     // between plan and write (compare-and-swap), or the plan's snapshot expired.
     if (ev.refusal_type === 'MarkerMoved') return { kind: 'overwritten', sequence: markerMoved(ev, action, post, acted) };
     if (ev.refusal_type === 'StaleSnapshotRefusal') return { kind: 'stale' };
-    const refusal = {
-      idempotency_key: ev.idempotency_key,
-      marker: action?.observed_marker ?? null,
-      mode: effectiveMode(acted.pre, ev.resource_key),
-      refusal: ev.refusal ?? ev.detail,
-      at: ev.executed_at,
-    };
-    return { kind: 'refused', refusal };
+    return { kind: 'refused', refusal: refusalRecord(ev, action, acted, signature) };
   }
   // A skipped action was never attempted: for the status it is a failed one (not an attempt).
   if (ev.outcome === 'failed' || ev.outcome === 'skipped') return { kind: 'not_carried_out' };
@@ -207,6 +204,23 @@ function judgeAction(ev: ExecutionEvidence, post: Classified | null, acted: Acte
       { at: ev.executed_at, value: a.desired, marker: ev.marker_after, source: `datum ${ev.action}` },
       { at: post.observation.observed_at, value: a.observed?.value ?? null, marker, source: 'fresh observation after repair' },
     ],
+  };
+}
+
+/** A standing refusal: what it was about, so it is tried again once that changes. */
+function refusalRecord(
+  ev: ExecutionEvidence,
+  action: AuthorizedAction | undefined,
+  acted: ActedPass,
+  signature: string | null,
+): RefusalRecord {
+  return {
+    idempotency_key: ev.idempotency_key,
+    marker: action?.observed_marker ?? null,
+    mode: effectiveMode(acted.pre, ev.resource_key),
+    refusal: ev.refusal ?? ev.detail,
+    at: ev.executed_at,
+    ...(INTENT_REFUSALS.includes(ev.refusal_type as RefusalType) ? { signature } : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
-import { conflictDrafts, refusalDrafts, repeatedFigures, resourceDrafts } from './standing-conditions';
+import { conflictDrafts, heldDrafts, refusalDrafts, repeatedFigures, resourceDrafts } from './standing-conditions';
+import { holdWords } from './holds';
 import { sayDeadline } from './deadline';
 import type { ActedPass } from './inputs';
 import { addMs, durationMs, formatDuration } from './duration';
@@ -9,6 +10,7 @@ import type { RefusalRecord } from './writers';
 import { restaleMs } from './gates';
 import type { BoundIntent } from '../contract/desired';
 import type { ConflictRecord, History } from '../contract/history';
+import type { NodeHold } from '../contract/ledger';
 import type { AuthorizedAction, Decision, PlannedAction } from '../contract/ledger';
 import type { ConvergenceStatus, Reason, RecheckTriggerKind } from '../contract/vocabulary';
 
@@ -59,6 +61,8 @@ export interface Evidence {
   unknown: Assessment[];
   destructive: PlannedAction[];
   observe_only: Assessment[];
+  /** Managed drift an enforcing host would repair, held back by an operator's hold on the node. */
+  held: Assessment[];
   enforced_drift: string[];
 }
 
@@ -75,13 +79,16 @@ export interface Judgement {
 export function resourceConcerns(
   judged: Classified,
   planned: PlannedAction[],
-): Pick<Evidence, 'unknown' | 'destructive' | 'observe_only' | 'enforced_drift'> {
+  hold: NodeHold | null,
+): Pick<Evidence, 'unknown' | 'destructive' | 'observe_only' | 'held' | 'enforced_drift'> {
   const managedDrift = judged.assessments.filter((a) => a.ownership === 'MANAGED' && a.drift);
+  const enforced = managedDrift.filter((a) => a.effective_mode === 'enforce');
   return {
     unknown: judged.assessments.filter((a) => a.ownership === 'UNKNOWN'),
     destructive: planned.filter((p) => p.destructive),
     observe_only: managedDrift.filter((a) => a.effective_mode === 'observe'),
-    enforced_drift: managedDrift.filter((a) => a.effective_mode === 'enforce').map((a) => a.resource_key),
+    held: hold ? enforced : [],
+    enforced_drift: hold ? [] : enforced.map((a) => a.resource_key),
   };
 }
 
@@ -320,6 +327,19 @@ export const LADDER: readonly Rung[] = [
     ends_episode: true,
   },
   {
+    status: 'DRIFTED',
+    reason: 'HELD',
+    trigger: 'OPERATOR_RESOLUTION',
+    outranks:
+      "Drift an operator's hold holds back is explained, as observe mode's is (which, being the host's own word, comes first); the next rung is drift nothing above explains.",
+    when: (e) => e.held.length > 0,
+    say: (e) => ({
+      detail: `${list(e.held.map((a) => a.resource_key))} differ from desired; ${e.intent.node} is ${holdWords(e.history.hold!)}, so the plan is reported and not applied: the hold's end repairs it.`,
+      recheck: `\`datum unhold ${e.intent.node}\`${e.history.hold?.until ? ` or the hold's end at ${e.history.hold.until}` : ''}`,
+    }),
+    ends_episode: true,
+  },
+  {
     status: 'BLOCKED',
     reason: 'DEPENDENCY_BLOCKED',
     trigger: 'FRESH_OBSERVATION',
@@ -364,6 +384,7 @@ function standingConditions(e: Evidence): ConditionDraft[] {
   return [
     ...conflictDrafts(e.conflicts, e.attempts),
     ...resourceDrafts(e.judged, e.unknown, e.destructive, e.observe_only),
+    ...heldDrafts(e.intent.node, e.held, e.history.hold ?? null),
     ...refusalDrafts(e.refused_standing, e.refused),
   ];
 }

@@ -171,6 +171,7 @@ export function noteDecision(
     recheck_trigger: note.trigger ??
       last?.recheck_trigger ?? { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the next pass' },
     conditions,
+    ...(history.hold ? { hold: history.hold } : {}),
   };
   if (note.resolution) decision.operator_resolution = resolutionRecord(note.resolution);
   if (note.work) decision.work_resolution = note.work;

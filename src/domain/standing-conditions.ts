@@ -6,6 +6,9 @@ import { draft, type ConditionDraft } from './conditions';
 import type { Classified } from './verdict';
 import type { RefusalRecord } from './writers';
 import type { ConflictRecord } from '../contract/history';
+import type { NodeHold } from '../contract/ledger';
+import { withFix } from '../contract/fix';
+import { holdWords } from './holds';
 import type { PlannedAction } from '../contract/ledger';
 
 /** One CONFLICTING_WRITER condition per conflict, open or resolved and waiting for its observation. */
@@ -68,6 +71,22 @@ export function resourceDrafts(
     ),
   );
   return [...unknown, ...destructive, ...observed];
+}
+
+/** One DRIFT_HELD condition per resource whose drift a hold on the node holds back. */
+export function heldDrafts(node: string, held: Assessment[], hold: NodeHold | null): ConditionDraft[] {
+  if (!hold) return [];
+  return held.map((a) =>
+    draft(
+      'DRIFT_HELD',
+      a.resource_key,
+      withFix(
+        `"${a.resource_key}" differs from desired and ${node} is ${holdWords(hold)}: reported, not repaired`,
+        `\`datum unhold ${node} --by NAME\` lets Datum repair it${hold.until ? ` (the hold ends by itself at ${hold.until})` : ''}`,
+      ),
+      { desired: a.desired, observed: a.observed?.value ?? null, hold: { ...hold } },
+    ),
+  );
 }
 
 /** An ownership claim an operator settles with resolveConflict (classify: a yield for another value). */

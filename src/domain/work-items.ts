@@ -1,4 +1,4 @@
-import { NOTE_REASONS } from '../contract/vocabulary';
+import { CONDITION_TYPES, NOTE_REASONS } from '../contract/vocabulary';
 import { reconcileWorkflowId } from '../contract/identifiers';
 import { canonicalJson, sha256Hex, type Json } from './canonical';
 import type { LedgerEntry } from '../contract/ledger';
@@ -7,6 +7,7 @@ import {
   type LedgerRef,
   type LoopResolution,
   type PassReport,
+  type ReportedCondition,
   type ReportedResource,
   type WorkClaim,
   type WorkCondition,
@@ -21,7 +22,7 @@ import { withFix } from '../contract/fix';
 import { needsJudgement } from './conditions';
 import type { BoundIntent } from '../contract/desired';
 import { addMs, msBetween } from './duration';
-import type { Decision } from '../contract/ledger';
+import type { Condition, Decision } from '../contract/ledger';
 import type { CheckedClaim, CheckedResolve } from './work-payloads';
 import type { History } from '../contract/history';
 import {
@@ -165,7 +166,8 @@ function withReport(item: WorkItem, report: PassReport): WorkItem {
     mode: report.mode,
     retry_budget: report.retry_budget,
     resource,
-    allowed: allowedResolutions(item.condition, facts),
+    // Reports reach the items loops open, whose kind is always a loop's condition.
+    allowed: allowedResolutions(item.condition as WorkCondition, facts),
     ledger: ledger.slice(-LEDGER_REFS),
   };
 }
@@ -234,6 +236,11 @@ export function nextDeadline(item: WorkItem, escalateAfterMs: number): string | 
 // Resolutions.
 
 function settledRefusal(item: WorkItem): string | null {
+  if (item.state === 'PLANNING')
+    return withFix(
+      `${item.id} is being planned: ${item.node}'s agent has not said yet what would be removed`,
+      `wait until \`datum work show ${item.id}\` lists it, then judge that`,
+    );
   if (item.state === 'CLOSED') return withFix(`${item.id} is closed: ${item.closed?.detail ?? ''}`, 'nothing to do');
   if (item.state === 'AWAITING_OBSERVATION' && item.resolution)
     return withFix(
@@ -397,6 +404,7 @@ export function workTargets(
   known: string[],
 ): { open: WorkTargetInput[]; tell: string[]; keep: string[]; settles: boolean } {
   const open = report.conditions
+    .filter(isLoopCondition)
     .filter((c) => needsJudgement(c.type) && isWorkCondition(c.type))
     .map((c) => ({
       id: workItemId(report.node, c.type as WorkCondition, c.resource_key),
@@ -413,6 +421,9 @@ export function workTargets(
 // Where a report comes from: an item takes one only once its loop (or the ledger store) confirms it.
 
 /** Whether `loop` is the reconcile loop of the report's node and generation: the only loop that reports to its items. */
+/** A condition a loop raises (a report from the fleet carries the fleet's). */
+const isLoopCondition = (c: ReportedCondition): c is Condition => (CONDITION_TYPES as readonly string[]).includes(c.type);
+
 export const isNodeLoop = (report: Pick<PassReport, 'node' | 'loop' | 'generation'>): boolean =>
   report.loop === reconcileWorkflowId(report.node, report.generation);
 
@@ -464,7 +475,10 @@ const isNoteReason = (reason: string) => (NOTE_REASONS as readonly string[]).inc
  * proven to own or one only destruction would repair, what was observed there. Null where the
  * episode alone binds a resolution.
  */
-function judgedFacts(item: Pick<WorkItem, 'condition' | 'evidence'>): string | null {
+function judgedFacts(item: Pick<WorkItem, 'condition' | 'evidence' | 'removal'>): string | null {
+  // A removal is judged on exactly what the plan lists, each as it was read.
+  if (item.condition === 'PLANNED_REMOVAL' && item.removal)
+    return sha256Hex(canonicalJson(item.removal.targets.map((t) => [t.target, t.marker]))).slice(0, 16);
   const e = item.evidence as { sequence?: Array<{ value?: Json; source?: string }>; observed?: Json } | null;
   if (!e || typeof e !== 'object') return null;
   if (item.condition === 'CONFLICTING_WRITER' && Array.isArray(e.sequence)) {

@@ -8,6 +8,7 @@ import {
   type ResolutionKind,
   type ResolvePayload,
   type WorkEpisode,
+  workItemId,
 } from '../contract/work';
 import { withFix } from '../contract/fix';
 import { breachProblem, clip, echo, jsonBreach } from './bounds';
@@ -96,7 +97,7 @@ export function parseResolve(payload: unknown): Checked<CheckedResolve> {
   });
 }
 
-function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
+export function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
   const breach = jsonBreach(payload, CAPS);
   if (breach)
     return {
@@ -122,7 +123,7 @@ function nameProblem(by: unknown): string | null {
   return `by ${echo(by)} ${withFix(`must name who resolves (1 to ${MAX_NAME} characters)`, 'say who you are, such as "oncall" or "resolver-bot"')}`;
 }
 
-function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
+export function done<T>(name: string, problems: Array<string | null>, value: T): Checked<T> {
   const found = problems.filter((p): p is string => p !== null);
   return found.length === 0 ? { ok: true, value } : { ok: false, error: `${name} refused: ${found.join('; ')}` };
 }
@@ -165,6 +166,20 @@ export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
     identity: p.identity ?? null,
     note: p.note ?? null,
   });
+}
+
+/**
+ * Why a resolveWork Update may not resolve on `node`'s loop: its item_id is not that node's item
+ * for the condition and resource it names (a raw Update naming another node's or another
+ * condition's item would be recorded as that item's resolution); null when it is.
+ */
+export function foreignItem(node: string, r: Pick<LoopResolution, 'item_id' | 'condition' | 'resource_key'>): string | null {
+  const own = workItemId(node, r.condition, r.resource_key);
+  if (r.item_id === own) return null;
+  return withFix(
+    `item_id ${echo(r.item_id)} is not the item of ${node}'s ${r.condition}${r.resource_key === null ? '' : ` on "${r.resource_key}"`}, which is ${own}`,
+    'resolve through that work item (datum work resolve <item>), which sends its own id',
+  );
 }
 
 /** An episode as an item gives it ({run_id, opened_at, reopened, facts}), or 'invalid'. */

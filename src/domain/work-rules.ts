@@ -1,10 +1,12 @@
 import type {
   AllowedResolution,
+  ItemKind,
   LoopResolution,
   PassReport,
   ReportedResource,
   ResolutionKind,
   WorkCondition,
+  WorkKind,
 } from '../contract/work';
 import type { History } from '../contract/history';
 import { withoutEpisode } from './deadline';
@@ -148,16 +150,76 @@ export const WORK_RULES: Record<WorkCondition, readonly ResolutionRule[]> = {
   // Drift Datum only reports: writing it is what observe mode forbids, so only acknowledging is
   // left; the drift clears when it is fixed by hand, desired state changes or agent.yaml enforces.
   OBSERVED_DRIFT: [HOLD("the drift reported and untouched (observe mode is agent.yaml's choice)")],
+  // The fleet's (src/domain/fleet.ts): starting or ending a loop is a rollout's or an operator's
+  // act (the condition names it); the item records who decided the node stays as it is.
+  NO_RUNNING_LOOP: [HOLD('the node without a reconcile loop (nothing observes or repairs it)')],
+  NO_DESIRED_STATE: [HOLD('the loop running for a node the authority no longer declares')],
 };
 
+/**
+ * The resolutions of work no loop's condition opens (ITEM_KINDS): the rollout or the item itself
+ * carries them out, never a loop. Whether one is refused on a given item is the item's to say
+ * (a rollback with nothing to roll back to, an approval agent.yaml does not allow).
+ */
+export const ITEM_RULES: Record<ItemKind, readonly ResolutionRule[]> = {
+  // A rollout halted at a failed gate: the later waves wait on this judgement.
+  ROLLOUT_HALTED: [
+    {
+      resolution: 'continue',
+      does: 'The rollout goes on with the next wave; the failing nodes stay as they are, their loops go on.',
+      expects: 'cleared',
+      writes: false,
+    },
+    {
+      resolution: 'abort',
+      does: 'The rollout ends here: no later wave starts; the loops it started go on.',
+      expects: 'cleared',
+      writes: false,
+    },
+    {
+      resolution: 'rollback',
+      does: "Writes, for every node this rollout started, a new generation with the content of the generation its loop had before (the authority's file says so, and who asked), and rolls that out; no later wave starts.",
+      expects: 'cleared',
+      writes: true,
+    },
+  ],
+  // A destructive change planned by desired state or by a decommission: only consent carries it out.
+  PLANNED_REMOVAL: [
+    {
+      resolution: 'approve',
+      does: "The node's agent removes exactly the targets listed, once, each moved into its backup area (.datum/backup/) and recorded in .datum/removals.jsonl.",
+      expects: 'cleared',
+      writes: true,
+    },
+    {
+      resolution: 'decline',
+      does: 'Nothing is removed; the item closes, recording who decided so.',
+      expects: 'cleared',
+      writes: false,
+    },
+  ],
+};
+
+/** The work conditions the fleet workflow raises: their items report from, and resolve to, the fleet. */
+export const FLEET_WORK_CONDITIONS: readonly WorkCondition[] = ['NO_RUNNING_LOOP', 'NO_DESIRED_STATE'];
+export type LoopWorkCondition = Exclude<WorkCondition, 'NO_RUNNING_LOOP' | 'NO_DESIRED_STATE'>;
+
+/** A resolution a reconcile loop can take: of a condition a loop raises, not one of the fleet's. */
+export function isLoopResolution(r: LoopResolution): r is LoopResolution & { condition: LoopWorkCondition } {
+  return !FLEET_WORK_CONDITIONS.includes(r.condition);
+}
+
 export const WORK_CONDITIONS = Object.keys(WORK_RULES) as WorkCondition[];
+/** Every kind of work item `datum work list --condition` takes. */
+export const WORK_KINDS = [...WORK_CONDITIONS, ...(Object.keys(ITEM_RULES) as ItemKind[])] as WorkKind[];
 
 export function isWorkCondition(type: string): type is WorkCondition {
   return Object.hasOwn(WORK_RULES, type);
 }
 
-export function ruleOf(condition: WorkCondition, resolution: ResolutionKind): ResolutionRule | null {
-  return WORK_RULES[condition].find((r) => r.resolution === resolution) ?? null;
+export function ruleOf(condition: WorkKind, resolution: ResolutionKind): ResolutionRule | null {
+  const rules = isWorkCondition(condition) ? WORK_RULES[condition] : ITEM_RULES[condition];
+  return rules.find((r) => r.resolution === resolution) ?? null;
 }
 
 /**
@@ -259,6 +321,10 @@ const EFFECTS: Record<ResolutionKind, (history: History, intent: BoundIntent, r:
   adopt: unchanged('adopt'),
   rebind: unchanged('rebind'),
   approve: unchanged('approve'),
+  // Resolutions of a halted rollout: never a loop's (parseLoopResolution takes loop conditions only).
+  continue: unchanged('continue'),
+  abort: unchanged('abort'),
+  rollback: unchanged('rollback'),
 };
 
 function conflictEffect(history: History, r: LoopResolution, now: string): Effect {

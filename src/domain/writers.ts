@@ -230,6 +230,7 @@ export function standingRefusals(
   snapshot: Classified,
   refusedNow: string[],
   rules: (rule: DecisionRule) => boolean,
+  signature: string | null,
 ): History['refused'] {
   const refused = { ...refusals };
   const reset = snapshot.observation.fence_reset ?? null;
@@ -237,6 +238,8 @@ export function standingRefusals(
     const a = snapshot.byKey.get(key);
     if (refusedNow.includes(key)) continue;
     if (!a || !a.drift || !sameMarker(a.observed?.marker ?? null, r.marker) || a.effective_mode !== r.mode) delete refused[key];
+    // A refusal of the signed document the loop sent: another signature (signed again, re-bound) is tried.
+    else if (r.signature !== undefined && r.signature !== signature) delete refused[key];
     // Asked only where it changes the outcome: a refusal that would stand, older than the reset.
     else if (reset !== null && msBetween(r.at, reset.at) > 0 && rules(DECISION_RULE.fenceResetRetriesRefused))
       delete refused[key];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { withFix } from '../contract/fix';
+import { REMOVABLE_TYPES } from '../contract/vocabulary';
 
 /*
  * agent.yaml's reach outside the node's root: which packages and units desired state may manage
@@ -117,8 +118,21 @@ export const agentAllow = z
         ),
       })
       .default([]),
+    // An approved planned removal of these types may run (docs/operations.md, "Removing
+    // things"); anything else destructive stays refused whoever approves it.
+    destructive: z
+      .array(
+        z.enum(REMOVABLE_TYPES, {
+          error: withFix(
+            'allow.destructive names resource types whose removal the agent carries out: file, flag',
+            'write destructive: [file, flag], or leave it out (nothing is ever removed)',
+          ),
+        }),
+        { error: withFix('allow.destructive must be a list', 'write destructive: [file, flag]') },
+      )
+      .default([]),
   })
-  .default({ packages: [], units: [], probes: [] });
+  .default({ packages: [], units: [], probes: [], destructive: [] });
 
 export const agentPackages = z
   .strictObject({

@@ -5,8 +5,10 @@ import type { Provenance } from '../contract/observation';
 import { MODES } from '../contract/vocabulary';
 import { DURATION_HINT, formatDuration, parseDuration } from '../domain/duration';
 import { namesTarget, targetNameProblem } from '../domain/targets';
+import { LABEL_KEY, LABEL_VALUE } from '../domain/selector';
 import { agentAllow, agentPackages, agentUnits } from './agent-reach';
 import { agentServices } from './agent-services';
+import { agentTrust } from './agent-trust';
 import { exactly, nodeId, resourceKey } from './base';
 
 export { RESOURCE_SCHEMAS, packageInstallSpec, releaseSpec, resourceSpec } from './resources';
@@ -129,8 +131,26 @@ function writtenOnly(
   };
 }
 
+/**
+ * What a node is, for selectors (`--selector role=web`, a wave plan): outside the digest, so a
+ * label changes no generation's content.
+ */
+export const nodeLabels = z.record(
+  z
+    .string()
+    .regex(
+      LABEL_KEY,
+      withFix('a label key is letters and digits, with ".", "_", "-" or "/" inside', 'write role, zone or team.io/owner'),
+    ),
+  z
+    .string({ error: withFix('a label value must be text', 'quote it: tier: "1"') })
+    .regex(LABEL_VALUE, withFix('a label value is at most 63 letters, digits, ".", "_" or "-"', 'write zone: eu-west-1')),
+  { error: withFix('labels must be a mapping of keys to values', 'write labels: { role: web, zone: a }') },
+);
+
 export const desiredStateFile = z.strictObject({
   node: nodeId,
+  labels: nodeLabels.optional(),
   generation: z
     .number({
       error: withFix(
@@ -144,6 +164,15 @@ export const desiredStateFile = z.strictObject({
     error: withFix('resources must be a mapping of resource keys to resources', 'write resources: { <key>: { type: …, … } }'),
   }),
   policy: policyInput,
+  expires: z.iso
+    .datetime({
+      offset: true,
+      error: withFix('expires must be an ISO 8601 time', 'write expires: 2026-12-01T00:00:00Z, or remove it'),
+    })
+    .describe(
+      'Until when this document may be acted on: past it, the loop is BLOCKED with STALE_INTENT and a host that verifies its signature refuses to act on it (ExpiredIntent), while observation goes on. Outside the digest: signing the same content again with a later expires is not a change of intent (datum sign, then datum refresh).',
+    )
+    .optional(),
 });
 
 export const provenance = exactly<Provenance>()(
@@ -238,6 +267,7 @@ export const agentConfigFields = z.strictObject({
   allow: agentAllow,
   packages: agentPackages,
   units: agentUnits,
+  trust: agentTrust,
 });
 
 /** agent.yaml, with the checks between its fields. */

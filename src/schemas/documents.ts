@@ -341,7 +341,15 @@ export function validateDesiredState(data: unknown, source: string, expectedNode
   }
   const resources = checkResources(doc.resources, problems);
   if (problems.length > 0) throw new InvalidDesiredState(source, dedupe(problems));
-  return { node: doc.node, generation: doc.generation, resources, policy: normalizePolicy(doc.policy) };
+  const expires = doc.expires === undefined ? {} : { expires: new Date(doc.expires).toISOString() };
+  return {
+    node: doc.node,
+    generation: doc.generation,
+    ...(doc.labels && Object.keys(doc.labels).length > 0 ? { labels: doc.labels } : {}),
+    resources,
+    policy: normalizePolicy(doc.policy),
+    ...expires,
+  };
 }
 
 function checkResources(raw: Record<string, unknown>, problems: Problem[]): Record<string, ResourceSpec> {

@@ -201,7 +201,7 @@ export const decision = exactly<Decision>()(
     /** On the notes an operator's signal or Update wrote: who asked, declared and as Temporal recorded it. */
     requester: z
       .object({
-        request: z.enum(['resolveConflict', 'refreshDesired', 'recheck']),
+        request: z.enum(['resolveConflict', 'refreshDesired', 'recheck', 'hold', 'unhold']),
         via: z.enum(['signal', 'update']),
         by: z.string().nullable(),
         identity: z.string().nullable(),
@@ -211,6 +211,16 @@ export const decision = exactly<Decision>()(
     repair_episode: z.object({ started_at: z.string(), repair_deadline: z.string() }).optional(),
     /** The last reset of the node's fence the agent reported with the snapshot. Optional: others have none. */
     fence_reset: fenceReset.optional(),
+    /** On every entry while the node is held (`datum hold`). Optional: others have none. */
+    hold: z
+      .object({
+        by: z.string(),
+        reason: z.string(),
+        since: z.string(),
+        until: z.string().nullable(),
+        identity: z.string().nullable(),
+      })
+      .optional(),
   }),
 );
 

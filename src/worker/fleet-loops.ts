@@ -1,5 +1,20 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { WORKFLOW_TYPES, isNodeId } from '../contract';
+import {
+  DatumConditions,
+  DatumGeneration,
+  DatumMode,
+  DatumNode,
+  DatumStatus,
+  MEMO_LAST_VERIFIED,
+  MEMO_REASON,
+  MEMO_SINCE,
+  MEMO_SUMMARY,
+  WORKFLOW_TYPES,
+  isNodeId,
+  type EndedLoop,
+  type LoopEnd,
+  type MissingLoop,
+} from '../contract';
 import { mapLimit } from '../activities/map-limit';
 
 /*
@@ -10,29 +25,7 @@ import { mapLimit } from '../activities/map-limit';
  * with what failure. `datum status`, `datum nodes` and the controller's fleet metrics read it.
  */
 
-/** How a node's last reconcile loop ended, or that it never had one. */
-export const LOOP_ENDS = ['NEVER_STARTED', 'TERMINATED', 'FAILED', 'TIMED_OUT', 'CANCELED', 'COMPLETED'] as const;
-export type LoopEnd = (typeof LOOP_ENDS)[number];
-
-/** The condition type `datum status` reports for such a node (not one a loop raises: no loop runs). */
-export const NO_RUNNING_LOOP = 'NO_RUNNING_LOOP';
-
-export interface EndedLoop {
-  workflow_id: string;
-  run_id: string;
-  generation: number;
-  started_at: string;
-  closed_at: string | null;
-  /** What ended it, from its close event: who terminated it and why, the failure, the timeout. */
-  how: string;
-}
-
-export interface MissingLoop {
-  node: string;
-  end: LoopEnd;
-  /** The node's newest reconcile loop, null when none ever ran. */
-  last_loop: EndedLoop | null;
-}
+export { LOOP_ENDS, type MissingLoop } from '../contract';
 
 /** Node names per visibility query: each adds one STARTS_WITH clause. */
 const NODES_PER_QUERY = 50;
@@ -48,6 +41,8 @@ export async function missingLoops(
   running: ReadonlySet<string>,
   /** Read each ended loop's close event (who terminated it, the failure); the metrics need only how many. */
   how = true,
+  /** Close events already read, by run id: a closed run's last event never changes. */
+  closes?: Map<string, string>,
 ): Promise<MissingLoop[]> {
   // A file name that is no node name is the authority's problem (the loop or validate names it), not a loop's.
   const missing = [...new Set(declared)].filter((n) => !running.has(n) && isNodeId(n)).sort();
@@ -69,7 +64,7 @@ export async function missingLoops(
   return mapLimit(still, 16, async (node): Promise<MissingLoop> => {
     const w = newest.get(node);
     return w
-      ? { node, end: endOf(w), last_loop: await endedLoop(client, w, how) }
+      ? { node, end: endOf(w), last_loop: await endedLoop(client, w, how, closes) }
       : { node, end: 'NEVER_STARTED', last_loop: null };
   });
 }
@@ -103,17 +98,32 @@ function endOf(w: WorkflowExecutionInfo): LoopEnd {
   }
 }
 
-async function endedLoop(client: Client, w: WorkflowExecutionInfo, how: boolean): Promise<EndedLoop> {
+async function endedLoop(
+  client: Client,
+  w: WorkflowExecutionInfo,
+  how: boolean,
+  closes?: Map<string, string>,
+): Promise<EndedLoop> {
   return {
     workflow_id: w.workflowId,
     run_id: w.runId,
     generation: Number(LOOP_ID.exec(w.workflowId)?.[2] ?? 0),
     started_at: w.startTime.toISOString(),
     closed_at: w.closeTime?.toISOString() ?? null,
-    how: how
-      ? await closeEvent(client, w).catch((error: unknown) => `its close event cannot be read (${(error as Error).message})`)
-      : endOf(w).toLowerCase(),
+    how: how ? await closeOf(client, w, closes) : endOf(w).toLowerCase(),
   };
+}
+
+async function closeOf(client: Client, w: WorkflowExecutionInfo, closes?: Map<string, string>): Promise<string> {
+  const known = closes?.get(w.runId);
+  if (known !== undefined) return known;
+  try {
+    const how = await closeEvent(client, w);
+    closes?.set(w.runId, how);
+    return how;
+  } catch (error) {
+    return `its close event cannot be read (${(error as Error).message})`;
+  }
 }
 
 /** The run's last history event, read from the end (one event, however long the loop lived), in words. */
@@ -123,7 +133,15 @@ async function closeEvent(client: Client, w: WorkflowExecutionInfo): Promise<str
     execution: { workflowId: w.workflowId, runId: w.runId },
     maximumPageSize: 1,
   });
-  const e = history?.events?.[0];
+  return closeWords(history?.events?.[0]);
+}
+
+type HistoryEvent = NonNullable<
+  NonNullable<Awaited<ReturnType<Client['workflowService']['getWorkflowExecutionHistoryReverse']>>['history']>['events']
+>[number];
+
+/** How a run's close event says it ended, in words. */
+function closeWords(e: HistoryEvent | undefined): string {
   const terminated = e?.workflowExecutionTerminatedEventAttributes;
   if (terminated)
     return `terminated${terminated.identity ? ` by ${terminated.identity}` : ''}${terminated.reason ? `: "${terminated.reason}"` : ''}`;
@@ -132,15 +150,100 @@ async function closeEvent(client: Client, w: WorkflowExecutionInfo): Promise<str
   if (e?.workflowExecutionTimedOutEventAttributes) return 'timed out (its workflow execution or run timeout passed)';
   if (e?.workflowExecutionCanceledEventAttributes) return 'cancelled';
   if (e?.workflowExecutionContinuedAsNewEventAttributes) return 'continued as new, and the next run is gone';
-  return 'completed (a loop completes when it hands the node over to a newer generation)';
+  const successor = supersededBy(e?.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]);
+  return successor
+    ? `handed the node over to ${successor}, which does not run`
+    : 'completed (a loop completes when it hands the node over to a newer generation)';
 }
 
-/** One sentence an operator can act on: what is missing, how the last loop ended, and the fix. */
-export function missingLoopMessage(m: MissingLoop, desiredGeneration: number | null): string {
-  const gen = desiredGeneration === null ? 'G' : String(desiredGeneration);
-  const fix = `roll it out with \`datum rollout start --generation ${gen} --nodes ${m.node}\``;
-  const desired = desiredGeneration === null ? 'desired state' : `desired state at generation ${desiredGeneration}`;
-  if (!m.last_loop) return `${m.node} has ${desired} but no reconcile loop has ever run for it — fix: ${fix}`;
-  const l = m.last_loop;
-  return `${m.node} has ${desired} but no running reconcile loop: ${l.workflow_id} ${l.how}${l.closed_at ? ` at ${l.closed_at}` : ''} — fix: ${fix}`;
+/** A loop's result names its successor (ReconcileResult.superseded_by); a payload the codec encrypted reads as nothing. */
+function supersededBy(
+  payload: { metadata?: Record<string, Uint8Array> | null; data?: Uint8Array | null } | undefined,
+): string | null {
+  const encoding = payload?.metadata?.encoding ? Buffer.from(payload.metadata.encoding).toString() : '';
+  if (encoding !== 'json/plain' || !payload?.data) return null;
+  try {
+    const result = JSON.parse(Buffer.from(payload.data).toString()) as { superseded_by?: unknown };
+    return typeof result.superseded_by === 'string' && result.superseded_by !== '' ? result.superseded_by : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A node as visibility shows its running loop: search attributes and memo, no query. */
+export interface NodeRow {
+  node: string;
+  workflow_id: string;
+  generation: number;
+  status: string | null;
+  reason: string | null;
+  mode: string | null;
+  conditions: string[];
+  last_verified_at: string | null;
+  /** When the loop at this generation started (its memo), else when its current run did. */
+  since: string;
+  summary: string | null;
+}
+
+/** What `datum nodes` and `datum status` may filter on, all in the visibility query. */
+export interface NodeFilter {
+  node?: string;
+  statuses?: string[];
+  conditions?: string[];
+  generation?: number;
+  /** Only loops with at least one open condition (status's pre-filter). */
+  withConditions?: boolean;
+}
+
+const quoted = (values: string[]) => values.map((v) => JSON.stringify(v)).join(', ');
+
+/** The visibility query; every value in it is a checked node name, status, condition type or number. */
+export function nodeQuery(f: NodeFilter = {}): string {
+  const where = [`WorkflowType = "${WORKFLOW_TYPES.reconcileNode}"`, 'ExecutionStatus = "Running"'];
+  if (f.node) where.push(`${DatumNode.name} = ${JSON.stringify(f.node)}`);
+  if (f.statuses?.length) where.push(`${DatumStatus.name} IN (${quoted(f.statuses)})`);
+  if (f.conditions?.length) where.push(`${DatumConditions.name} IN (${quoted(f.conditions)})`);
+  else if (f.withConditions) where.push(`${DatumConditions.name} IS NOT NULL`);
+  if (f.generation !== undefined) where.push(`${DatumGeneration.name} = ${f.generation}`);
+  return where.join(' AND ');
+}
+
+const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+
+function rowOf(w: WorkflowExecutionInfo): NodeRow | null {
+  const sa = w.typedSearchAttributes;
+  const m = /^datum\/(.+)\/gen-(\d+)$/.exec(w.workflowId);
+  const node = sa.get(DatumNode) ?? m?.[1];
+  if (!node) return null;
+  const memo = w.memo ?? {};
+  const summary = text(memo[MEMO_SUMMARY]);
+  return {
+    node,
+    workflow_id: w.workflowId,
+    generation: sa.get(DatumGeneration) ?? Number(m?.[2] ?? 0),
+    status: sa.get(DatumStatus) ?? null,
+    // Loops from before the memo carried the reason: its summary starts "STATUS REASON (gen G)".
+    reason: text(memo[MEMO_REASON]) ?? (summary ? (/^\S+ ([A-Z_]+) \(gen \d+\)/.exec(summary)?.[1] ?? null) : null),
+    mode: sa.get(DatumMode) ?? null,
+    conditions: [...(sa.get(DatumConditions) ?? [])],
+    last_verified_at: text(memo[MEMO_LAST_VERIFIED]),
+    since: text(memo[MEMO_SINCE]) ?? w.startTime.toISOString(),
+    summary,
+  };
+}
+
+/**
+ * Every running reconcile loop the filter matches, one per node (the newest generation wins if
+ * two overlap during a hand-over), sorted by node: one paginated ListWorkflowExecutions call,
+ * no query, no worker needed.
+ */
+export async function listNodes(client: Client, filter: NodeFilter = {}): Promise<NodeRow[]> {
+  const rows = new Map<string, NodeRow>();
+  for await (const w of client.workflow.list({ query: nodeQuery(filter), pageSize: 1000 })) {
+    const row = rowOf(w);
+    if (!row) continue;
+    const prior = rows.get(row.node);
+    if (!prior || prior.generation < row.generation) rows.set(row.node, row);
+  }
+  return [...rows.values()].sort((a, b) => a.node.localeCompare(b.node));
 }

@@ -60,6 +60,7 @@ export interface NodeAgents {
   observer: ActivityInterfaceFor<AgentActivities>;
   watcher: ActivityInterfaceFor<AgentActivities>;
   nodeTimeout: string;
+  observationTtl: string;
   /** What the agents are asked about: the bound intent's resources, artifacts where the controller resolved them. */
   resources: BoundIntent['resources'];
 }
@@ -71,7 +72,7 @@ export interface NodeAgents {
  * is long-lived, beats rarely and is never retried by Temporal; the loop decides when to start
  * the next one.
  */
-export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
+export function nodeAgents(node: string, intent: BoundIntent, bounded: boolean): NodeAgents {
   const nodeTimeout = intent.policy.node_timeout;
   const base = {
     taskQueue: agentTaskQueue(node),
@@ -79,9 +80,12 @@ export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
     heartbeatTimeout: '30s',
   } as const;
   const retry = { initialInterval: '1s', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [...REFUSALS] };
+  // An observation later than node_timeout + observation_ttl could not be fresh anyway: past that
+  // bound the loop knows it is blind (NODE_UNREACHABLE) at once, retries or not (patch observation-bound).
+  const bound = bounded ? { scheduleToCloseTimeout: observationBoundMs(intent.policy) } : {};
   return {
     agent: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: APPLY_TIMEOUT, retry }),
-    observer: proxyActivities<AgentActivities>({ ...base, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
+    observer: proxyActivities<AgentActivities>({ ...base, ...bound, startToCloseTimeout: OBSERVE_TIMEOUT, retry }),
     watcher: proxyActivities<AgentActivities>({
       ...base,
       heartbeatTimeout: WATCH_HEARTBEAT_TIMEOUT,
@@ -89,6 +93,7 @@ export function nodeAgents(node: string, intent: BoundIntent): NodeAgents {
       retry: { maximumAttempts: 1 },
     }),
     nodeTimeout,
+    observationTtl: intent.policy.observation_ttl,
     resources: agentResources(intent),
   };
 }
@@ -118,7 +123,7 @@ export function passPorts(loop: Watched): PassPorts {
         return { observation, unreachable: null };
       } catch (error) {
         watchEvent(loop, { kind: 'observed', markers: null });
-        return { observation: null, unreachable: describeFailure(error, agents.nodeTimeout) };
+        return { observation: null, unreachable: describeFailure(error, agents) };
       }
     },
     readAuthority: async () => authorityView(await readAuthority(node)),
@@ -127,10 +132,11 @@ export function passPorts(loop: Watched): PassPorts {
       try {
         return await agents.agent.apply.executeWithOptions(
           { summary: summaryLine(`apply ${action.action} ${action.resource_key}`) },
-          [{ node, action }],
+          // The signed bytes as the authority holds them, for a host that verifies them.
+          [{ node, action, ...(loop.intent.signed ? { signed: loop.intent.signed } : {}) }],
         );
       } catch (error) {
-        return applyFailure(error, agents.nodeTimeout);
+        return applyFailure(error, agents);
       }
     },
     now: nowIso,
@@ -190,29 +196,33 @@ export async function recordDecisions(loop: Pick<Watched, 'node' | 'agents'>, re
       log.warn('the agent did not keep an operator decision; the next pass sends it again', {
         resource_key: request.resource_key,
         kind: request.kind,
-        error: describeFailure(error, loop.agents.nodeTimeout),
+        error: describeFailure(error, loop.agents),
       });
     }
   }
 }
 
 /** A failed apply as the domain reads it: the agent's typed refusal, or a failure to act. */
-function applyFailure(error: unknown, nodeTimeout: string): ApplyFailure {
+function applyFailure(error: unknown, agents: Pick<NodeAgents, 'nodeTimeout' | 'observationTtl'>): ApplyFailure {
   const cause = error instanceof ActivityFailure ? error.cause : undefined;
   if (cause instanceof ApplicationFailure && outcomeOfFailure(cause.type) === 'refused') {
     return { kind: 'refused', refusal_type: cause.type ?? '', message: cause.message };
   }
-  return { kind: 'failed', detail: describeFailure(error, nodeTimeout) };
+  return { kind: 'failed', detail: describeFailure(error, agents) };
 }
 
-function describeFailure(error: unknown, nodeTimeout: string): string {
-  if (
-    error instanceof ActivityFailure &&
-    error.cause instanceof TimeoutFailure &&
-    error.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
-  ) {
-    return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
-  }
+/** How long an observation may take, from its request to its answer: picked up within node_timeout, back within observation_ttl. */
+const observationBoundMs = (policy: BoundIntent['policy']) =>
+  durationMs(policy.node_timeout) + durationMs(policy.observation_ttl);
+
+function describeFailure(
+  error: unknown,
+  { nodeTimeout, observationTtl }: Pick<NodeAgents, 'nodeTimeout' | 'observationTtl'>,
+): string {
+  const timeout = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure ? error.cause.timeoutType : null;
+  if (timeout === TimeoutType.SCHEDULE_TO_START) return `no agent took the task on its queue within node_timeout ${nodeTimeout}`;
+  if (timeout === TimeoutType.SCHEDULE_TO_CLOSE)
+    return `an agent took the observation but none came back within node_timeout ${nodeTimeout} + observation_ttl ${observationTtl}, past which no snapshot could be fresh (the agent may still be beating: its observation is stuck)`;
   if (error instanceof ActivityFailure && error.cause) return `${error.cause.name}: ${error.cause.message}`;
   return error instanceof Error ? error.message : String(error);
 }

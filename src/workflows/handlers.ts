@@ -7,6 +7,8 @@ import { ParentClosePolicy, setHandler, startChild } from '@temporalio/workflow'
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   decisionRequest,
+  foreignItem,
+  isLoopResolution,
   judgeLoopResolution,
   judgeRefresh,
   parseLoopResolution,
@@ -21,8 +23,11 @@ import {
   WORKFLOW_PATCH,
   WORKFLOW_TYPES,
   withFix,
+  holdUpdate,
   ledgerQuery,
   loopResolveWorkUpdate,
+  reconcileUpdate,
+  unholdUpdate,
   recheckSignal,
   reconcileWorkflowId,
   refreshDesiredSignal,
@@ -33,12 +38,14 @@ import {
   type LoopResolutionResult,
   type NodeState,
   type ReconcileNodeWorkflow,
+  type RequesterNote,
 } from '../contract';
 import { handOverAttributes, rebindAttributes } from './attributes';
 import { nodeAgents, recordDecisions, type NodeAgents } from './agents';
 import { authorityView, readAuthority } from './intent';
-import { flushLedger, note, nowIso, type Recorder } from './ledger';
+import { PASS_FOLLOWS_NOW, flushLedger, note, nowIso, type Recorder } from './ledger';
 import { inForce } from './patches';
+import { holdNow, reconcileNow, unholdNow, validateHold, type Holdable } from './holds';
 import { requesterOf, signalCounter, stampRequester, thisUpdate, type RequestRef } from './requesters';
 import { awaitReply, checkNotHandedOver, checkPayload, replyOf, type Reply } from './updates';
 
@@ -51,7 +58,9 @@ export type Pending =
   | { signal: typeof resolveConflictSignal; payload: unknown; reply?: Reply; ref: RequestRef }
   | { signal: typeof recheckSignal; rejected: string; reply?: undefined; ref: RequestRef }
   /** A work item's resolution (docs/work-items.md): an Update only, no signal of that name. */
-  | { signal: typeof loopResolveWorkUpdate; payload: unknown; reply: Reply };
+  | { signal: typeof loopResolveWorkUpdate; payload: unknown; reply: Reply }
+  /** `datum hold` and `datum unhold` (holds.ts): Updates only. */
+  | { signal: typeof holdUpdate | typeof unholdUpdate; hold: 'hold' | 'unhold'; payload: unknown; reply: Reply; ref: RequestRef };
 
 export interface Inbox {
   pending: Pending[];
@@ -66,10 +75,12 @@ export interface Inbox {
 export const emptyInbox = (): Inbox => ({ pending: [], supersededBy: null, recheckRequested: false, recheckAccepted: false });
 
 /** The part of the loop that signals read and move. */
-export interface Signalled extends Recorder {
+export interface Signalled extends Recorder, Holdable {
   intent: BoundIntent;
   agents: NodeAgents;
   readonly inbox: Inbox;
+  /** The observation-bound patch is in force for this run (agents.ts). */
+  readonly observeBound: boolean;
 }
 
 export function installHandlers(loop: Signalled): void {
@@ -106,6 +117,13 @@ export function installHandlers(loop: Signalled): void {
       validator: (payload) => validateResolution(loop, payload),
     },
   );
+  setHandler(holdUpdate, (payload) => queue({ signal: holdUpdate, hold: 'hold', payload, reply: {}, ref: thisUpdate() }), {
+    validator: (payload) => validateHold(loop, 'hold', payload),
+  });
+  setHandler(unholdUpdate, (payload) => queue({ signal: unholdUpdate, hold: 'unhold', payload, reply: {}, ref: thisUpdate() }), {
+    validator: (payload) => validateHold(loop, 'unhold', payload),
+  });
+  setHandler(reconcileUpdate, () => reconcileNow(loop), { validator: () => checkNotHandedOver(inbox.supersededBy) });
   setHandler(
     loopResolveWorkUpdate,
     async (payload): Promise<LoopResolutionResult> => {
@@ -143,6 +161,8 @@ function stateOf(loop: Signalled): NodeState {
     last_verified_at: loop.ledger.lastVerifiedAt,
     ledger_entries: loop.ledger.nextSeq - 1,
     superseded_by: loop.inbox.supersededBy,
+    hold: loop.history.hold ?? null,
+    passes: { ...loop.passes },
   };
 }
 
@@ -154,7 +174,7 @@ export async function handleSignals(loop: Signalled): Promise<boolean> {
     const requester =
       'ref' in next ? await requesterOf(next.signal.name, next.ref, 'payload' in next ? next.payload : null) : null;
     const fromSeq = loop.ledger.nextSeq;
-    const done = await handleSignal(loop, next);
+    const done = await handleSignal(loop, next, requester);
     stampRequester(loop.ledger.entries, fromSeq, requester);
     await flushLedger(loop);
     if (next.reply && next.reply.error === undefined)
@@ -164,7 +184,12 @@ export async function handleSignals(loop: Signalled): Promise<boolean> {
   return false;
 }
 
-async function handleSignal(loop: Signalled, pending: Pending): Promise<boolean> {
+async function handleSignal(loop: Signalled, pending: Pending, requester: RequesterNote | null): Promise<boolean> {
+  if ('hold' in pending) {
+    if (pending.hold === 'hold') holdNow(loop, pending.payload, requester, pending.reply);
+    else unholdNow(loop, pending.payload, pending.reply);
+    return false;
+  }
   if ('rejected' in pending) {
     rejectSignal(loop, recheckSignal.name, pending.rejected, pending.rejected);
     return false;
@@ -243,9 +268,19 @@ function judgeWork(loop: Signalled, payload: unknown, validating: boolean) {
   if (validating) checkNotHandedOver(loop.inbox.supersededBy);
   const parsed = parseLoopResolution(payload);
   if (!parsed.ok) return refuseWork(parsed.error, validating);
-  const judged = judgeLoopResolution(loop.history, loop.intent, loop.lastDecision, parsed.value, nowIso());
+  // In the validator only: a refused Update leaves nothing in history, so runs recorded before
+  // this check replay as they were, and every new Update meets it.
+  const foreign = validating ? foreignItem(loop.node, parsed.value) : null;
+  if (foreign) return refuseWork(`resolveWork rejected: ${foreign}`, validating);
+  const resolution = parsed.value;
+  if (!isLoopResolution(resolution))
+    return refuseWork(
+      `resolveWork rejected: ${resolution.condition} is the fleet's condition, resolved through the fleet workflow`,
+      validating,
+    );
+  const judged = judgeLoopResolution(loop.history, loop.intent, loop.lastDecision, resolution, nowIso());
   if (judged.error) return refuseWork(`resolveWork rejected: ${judged.error}`, validating);
-  return { resolution: parsed.value, judged };
+  return { resolution, judged };
 }
 
 function refuseWork(error: string, validating: boolean): { error: string } {
@@ -298,11 +333,9 @@ async function rebindToAuthority(loop: Signalled): Promise<string | null> {
 
 function rebind(loop: Signalled, intent: BoundIntent): void {
   loop.intent = intent;
-  loop.agents = nodeAgents(loop.node, intent);
+  loop.agents = nodeAgents(loop.node, intent, loop.observeBound);
   rebindAttributes(loop.attributes, intent);
 }
-
-const PASS_FOLLOWS_NOW = { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } as const;
 
 /** refreshDesired: the same generation re-binds, a newer one hands over, anything else is refused. */
 async function refreshDesired(loop: Signalled, payload: unknown): Promise<boolean> {

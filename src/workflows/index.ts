@@ -7,10 +7,16 @@ import { reconcileNode as reconcileNodeWorkflow } from './reconcileNode';
 import { rollout as rolloutWorkflow } from './rollout';
 import { workItem as workItemWorkflow } from './workItem';
 import { importNode as importNodeWorkflow } from './importNode';
+import { rolloutGate as rolloutGateWorkflow } from './rolloutGate';
+import { removal as removalWorkflow } from './removal';
+import { fleet as fleetWorkflow } from './fleet';
 
-export const { reconcileNode, rollout, workItem, importNode }: DatumWorkflows = {
+export const { reconcileNode, rollout, workItem, importNode, rolloutGate, removal, fleet }: DatumWorkflows = {
   reconcileNode: reconcileNodeWorkflow,
   rollout: rolloutWorkflow,
   workItem: workItemWorkflow,
   importNode: importNodeWorkflow,
+  rolloutGate: rolloutGateWorkflow,
+  removal: removalWorkflow,
+  fleet: fleetWorkflow,
 };

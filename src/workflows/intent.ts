@@ -17,6 +17,7 @@ import {
   isNodeId,
 } from '../contract';
 import { showInvalidAtStart } from './attributes';
+import { storedHold } from './holds';
 import { inForce } from './patches';
 import { summaryLine } from './summaries';
 
@@ -39,13 +40,17 @@ export function authorityView(read: AuthorityRead): AuthorityView {
 /** What a run opens with: carried by continue-as-new, or read and bound for a new run chain. */
 export async function openIntent(
   input: ReconcileNodeInput,
+  holdsLive: boolean,
 ): Promise<{ carry: ReconcileCarry | null; intent: BoundIntent; history: History }> {
   checkInput(input);
   const carry = trustedCarry(input);
   if (carry) return { carry, intent: carry.intent, history: carry.history };
   const opening = openingPatches();
   const intent = bindAtStart(await readValidAuthority(input, opening), input);
-  return { carry, intent, history: await freshHistory(input.node, opening) };
+  const history = await freshHistory(input.node, opening);
+  // A hold outlives the loop that took it: a new generation's loop starts held (holds.ts).
+  const hold = holdsLive ? await storedHold(input.node) : null;
+  return { carry, intent, history: hold ? { ...history, hold } : history };
 }
 
 /**

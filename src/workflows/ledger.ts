@@ -25,6 +25,9 @@ import { summaryLine } from './summaries';
 /** The workflow's clock (replayed as it was), as the ledger writes times. */
 export const nowIso = () => new Date(Date.now()).toISOString();
 
+/** The recheck trigger of a note whose pass follows at once (a resolution, a re-bind, a hold's end). */
+export const PASS_FOLLOWS_NOW = { trigger: 'FRESH_OBSERVATION', not_before: null, detail: 'the pass that follows now' } as const;
+
 /** Ledger entries kept in the workflow and carried across continue-as-new (the store keeps all). */
 export const LEDGER_TAIL = 50;
 

@@ -2,6 +2,8 @@ import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@te
 import { IDLE_WATCH, nextWakeMs, runPass, type BoundIntent, type Decision, type History, type WatchState } from '../domain';
 import {
   MAX_HISTORY_EVENTS,
+  WORKFLOW_PATCH,
+  type PassCount,
   type ReconcileCarry,
   type ReconcileNodeInput,
   type ReconcileNodeWorkflow,
@@ -11,6 +13,8 @@ import { nodeAgents, passPorts, recordDecisions, watchEvent, type NodeAgents } f
 import { bindAttributes, openAttributes, type AttributeWriter } from './attributes';
 import { acceptRecheck, emptyInbox, handleSignals, installHandlers, type Inbox } from './handlers';
 import { openIntent } from './intent';
+import { endHoldAtItsTime, holdEndsAt } from './holds';
+import { inForce } from './patches';
 import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from './ledger';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
@@ -25,11 +29,14 @@ import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from 
 export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
   const loop = await openLoop(input);
   for (;;) {
-    // 1. Signals first, in arrival order: each becomes one ledger entry, between passes.
+    // 1. Signals first, in arrival order: each becomes one ledger entry, between passes. A hold
+    //    whose time has passed ends before them.
+    endHoldAtItsTime(loop);
     if (await handleSignals(loop)) return handedOver(loop);
 
     // 2. One pass (observe, decide, act where authorized, probe, decide), then record it.
     loop.inbox.recheckRequested = false;
+    loop.passes.started++;
     watchEvent(loop, { kind: 'pass' });
     acceptRecheck(loop);
     const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
@@ -38,6 +45,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     record(loop, final.decision, 'pass');
     await recordDecisions(loop, final.decisions_to_record ?? []);
     await flushLedger(loop);
+    loop.passes.done++;
     // What the pass found reaches the node's work items; only a fresh observation closes one.
     await reportToWork(loop, final.decision, seq);
     if (loop.inbox.pending.length > 0 || loop.inbox.recheckRequested) continue;
@@ -73,11 +81,19 @@ interface Loop {
   readonly attributes: AttributeWriter;
   /** The node's work items this loop tells, and whether this run tells them at all. */
   readonly work: LoopWork;
+  /** The patches asked as the run starts: holds taken (holds.ts), observations bounded (agents.ts). */
+  readonly holdsLive: boolean;
+  readonly observeBound: boolean;
+  /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
+  readonly passes: PassCount;
 }
 
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
+  // Every patch a run asks at its start, before its first local activity (the registry's story).
   const workLive = workItemsLive();
-  const { carry, intent, history } = await openIntent(input);
+  const observeBound = inForce(WORKFLOW_PATCH.observationBound);
+  const holdsLive = inForce(WORKFLOW_PATCH.nodeHolds);
+  const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
     node: input.node,
@@ -90,9 +106,12 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     ledger,
     inbox: emptyInbox(),
     watch: IDLE_WATCH,
-    agents: nodeAgents(input.node, intent),
+    agents: nodeAgents(input.node, intent, observeBound),
     attributes: openAttributes(),
     work: openWork(workLive, carry),
+    holdsLive,
+    observeBound,
+    passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
   };
   installHandlers(loop);
   bindAttributes(loop.attributes, loop.node, intent);
@@ -111,6 +130,7 @@ function carryOf(loop: Loop): ReconcileCarry {
     runs: loop.runs,
     unstored: loop.ledger.unstored,
     work: carryWork(loop.work),
+    passes: loop.passes,
   };
 }
 
@@ -142,7 +162,11 @@ async function handedOver(loop: Loop): Promise<ReconcileResult> {
  * waits on one timer.
  */
 async function waitForEvidence(loop: Loop): Promise<void> {
-  const wakeAt = Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now());
+  // A hold that ends by itself wakes the loop at its end, which the next iteration records.
+  const wakeAt = Math.min(
+    Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
+    holdEndsAt(loop) ?? Infinity,
+  );
   const evidence = () => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
   // The time a fired timer was due: the clock reads at least that from then on (see below).
   let floor = 0;

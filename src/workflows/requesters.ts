@@ -58,8 +58,12 @@ export async function requesterOf(
   return { request, via: ref.via, by: declaredBy(request, payload), identity };
 }
 
-/** The name a request declares: resolveConflict's `by` when its payload is valid; the other requests declare none. */
+/** The name a request declares: resolveConflict's, hold's and unhold's `by` when given; the other requests declare none. */
 function declaredBy(request: RequesterNote['request'], payload: unknown): string | null {
+  if (request === 'hold' || request === 'unhold') {
+    const by = payload && typeof payload === 'object' ? (payload as { by?: unknown }).by : null;
+    return typeof by === 'string' ? by : null;
+  }
   if (request !== 'resolveConflict') return null;
   const parsed = parseSignal(request, payload);
   return parsed.ok ? parsed.value.by : null;

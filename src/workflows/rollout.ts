@@ -14,6 +14,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { echo } from '../domain/bounds';
+import { wavesProblems } from '../domain';
+import { rolloutInWaves } from './rollout-waves';
 import { inForce } from './patches';
 import { summaryLine } from './summaries';
 import {
@@ -32,6 +34,7 @@ import {
   type RolloutNodeProgress,
   type RolloutProgress,
   type RolloutResult,
+  type RolloutWaves,
 } from '../contract';
 
 const acts = proxyActivities<ControlActivities>({
@@ -62,6 +65,8 @@ const POLL_MS = 1000;
  */
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   checkInput(input);
+  // Waves are new input: a rollout recorded before them never has any, and replays below as it ran.
+  if (input.waves !== undefined) return await rolloutInWaves(input as RolloutInput & { waves: RolloutWaves });
   const carried = trustedPrepared(input);
   const cancellable = inForce(WORKFLOW_PATCH.rolloutCancelStopsStarting);
   const prepared = carried ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
@@ -226,6 +231,7 @@ function checkInput(input: RolloutInput): void {
     const bad = input.nodes.filter((n) => !isNodeId(n));
     if (bad.length) problems.push(`not node names: ${bad.map((n) => echo(n)).join(', ')}`);
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
+    problems.push(...wavesProblems(input.nodes, input.waves));
   }
   if (problems.length > 0) {
     throw ApplicationFailure.nonRetryable(

@@ -4,7 +4,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  currentUpdateInfo,
   log,
   proxyActivities,
   setCurrentDetails,
@@ -17,6 +16,7 @@ import {
   claimRefusal,
   claimWork,
   durationMs,
+  isFleetReport,
   isNodeLoop,
   workEpisode,
   itemSummary,
@@ -47,7 +47,6 @@ import {
   type ControlActivities,
   type PassReport,
   type ResolveResult,
-  type UpdateRef,
   type WorkItem,
   type WorkItemInput,
   type WorkItemWorkflow,
@@ -55,6 +54,7 @@ import {
 import { workReportDropped } from './metrics';
 import { inForce } from './patches';
 import { summaryLine } from './summaries';
+import { requester, thisUpdate } from './update-identity';
 
 /**
  * One condition episode that needs judgement, handed over as work (docs/work-items.md). The loop
@@ -147,7 +147,9 @@ function ownCarry(input: WorkItemInput, info: ReturnType<typeof workflowInfo>): 
  */
 async function confirmed(w: Work, report: PassReport): Promise<boolean> {
   let why: string;
-  if (!isNodeLoop(report) || report.node !== w.item.node) why = `${report.loop} is not the reconcile loop of ${w.item.node}`;
+  // A fleet condition's item takes its reports from the fleet workflow, which confirmReport asks in turn.
+  if (!(isNodeLoop(report) || isFleetReport(report)) || report.node !== w.item.node)
+    why = `${report.loop} is not the reconcile loop of ${w.item.node}, nor the fleet workflow`;
   else {
     const check = await work.confirmReport.executeWithOptions(
       { summary: summaryLine(`confirm ${report.loop} #${report.ledger_seq}`) },
@@ -318,7 +320,8 @@ async function resolve(w: Work, payload: unknown): Promise<ResolveResult> {
 function loopResolution(item: WorkItem, r: CheckedResolve) {
   return {
     item_id: item.id,
-    condition: item.condition,
+    // This workflow holds only the items loops open (its input's condition).
+    condition: item.condition as WorkItemInput['condition'],
     resource_key: item.resource_key,
     resolution: r.resolution,
     attempts: r.attempts,
@@ -337,21 +340,6 @@ const work = proxyActivities<ControlActivities>({
   startToCloseTimeout: FORWARD_TIMEOUT_MS,
   retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 5, nonRetryableErrorTypes: ['ResolutionRefused'] },
 });
-
-function thisUpdate(): UpdateRef {
-  const info = workflowInfo();
-  return { workflow_id: info.workflowId, run_id: info.runId, update_id: currentUpdateInfo()?.id ?? '' };
-}
-
-/** Who sent the Update, as Temporal recorded it; unknown (null) if the history cannot be read. */
-async function requester(ref: UpdateRef): Promise<string | null> {
-  try {
-    return await work.updateRequester.executeWithOptions({ summary: 'who sent it' }, [ref]);
-  } catch (error) {
-    log.warn('the identity of an Update could not be read', { error: String(error) });
-    return null;
-  }
-}
 
 /** State as a search attribute, the one-line summary as the memo, the item as the page's details; only what changed. */
 function publish(w: Work): void {

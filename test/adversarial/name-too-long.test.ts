@@ -1,11 +1,12 @@
-// Issue 18, hole 8 (the agent's side): a path segment longer than the filesystem allows made
-// every observe of the node fail with ENAMETOOLONG, so the node was NODE_UNREACHABLE for good and
-// its other resources were never repaired. Any filesystem error of one resource (an errno) is
-// now that resource's finding, naming the problem and the fix; the node's other resources are
-// observed and written as usual. A segment over NAME_MAX is judged by its spelling before the
+// Issue 18, hole 8 (the agent's side), its spelling half: a path segment longer than the
+// filesystem allows made every observe of the node fail with ENAMETOOLONG, so the node was
+// NODE_UNREACHABLE for good. A segment over NAME_MAX is now judged by its spelling before the
 // filesystem is asked (src/domain/rootPath.ts, the same rule desired-state validation applies:
-// name-too-long-desired.test.ts); a filesystem with a smaller NAME_MAX still answers ENAMETOOLONG,
-// which is that resource's finding the same way.
+// name-too-long-desired.test.ts), and refused as that resource's finding; the node's other
+// resources are observed and written as usual. This never reaches the filesystem, so it cannot
+// guard the errno branch (src/agent/providers/types.ts observeGuarded) that turns a real
+// filesystem error of one resource into its finding: errno-one-resource.test.ts does, with an
+// error no spelling check can see.
 
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { cleanupNodes, fileAction, makeNode } from '../agent/helpers';
 afterEach(cleanupNodes);
 
 describe('attack: a file path with a segment longer than the filesystem allows', () => {
-  it('is that resource’s obstruction with the errno and the fix; the node’s other resources are observed and repaired', async () => {
+  it('is refused by its spelling as that resource’s finding, naming the fix; the node’s other resources are observed and repaired', async () => {
     const t = await makeNode();
     await fs.mkdir(path.join(t.root, 'etc')); // the long segment is then looked up, not a missing parent
     const long = `etc/${'n'.repeat(300)}/app.conf`;

@@ -46,18 +46,19 @@ describe('a terabyte sparse file at a managed path', () => {
     expect(JSON.stringify(blocked.conditions)).toContain('holds 1 TiB, more than the 16 MiB Datum reads or keeps a copy of');
     await stack.waitFor(siblingLoop, (s) => s.convergence_status === 'CONVERGED', 20_000);
 
-    // The sibling is changed by hand again and again; each change is repaired within seconds.
+    // The sibling is changed by hand again and again; each change is repaired within seconds. The
+    // next change waits for the repair's proof in the ledger: one made between Datum's write and
+    // its post-action observation would rightly be another writer (CONFLICT), not drift.
     const conf = path.join(stack.fleet.root(sibling), 'etc', 'app.conf');
+    const repairs = async () =>
+      statusesOf(await stack.ledger(siblingLoop)).filter((s) => s === 'CONVERGED/CONVERGED_AFTER_REPAIR').length;
     for (let i = 0; i < 5; i++) {
+      const before = await repairs();
       await fs.writeFile(conf, `workers = ${i}\n`);
-      await until(() => fs.readFile(conf, 'utf8'), {
-        what: `change ${i} of the sibling to be repaired`,
-        accept: (text) => text === 'workers = 8\n',
-        timeoutMs: 20_000,
-      });
+      await until(repairs, { what: `change ${i} of the sibling to be repaired`, accept: (n) => n > before, timeoutMs: 20_000 });
+      expect(await fs.readFile(conf, 'utf8')).toBe('workers = 8\n');
     }
-    const repairs = statusesOf(await stack.ledger(siblingLoop)).filter((s) => s === 'CONVERGED/CONVERGED_AFTER_REPAIR');
-    expect(repairs.length).toBeGreaterThanOrEqual(5);
+    expect(await repairs()).toBeGreaterThanOrEqual(5);
     // And the big file's node is still judged on fresh observations, each as quick as any other.
     const state = await stack.state(bigLoop);
     expect(Date.now() - Date.parse(state.last_verified_at ?? '1970-01-01')).toBeLessThan(30_000);

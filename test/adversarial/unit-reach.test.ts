@@ -15,11 +15,12 @@ import { targetMarker } from '../../src/agent/activities';
 import { parseAgentConfigText } from '../../src/schemas/documents';
 import { action, cleanupNodes, expectRefusal, makeNode, type TestNode } from '../agent/helpers';
 import { changes, daemonUnit, freePort, show, startUnitHost, systemctl, writeDaemon, type UnitHost } from '../agent/unit-host';
+import { INSTALL_TIMEOUT_MS } from '../helpers/tools';
 
 let host: UnitHost | { skip: string } = { skip: 'not started yet' };
 beforeAll(async () => {
   host = await startUnitHost();
-}, 60_000);
+}, INSTALL_TIMEOUT_MS);
 afterAll(async () => {
   if ('stop' in host) await host.stop();
 }, 60_000);

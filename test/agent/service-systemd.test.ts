@@ -1,8 +1,9 @@
 // The systemd backend of managed services (agent.yaml `services: { backend: systemd }`): the
 // argv a person would see for systemd-run and systemctl, unit names from hostile node and service
 // names, the agent.yaml field, the refusal at start and at apply on a host without systemd (this
-// one's real behaviour where PID 1 is not systemd), and the backend against a real systemd
-// manager where one can be had (test/agent/systemd-manager.ts), skipped with the reason otherwise.
+// one's real behaviour where PID 1 is not systemd; on a host booted with systemd those skip, as
+// test/skip-policy.ts allows), and the backend against a real systemd manager
+// (test/agent/systemd-manager.ts, which installs systemd where it is missing).
 
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -40,6 +41,7 @@ import {
   type TestNode,
 } from './helpers';
 import { userManager, type TestManager } from './systemd-manager';
+import { INSTALL_TIMEOUT_MS, toolOrSkip } from '../helpers/tools';
 
 afterEach(cleanupNodes);
 
@@ -62,13 +64,17 @@ describe('unit names', () => {
     expect(unit).toMatch(/^[A-Za-z0-9:_.\\-]+\.service$/); // only characters systemd allows in a unit name
   });
 
-  it('escapes each part as systemd-escape does (except "/", which it would turn into "-")', (ctx) => {
-    ctx.skip(spawnSync('systemd-escape', ['x']).status !== 0, 'systemd-escape is not installed: the table above stands');
-    for (const name of ['N-24', '.hidden', 'a b', 'nœud', '$(rm -rf)', 'x\\y', "it's", 'a:b_c.d', '-', '..', 'tab\there']) {
-      const real = spawnSync('systemd-escape', ['--', name], { encoding: 'utf8' }).stdout.trim();
-      expect(systemdEscape(name), name).toBe(real);
-    }
-  });
+  it(
+    'escapes each part as systemd-escape does (except "/", which it would turn into "-")',
+    { timeout: INSTALL_TIMEOUT_MS },
+    async (ctx) => {
+      const escape = await toolOrSkip(ctx, 'systemd-escape');
+      for (const name of ['N-24', '.hidden', 'a b', 'nœud', '$(rm -rf)', 'x\\y', "it's", 'a:b_c.d', '-', '..', 'tab\there']) {
+        const real = spawnSync(escape, ['--', name], { encoding: 'utf8' }).stdout.trim();
+        expect(systemdEscape(name), name).toBe(real);
+      }
+    },
+  );
 
   it('gives different units to names that would run together', () => {
     expect(unitName('a-b', 'c')).not.toBe(unitName('a', 'b-c'));
@@ -326,7 +332,7 @@ describe('the systemd backend against a real systemd manager', () => {
   let found: TestManager | { skip: string } = { skip: 'not looked for yet' };
   beforeAll(async () => {
     found = await userManager();
-  }, 60_000);
+  }, INSTALL_TIMEOUT_MS);
   afterAll(async () => {
     if ('stop' in found) await found.stop();
   }, 60_000);

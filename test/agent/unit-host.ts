@@ -67,8 +67,9 @@ export async function startUnitHost(): Promise<UnitHost | { skip: string }> {
   };
 }
 
-/** The calls that change something: everything but the reads (show, is-enabled). */
-export const changes = (calls: string[][]) => calls.filter((argv) => !argv.includes('show') && !argv.includes('is-enabled'));
+/** The calls that change something: everything but the reads (show, is-enabled, list-unit-files). */
+const READS = ['show', 'is-enabled', 'list-unit-files'];
+export const changes = (calls: string[][]) => calls.filter((argv) => !READS.some((read) => argv.includes(read)));
 
 /** systemctl --user as a person would run it (the real one, not through the journal). */
 export function systemctl(...args: string[]): { status: number | null; stdout: string; stderr: string } {

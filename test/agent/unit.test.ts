@@ -39,11 +39,12 @@ import {
   writeDaemon,
   type UnitHost,
 } from './unit-host';
+import { INSTALL_TIMEOUT_MS } from '../helpers/tools';
 
 let host: UnitHost | { skip: string } = { skip: 'not started yet' };
 beforeAll(async () => {
   host = await startUnitHost();
-}, 60_000);
+}, INSTALL_TIMEOUT_MS);
 afterAll(async () => {
   if ('stop' in host) await host.stop();
 }, 60_000);
@@ -286,6 +287,43 @@ describe('the unit provider against a real systemd manager', () => {
     expect(seen.value).toMatchObject({ enabled: false, active: true });
     expect(seen.detail).toMatchObject({ unit_file_state: 'disabled' });
     expect(seen.marker).not.toBe(first.after.marker);
+  }, 60_000);
+
+  it('reads many units at once (one show, one list-unit-files), each enabled, disabled, static, masked, missing or instance state as is-enabled says it', async (ctx) => {
+    skipUnless(ctx);
+    const t = await makeNode();
+    await configure(t, { reconciliation: { mode: 'observe', resources: {} } });
+    const body = '[Service]\nType=exec\nExecStart=/bin/sleep 1000\n';
+    const install = '[Install]\nWantedBy=default.target\n';
+    const [on, off, fixed, masked, missing] = ['on', 'off', 'static', 'masked', 'missing'].map(unitName);
+    const template = `demo-tmpl-${process.pid}-${++n}@.service`;
+    const instance = template.replace('@', '@a');
+    started.push(template, instance);
+    for (const name of [on, off, masked, template]) await fs.writeFile(path.join(H().vendor, name), body + install);
+    await fs.writeFile(path.join(H().vendor, fixed), body);
+    expect(systemctl('daemon-reload').status).toBe(0);
+    for (const args of [
+      ['enable', on],
+      ['mask', masked],
+      ['enable', instance],
+    ])
+      expect(systemctl(args[0], '--', args[1]).status).toBe(0);
+    const names = [on, off, fixed, masked, missing, instance];
+    const resources = Object.fromEntries(
+      names.map((name, i): [string, ResourceSpec] => [`u${i}`, { type: 'unit', name, enabled: true }]),
+    );
+
+    H().resetCalls();
+    const seen = (await t.observe(resources)).resources;
+    const states = names.map((_, i) => seen[`u${i}`].detail?.unit_file_state);
+    const oneByOne = names.map((name) => systemctl('is-enabled', '--', name).stdout.split('\n')[0].trim());
+    expect(oneByOne).toEqual(['enabled', 'disabled', 'static', 'masked', '', 'enabled']);
+    expect(states).toEqual(oneByOne);
+    const calls = H().calls();
+    expect(calls.filter((argv) => argv.includes('show')).length).toBeLessThan(names.length);
+    expect(calls.filter((argv) => argv.includes('list-unit-files')).length).toBeLessThan(names.length - 1);
+    // list-unit-files cannot name a template's instance: is-enabled reads it, and only it.
+    expect(calls.filter((argv) => argv.includes('is-enabled'))).toEqual([['--user', 'is-enabled', '--', instance]]);
   }, 60_000);
 
   it("wakes the watch when the unit stops (a state observe's marker leaves out), and not for an unchanged unit", async (ctx) => {

@@ -224,8 +224,9 @@ describe('datum nodes / status / describe / ledger / diff', () => {
     expect(report.unreadable).toEqual([]);
     const conflictsOnly = await datum('status', '--condition', 'CONFLICTING_WRITER');
     expect(conflictsOnly).toMatchObject({ code: 0 });
-    // A filtered report cannot call the fleet right: it says what it looked for, across the running loops.
-    expect(conflictsOnly.stdout).toMatch(/No open CONFLICTING_WRITER condition across \d+ running loop\(s\)/);
+    // A filtered report cannot call the fleet right: it says what it looked for, across the declared nodes.
+    expect(conflictsOnly.stdout).toMatch(/^No open CONFLICTING_WRITER condition across \d+ node\(s\)\.$/m);
+    expect(conflictsOnly.stdout).not.toMatch(/right/);
     await stack.client.workflow.getHandle(reconcileWorkflowId('Q-5', 1)).terminate('test done');
   });
 

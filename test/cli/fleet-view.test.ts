@@ -6,16 +6,18 @@ import { until } from '../helpers/until';
 import { runDatum } from '../helpers/cli';
 
 /*
- * A fleet view that cannot lie (issue 20): `datum status` and `datum nodes` compare the nodes the
- * authority declares with the loops visibility shows running. A node with desired state and no
- * running loop is a condition, with how its last loop ended and when, and status exits 1 naming it.
+ * The fleet's own view (issues 20 and 32): the fleet workflow on the controller compares the nodes
+ * the authority declares with the loops, and `datum status` and `datum nodes` read its view, so the
+ * person asking needs no fleet directory. A node with desired state and no running loop is a
+ * condition saying how its last loop ended; a fleet nobody looks at is said to be unwatched, and a
+ * server that cannot be reached is said to be so: neither is ever "the fleet is right".
  * A real dev server, the real controller worker, a real agent, and `datum` as a user runs it.
  */
 
-const stack = useStack();
+const stack = useStack({ controller: { fleetInterval: '2s' } });
 
-const datum = (env: Record<string, string | undefined>, ...args: string[]) =>
-  runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: stack.fleet.dir, ...env });
+/** `datum` with the Temporal address alone: no --fleet, no DATUM_FLEET anywhere in its environment. */
+const datum = (...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: stack.env.address, DATUM_FLEET: undefined });
 
 interface StatusCondition {
   node: string;
@@ -26,102 +28,129 @@ interface StatusCondition {
   evidence: { desired_generation: number | null; end: string; last_loop: { how: string; closed_at: string | null } | null };
 }
 
-describe('datum status and datum nodes against the authority', () => {
-  it('a terminated loop makes status exit 1 and name the node; a node never rolled out and a timed-out loop too', async () => {
-    // F-1 runs and converges; F-2 has desired state and was never rolled out; F-3's loop is terminated.
-    for (const node of ['F-1', 'F-2', 'F-3']) await stack.fleet.writeDesired(node, 1);
+interface StatusReport {
+  conditions: StatusCondition[];
+  declared: number | null;
+  fleet: string | null;
+  watch: { watched: boolean; since: string | null; problem: string | null; looked_at: string | null };
+}
+
+const MISSING = ['F-2', 'F-3', 'F-4', 'F-5'];
+
+describe('datum status and datum nodes from the fleet workflow, with no fleet directory', () => {
+  it('names a node never rolled out, and one whose loop was terminated, cancelled or failed; exit 1', async () => {
+    // F-1 runs and converges; F-2 was never rolled out; F-3's loop is terminated, F-4's cancelled,
+    // and F-5's failed (a start carrying state only continue-as-new may hand over is refused).
+    for (const node of ['F-1', ...MISSING]) await stack.fleet.writeDesired(node, 1);
     await stack.fleet.writeAgent('F-1');
     await stack.startAgent('F-1');
     const right = await stack.startNode('F-1', 1);
     await stack.waitFor(right, (s) => s.convergence_status === 'CONVERGED');
-    const doomed = await stack.startNode('F-3', 1);
-    await doomed.terminate('decommissioned by mistake');
-    // F-4's loop was started on a queue no worker serves, with a run timeout that then passed.
-    await stack.fleet.writeDesired('F-4', 1);
-    const lost = await stack.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-      taskQueue: 'no-worker-serves-this',
-      workflowId: reconcileWorkflowId('F-4', 1),
-      args: [{ node: 'F-4', generation: 1 }],
-      workflowRunTimeout: '1s',
+    await (await stack.startNode('F-3', 1)).terminate('decommissioned by mistake');
+    const cancelled = await stack.startNode('F-4', 1);
+    await cancelled.cancel();
+    await expect(cancelled.result()).rejects.toThrow();
+    const forged = await stack.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: reconcileWorkflowId('F-5', 1),
+      args: [{ node: 'F-5', generation: 1, carry: {} as never }],
     });
-    await expect(lost.result()).rejects.toThrow();
+    await expect(forged.result()).rejects.toThrow();
 
-    const status = await until(() => datum({}, 'status', '--json'), {
-      what: 'status to list F-2, F-3 and F-4',
-      accept: (r) => ['F-2', 'F-3', 'F-4'].every((n) => r.stdout.includes(`"node": "${n}"`)),
-      timeoutMs: 30_000,
+    const status = await until(() => datum('status', '--json'), {
+      what: 'status to name F-2 to F-5 from the fleet workflow',
+      accept: (r) => MISSING.every((n) => r.stdout.includes(`"node": "${n}"`)),
+      timeoutMs: 60_000,
     });
     expect(status.code).toBe(1);
-    const report = JSON.parse(status.stdout) as { conditions: StatusCondition[]; declared: number; fleet: string };
-    expect(report.fleet).toBe(stack.fleet.dir);
-    expect(report.declared).toBe(4);
+    const report = JSON.parse(status.stdout) as StatusReport;
+    expect(report.fleet).toBeNull();
+    expect(report.watch).toMatchObject({ watched: true, problem: null });
+    expect(report.declared).toBe(5);
     const missing = report.conditions.filter((c) => c.type === 'NO_RUNNING_LOOP');
-    expect(missing.map((c) => c.node)).toEqual(['F-2', 'F-3', 'F-4']);
-    const [never, terminated, timedOut] = missing;
-    expect(never).toMatchObject({
-      workflow_id: null,
-      evidence: { desired_generation: 1, end: 'NEVER_STARTED', last_loop: null },
-    });
+    expect(missing.map((c) => `${c.node}:${c.evidence.end}`)).toEqual([
+      'F-2:NEVER_STARTED',
+      'F-3:TERMINATED',
+      'F-4:CANCELED',
+      'F-5:FAILED',
+    ]);
+    const [never, terminated, , failed] = missing;
+    expect(never).toMatchObject({ workflow_id: null, evidence: { desired_generation: 1, last_loop: null } });
     expect(never.message).toMatch(
       /F-2 has desired state at generation 1 but no reconcile loop has ever run for it — fix: roll it out/,
     );
-    expect(terminated).toMatchObject({ workflow_id: 'datum/F-3/gen-1', evidence: { end: 'TERMINATED' } });
+    expect(terminated.workflow_id).toBe('datum/F-3/gen-1');
     expect(terminated.evidence.last_loop?.how).toMatch(/^terminated by .+: "decommissioned by mistake"$/);
     expect(Date.parse(terminated.since)).toBe(Date.parse(terminated.evidence.last_loop!.closed_at!));
-    expect(timedOut).toMatchObject({ workflow_id: 'datum/F-4/gen-1', evidence: { end: 'TIMED_OUT' } });
+    expect(failed.evidence.last_loop?.how).toMatch(/InvalidWorkflowInput|carry/);
     expect(report.conditions.some((c) => c.node === 'F-1')).toBe(false);
 
-    // The text a person reads names the node, how its loop ended, and the fix.
-    const text = await datum({}, 'status');
+    // The text a person reads names each node, how its loop ended, and the fix.
+    const text = await datum('status');
     expect(text.code).toBe(1);
     expect(text.stdout).toMatch(
-      /F-3\s+NO_RUNNING_LOOP\s+-\s+\S+ ago\s+operator\s+F-3 has desired state at generation 1 but no running reconcile loop: datum\/F-3\/gen-1 terminated by .*"decommissioned by mistake" at /,
+      /F-3\s+NO_RUNNING_LOOP\s+-\s+\S+ ago\s+operator \(judgement\)\s+F-3 has desired state at generation 1 but no running reconcile loop: datum\/F-3\/gen-1 terminated by .*"decommissioned by mistake" at /,
     );
+    expect(text.stdout).toMatch(/F-4\s+NO_RUNNING_LOOP.*cancel/);
     expect(text.stdout).toMatch(/--generation 1 --nodes F-3`/);
-    const nodes = await datum({}, 'nodes');
+    expect(text.stdout).not.toMatch(/the fleet is right/);
+    const nodes = await datum('nodes');
+    expect(nodes.code).toBe(0);
     expect(nodes.stdout).toMatch(/F-1\s+CONVERGED/);
     expect(nodes.stdout).toMatch(/F-2\s+NO LOOP\s+never rolled out\s+1\s+-\s+NO_RUNNING_LOOP/);
-    expect(nodes.stdout).toMatch(/F-3\s+NO LOOP\s+terminated\s+1\s+-\s+NO_RUNNING_LOOP/);
-    expect(nodes.stdout).toMatch(/F-4\s+NO LOOP\s+timed out\s+1/);
-    const onlyMissing = JSON.parse((await datum({}, 'nodes', '--condition', 'NO_RUNNING_LOOP', '--json')).stdout) as {
-      nodes: unknown[];
-      without_loop: Array<{ node: string; end: string }>;
-    };
-    expect(onlyMissing.nodes).toEqual([]);
-    expect(onlyMissing.without_loop.map((w) => `${w.node}:${w.end}`)).toEqual([
-      'F-2:NEVER_STARTED',
-      'F-3:TERMINATED',
-      'F-4:TIMED_OUT',
-    ]);
+    expect(nodes.stdout).toMatch(/F-3\s+NO LOOP\s+terminated\s+1/);
+    expect(nodes.stdout).toMatch(/F-4\s+NO LOOP\s+canceled\s+1/);
+    expect(nodes.stdout).toMatch(/F-5\s+NO LOOP\s+failed\s+1/);
 
-    // The fleet metric counts the same nodes, by how their loop ended.
-    const declared = ['F-1', 'F-2', 'F-3', 'F-4'];
-    expect(await nodesWithoutLoop(stack.client, declared)).toEqual({ NEVER_STARTED: 1, TERMINATED: 1, TIMED_OUT: 1 });
-
-    // Without the authority, status cannot call the fleet right: it says what it did not check.
-    const unchecked = await datum({ DATUM_FLEET: undefined }, 'status', '--condition', 'OBSERVED_DRIFT');
-    expect(unchecked).toMatchObject({ code: 0 });
-    const blind = await datum({ DATUM_FLEET: undefined }, 'nodes');
-    expect(blind.stdout).toMatch(
-      /Nodes without a running loop were not checked: no fleet directory — fix: pass --fleet DIR or set DATUM_FLEET/,
-    );
-    expect(blind.stdout).not.toMatch(/F-2/);
-    const asked = await datum({ DATUM_FLEET: undefined }, 'status', '--condition', 'NO_RUNNING_LOOP');
-    expect(asked.code).toBe(2);
-    expect(asked.stderr).toMatch(/--condition NO_RUNNING_LOOP compares the loops with the authority — fix: pass --fleet DIR/);
-
-    // A loop running again clears the node's condition: the next status no longer names it.
-    const again = await stack.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-      taskQueue: CONTROL_TASK_QUEUE,
-      workflowId: reconcileWorkflowId('F-3', 1),
-      args: [{ node: 'F-3', generation: 1 }],
+    // --fleet DIR stays an override: the same look, run by the CLI against that directory.
+    const override = JSON.parse(
+      (await runDatum(['status', '--json', '--fleet', stack.fleet.dir], { TEMPORAL_ADDRESS: stack.env.address })).stdout,
+    ) as StatusReport;
+    expect(override.fleet).toBe(stack.fleet.dir);
+    expect(override.conditions.filter((c) => c.type === 'NO_RUNNING_LOOP').map((c) => c.node)).toEqual(MISSING);
+    // The controller's metric counts the same nodes, by how their loop ended.
+    expect(await nodesWithoutLoop(stack.client, ['F-1', ...MISSING])).toEqual({
+      NEVER_STARTED: 1,
+      TERMINATED: 1,
+      CANCELED: 1,
+      FAILED: 1,
     });
-    const after = await until(() => datum({}, 'status', '--condition', 'NO_RUNNING_LOOP', '--json'), {
+
+    // A loop running again closes the node's condition at the fleet workflow's next look.
+    const again = await stack.startNode('F-3', 1);
+    const after = await until(() => datum('status', '--condition', 'NO_RUNNING_LOOP', '--json'), {
       what: 'status to drop F-3 from NO_RUNNING_LOOP',
       accept: (r) => !r.stdout.includes('"node": "F-3"'),
       timeoutMs: 30_000,
     });
-    expect((JSON.parse(after.stdout) as { conditions: StatusCondition[] }).conditions.map((c) => c.node)).toEqual(['F-2', 'F-4']);
+    expect((JSON.parse(after.stdout) as StatusReport).conditions.map((c) => c.node)).toEqual(['F-2', 'F-4', 'F-5']);
     for (const h of [right, again]) await h.terminate('test done');
+  });
+
+  it('with every controller worker stopped the fleet is unwatched (exit 3); with Temporal stopped, a clear error', async () => {
+    await stack.stopAgent('F-1');
+    await stack.stopControllers();
+    const stoppedAt = Date.now();
+    // Nothing looks any more: within the interval and its grace, status says so and since when.
+    const unwatched = await until(() => datum('status'), {
+      what: 'status to say the fleet is unwatched',
+      accept: (r) => r.code === 3,
+      timeoutMs: 30_000,
+    });
+    expect(Date.now() - stoppedAt).toBeLessThan(30_000);
+    expect(unwatched.stdout).toMatch(/^The fleet is UNWATCHED since \d{4}-\d\d-\d\dT\S+: .* — fix: /m);
+    expect(unwatched.stdout).not.toMatch(/the fleet is right/);
+    const json = JSON.parse((await datum('status', '--json')).stdout) as StatusReport;
+    expect(json.watch.watched).toBe(false);
+    expect(Date.parse(json.watch.since!)).toBeLessThanOrEqual(Date.now());
+    const nodes = await datum('nodes');
+    expect(nodes.code).toBe(3);
+    expect(nodes.stdout).toMatch(/The fleet is UNWATCHED since /);
+
+    await stack.stopServer();
+    const down = await datum('status');
+    expect(down.code).not.toBe(0);
+    expect(down.stderr).toMatch(/cannot reach Temporal at .* — fix: /);
+    expect(down.stdout).not.toMatch(/right/);
   });
 });

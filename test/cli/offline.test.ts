@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderCliDocs } from '../../src/cli/docs';
 import { jsonSchemas } from '../../src/cli/schemas';
 import { projectRoot } from '../../src/worker/paths';
+import { INSTALL_TIMEOUT_MS, toolOrSkip } from '../helpers/tools';
 
 /*
  * The `datum` command as a user meets it before any server is involved: help, version, usage
@@ -332,14 +333,13 @@ describe('shell completion', () => {
     expect(complete(script, ['datum', 'rollout', 'status', '--w']).stdout.trim()).toBe('--wait');
   });
 
-  const installed = (shell: string) => spawnSync('sh', ['-c', `command -v ${shell}`]).status === 0;
-
-  it.skipIf(!installed('fish'))('fish completes from the same tree (when fish is installed)', async () => {
+  it('fish completes from the same tree', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const fish = await toolOrSkip(ctx, 'fish');
     const { stdout: script } = await datum(['completion', 'fish']);
     const file = path.join(tmp, 'datum.fish');
     await fs.writeFile(file, script);
     const complete = (line: string) =>
-      spawnSync('fish', ['-c', `source ${file}; complete -C '${line}'`], { encoding: 'utf8' })
+      spawnSync(fish, ['-c', `source ${file}; complete -C '${line}'`], { encoding: 'utf8' })
         .stdout.split('\n')
         .map((l) => l.split('\t')[0]);
     expect(complete('datum rollout st')).toEqual(expect.arrayContaining(['start', 'status']));
@@ -347,17 +347,18 @@ describe('shell completion', () => {
     expect(complete('datum nodes -o ')).toEqual(expect.arrayContaining(['text', 'json', 'jsonl']));
   });
 
-  it.skipIf(!installed('zsh'))('zsh: the script parses and finds the command path (when zsh is installed)', async () => {
+  it('zsh: the script parses and finds the command path', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const zsh = await toolOrSkip(ctx, 'zsh');
     const { stdout: script } = await datum(['completion', 'zsh']);
     const file = path.join(tmp, '_datum');
     await fs.writeFile(file, script);
-    expect(spawnSync('zsh', ['-n', file], { encoding: 'utf8' }).status).toBe(0);
+    expect(spawnSync(zsh, ['-n', file], { encoding: 'utf8' }).status).toBe(0);
     // _describe and compadd stubbed to print what they are given: the completion system itself needs a terminal.
     const stubs =
       'compdef() { :; }; _describe() { print -l -- "${(@P)4}"; }; compadd() { shift; print -- "$@"; }; _files() { print FILES; }';
     const complete = (words: string[]) =>
       spawnSync(
-        'zsh',
+        zsh,
         ['-c', `${stubs}; source ${file}; words=(${words.map((w) => `'${w}'`).join(' ')}); CURRENT=${words.length}; _datum`],
         {
           encoding: 'utf8',

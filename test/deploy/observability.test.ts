@@ -1,11 +1,12 @@
 // deploy/grafana/datum-dashboard.json and deploy/prometheus/{alerts,prometheus}.yml against the
 // metrics real Datum processes export: every expression parses (Prometheus's own lezer grammar,
-// and promtool where installed), and every metric and label it names is on the /metrics of a
+// and promtool), and every metric and label it names is on the /metrics of a
 // real `datum worker` and `datum agent` (run as the image runs them: prebuilt workflow bundle,
 // metrics on) after a node converged and then had a drift repaired. Datum's own metrics carry
 // core's snake_case labels and join with its `temporal_*` series, and docs/observability.md's Metrics table
-// lists every one with its labels. Where a Prometheus binary is installed, a real Prometheus
-// scrapes those processes with the deploy config and evaluates every rule and every dashboard query.
+// lists every one with its labels. A real Prometheus, of the version docker-compose.yml runs
+// (test/helpers/tools.ts builds it once per machine), scrapes those processes with the deploy
+// config and evaluates every rule and every dashboard query.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,6 +40,7 @@ import { Fleet } from '../helpers/fleet';
 import { startDevEnv } from '../helpers/temporal';
 import { until } from '../helpers/until';
 import { startTogether } from '../helpers/processes';
+import { INSTALL_TIMEOUT_MS, PROMETHEUS, toolOrReason, toolOrSkip } from '../helpers/tools';
 
 const ROOT = projectRoot();
 const ALERTS_FILE = path.join(ROOT, 'deploy', 'prometheus', 'alerts.yml');
@@ -384,12 +386,19 @@ describe('the alert rules and the dashboard', () => {
       expect(parsePromQL(bad).errors, bad).not.toEqual([]);
   });
 
-  it('passes promtool check rules and check config where promtool is installed', (ctx) => {
-    const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
-    ctx.skip(promtool.status !== 0, 'promtool is not installed (apt-get install prometheus): checked by the lezer grammar only');
-    const rules = spawnSync('promtool', ['check', 'rules', ALERTS_FILE], { encoding: 'utf8' });
+  it('is checked by the Prometheus release docker-compose.yml runs (the same major and minor)', () => {
+    const image = /^\s+image: prom\/prometheus:v(\d+\.\d+)\.\d+$/m.exec(readFileSync(COMPOSE_FILE, 'utf8'));
+    expect(image, 'docker-compose.yml runs prom/prometheus:vX.Y.Z').not.toBeNull();
+    expect(PROMETHEUS.release, 'bump PROMETHEUS in test/helpers/tools.ts with the image').toMatch(
+      new RegExp(`^${image![1].replace('.', '\\.')}\\.`),
+    );
+  });
+
+  it(`passes promtool ${PROMETHEUS.release} check rules and check config`, { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const promtool = await toolOrSkip(ctx, 'promtool');
+    const rules = spawnSync(promtool, ['check', 'rules', ALERTS_FILE], { encoding: 'utf8' });
     expect(rules.status, `${rules.stdout}${rules.stderr}`).toBe(0);
-    const config = spawnSync('promtool', ['check', 'config', PROMETHEUS_FILE], { encoding: 'utf8' });
+    const config = spawnSync(promtool, ['check', 'config', PROMETHEUS_FILE], { encoding: 'utf8' });
     expect(config.status, `${config.stdout}${config.stderr}`).toBe(0);
     // Dashboard queries are no rules, but promtool parses them the same way inside a rule file.
     const asRules = path.join(scratch, 'dashboard-rules.yml');
@@ -401,7 +410,7 @@ describe('the alert rules and the dashboard', () => {
         ],
       }),
     );
-    const dash = spawnSync('promtool', ['check', 'rules', asRules], { encoding: 'utf8' });
+    const dash = spawnSync(promtool, ['check', 'rules', asRules], { encoding: 'utf8' });
     expect(dash.status, `${dash.stdout}${dash.stderr}`).toBe(0);
   });
 
@@ -561,13 +570,14 @@ describe('the prebuilt workflow bundle (DATUM_WORKFLOW_BUNDLE)', () => {
   });
 });
 
-describe('a real Prometheus with deploy/prometheus', () => {
+describe(`a real Prometheus ${PROMETHEUS.release} with deploy/prometheus`, () => {
   let prometheus: ChildProcess | undefined;
   let missing: string | undefined;
 
   beforeAll(async () => {
-    if (spawnSync('prometheus', ['--version']).status !== 0) {
-      missing = 'no prometheus binary (apt-get install prometheus)';
+    const binary = await toolOrReason('prometheus');
+    if ('skip' in binary) {
+      missing = binary.skip;
       return;
     }
     // The deploy config with each job's discovery replaced by the test's processes.
@@ -586,7 +596,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
     const file = path.join(scratch, 'prometheus.yml');
     writeFileSync(file, stringifyYaml(config));
     prometheus = spawn(
-      'prometheus',
+      binary.path,
       [
         `--config.file=${file}`,
         `--storage.tsdb.path=${path.join(scratch, 'tsdb')}`,
@@ -604,7 +614,7 @@ describe('a real Prometheus with deploy/prometheus', () => {
       const up = body.data.activeTargets.filter((t) => t.health === 'up').map((t) => t.labels.job);
       return up.length === 2 ? up : undefined;
     });
-  });
+  }, INSTALL_TIMEOUT_MS);
 
   const query = async (expr: string) => {
     const res = await fetch(`http://${address.prometheus}/api/v1/query?query=${encodeURIComponent(expr)}`);
@@ -639,6 +649,19 @@ describe('a real Prometheus with deploy/prometheus', () => {
       expect(answer.status, `${where}: ${answer.error ?? ''}`).toBe('success');
       if (emptyWhenHealthy.some((t) => where.includes(`"${t}"`))) continue;
       expect(answer.data!.result.length, `${where} shows data: ${expr}`).toBeGreaterThan(0);
+    }
+  });
+
+  // An alert whose bucket matches no series never fires, and evaluates "ok" all the same.
+  it('selects only histogram buckets Prometheus stored (le="60.0" since Prometheus 3)', async (ctx) => {
+    ctx.skip(missing !== undefined, missing ?? '');
+    const buckets = [
+      ...new Set(allExpressions().flatMap(({ expr }) => [...expr.matchAll(/\w+_bucket\{[^}]*\}/g)].map((m) => m[0]))),
+    ];
+    expect(buckets.length, 'the alerts and the dashboard select buckets').toBeGreaterThan(0);
+    for (const selector of buckets) {
+      const answer = await query(`count(${selector})`);
+      expect(answer.data?.result.length, `${selector} matches a stored series`).toBeGreaterThan(0);
     }
   });
 

@@ -23,6 +23,7 @@ import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, recheckSignal, reconcileWorkflowId,
 import { fileBytes } from '../../src/domain';
 import { projectRoot } from '../../src/worker/paths';
 import { confinedRoot, dpkgIn, dpkgUnavailable } from '../helpers/dpkg';
+import { INSTALL_TIMEOUT_MS, toolOrSkip } from '../helpers/tools';
 import { MAINTENANCE } from '../helpers/fleet';
 import { arMembers, gunzip, readRpm, tarEntries, type Installed, type RpmPackage } from '../helpers/packages';
 import { statusesOf, useStack } from '../helpers/stack';
@@ -161,30 +162,33 @@ describe('the datum-agent packages', () => {
     expect(rpm.postun).toMatch(/systemctl daemon-reload/);
   });
 
-  it('depend on the glibc and libstdc++ versions objdump reads from the runtime and the native module', (ctx) => {
-    const objdump = spawnSync('objdump', ['--version']);
-    ctx.skip(objdump.status !== 0, 'objdump is not installed (apt-get install binutils)');
-    // soname → version family → newest version, across both files, as "Version References" lists them.
-    const newest = new Map<string, Map<string, string>>();
-    const later = (a: string, b: string) => a.localeCompare(b, 'en', { numeric: true }) > 0;
-    for (const file of [RUNTIME, NATIVE]) {
-      let soname = '';
-      for (const line of spawnSync('objdump', ['-p', path.join(sysroot, file)], { encoding: 'utf8' }).stdout.split('\n')) {
-        const from = /^\s+required from (\S+):$/.exec(line);
-        if (from) soname = from[1];
-        const version = /^\s+0x[\da-f]+ 0x[\da-f]+ \d+ ([A-Z]+)_([\d.]+)$/.exec(line);
-        if (!version) continue;
-        const families = newest.get(soname) ?? new Map<string, string>();
-        newest.set(soname, families);
-        if (!families.has(version[1]) || later(version[2], families.get(version[1])!)) families.set(version[1], version[2]);
+  it(
+    'depend on the glibc and libstdc++ versions objdump reads from the runtime and the native module',
+    { timeout: INSTALL_TIMEOUT_MS },
+    async (ctx) => {
+      const objdump = await toolOrSkip(ctx, 'objdump');
+      // soname → version family → newest version, across both files, as "Version References" lists them.
+      const newest = new Map<string, Map<string, string>>();
+      const later = (a: string, b: string) => a.localeCompare(b, 'en', { numeric: true }) > 0;
+      for (const file of [RUNTIME, NATIVE]) {
+        let soname = '';
+        for (const line of spawnSync(objdump, ['-p', path.join(sysroot, file)], { encoding: 'utf8' }).stdout.split('\n')) {
+          const from = /^\s+required from (\S+):$/.exec(line);
+          if (from) soname = from[1];
+          const version = /^\s+0x[\da-f]+ 0x[\da-f]+ \d+ ([A-Z]+)_([\d.]+)$/.exec(line);
+          if (!version) continue;
+          const families = newest.get(soname) ?? new Map<string, string>();
+          newest.set(soname, families);
+          if (!families.has(version[1]) || later(version[2], families.get(version[1])!)) families.set(version[1], version[2]);
+        }
       }
-    }
-    const rpmRequires = [...newest].flatMap(([soname, f]) => [...f].map(([family, v]) => `${soname}(${family}_${v})(64bit)`));
-    expect(rpm.requires.sort()).toEqual(rpmRequires.sort());
-    const glibc = [...newest.values()].map((f) => f.get('GLIBC')).filter((v) => v !== undefined);
-    const newestGlibc = glibc.reduce((m, v) => (later(v, m) ? v : m));
-    expect(fields.Depends).toContain(`libc6 (>= ${newestGlibc})`);
-  });
+      const rpmRequires = [...newest].flatMap(([soname, f]) => [...f].map(([family, v]) => `${soname}(${family}_${v})(64bit)`));
+      expect(rpm.requires.sort()).toEqual(rpmRequires.sort());
+      const glibc = [...newest.values()].map((f) => f.get('GLIBC')).filter((v) => v !== undefined);
+      const newestGlibc = glibc.reduce((m, v) => (later(v, m) ? v : m));
+      expect(fields.Depends).toContain(`libc6 (>= ${newestGlibc})`);
+    },
+  );
 
   it('bundle the agent with none of the workflow code or the workflow bundler', async () => {
     const meta = JSON.parse(await fs.readFile(built.meta, 'utf8')) as {

@@ -1,4 +1,4 @@
-// deploy/systemd: the units checked by systemd itself where systemd-analyze is installed (verify:
+// deploy/systemd: the units checked by systemd itself (systemd-analyze, installed when missing; verify:
 // every directive known in its section, the executable there; security --offline: the hardening
 // score), and always by what an operator relies on: a restart policy, a dedicated user, the
 // write access limited to the node root, the Temporal connection from an EnvironmentFile, and a
@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseAgentConfigText } from '../../src/schemas/documents';
 import { projectRoot } from '../../src/worker/paths';
 import { SHUTDOWN_BUDGET_S } from '../../src/worker/shutdown';
+import { INSTALL_TIMEOUT_MS, toolOrSkip } from '../helpers/tools';
 
 const DIR = path.join(projectRoot(), 'deploy', 'systemd');
 const AGENT_UNIT = path.join(DIR, 'datum-agent@.service');
@@ -57,9 +58,6 @@ function loadable(file: string, instance?: string): string {
   return copy;
 }
 
-const analyze = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
-const noAnalyze = analyze.status !== 0 ? 'systemd-analyze is not installed (apt-get install systemd)' : undefined;
-
 describe.each([
   ['datum-agent@.service', AGENT_UNIT, 'N-24'],
   ['datum-worker.service', WORKER_UNIT, undefined],
@@ -69,21 +67,25 @@ describe.each([
   // What %i expands to for the instance systemd-analyze loads.
   const expand = (v: string) => (instance ? v.replaceAll('%i', instance) : v);
 
-  it('passes systemd-analyze verify with no warning', (ctx) => {
-    ctx.skip(noAnalyze !== undefined, noAnalyze ?? '');
-    const result = spawnSync('systemd-analyze', ['verify', loadable(file, instance)], { encoding: 'utf8' });
+  it('passes systemd-analyze verify with no warning', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const analyze = await toolOrSkip(ctx, 'systemd-analyze');
+    const result = spawnSync(analyze, ['verify', loadable(file, instance)], { encoding: 'utf8' });
     // verify exits 0 on an unknown directive, only warning about it: the warnings count.
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr.trim(), 'systemd-analyze verify says nothing').toBe('');
   });
 
-  it('is hardened: systemd-analyze security rates its exposure OK (2.0 or lower)', (ctx) => {
-    ctx.skip(noAnalyze !== undefined, noAnalyze ?? '');
-    const result = spawnSync('systemd-analyze', ['security', '--offline=yes', loadable(file, instance)], { encoding: 'utf8' });
-    const score = /Overall exposure level for \S+: (\d+\.\d+)/.exec(result.stdout);
-    expect(score, `${result.stdout}${result.stderr}`).not.toBeNull();
-    expect(Number(score![1])).toBeLessThanOrEqual(2.0);
-  });
+  it(
+    'is hardened: systemd-analyze security rates its exposure OK (2.0 or lower)',
+    { timeout: INSTALL_TIMEOUT_MS },
+    async (ctx) => {
+      const analyze = await toolOrSkip(ctx, 'systemd-analyze');
+      const result = spawnSync(analyze, ['security', '--offline=yes', loadable(file, instance)], { encoding: 'utf8' });
+      const score = /Overall exposure level for \S+: (\d+\.\d+)/.exec(result.stdout);
+      expect(score, `${result.stdout}${result.stderr}`).not.toBeNull();
+      expect(Number(score![1])).toBeLessThanOrEqual(2.0);
+    },
+  );
 
   it('restarts, runs as the dedicated datum user, and takes the Temporal connection from an EnvironmentFile', () => {
     expect(one(unit, 'Service', 'Restart')).toMatch(/^(always|on-failure)$/);
@@ -115,12 +117,11 @@ describe.each([
 });
 
 describe('datum.sysusers', () => {
-  it('declares the datum user in a form systemd-sysusers accepts', (ctx) => {
-    const version = spawnSync('systemd-sysusers', ['--version'], { encoding: 'utf8' });
-    ctx.skip(version.status !== 0, 'systemd-sysusers is not installed');
+  it('declares the datum user in a form systemd-sysusers accepts', { timeout: INSTALL_TIMEOUT_MS }, async (ctx) => {
+    const sysusers = await toolOrSkip(ctx, 'systemd-sysusers');
     const root = path.join(scratch, 'sysroot');
     spawnSync('mkdir', ['-p', path.join(root, 'etc')]);
-    const result = spawnSync('systemd-sysusers', [`--root=${root}`, '--dry-run', path.join(DIR, 'datum.sysusers')], {
+    const result = spawnSync(sysusers, [`--root=${root}`, '--dry-run', path.join(DIR, 'datum.sysusers')], {
       encoding: 'utf8',
     });
     expect(result.status, result.stderr).toBe(0);

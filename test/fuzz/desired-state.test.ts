@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidDesiredState } from '../../src/domain';
 import { parseDesiredStateText } from '../../src/schemas/documents';
 import { PROVENANCE, checkRejection, outcome } from './documents';
-import { RUNS, escapingDirectory, escapingPath, hostileAttributes, mutations, validDesired } from './generators';
+import { RUNS, dump, escapingDirectory, escapingPath, hostileAttributes, mutations, validDesired } from './generators';
 
 /*
  * Fuzzing desired state (issue 10, must-show 2): valid documents, mutated the ways a hostile or
@@ -38,15 +38,12 @@ describe('fuzzing desired state', () => {
     );
   }, 120_000);
 
-  it('an unmutated document always binds', () => {
+  it(`${RUNS} unmutated documents each bind`, () => {
     fc.assert(
-      fc.property(
-        mutations(validDesired, typed).filter((c) => c.what === 'valid'),
-        (c) => {
-          expect(() => parseDesiredStateText(c.text, 'd.yaml', PROVENANCE)).not.toThrow();
-        },
-      ),
-      { numRuns: 300 },
+      fc.property(validDesired, (d) => {
+        expect(() => parseDesiredStateText(dump(d), 'd.yaml', PROVENANCE)).not.toThrow();
+      }),
+      { numRuns: RUNS },
     );
-  });
+  }, 120_000);
 });

@@ -4,8 +4,17 @@
 import fc from 'fast-check';
 import { stringify } from 'yaml';
 
-/** fast-check's runs per surface per CI run (must-show 2: at least 10^4). DATUM_FUZZ_RUNS overrides. */
-export const RUNS = Number(process.env.DATUM_FUZZ_RUNS ?? 10_000);
+/** fast-check's runs per surface per run, CI's included (must-show 2: at least 10^4; docs/security.md says so). */
+export const FUZZ_RUNS = 10_000;
+/** FUZZ_RUNS, or DATUM_FUZZ_RUNS. */
+export const RUNS = Number(process.env.DATUM_FUZZ_RUNS ?? FUZZ_RUNS);
+
+/**
+ * Generated node roots the filesystem adversary runs per run, CI's included. Each is a whole root
+ * raced by another process, about 0.13 s of two cores: 10^4 would add some 22 minutes to every CI
+ * run, so 10^4 is `npm run fuzz:fs-full` (docs/security.md); DATUM_FS_ADVERSARY_CASES sets any count.
+ */
+export const FS_ADVERSARY_CASES = 1000;
 
 export interface Case {
   /** What the mutation did, for the counterexample. */
@@ -186,7 +195,8 @@ export function aliasBomb(levels: number, width: number): string {
  */
 const yamlText = (doc: unknown) => stringify(doc, { aliasDuplicateObjects: false });
 let dumps = 0;
-const dump = (doc: unknown) => (dumps++ % 3 === 0 ? yamlText(doc) : `${JSON.stringify(doc, null, 1)}\n`);
+/** A document as its author would write it: YAML one time in three, else JSON (which is YAML too). */
+export const dump = (doc: unknown) => (dumps++ % 3 === 0 ? yamlText(doc) : `${JSON.stringify(doc, null, 1)}\n`);
 
 /**
  * The mutations of a valid document, by kind. `fields` are the document's own fields whose

@@ -10,9 +10,24 @@ export interface AgentProcess {
   exited: Promise<number | null>;
 }
 
-export function startAgentProcess(configs: string[], address: string, children: ChildProcess[]): AgentProcess {
+/**
+ * A user other than the test's (root) to run the agent as, as the packaged unit runs it (User=datum,
+ * no capabilities): started through setpriv, with the environment a service of that user has.
+ */
+export interface RunAs {
+  uid: number;
+  gid: number;
+  env: NodeJS.ProcessEnv;
+}
+
+export function startAgentProcess(configs: string[], address: string, children: ChildProcess[], as?: RunAs): AgentProcess {
   const args = [DATUM, 'agent', ...configs.flatMap((c) => ['--config', c]), '--address', address];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = as
+    ? spawn('setpriv', [`--reuid=${as.uid}`, `--regid=${as.gid}`, '--clear-groups', '--', process.execPath, ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...as.env },
+      })
+    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let output = '';
   child.stdout.on('data', (b: Buffer) => (output += b.toString()));

@@ -58,6 +58,13 @@ export function fakeNode(options: FakeNodeOptions = {}): FakeNode {
     async inventory(): Promise<never> {
       return Promise.reject(new Error('fakeNode has no inventory: datum import is tested against the real agent'));
     },
+    // Removals are planned and carried out by removal items, never by a loop: tested on the real agent.
+    async planRemoval(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no removals: they are tested against the real agent'));
+    },
+    async removeTargets(): Promise<never> {
+      return Promise.reject(new Error('fakeNode has no removals: they are tested against the real agent'));
+    },
     // Operator decisions are kept by the real agent (src/agent/node/claims.ts); this node only counts them.
     async recordDecision(request) {
       calls.push({ name: 'recordDecision', at: now() });
@@ -127,11 +134,28 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
         const entries = [...stored.values()];
         return Promise.resolve(entries[entries.length - 1]?.operator_decisions ?? []);
       },
+      /** The hold on the newest stored entry, as the real store's storedHold reads it. */
+      async storedHold() {
+        const entries = [...stored.values()];
+        return Promise.resolve(entries[entries.length - 1]?.hold ?? null);
+      },
       async prepareRolloutNodes(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));
       },
       async nodeStates(): Promise<never> {
         return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async gateEvidence(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async rollbackPlan(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async writeRollback(): Promise<never> {
+        return Promise.reject(new Error('rollouts are not part of these tests'));
+      },
+      async endNodeLoops(): Promise<never> {
+        return Promise.reject(new Error('removals are not part of these tests'));
       },
       /** Work items run on a real server only (test/integration/work-items.test.ts): the reports go nowhere here. */
       async reportWork(): Promise<{ discovered: string[] }> {
@@ -149,6 +173,15 @@ export function fakeAuthority(initial: BoundIntent = n24(12, { policy: { watch: 
       /** Who sent a signal is read on a real server only (test/integration/loop-failures.test.ts): unknown here. */
       async signalRequester(): Promise<null> {
         return Promise.resolve(null);
+      },
+      async lookAtFleet(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
+      },
+      async reportFleetWork(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
+      },
+      async openFleetItems(): Promise<never> {
+        return Promise.reject(new Error('the fleet workflow runs on a real server only (test/integration/fleet.test.ts)'));
       },
     },
   };

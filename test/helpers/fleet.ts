@@ -23,6 +23,8 @@ export interface AgentOptions {
   mode?: 'observe' | 'enforce';
   resources?: Record<string, 'observe'>;
   overrides?: Record<string, { approved_by: string; reason: string; since: string }>;
+  /** agent.yaml's trust anchors: the public key lines it accepts for desired state, and whether it requires them. */
+  trust?: { desired: string[]; require: boolean };
 }
 
 export const MAINTENANCE = { approved_by: 'oncall', reason: 'disk swap CHG-1234', since: '2026-11-28T10:00:00Z' };
@@ -112,6 +114,7 @@ export class Fleet {
       root: this.root(node),
       reconciliation: { mode: o.mode ?? 'enforce', resources: o.resources ?? {} },
       overrides: o.overrides ?? {},
+      ...(o.trust ? { trust: o.trust } : {}),
     };
     await writeAtomic(this.agentFile(node), stringify(doc));
     return this.agentFile(node);

@@ -6,13 +6,14 @@
 
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { auditPostgresLedger } from './ledger-audit';
+import { aptInstall, isExecutable, tail } from './tools';
 
 export interface TestPostgres {
   /** A database created for this server's caller: postgres://datum:<pw>@127.0.0.1:<port>/datum_test. */
@@ -25,7 +26,6 @@ export interface TestPostgres {
 
 const DEBIAN_ROOT = '/usr/lib/postgresql';
 const RUN_AS = 'postgres';
-const INSTALL_TIMEOUT_MS = 10 * 60_000;
 
 export async function startPostgres(): Promise<TestPostgres> {
   const external = process.env.DATUM_TEST_PG_URL?.trim();
@@ -36,14 +36,6 @@ export async function startPostgres(): Promise<TestPostgres> {
 
 // --- finding and installing the binaries -----------------------------------------------------
 
-const isExecutable = (file: string) => {
-  try {
-    accessSync(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const hasServer = (dir: string) => isExecutable(path.join(dir, 'initdb')) && isExecutable(path.join(dir, 'pg_ctl'));
 
 /**
@@ -81,48 +73,13 @@ function run(command: string, args: string[], options: { cwd?: string; env?: Nod
   });
 }
 
-const tail = (text: string, lines = 30) => text.trim().split('\n').slice(-lines).join('\n');
-
 /** apt-get installs the Debian PostgreSQL server (quiet, serialized, idempotent); returns its bin directory. */
 export async function installServer(): Promise<string> {
   const fix =
     'install the PostgreSQL server yourself (Debian/Ubuntu: apt-get install postgresql), or set DATUM_TEST_PG_URL=postgres://… to a server the tests may create databases on';
-  if (process.platform !== 'linux' || !existsSync('/usr/bin/apt-get')) {
-    throw new Error(
-      `PostgreSQL server binaries (initdb, pg_ctl) not found under ${DEBIAN_ROOT}, and this machine has no apt-get — fix: ${fix}`,
-    );
-  }
-  const root = process.getuid?.() === 0;
-  if (!root && spawnSync('sudo', ['-n', 'true']).status !== 0) {
-    throw new Error(
-      `PostgreSQL server binaries not found under ${DEBIAN_ROOT}, and installing them needs root (not root, no passwordless sudo) — fix: ${fix}`,
-    );
-  }
-  // Quiet unless it fails. flock serializes test files that install at once; apt's own lock
-  // timeout waits for any other apt user on the machine instead of failing.
-  const script = [
-    'apt-get -qq -o DPkg::Lock::Timeout=300 update',
-    'apt-get -qq -y -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0 install --no-install-recommends postgresql',
-  ].join(' && ');
-  const shell = root ? ['sh', '-c', script] : ['sudo', '-n', 'sh', '-c', script];
-  const command = existsSync('/usr/bin/flock') ? ['flock', path.join(tmpdir(), 'datum-postgres-install.lock'), ...shell] : shell;
-  const started = Date.now();
-  console.log('postgres helper: PostgreSQL server binaries missing; installing with apt-get (once per machine) …');
-  const result = await run(command[0], command.slice(1), {
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    timeout: INSTALL_TIMEOUT_MS,
-  });
-  if (result.code !== 0) {
-    throw new Error(
-      `installing PostgreSQL failed (${command.join(' ')} exited ${result.code ?? 'abnormally'}) — fix: ${fix}\n${tail(result.output)}`,
-    );
-  }
+  await aptInstall(['postgresql'], `PostgreSQL server binaries (initdb, pg_ctl under ${DEBIAN_ROOT})`, fix);
   const bin = findServerBinaries();
-  if (!bin)
-    throw new Error(
-      `apt-get installed postgresql but no ${DEBIAN_ROOT}/<major>/bin/initdb appeared — fix: ${fix}\n${tail(result.output)}`,
-    );
-  console.log(`postgres helper: installed ${bin} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  if (!bin) throw new Error(`apt-get installed postgresql but no ${DEBIAN_ROOT}/<major>/bin/initdb appeared — fix: ${fix}`);
   return bin;
 }
 

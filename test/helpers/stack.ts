@@ -13,6 +13,7 @@ import type { LedgerEntry } from '../../src/domain';
 import { runAgents, type RunningAgents } from '../../src/agent/worker';
 import { stopServices } from '../../src/agent/services';
 import { createControllerWorker } from '../../src/worker/controller';
+import { keepFleetWatched, type FleetWatch } from '../../src/worker/fleet-watch';
 import { workflowBundleOptions } from '../../src/worker/bundle';
 import { projectRoot, temporalCliPath } from '../../src/worker/paths';
 
@@ -51,11 +52,16 @@ export interface ControllerOptions {
   taskQueue?: string;
   fleetDir?: string;
   workEscalateAfter?: string;
+  /**
+   * How often the fleet workflow looks (default 60s), which a controller on datum-control keeps
+   * running as `datum worker` does; false starts none (a test that counts every workflow).
+   */
+  fleetInterval?: string | false;
 }
 
 export class Stack {
   readonly agents = new Map<string, RunningAgents>();
-  private readonly controllers: { worker: Worker; run: Promise<void> }[] = [];
+  private readonly controllers: { worker: Worker; run: Promise<void>; watch: FleetWatch | null }[] = [];
   private parts: Started | undefined;
 
   /** Options: those of startDevEnv, e.g. `{ ui: true }` for a dev server that serves its Web UI too. */
@@ -125,7 +131,10 @@ export class Stack {
       ledger: this.ledgerStore,
       ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
     });
-    this.controllers.push({ worker, run: worker.run() });
+    const onControl = (options.taskQueue ?? CONTROL_TASK_QUEUE) === CONTROL_TASK_QUEUE && options.fleetInterval !== false;
+    const watch = onControl ? keepFleetWatched(this.env.client, { interval: options.fleetInterval || '60s' }) : null;
+    this.controllers.push({ worker, run: worker.run(), watch });
+    await watch?.started;
     return worker;
   }
 
@@ -278,16 +287,32 @@ export class Stack {
     return handle.query(stateQuery);
   }
 
+  /** Stops every controller worker (and the fleet watch each kept): nobody is left to look at the fleet. */
+  async stopControllers(): Promise<void> {
+    for (const c of this.controllers.splice(0)) {
+      c.watch?.stop();
+      if (c.worker.getState() === 'RUNNING') c.worker.shutdown();
+      await c.run.catch(() => undefined);
+    }
+  }
+
+  /** Stops the Temporal server, as an outage does; stop() then tears down the rest. */
+  async stopServer(): Promise<void> {
+    await this.stopControllers();
+    if (this.serverStopped) return;
+    this.serverStopped = true;
+    await this.env.teardown();
+  }
+
+  private serverStopped = false;
+
   /** Stops what the Stack started, agents first; a Stack that never started has nothing to stop. */
   async stop(): Promise<void> {
     if (!this.parts) return;
     await Promise.all([...this.agents.keys()].map((n) => this.stopAgent(n)));
-    for (const c of this.controllers.splice(0)) {
-      if (c.worker.getState() === 'RUNNING') c.worker.shutdown();
-      await c.run.catch(() => undefined);
-    }
+    await this.stopControllers();
     for (const node of await listNodes(this.fleet)) await stopServices(this.fleet.root(node)).catch(() => undefined);
-    await this.env.teardown();
+    if (!this.serverStopped) await this.env.teardown();
     await this.ledgerStore.close();
     await this.fleet.remove();
   }

@@ -272,6 +272,6 @@ describe.each(['sqlite', 'postgres'] as const)('operator decisions the ledger st
     const again = await open();
     expect(await operatorDecisionsOf(again, 'N-24')).toEqual([]);
     expect(await operatorDecisionsOf(again, 'N-99')).toEqual([]);
-    expect(LEDGER_SCHEMA_VERSION).toBe(2);
+    expect(LEDGER_SCHEMA_VERSION).toBe(3);
   });
 });

@@ -1,7 +1,9 @@
 import { once } from 'node:events';
+import { promises as fs } from 'node:fs';
 import { createServer } from 'node:net';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { countedApply } from '../../src/agent/metrics';
 import type { ExecutionEvidence } from '../../src/domain';
 import { ACTIONS_METRIC, APPLY_DURATION_METRIC, type ApplyRequest } from '../../src/contract';
@@ -17,6 +19,9 @@ import { action, cleanupNodes, expectRefusal, fileAction, makeNode } from '../ag
  */
 
 afterEach(cleanupNodes);
+
+/** A key line agent.yaml accepts (ssh-keygen -t ed25519's format); no apply here is signed by it. */
+const TRUSTED = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVUx2oSNkbsYp3xBnuT0oHh6y1Bv8R3kzvE9nS2F0eF release@ci';
 
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
@@ -107,6 +112,40 @@ describe('datum_actions_total on the agent', () => {
       });
       expect(Object.keys(c.labels).filter((l) => /[a-z][A-Z]/.test(l))).toEqual([]);
     }
+  });
+
+  it('counts and logs an apply a trust-requiring host refuses as UntrustedIntent', async () => {
+    const t = await makeNode();
+    const config = {
+      node: t.node,
+      root: t.root,
+      reconciliation: { mode: 'enforce' },
+      trust: { desired: [TRUSTED], require: true },
+    };
+    await fs.writeFile(t.configPath, stringify(config));
+    const warned: Array<{ message: string; fields: Record<string, unknown> }> = [];
+    const logger = {
+      ...silent,
+      warn: (message: string, fields?: Record<string, unknown>) => warned.push({ message, fields: fields ?? {} }),
+    };
+    const env = new MockActivityEnvironment(
+      { taskQueue: 'datum-node-A-3', activityType: 'apply', namespace: 'default', workflowType: 'reconcileNode' },
+      { logger },
+    );
+    const write = fileAction(t.node, 'config', 'etc/app/config.json', { workers: 99 }, { observed_marker: 'absent' });
+    await expectRefusal(
+      env.run((r: ApplyRequest) => t.acts.apply(r), { node: t.node, action: write }),
+      'UntrustedIntent',
+    );
+
+    const counted = await scraped(ACTIONS_METRIC, 'datum-node-A-3');
+    expect(counted.map((c) => ({ ...c.labels, value: c.value }))).toMatchObject([
+      { action: 'file.write', outcome: 'refused', refusal: 'UntrustedIntent', value: 1 },
+    ]);
+    expect(warned).toContainEqual({
+      message: 'apply refused',
+      fields: expect.objectContaining({ node: t.node, resource_key: 'config', refusal: 'UntrustedIntent' }) as unknown,
+    });
   });
 
   it('counts a failure that is not a refusal as failed, and passes the error through', async () => {

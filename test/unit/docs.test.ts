@@ -5,6 +5,8 @@ import * as vocabulary from '../../src/contract/vocabulary';
 import * as conditions from '../../src/domain/conditions';
 import { GATES, GATE_CONDITIONS } from '../../src/domain/gates';
 import { LADDER } from '../../src/domain/ladder';
+import { FLEET_CONDITION_MEANINGS, FLEET_CONDITION_TYPES } from '../../src/contract/fleet';
+import { FLEET_WORK_CONDITIONS } from '../../src/domain/work-rules';
 
 /*
  * The docs a newcomer reads stay true to the code: the generated tables are what the code
@@ -70,7 +72,15 @@ describe('the docs', () => {
   it('docs/reasons.md is what the code generates', async () => {
     // A dynamic import: the script is an ES module, and this file compiles to CommonJS.
     const { REASONS_DOC, REGENERATE, renderReasonDocs } = await import('../../scripts/reason-docs.mjs');
-    const fresh = renderReasonDocs({ vocabulary, gates: GATES, gateConditions: GATE_CONDITIONS, ladder: LADDER, conditions });
+    const fleet = { FLEET_CONDITION_TYPES, FLEET_CONDITION_MEANINGS, FLEET_WORK_CONDITIONS };
+    const fresh = renderReasonDocs({
+      vocabulary,
+      gates: GATES,
+      gateConditions: GATE_CONDITIONS,
+      ladder: LADDER,
+      conditions,
+      fleet,
+    });
     expect(read(REASONS_DOC) === fresh, `${REASONS_DOC} is stale — fix: run \`${REGENERATE}\` and commit the result`).toBe(true);
   });
 

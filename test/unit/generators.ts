@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { isCI } from '../../scripts/ci.cjs';
 import type { Mode } from '../../src/domain';
 import {
   PATHS,
@@ -153,6 +154,14 @@ export function passStepArb(f: Focus): fc.Arbitrary<PassStep> {
       [25, fc.integer({ min: 0, max: 1_000 })],
       [1, fc.integer({ min: 25_000, max: 45_000 })],
     ]),
+    // The agent's clock: mostly the controller's; now and then ahead within the skew clocks may
+    // have, at its edge, or beyond it by up to an hour (a node whose clock is wrong).
+    aheadMs: weighted([
+      [60, fc.constant(0)],
+      [4, fc.integer({ min: 1, max: 5_000 })],
+      [1, fc.constantFrom(5_000, 5_001)],
+      [2, fc.integer({ min: 5_001, max: 3_600_000 })],
+    ]),
   });
   return f.probeLostAfterMove ? step : step.map((p) => (p.between ? { ...p, probe: 'fresh' as const } : p));
 }
@@ -243,7 +252,7 @@ export function scriptArb(f: Focus): fc.Arbitrary<Script> {
 
 /**
  * Cases per property. `core` (one or two decisions per case, properties.test.ts): 10^5 on CI
- * (CI=true), 10^4 elsewhere. `sequences` (a node carried through several generations, a few to a
+ * (CI=1, true or yes: scripts/ci.cjs, as the set-up reads it), 10^4 elsewhere. `sequences` (a node carried through several generations, a few to a
  * few dozen passes per case): 10^4 on CI, 2,000 elsewhere; 10^5 of those takes about an hour of one
  * core per property, so it runs as `npm run properties:full`, not in CI. DATUM_PROPERTY_RUNS
  * overrides every default. DATUM_PROPERTY_SEED replays one run (fast-check prints the seed and
@@ -257,7 +266,7 @@ export function propertyRuns(scale: 'core' | 'sequences' = 'core'): number {
       throw new Error(`DATUM_PROPERTY_RUNS=${given} is not a whole number of cases — fix: give one, such as 100000`);
     return n;
   }
-  const ci = process.env.CI === 'true';
+  const ci = isCI();
   if (scale === 'sequences') return ci ? 10_000 : 2_000;
   return ci ? 100_000 : 10_000;
 }

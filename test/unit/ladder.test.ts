@@ -180,10 +180,19 @@ const buildFlipped = (): History => ({
   ...configRepairedThrice(),
   repaired: { build: { at: later(-MIN), value: { version: '7.4', sha256: SHA_74 }, marker: 'ours:build' } },
 });
+/** A history with an operator's hold on the node (`datum hold N-24 --by oncall --reason ...`). */
+const held = (): History => ({
+  ...emptyHistory(),
+  hold: { by: 'oncall', reason: 'disk swap CHG-1234', since: NOW, until: null, identity: 'oncall@laptop' },
+});
+
 /** The history after the agent refused build and app: the refusal stands until something about it changes. */
 const afterRefusal = async () => (await acting(before(), before(), () => refused)).history;
 /** Only build is refused (the pass then skips app): config and app are the drift. */
 const afterBuildRefused = async () => (await acting(before(), before(), (k) => (k === 'build' ? refused : null))).history;
+
+/** N-24 generation 12 whose expires passed an hour before NOW; one that expires later is as good as none. */
+const expired = (expires = later(-60 * MIN)) => ({ ...n24(), expires });
 
 const gateRows: Row[] = [
   {
@@ -227,6 +236,20 @@ const gateRows: Row[] = [
     status: 'BLOCKED',
     reason: 'INTENT_DIGEST_MISMATCH',
     trigger: 'DESIRED_STATE_CHANGE',
+  },
+  {
+    name: 'STALE_INTENT: the bound generation is past its expires (a freeze), the node still observed and shown',
+    run: () => {
+      const r = judge(before(), { intent: expired() });
+      expect(r.decision.resources.map((x) => [x.resource_key, x.drift])).toContainEqual(['build', true]);
+      expect(r.decision.reason_detail).toMatch(
+        /^Generation 12 expired at 2026-11-29T11:00:00.000Z \(its expires:\): stale intent/,
+      );
+      return r;
+    },
+    status: 'BLOCKED',
+    reason: 'STALE_INTENT',
+    trigger: 'REFRESHED_INTENT',
   },
   {
     name: 'STALE_OBSERVATION: a snapshot older than observation_ttl, with a fresh heartbeat',
@@ -348,6 +371,13 @@ const ladderRows: Row[] = [
     status: 'DRIFTED',
     reason: 'OBSERVE_MODE_DRIFT',
     trigger: 'AGENT_CONFIG_CHANGE',
+  },
+  {
+    name: 'HELD: managed drift on a node an operator holds (`datum hold`): reported, not repaired',
+    run: () => judge(before(), { history: held() }),
+    status: 'DRIFTED',
+    reason: 'HELD',
+    trigger: 'OPERATOR_RESOLUTION',
   },
   {
     name: 'DEPENDENCY_BLOCKED (guard): enforced drift nothing above explains (acted, but no evidence came back)',
@@ -487,6 +517,20 @@ const gatePrecedence: Precedence[] = [
     lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
   },
   {
+    name: 'INTENT_DIGEST_MISMATCH over an expired intent',
+    both: () => judge(before(), { intent: expired(), authority: authorityOf(n24(12, { workers: 16 })) }),
+    upper: gate('INTENT_DIGEST_MISMATCH', 'DESIRED_STATE_CHANGE'),
+    without: () => judge(before(), { intent: expired() }),
+    lower: gate('STALE_INTENT', 'REFRESHED_INTENT'),
+  },
+  {
+    name: 'an expired intent over STALE_OBSERVATION',
+    both: () => judge(stale(), { intent: expired() }),
+    upper: gate('STALE_INTENT', 'REFRESHED_INTENT'),
+    without: () => judge(stale()),
+    lower: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
+  },
+  {
     name: 'STALE_OBSERVATION over the ladder',
     both: () => judge(stale()),
     upper: gate('STALE_OBSERVATION', 'FRESH_OBSERVATION'),
@@ -571,12 +615,11 @@ const ladderPrecedence = [
     without: () => judge(snapshot(n24Before(), { mode: 'observe' })),
   }),
   adjacent(14, {
-    name: 'OBSERVE_MODE_DRIFT over DEPENDENCY_BLOCKED: unexplained drift, and config set to observe',
-    both: () =>
-      handBuilt(before(), snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), () => null),
-    without: () => handBuilt(before(), before(), () => null),
+    name: 'OBSERVE_MODE_DRIFT over HELD: a held node whose config agent.yaml sets to observe',
+    both: () => judge(snapshot({ ...n24Before(), config: D6() }, { resource_modes: { config: 'observe' } }), { history: held() }),
+    without: () => judge(before(), { history: held() }),
   }),
-  adjacent(15, {
+  adjacent(16, {
     name: 'DEPENDENCY_BLOCKED over CONVERGED_AFTER_REPAIR: build repaired, app still differs with no evidence',
     both: () =>
       handBuilt(
@@ -586,7 +629,7 @@ const ladderPrecedence = [
       ),
     without: () => handBuilt(before(), after(), (k) => (k === 'app' ? null : {})),
   }),
-  adjacent(16, {
+  adjacent(17, {
     name: 'CONVERGED_AFTER_REPAIR over ALREADY_CONVERGED: an action was carried out',
     both: () => acting(before(), after()),
     without: () => judge(after()),
@@ -606,12 +649,22 @@ describe('precedence between adjacent rungs', () => {
     expect(r.decision.conditions.map((c) => [c.type, c.resource_key])).toContainEqual(['ACTION_REFUSED', 'build']);
     expectDecision(judge(before(), { history }), rung(9));
   });
+  it('HELD (15) and DEPENDENCY_BLOCKED (16) exclude each other: a held pass authorizes nothing, so nothing is acted on', () => {
+    const r = judge(before(), { history: held() });
+    expectDecision(r, rung(15));
+    expect(r.decision.authorized_actions).toEqual([]);
+    expect(r.decision.planned_actions.length).toBeGreaterThan(0);
+    expect(r.decision.conditions.map((c) => c.type)).toEqual(expect.arrayContaining(['DRIFT_HELD']));
+    expect(r.decision.hold?.by).toBe('oncall');
+  });
   it('covers every adjacent pair of the ladder', () => {
     // 1/2 (REPEATED_DRIFT opens before acting; ACTION_REFUSED in this pass is after), 7/8
     // (RETRY_BUDGET_EXHAUSTED after acting, before acting) and 10/11 (DRIFT_DETECTED before acting,
     // RETRY drift meanwhile after) are one phase against the other, never both; 9/10 is above.
-    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 2, 3, 4, 5, 6, 8, 11, 12, 13, 14, 15, 16]);
-    expect(LADDER.length).toBe(18);
+    // 15/16: a held pass authorizes nothing, so it never has DEPENDENCY_BLOCKED's acted-on drift;
+    // that pair is the next test.
+    expect(ladderPrecedence.map((p) => p.at)).toEqual([0, 2, 3, 4, 5, 6, 8, 11, 12, 13, 14, 16, 17]);
+    expect(LADDER.length).toBe(19);
   });
 });
 

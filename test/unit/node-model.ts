@@ -181,6 +181,12 @@ export interface PassStep {
   observeMs: number;
   /** How long each apply takes (a batch can outlive its snapshot). */
   applyMs: number;
+  /**
+   * How far the agent's clock runs ahead of the controller's in this pass: its snapshots carry an
+   * observed_at that much later. The agent judges a write's age on its own clock, so that age is
+   * unchanged; the controller must not take a snapshot from beyond CLOCK_SKEW_MS ahead as fresh.
+   */
+  aheadMs: number;
 }
 
 export type Linger = 0 | 1 | 2 | 3;
@@ -491,6 +497,9 @@ export class NodeModel {
   }
 
   private iso = () => new Date(this.clock).toISOString();
+  /** The agent's clock in this pass (PassStep.aheadMs). */
+  private agentAheadMs = 0;
+  private agentIso = () => new Date(this.clock + this.agentAheadMs).toISOString();
   private marker = (who: string) => `${who}#${++this.markerSeq}`;
 
   // -- the run ------------------------------------------------------------------------------
@@ -540,6 +549,7 @@ export class NodeModel {
 
   /** 1–2 of a pass: observe, then read the authority (the old loop's in-flight pass stops here for a while). */
   private begin(loop: Loop, step: PassStep): Begun {
+    this.agentAheadMs = step.aheadMs;
     const pre = this.observe(loop.intent);
     // After the observe: it binds agent.yaml's new key-named entries, as the agent's does.
     const oracle = this.oracle.view(this.config);
@@ -741,8 +751,8 @@ export class NodeModel {
     }
     const observation: Observation = {
       node_id: 'N-24',
-      observed_at: at,
-      heartbeat_at: at,
+      observed_at: this.agentIso(),
+      heartbeat_at: this.agentIso(),
       mode: this.config.reconciliation.mode,
       ...reported,
       resources,
@@ -801,7 +811,7 @@ export class NodeModel {
     if (this.fence !== null && a.desired_generation < this.fence) return refuse('StaleGenerationRefusal');
     this.fence = Math.max(this.fence ?? a.desired_generation, a.desired_generation);
     // 8: the snapshot's age at the moment of the write.
-    if (!a.observed_at || !a.observation_ttl || msBetween(a.observed_at, at) > durationMs(a.observation_ttl))
+    if (!a.observed_at || !a.observation_ttl || msBetween(a.observed_at, this.agentIso()) > durationMs(a.observation_ttl))
       return refuse('StaleSnapshotRefusal');
     // 9: compare-and-swap on the target's own marker.
     const held = this.node[target] ?? { value: null, marker: null };
@@ -958,9 +968,11 @@ export const HOLES_CLOSED: Holes = {
 const writtenValue = (a: AuthorizedAction): string => valueDigestOfAction(a.action, a.spec) ?? '';
 
 /** The passes a hand-over runs on its own: nothing in the way, every action takes. */
-const QUIET_PASS: PassStep = { kind: 'pass', between: null, outcome: 'ok', probe: 'fresh', observeMs: 0, applyMs: 0 };
+const QUIET_PASS: PassStep = { kind: 'pass', between: null, outcome: 'ok', probe: 'fresh', observeMs: 0, applyMs: 0, aheadMs: 0 };
 
 export const OBSERVATION_TTL_MS = TTL_MS;
+/** How far ahead of the controller's clock a snapshot may be stamped and still be fresh, as the design has it. */
+export const CLOCK_SKEW_MS = 5_000;
 
 /** Runs a script on a fresh node model and returns its trace. */
 export async function runScript(script: Script, holes: Holes = HOLES_CLOSED): Promise<NodeModel> {

@@ -157,6 +157,7 @@ describe('holes found by the properties', () => {
     outcome: 'ok',
     probe: 'fresh',
     observeMs: 0,
+    aheadMs: 0,
     applyMs: 0,
     ...o,
   });

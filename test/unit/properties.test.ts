@@ -23,6 +23,10 @@ import { observation as observationSchema } from '../../src/schemas';
  * ones about targets, operator decisions and generations, are checked over sequences of
  * generations in ./properties-sequences.test.ts.
  *
+ * Snapshots are dated on both sides of each edge of freshness: the TTL, and the 5 s an agent's
+ * clock may run ahead of the controller's (a snapshot from further ahead has no age that can be
+ * told, issue 18); a coverage label per edge proves the generator reached it.
+ *
  * Cases per property: 10^5 on CI, 10^4 elsewhere, DATUM_PROPERTY_RUNS to override (generators.ts).
  */
 
@@ -34,6 +38,12 @@ const intent = n24();
 const KEYS = ['build', 'config', 'app', 'maintenance'] as const;
 type Key = (typeof KEYS)[number];
 const TTL_MS = 60_000;
+/**
+ * How far ahead of the controller's clock a snapshot may be stamped and still be judged: an agent
+ * clock further ahead makes the snapshot's age unknowable (issue 18, the clock-ahead hole).
+ */
+const SKEW_MS = 5_000;
+const HOUR_MS = 60 * 60_000;
 
 /**
  * Each resource is at its desired value two times in three, else one of the ways it drifts: a
@@ -57,6 +67,19 @@ const override = fc.oneof(
   { weight: 1, arbitrary: fc.constant('unproven' as const) },
 );
 
+/**
+ * The snapshot's age at NOW (negative: stamped ahead of the controller's clock). Mostly fresh; then
+ * stale up to three TTLs old, ahead within the skew clocks may have, ahead by up to an hour, and
+ * each edge the oracle decides on, to the millisecond.
+ */
+const snapshotAgeArb = fc.oneof(
+  { weight: 12, arbitrary: fc.integer({ min: 0, max: TTL_MS }) },
+  { weight: 3, arbitrary: fc.integer({ min: TTL_MS + 1, max: 3 * TTL_MS }) },
+  { weight: 2, arbitrary: fc.integer({ min: -SKEW_MS, max: -1 }) },
+  { weight: 2, arbitrary: fc.integer({ min: -HOUR_MS, max: -SKEW_MS - 1 }) },
+  { weight: 1, arbitrary: fc.constantFrom(0, TTL_MS, TTL_MS + 1, -SKEW_MS, -SKEW_MS - 1) },
+);
+
 const snapshotArb: fc.Arbitrary<Observation> = fc
   .record({
     values: fc.record(valueFor),
@@ -69,11 +92,7 @@ const snapshotArb: fc.Arbitrary<Observation> = fc
     overrides: fc.record({ build: override, config: override, app: override, maintenance: override }),
     mode: fc.constantFrom<'observe' | 'enforce'>('observe', 'enforce', 'enforce'),
     observeOnly: fc.subarray([...KEYS]),
-    // Fresh four times in five; stale up to three TTLs old.
-    ageMs: fc.oneof(
-      { weight: 4, arbitrary: fc.integer({ min: 0, max: TTL_MS }) },
-      { weight: 1, arbitrary: fc.integer({ min: TTL_MS + 1, max: 3 * TTL_MS }) },
-    ),
+    ageMs: snapshotAgeArb,
     obstructed: fc.subarray([...KEYS], { maxLength: 1 }),
     undeclared: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
   })
@@ -165,7 +184,9 @@ async function run(g: {
     if (g.outcome === 'failed') return { kind: 'failed', detail: 'a generated failure' };
     return { ...applied(a), outcome: g.outcome };
   };
-  const { first, final } = await pass(g.pre, () => g.post, { intent, history: g.history, answer });
+  // The controller's clock stays at NOW: without one, the fixture would move it up to a snapshot
+  // stamped ahead of it, and no snapshot would ever be judged from the future.
+  const { first, final } = await pass(g.pre, () => g.post, { intent, history: g.history, answer, clock: () => NOW });
   return final === first ? [first] : [first, final];
 }
 
@@ -186,7 +207,26 @@ function expected(o: Observation, key: Key): Json {
   const config = ownedByOperatorOrUnknown(o, 'config') ? onDisk('config') : want.config_sha256;
   return { build, config_sha256: config };
 }
-const fresh = (o: Observation) => msBetween(o.observed_at, NOW) <= TTL_MS;
+/** Fresh: no older than the TTL, and not stamped further ahead of the controller's clock than SKEW_MS. */
+const fresh = (o: Observation) => {
+  const age = msBetween(o.observed_at, NOW);
+  return age <= TTL_MS && age >= -SKEW_MS;
+};
+/** Which side of each edge of freshness a snapshot is on, as the oracle reads its age. */
+const AGE_EDGES = {
+  'exactly TTL old: fresh': (age: number) => age === TTL_MS,
+  '1 ms past TTL: stale': (age: number) => age === TTL_MS + 1,
+  'stale, up to three TTLs': (age: number) => age > TTL_MS + 1,
+  'ahead within the skew: fresh': (age: number) => age < 0 && age > -SKEW_MS,
+  'exactly the skew ahead: fresh': (age: number) => age === -SKEW_MS,
+  '1 ms beyond the skew ahead: stale': (age: number) => age === -SKEW_MS - 1,
+  'ahead beyond the skew, up to an hour: stale': (age: number) => age < -SKEW_MS - 1,
+} as const;
+type AgeEdge = keyof typeof AGE_EDGES;
+const edgeOf = (o: Observation): AgeEdge | null => {
+  const age = msBetween(o.observed_at, NOW);
+  return (Object.keys(AGE_EDGES) as AgeEdge[]).find((edge) => AGE_EDGES[edge](age)) ?? null;
+};
 /** The oracle's CONVERGED: fresh, nothing undeclared, every managed resource at what it must show. */
 const matchesDesired = (o: Observation) =>
   fresh(o) &&
@@ -276,20 +316,33 @@ describe('invariants over generated snapshots', () => {
   );
 
   it(
-    'no action from a stale snapshot',
+    'no action from a snapshot that is not fresh: older than the TTL, or stamped ahead beyond the skew',
     () => {
       const runs = RUNS;
-      // The case: a stale snapshot that, taken now, would be acted on.
-      const cov = coverage({ 'stale snapshot a fresh one would repair': 0.015 });
+      // The cases, one per edge of freshness: a snapshot on the stale side that, taken now, would
+      // be acted on (so "no action" is the gate's doing), and one on the fresh side that is acted on.
+      const cov = coverage({
+        'exactly TTL old: fresh': 0.0005,
+        '1 ms past TTL: stale': 0.0005,
+        'stale, up to three TTLs': 0.01,
+        'ahead within the skew: fresh': 0.01,
+        'exactly the skew ahead: fresh': 0.0005,
+        '1 ms beyond the skew ahead: stale': 0.0005,
+        'ahead beyond the skew, up to an hour: stale': 0.01,
+      } satisfies Record<AgeEdge, number>);
       fc.assert(
         fc.property(snapshotArb, historyArb, (obs, history) => {
           const { decision } = decide({ intent, authority: authorityOf(intent), observation: obs, history, now: NOW });
-          if (!fresh(obs)) {
-            expect(decision.authorized_actions).toEqual([]);
-            expect(decision.convergence_status).toBe('BLOCKED');
-            expect(decision.reason).toBe('STALE_OBSERVATION');
-            if (actsOn(withObservation(obs, { observed_at: NOW }), history)) cov.hit('stale snapshot a fresh one would repair');
+          const edge = edgeOf(obs);
+          if (fresh(obs)) {
+            expect(decision.reason, `observed_at ${obs.observed_at} at ${NOW} is fresh`).not.toBe('STALE_OBSERVATION');
+            if (edge && decision.authorized_actions.length > 0) cov.hit(edge);
+            return;
           }
+          expect(decision.authorized_actions, `observed_at ${obs.observed_at} at ${NOW} is not fresh`).toEqual([]);
+          expect(decision.convergence_status).toBe('BLOCKED');
+          expect(decision.reason).toBe('STALE_OBSERVATION');
+          if (edge && actsOn(withObservation(obs, { observed_at: NOW }), history)) cov.hit(edge);
         }),
         { numRuns: runs },
       );
@@ -306,14 +359,21 @@ describe('invariants over generated snapshots', () => {
         CONVERGED: 0.1,
         'CONVERGED after acting': 0.01,
         'CONVERGED with an operator-owned release or config': 0.01,
+        'CONVERGED from a snapshot stamped ahead within the skew': 0.002,
+        // The clock-ahead hole: at desired in every respect but its date, and never CONVERGED.
+        'a snapshot at desired stamped ahead beyond the skew': 0.002,
       });
       await fc.assert(
         fc.asyncProperty(passArb, async (g) => {
           const decisions = await run(g);
           decisions.forEach((d, i) => {
-            if (d.decision.convergence_status !== 'CONVERGED') return;
             const judged = i === 0 ? g.pre : g.post;
+            const ahead = msBetween(judged.observed_at, NOW) < 0;
+            if (ahead && !fresh(judged) && matchesDesired(withObservation(judged, { observed_at: NOW })))
+              cov.hit('a snapshot at desired stamped ahead beyond the skew');
+            if (d.decision.convergence_status !== 'CONVERGED') return;
             cov.hit('CONVERGED');
+            if (ahead) cov.hit('CONVERGED from a snapshot stamped ahead within the skew');
             if (i === 1) cov.hit('CONVERGED after acting');
             if (ownedByOperatorOrUnknown(judged, 'build') || ownedByOperatorOrUnknown(judged, 'config'))
               cov.hit('CONVERGED with an operator-owned release or config');

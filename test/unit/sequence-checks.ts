@@ -13,7 +13,7 @@ import {
   type Observation,
 } from '../../src/domain';
 import { coverage, propertyRuns, scriptArb, timeoutFor, type Focus } from './generators';
-import { OBSERVATION_TTL_MS, runScript, type NodeModel, type OracleView, type PassRecord } from './node-model';
+import { CLOCK_SKEW_MS, OBSERVATION_TTL_MS, runScript, type NodeModel, type OracleView, type PassRecord } from './node-model';
 
 /*
  * The checks every sequence property runs (properties-sequences.test.ts,
@@ -75,11 +75,16 @@ function expectedValue(view: OracleView, intent: BoundIntent, judged: Observatio
   return { build, config_sha256: config };
 }
 
+/** Fresh at `at`: no older than the TTL, and not stamped further ahead of the controller's clock than the skew. */
+const freshAt = (o: Observation, at: string) => {
+  const age = msBetween(o.observed_at, at);
+  return age <= OBSERVATION_TTL_MS && age >= -CLOCK_SKEW_MS;
+};
+
 /** Why a CONVERGED decision is not backed by its snapshot, or null when it is. */
 function unprovenConvergence(p: PassRecord, judged: Observation | null, at: string): string | null {
   if (!judged) return 'CONVERGED without a snapshot';
-  if (msBetween(judged.observed_at, at) > OBSERVATION_TTL_MS)
-    return `CONVERGED from a snapshot taken at ${judged.observed_at}, judged at ${at}`;
+  if (!freshAt(judged, at)) return `CONVERGED from a snapshot stamped ${judged.observed_at}, judged at ${at}`;
   for (const c of claims(p.intent)) {
     const moved = p.oracle.contested.get(c.target);
     if (moved?.open && moved.digest === c.digest) return `CONVERGED while ${c.target} is contested (MARKER_MOVED, unresolved)`;
@@ -106,11 +111,8 @@ function checkCore(p: PassRecord): void {
   for (const d of [p.first, p.final])
     if (d.convergence_status === 'RETRY')
       expect(d.attempt_count, `${at}: RETRY (${d.reason}) past retry_budget ${d.retry_budget}`).toBeLessThan(d.retry_budget);
-  // A stale snapshot never drives an action.
-  if (
-    msBetween(p.pre.observed_at, p.firstAt) > OBSERVATION_TTL_MS &&
-    (p.sent.length > 0 || p.first.convergence_status !== 'BLOCKED')
-  ) {
+  // A snapshot that is not fresh (too old, or from beyond the skew ahead) never drives an action.
+  if (!freshAt(p.pre, p.firstAt) && (p.sent.length > 0 || p.first.convergence_status !== 'BLOCKED')) {
     expect(p.sent, `${at}: acted from a stale snapshot`).toEqual([]);
     expect(p.first.convergence_status, at).toBe('BLOCKED');
   }
@@ -151,6 +153,41 @@ function checkCore(p: PassRecord): void {
   }
 }
 
+/**
+ * The edges of freshness the core invariants decide on, which every property's scripts must reach:
+ * a snapshot on the stale side of an edge that would be acted on were it fresh (so the gate, not
+ * the node, held the pass), and one stamped ahead within the skew that is acted on. Shares of the
+ * cases, well below what the generator gives.
+ */
+const CORE_COVERAGE = {
+  'a snapshot past the TTL that a fresh one would act on': 0.002,
+  'a snapshot stamped ahead within the skew, acted on': 0.01,
+  'a snapshot stamped ahead beyond the skew that a fresh one would act on': 0.005,
+};
+type CoreLabel = keyof typeof CORE_COVERAGE;
+
+function coreReached(p: PassRecord, hit: (label: CoreLabel) => void): void {
+  const age = msBetween(p.pre.observed_at, p.firstAt);
+  if (freshAt(p.pre, p.firstAt)) {
+    if (age < 0 && p.sent.length > 0) hit('a snapshot stamped ahead within the skew, acted on');
+    return;
+  }
+  const asFresh = { ...p.pre, observed_at: p.firstAt };
+  const { decision } = decide({
+    intent: p.intent,
+    authority: p.authority,
+    observation: asFresh,
+    history: p.history,
+    now: p.firstAt,
+  });
+  if (decision.authorized_actions.length === 0) return;
+  hit(
+    age < 0
+      ? 'a snapshot stamped ahead beyond the skew that a fresh one would act on'
+      : 'a snapshot past the TTL that a fresh one would act on',
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The properties.
 
@@ -160,13 +197,16 @@ export async function checkSequences<K extends string>(
   check: (model: NodeModel, passes: Passes, hit: (label: K) => void) => void,
 ): Promise<void> {
   const runs = RUNS;
-  const cov = coverage(minShare);
+  const cov = coverage<K | CoreLabel>({ ...CORE_COVERAGE, ...minShare });
   await fc.assert(
     fc.asyncProperty(scriptArb(focus), async (script) => {
       const model = await runScript(script);
       const passes = passesOf(model);
-      for (const p of passes) checkCore(p);
-      const reached = new Set<K>();
+      const reached = new Set<K | CoreLabel>();
+      for (const p of passes) {
+        checkCore(p);
+        coreReached(p, (label) => reached.add(label));
+      }
       check(model, passes, (label) => reached.add(label));
       for (const label of reached) cov.hit(label);
     }),

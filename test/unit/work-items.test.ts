@@ -100,7 +100,10 @@ const resolved = (i: WorkItem, resolution: string, o: Record<string, unknown> = 
 
 describe('which conditions open work, and what each allows', () => {
   it('every condition that needs judgement has resolutions, and no other does', () => {
-    expect(CONDITION_TYPES.filter(needsJudgement).sort()).toEqual([...WORK_CONDITIONS].sort());
+    // A loop's, and the fleet's two that need a person (src/domain/fleet.ts): a node left
+    // without a loop, a loop whose node the authority no longer declares.
+    const fleet = ['NO_RUNNING_LOOP', 'NO_DESIRED_STATE'];
+    expect([...CONDITION_TYPES.filter(needsJudgement), ...fleet].sort()).toEqual([...WORK_CONDITIONS].sort());
   });
 
   it.each([

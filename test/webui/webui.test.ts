@@ -15,6 +15,7 @@ import {
   WORKFLOW_TYPES,
   reconcileWorkflowId,
   rolloutWorkflowId,
+  outcomeWords,
   stateQuery,
   type NodeState,
   type RolloutWorkflow,
@@ -72,7 +73,7 @@ async function startStack(): Promise<void> {
     workflowId: ROLLOUT_ID,
     args: [{ generation: 1, nodes: [...NODES] }],
   });
-  expect(Object.fromEntries(result.nodes.map((n) => [n.node, n.outcome === 'reported' ? n.status : n.error]))).toEqual({
+  expect(Object.fromEntries(result.nodes.map((n) => [n.node, outcomeWords(n).status]))).toEqual({
     'W-1': 'CONVERGED',
     'W-2': 'CONVERGED',
     'W-3': 'BLOCKED',

@@ -1,9 +1,11 @@
 import { z } from 'zod';
-import { withFix } from '../../contract';
+import { isNodeId, withFix } from '../../contract';
 import {
   canonicalJson,
   decisionFingerprint,
+  desiredDigest,
   problemLine,
+  type BoundIntent,
   type LedgerEntry,
   type OperatorDecision,
   type Problem,
@@ -19,9 +21,11 @@ import { ledgerEntry, problemsFromZod } from '../../schemas';
 export interface ListOptions {
   /** Only entries decided at or after this ISO 8601 time (inclusive). */
   since?: string;
-  /** At most this many entries: the earliest ones in (decided_at, seq) order. */
+  /** At most this many entries: the earliest ones in (decided_at, seq) order, or the latest with `newest`. */
   limit?: number;
   workflowId?: string;
+  /** With `limit`: the latest entries instead of the earliest (still returned oldest first). */
+  newest?: boolean;
 }
 
 export interface NodeSummary {
@@ -49,6 +53,14 @@ export interface LedgerStore {
    * (ledger-store/decisions.ts). Empty for a node the store knows nothing about.
    */
   operatorDecisions(node: string): Promise<OperatorDecision[]>;
+  /**
+   * Keeps a bound intent (its node, generation, digest, labels, resources and policy) once: what
+   * a rollback writes back (docs/operations.md, "A first production change, in waves").
+   * Idempotent by (node, generation, digest).
+   */
+  keepIntent(intent: BoundIntent): Promise<void>;
+  /** The intent kept for (node, generation, digest), checked against its digest; null when none was kept. */
+  keptIntent(node: string, generation: number, digest: string): Promise<BoundIntent | null>;
   close(): Promise<void>;
   readonly backend: 'sqlite' | 'postgres';
   /** Where the ledger lives, safe to print: a file path, or the URL without its password. */
@@ -56,7 +68,25 @@ export interface LedgerStore {
 }
 
 /** The schema this code writes. Stored in `ledger_schema_versions`, one row per applied migration. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
+
+/**
+ * A bound intent as the store keeps it: everything that makes its content and digest, without
+ * the controller's own artifact locations (another controller resolves its own).
+ */
+export function keptForm(intent: BoundIntent): { node: string; generation: number; digest: string; json: string } {
+  if (!isNodeId(intent.node) || !Number.isSafeInteger(intent.generation) || !/^sha256:[0-9a-f]{64}$/.test(intent.digest))
+    throw new InvalidLedgerQuery(withFix('a kept intent needs a node, a generation and a digest', 'keep a bound intent'));
+  const { locations: _locations, ...kept } = intent;
+  return { node: intent.node, generation: intent.generation, digest: intent.digest, json: JSON.stringify(kept) };
+}
+
+/** A kept intent read back: the one kept for that key only if its content still makes its digest. */
+export function readKept(json: unknown, node: string, generation: number, digest: string): BoundIntent | null {
+  const intent = (typeof json === 'string' ? JSON.parse(json) : json) as BoundIntent | null;
+  if (!intent || intent.node !== node || intent.generation !== generation || intent.digest !== digest) return null;
+  return desiredDigest(intent.resources, intent.policy) === digest ? intent : null;
+}
 
 /** An entry the ledger will not record; names every bad field. Retrying cannot help. */
 export class InvalidLedgerEntry extends Error {
@@ -192,6 +222,7 @@ export interface ListQuery {
   since: string | null;
   limit: number | null;
   workflowId: string | null;
+  newest: boolean;
 }
 
 export function prepareList(node: unknown, options: ListOptions | undefined): ListQuery {
@@ -226,7 +257,7 @@ export function prepareList(node: unknown, options: ListOptions | undefined): Li
   if (o.workflowId !== undefined && typeof o.workflowId !== 'string') {
     throw new InvalidLedgerQuery(withFix('workflowId must be a string', 'pass the reconcile workflow id, or leave it out'));
   }
-  return { node, since, limit, workflowId: o.workflowId ?? null };
+  return { node, since, limit, workflowId: o.workflowId ?? null, newest: o.newest === true };
 }
 
 /**
@@ -247,12 +278,14 @@ export function listSql(
     params.push(q.workflowId);
     where.push(`workflow_id = ${placeholder(params.length)}`);
   }
-  let sql = `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at, seq, id`;
-  if (q.limit !== null) {
-    params.push(q.limit);
-    sql += ` LIMIT ${placeholder(params.length)}`;
-  }
-  return { sql, params };
+  const order = 'ORDER BY decided_at, seq, id';
+  if (q.limit === null) return { sql: `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ${order}`, params };
+  params.push(q.limit);
+  const limit = `LIMIT ${placeholder(params.length)}`;
+  if (!q.newest) return { sql: `SELECT entry FROM ledger_entries WHERE ${where.join(' AND ')} ${order} ${limit}`, params };
+  // The latest N, by the index's order backwards, then oldest first like every list.
+  const latest = `SELECT entry, decided_at, seq, id FROM ledger_entries WHERE ${where.join(' AND ')} ORDER BY decided_at DESC, seq DESC, id DESC ${limit}`;
+  return { sql: `SELECT entry FROM (${latest}) latest ${order}`, params };
 }
 
 /** Every node's entry count and last decision, in the SQL both back ends understand. */

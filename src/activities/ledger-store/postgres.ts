@@ -12,6 +12,8 @@ import {
   prepareList,
   NODE_SUMMARY_SQL,
   readEntry,
+  keptForm,
+  readKept,
   type LedgerStore,
   type NodeSummary,
 } from './common';
@@ -81,6 +83,20 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; then?: 
         await client.query(SAVE_RECORD_SQL, [r.node_id, record.generation, JSON.stringify(record.targets)]);
       }
     },
+  },
+  {
+    version: 3,
+    statements: [
+      // Bound intents, kept once by (node, generation, digest): the content a rollback writes back.
+      `CREATE TABLE IF NOT EXISTS bound_intents (
+         node_id text NOT NULL,
+         generation bigint NOT NULL,
+         digest text NOT NULL,
+         intent jsonb NOT NULL,
+         kept_at timestamptz NOT NULL DEFAULT now(),
+         PRIMARY KEY (node_id, generation, digest)
+       )`,
+    ],
   },
 ];
 
@@ -235,6 +251,21 @@ export async function openPostgresLedger(url: string): Promise<LedgerStore> {
       );
       const r = result.rows[0];
       return decisionsOf(r ? readRecord(name, r.decisions, r.generation) : EMPTY_RECORD);
+    },
+    async keepIntent(intent) {
+      const k = keptForm(intent);
+      await query(
+        'INSERT INTO bound_intents (node_id, generation, digest, intent) VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT DO NOTHING',
+        [k.node, k.generation, k.digest, k.json],
+      );
+    },
+    async keptIntent(node, generation, digest) {
+      const result = await query<{ intent: unknown }>(
+        'SELECT intent FROM bound_intents WHERE node_id = $1 AND generation = $2 AND digest = $3',
+        [node, generation, digest],
+      );
+      const row = result.rows[0];
+      return row ? readKept(row.intent, node, generation, digest) : null;
     },
     async list(node, options) {
       const { sql, params } = listSql(prepareList(node, options), (n, cast) => (cast ? `$${n}::${cast}` : `$${n}`));

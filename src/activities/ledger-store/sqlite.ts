@@ -14,6 +14,8 @@ import {
   prepareList,
   NODE_SUMMARY_SQL,
   readEntry,
+  keptForm,
+  readKept,
   type LedgerStore,
   type ListOptions,
   type NodeSummary,
@@ -83,6 +85,20 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; then?: 
       }
     },
   },
+  {
+    version: 3,
+    statements: [
+      // Bound intents, kept once by (node, generation, digest): the content a rollback writes back.
+      `CREATE TABLE IF NOT EXISTS bound_intents (
+         node_id TEXT NOT NULL,
+         generation INTEGER NOT NULL,
+         digest TEXT NOT NULL,
+         intent TEXT NOT NULL CHECK (json_valid(intent)),
+         kept_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+         PRIMARY KEY (node_id, generation, digest)
+       )`,
+    ],
+  },
 ];
 
 const SAVE_RECORD_SQL = `INSERT INTO node_operator_decisions (node_id, generation, decisions) VALUES (?, ?, ?)
@@ -127,6 +143,12 @@ export function openSqliteLedger(file: string): LedgerStore {
     'SELECT generation, decisions FROM node_operator_decisions WHERE node_id = ?',
   );
   const saveRecord = db.prepare<[string, number | null, string]>(SAVE_RECORD_SQL);
+  const keep = db.prepare<[string, number, string, string]>(
+    'INSERT INTO bound_intents (node_id, generation, digest, intent) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+  );
+  const kept = db.prepare<[string, number, string], { intent: string }>(
+    'SELECT intent FROM bound_intents WHERE node_id = ? AND generation = ? AND digest = ?',
+  );
   const recordOf = (node: string): DecisionRecord => {
     const row = loadRecord.get(node);
     return row ? readRecord(node, JSON.parse(row.decisions), row.generation) : EMPTY_RECORD;
@@ -184,6 +206,18 @@ export function openSqliteLedger(file: string): LedgerStore {
         const { node: name } = prepareList(node, undefined);
         open();
         return decisionsOf(recordOf(name));
+      }),
+    keepIntent: (intent) =>
+      settle(() => {
+        const k = keptForm(intent);
+        open();
+        keep.run(k.node, k.generation, k.digest, k.json);
+      }),
+    keptIntent: (node, generation, digest) =>
+      settle(() => {
+        open();
+        const row = kept.get(node, generation, digest);
+        return row ? readKept(row.intent, node, generation, digest) : null;
       }),
     nodes: () =>
       settle((): NodeSummary[] => {

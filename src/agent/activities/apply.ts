@@ -18,6 +18,7 @@ import { assertJournalRoom } from '../node/retention';
 import { providerOfAction, type ApplyResult, type AtWrite, type NodeContext } from '../providers';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
+import { untrustedIntent } from '../trust';
 import { ACTION_CHECKS, type Refuse, type TargetScope } from './refusals';
 import { targetNow, writtenBy } from './target';
 import { staleGeneration, writeChecks } from './write-checks';
@@ -27,6 +28,8 @@ import { type AgentConfig, authorizedAction, executionEvidence } from '../../sch
  * apply: one authorized action, carried out only once the agent's own checks pass, in numbered
  * steps (docs/architecture.md lists the refusals in the same order):
  *   1–2  agent.yaml readable, the right node, a well-formed action (here)
+ *   2b   on a host that requires it: signed intent, for this node and generation, not expired,
+ *        and planned by the signed document (../trust.ts), before anything on the node is read
  *   3–5  the refusal table: mode, ownership, decisions, destructive and unknown kinds (refusals.ts)
  *   6    the node's fence: nothing older than the newest generation accepted (write-checks.ts)
  *   7    the journal: a recorded result is answered, not done again (here)
@@ -68,6 +71,10 @@ async function applyLocked(configPath: string, request: ApplyRequest): Promise<E
       're-plan from the desired state',
     );
   const action = parsed.data;
+  // 2b. Before the root is read and before the fence moves: what is not signed intent never
+  // reaches the node (a forged generation would otherwise fence it, a forged path be resolved).
+  const unsigned = untrustedIntent(config, request.signed, action, now());
+  if (unsigned) throw refuse(unsigned.type, unsigned.problem, unsigned.fix, unsigned.facts);
   // 3–5. What this host's operator allows: mode, ownership, decisions, never destroy, known
   // actions; judged by the target the action writes, whatever key it comes under.
   try {

@@ -10,6 +10,7 @@ import { applyAction } from './apply';
 import { inventoryNode } from './inventory';
 import { observeNode } from './observe';
 import { recordDecision } from './record-decision';
+import { planRemoval, removeTargets } from './removal';
 
 /*
  * The node agent's activities (task queue datum-node-<node>). Each re-reads agent.yaml on every
@@ -24,6 +25,7 @@ import { recordDecision } from './record-decision';
  *   target.ts           the action's target as observe reads it (the marker compared in step 9)
  *   record-decision.ts  recordDecision: an operator's decision, kept on the node
  *   inventory.ts        inventory: what `datum import` declares, read as observe reads it
+ *   removal.ts          planRemoval, removeTargets: a planned removal, carried out only once approved
  *   ../watch.ts         watch: returns when something managed changes
  */
 
@@ -40,6 +42,9 @@ export function createAgentActivities(configPath: string): AgentActivities {
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
     // A read like observe, through the same gate: an import of a busy node waits its turn.
     inventory: (request) => gated('observe', () => inventoryNode(config, request)),
+    // A plan reads like observe; an approved removal writes like apply, under the same lock.
+    planRemoval: (request) => gated('observe', () => planRemoval(config, request)),
+    removeTargets: (request) => gated('apply', () => removeTargets(config, request)),
   };
 }
 

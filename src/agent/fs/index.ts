@@ -62,7 +62,7 @@ export {
   type ProtectedArea,
 } from './paths';
 export { openReleases, switchCurrent, unpackRelease } from './releases';
-export { replaceIn, type Replaced } from './replace';
+export { removeIn, replaceIn, type Replaced } from './replace';
 export { rootProblems } from './roots';
 export { dirStamp, isDirectory, makeDirs, pathStamp, subdirsOf, watchDir } from './watch';
 export { HeldLock, lockExclusive } from './locks';

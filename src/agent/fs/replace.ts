@@ -173,6 +173,77 @@ async function swapIn(
   };
 }
 
+/** What an approved removal did with one target: its bytes, and where they are kept now. */
+export interface Removed {
+  size: number;
+  sha256: string;
+  /** Under .datum/backup/: the removed inode itself (a hard link), or a copy of its bytes. */
+  backup: string;
+}
+
+/**
+ * Removes `name` from the held directory as an approved planned removal does (src/agent/activities/
+ * removal.ts), never losing its bytes: what is there must be the regular file with the marker the
+ * plan saw; it is kept as .datum/backup/<target>.removed.<time> (a second name of the very inode,
+ * or a copy), which backup pruning never takes; then, at the last check, back to back with it, the
+ * name is unlinked. A change found on the way removes nothing (MARKER_MOVED).
+ */
+export async function removeIn(
+  root: string,
+  dir: HeldDir,
+  name: string,
+  at: Replacing,
+  seenByPlan: { marker: string; sha256: string },
+  now: () => Date,
+): Promise<Removed> {
+  const planned = seenByPlan.marker;
+  const st = await lstatAt(dir, name);
+  if (st === null) throw movedBeforeRemoval(at, planned, ABSENT_MARKER);
+  if (!st.isFile()) throw movedBeforeRemoval(at, planned, `a ${kindOf(st)}`);
+  const { handle, st: seen } = await openRegular(dir.at(name), at.rel);
+  let backup: Backup | null = null;
+  try {
+    if (seen.size > limits.backupBytes) throw tooLargeToKeep(at, seen.size);
+    const bytes = await readAll(handle, limits.backupBytes, at.rel);
+    const digest = sha256(bytes);
+    const found = fileMarker(seen, digest);
+    if (!sameMarker(found, planned) || digest !== seenByPlan.sha256) throw movedBeforeRemoval(at, planned, found);
+    backup = await keepBackup(root, dir, name, at, { seen, bytes, found }, now, 'removed.');
+    const kept = await handle.stat();
+    try {
+      if (kept.mtimeMs !== seen.mtimeMs || kept.size !== seen.size) throw movedBeforeRemoval(at, found, fileMarker(kept));
+      dir.verifySync();
+      const last = lstatSync(dir.at(name), { throwIfNoEntry: false });
+      if (!last || !unchanged(last, kept)) throw movedBeforeRemoval(at, found, last ? fileMarker(last) : ABSENT_MARKER);
+      unlinkSync(dir.at(name));
+    } catch (err) {
+      await backup.forget();
+      throw err;
+    }
+    await dir.handle.sync();
+    // Written into between the last check and the unlink: a copy keeps that too (a link already holds it).
+    const after = await handle.stat();
+    if (after.mtimeMs !== kept.mtimeMs || after.size !== kept.size)
+      await backup.keepAlso(await readAll(handle, Math.max(limits.backupBytes, after.size), at.rel), after);
+    return { size: bytes.length, sha256: digest, backup: backup.rel };
+  } finally {
+    await backup?.close();
+    await handle.close();
+  }
+}
+
+/** Found other than the plan saw at the removal's last look: nothing was removed. */
+function movedBeforeRemoval(at: Replacing, planned: string, now: string): AgentRefusal {
+  return new AgentRefusal(
+    'MarkerMoved',
+    withFix(
+      `MARKER_MOVED: "${at.rel}" is not what the approved plan saw (marker ${planned}, now ${now}), so nothing of it was removed`,
+      'look at the plan again (datum work show ITEM shows the new one) and approve what it lists now',
+    ),
+    { path: at.rel, planned_marker: planned, current_marker: now },
+  );
+}
+
 const declaresOwner = (want: Wanted | undefined) => want?.uid !== undefined || want?.gid !== undefined;
 
 const unchanged = (a: Stats, b: Stats) =>
@@ -238,8 +309,9 @@ async function keepBackup(
   at: Replacing,
   x: { seen: Stats; bytes: Buffer; found: string },
   now: () => Date,
+  label = '',
 ): Promise<Backup> {
-  const stamp = `${at.target}.${fileStamp(now())}`;
+  const stamp = `${at.target}.${label}${fileStamp(now())}`;
   const bloc = await locateIn(root, `.datum/backup/${stamp}`, 'backup path', '.datum');
   const bdir = await openLocatedDir(root, bloc, stamp, 'backup path');
   try {

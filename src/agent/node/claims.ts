@@ -379,6 +379,21 @@ export async function claimOnApply(root: string, key: string, target: string, ge
 }
 
 /**
+ * After an approved removal took the target: no key claims it any more (a later generation that
+ * declares it again claims it afresh), so it is never planned for removal twice.
+ */
+export async function forgetClaim(root: string, target: string): Promise<void> {
+  await withLock(`records:${root}`, async () => {
+    const stored = await readClaims(root);
+    const claims = claimsAs(stored, await identify(root, [target, ...Object.keys(stored.targets)]));
+    if (!claims.targets[target] && !Object.values(claims.keys).some((k) => k.target === target)) return;
+    delete claims.targets[target];
+    const keys = Object.fromEntries(Object.entries(claims.keys).filter(([, k]) => k.target !== target));
+    await writeRecord(root, 'claims.json', { ...claims, keys });
+  });
+}
+
+/**
  * After the node's fence was moved back to `to` (`datum agent reset-fence`): the claims made from
  * a generation above it came from the generation published by mistake, and would keep every
  * claim of `to`'s successors out (an older generation's claim never replaces a newer one). They

@@ -10,8 +10,9 @@ import { observeRegularFile, writeReplacing, type ReadFile } from './file';
 import { now, observeGuarded, specOf, type ApplyResult, type AtWrite, type NodeContext, type Provider } from './types';
 
 /*
- * flag: the JSON document at <root>/flags/<name>.json (null when absent). Nothing about a flag is
- * destructive; the previous document is still kept under .datum/backup/ like a file's.
+ * flag: the JSON document at <root>/flags/<name>.json (null when absent). Writing one keeps the
+ * previous document under .datum/backup/ like a file's; deleting one is destructive, done only by
+ * an approved planned removal (src/agent/activities/removal.ts), never by a repair.
  */
 
 export const flagWriteSpec = z.strictObject({ name: z.string(), value: z.json() });
@@ -21,7 +22,7 @@ const flagRel = (name: string) => `flags/${name}.json`;
 
 export const flagProvider: Provider<FlagSpec> = {
   actions: ['flag.write'],
-  destructive: [],
+  destructive: ['flag.delete'],
   observe: (ctx, key) => observeFlag(ctx, key),
   apply: (ctx, action, atWrite) => applyFlagWrite(ctx, action.resource_key, specOf(action, flagWriteSpec), now, atWrite),
   targetNow: (ctx, action) => observeFlag(ctx, action.resource_key),

@@ -31,14 +31,14 @@ export const UNIT_PROPERTIES = [
   'InvocationID',
 ] as const;
 
-/** The argv of `systemctl show` for one unit: the properties given, timestamps in µs UTC, the name after "--". */
-export const showArgv = (manager: Manager, name: string, properties: readonly string[]): string[] => [
+/** The argv of `systemctl show` for units: the properties given, timestamps in µs UTC, the names after "--". */
+export const showArgv = (manager: Manager, names: string | readonly string[], properties: readonly string[]): string[] => [
   ...managerFlag(manager),
   'show',
   '--timestamp=us+utc',
   `--property=${properties.join(',')}`,
   '--',
-  name,
+  ...(typeof names === 'string' ? [names] : names),
 ];
 
 /**
@@ -86,24 +86,110 @@ export async function showUnit(manager: Manager, name: string, properties: reado
 /** The argv of `systemctl is-enabled` for one unit, the name after "--". */
 export const isEnabledArgv = (manager: Manager, name: string): string[] => [...managerFlag(manager), 'is-enabled', '--', name];
 
+/** The argv of `systemctl list-unit-files` for unit names (no glob: names unitNameProblem accepted), the names after "--". */
+export const listUnitFilesArgv = (manager: Manager, names: readonly string[]): string[] => [
+  ...managerFlag(manager),
+  'list-unit-files',
+  '--no-legend',
+  '--full',
+  '--',
+  ...names,
+];
+
 /**
- * What `show` says of a unit, with UnitFileState as `is-enabled` reads it from the unit files
- * now. The manager's own UnitFileState property is a cache a daemon-reload refreshes: right
- * after `systemctl disable` it may still say enabled (seen on 252), and a writer who disables the
- * unit must be seen at once.
+ * What `show` says of a unit, with UnitFileState as the unit files say it now. The manager's own
+ * UnitFileState property is a cache a daemon-reload refreshes: right after `systemctl disable` it
+ * may still say enabled (seen on 252), and a writer who disables the unit must be seen at once.
+ *
+ * Reads asked for in the same turn of the event loop (a node's units observed together, the
+ * watches of many nodes) go out as one `show` and one `list-unit-files` for all of them: two
+ * programs instead of two per unit. Each caller still gets an answer read after it asked.
  */
-export async function readUnitState(
+export function readUnitState(manager: Manager, name: string, properties: readonly string[]): Promise<Record<string, string>> {
+  return new Promise((resolve, reject) => {
+    let batch = pending.get(manager);
+    if (batch === undefined) {
+      batch = [];
+      pending.set(manager, batch);
+      setImmediate(() => void flush(manager));
+    }
+    batch.push({ name, properties, resolve, reject });
+  });
+}
+
+interface Read {
+  name: string;
+  properties: readonly string[];
+  resolve: (state: Record<string, string>) => void;
+  reject: (err: unknown) => void;
+}
+
+const pending = new Map<Manager, Read[]>();
+/** Names per call: each `show` block is about a kilobyte, and execFile keeps 1 MiB of output. */
+const NAMES_PER_CALL = 100;
+
+async function flush(manager: Manager): Promise<void> {
+  const batch = pending.get(manager) ?? [];
+  pending.delete(manager);
+  const names = [...new Set(batch.map((r) => r.name))];
+  const properties = [...new Set(batch.flatMap((r) => r.properties))];
+  try {
+    const states = new Map<string, Record<string, string>>();
+    for (let i = 0; i < names.length; i += NAMES_PER_CALL) {
+      const chunk = names.slice(i, i + NAMES_PER_CALL);
+      const [shown, enabled] = await Promise.all([showUnits(manager, chunk, properties), unitFileStates(manager, chunk)]);
+      chunk.forEach((name, j) => states.set(name, { ...shown[j], UnitFileState: enabled.get(name) ?? '' }));
+    }
+    for (const read of batch) {
+      const state = states.get(read.name)!;
+      const asked = Object.fromEntries(read.properties.filter((p) => p in state).map((p) => [p, state[p]]));
+      read.resolve({ ...asked, UnitFileState: state.UnitFileState });
+    }
+  } catch (err) {
+    for (const read of batch) read.reject(err);
+  }
+}
+
+/** `show` of several units: one block each, in the order asked, blank lines between. */
+async function showUnits(
   manager: Manager,
-  name: string,
+  names: string[],
   properties: readonly string[],
-): Promise<Record<string, string>> {
-  const [show, enabled] = await Promise.all([
-    showUnit(manager, name, properties),
-    run('systemctl', isEnabledArgv(manager, name), { timeoutMs: SHOW_TIMEOUT_MS }),
-  ]);
-  // Exit 1 is "not enabled" (disabled, static, masked, or no unit file: then nothing is printed).
-  if (enabled.code !== 0 && enabled.code !== 1) throw new ManagerUnreachable(manager, said(enabled));
-  return { ...show, UnitFileState: enabled.stdout.split('\n')[0]?.trim() ?? '' };
+): Promise<Array<Record<string, string>>> {
+  if (names.length === 1) return [await showUnit(manager, names[0], properties)];
+  const ran = await run('systemctl', showArgv(manager, names, properties), { timeoutMs: SHOW_TIMEOUT_MS });
+  if (ran.code !== 0) throw new ManagerUnreachable(manager, said(ran));
+  const blocks = ran.stdout.split('\n\n').filter((b) => b.trim() !== '');
+  // A block per unit, always (an unknown unit has one too): anything else is read again one by one.
+  if (blocks.length === names.length) return blocks.map(parseShow);
+  return Promise.all(names.map((name) => showUnit(manager, name, properties)));
+}
+
+/**
+ * Each unit's UnitFileState from its files now: `list-unit-files` for plain names (a line per unit
+ * that has a file, none for one that has not), `is-enabled` for a template's instance or an
+ * escaped name, which list-unit-files cannot name. Both print the same states (seen on 252).
+ */
+async function unitFileStates(manager: Manager, names: string[]): Promise<Map<string, string>> {
+  const states = new Map<string, string>();
+  const plain = names.filter((n) => !n.includes('@') && !n.includes('\\'));
+  const others = names.filter((n) => !plain.includes(n));
+  if (plain.length > 0) {
+    const ran = await run('systemctl', listUnitFilesArgv(manager, plain), { timeoutMs: SHOW_TIMEOUT_MS });
+    // Exit 1 with nothing said: none of the names has a unit file.
+    if (ran.code !== 0 && !(ran.code === 1 && ran.stderr.trim() === '')) throw new ManagerUnreachable(manager, said(ran));
+    for (const line of ran.stdout.split('\n')) {
+      const [unit, state] = line.trim().split(/\s+/);
+      if (unit && state && plain.includes(unit)) states.set(unit, state);
+    }
+  }
+  for (const name of others) {
+    const ran = await run('systemctl', isEnabledArgv(manager, name), { timeoutMs: SHOW_TIMEOUT_MS });
+    // Exit 1 is "not enabled" (disabled, static, masked, or no unit file: then nothing is printed).
+    if (ran.code !== 0 && ran.code !== 1) throw new ManagerUnreachable(manager, said(ran));
+    states.set(name, ran.stdout.split('\n')[0]?.trim() ?? '');
+  }
+  return states;
 }
 
 /**

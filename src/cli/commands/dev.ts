@@ -13,7 +13,7 @@ import { devServerFlags } from '../../worker/dev-server';
 import { prepareDemoFleet } from '../../worker/demo-fleet';
 import {
   CONTROL_TASK_QUEUE,
-  ROLLOUT_OUTCOMES,
+  outcomeWords,
   WORKFLOW_TYPES,
   rolloutWorkflowId,
   withFix,
@@ -23,7 +23,6 @@ import { UsageError } from '../args';
 import type { CommandModule } from '../command';
 import { print, table } from '../output';
 import { untilSignal } from '../process';
-import { removeDevRecord, writeDevRecord } from '../dev-record';
 import { dataDirFrom } from '../dirs';
 
 interface DevRaw {
@@ -59,14 +58,6 @@ export const devCommand: CommandModule<DevRaw, DevInput> = {
       children.start('temporal', temporalCliPath(), devServerArgs(stack));
       const started = await Promise.race([waitForServer(stack.address, children), signalled]);
       if (started === 'signal') return 130;
-      // `datum status` beside this stack compares its loops with this fleet (dev-record.ts).
-      await writeDevRecord(stack.dataDir, {
-        address: stack.address,
-        namespace: 'default',
-        fleet: stack.fleetDir,
-        pid: process.pid,
-        started_at: new Date().toISOString(),
-      });
       try {
         return await runStack(stack, children, started.client, signalled);
       } finally {
@@ -74,7 +65,6 @@ export const devCommand: CommandModule<DevRaw, DevInput> = {
       }
     } finally {
       print('datum dev: stopping…');
-      await removeDevRecord(stack.dataDir);
       await children.stop(['worker', ...stack.agents.map((a) => `agent-${a.node}`)]);
       await stopNodeServices(stack.agents);
       await children.stop(['temporal']);
@@ -227,11 +217,10 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
     print(
       table(
         ['NODE', 'STATUS', 'REASON'],
-        result.nodes.map((n) =>
-          n.outcome === ROLLOUT_OUTCOMES.refused
-            ? [n.node, 'REFUSED', n.error]
-            : [n.node, n.status, `${n.reason}: ${n.reason_detail}`],
-        ),
+        result.nodes.map((n) => {
+          const words = outcomeWords(n);
+          return [n.node, words.status, words.detail];
+        }),
       ),
     );
   }
@@ -241,14 +230,12 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
 function printNextSteps(uiPort: number, port: number, dataDir: string, fleetDir: string, demo: boolean): void {
   const env = port === 7233 ? '' : `TEMPORAL_ADDRESS=127.0.0.1:${port} `;
   const data = dataDir === path.resolve('.datum') ? '' : ` --data ${dataDir}`;
-  // status and nodes find this stack's fleet in the data dir (dev-record.ts): name it when it is not ./.datum.
-  const fleetEnv = `${env}${data ? `DATUM_DATA=${dataDir} ` : ''}`;
   print(`
 Datum is running. Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows
 Logs: ${path.join(dataDir, 'logs')}
 
 Next, in another terminal:
-  ${fleetEnv}npx datum status                      # open conditions across the fleet, nodes without a loop included
+  ${env}npx datum status                      # open conditions across the fleet (the worker's fleet workflow's view)
   ${env}npx datum describe N-24               # one node: decision, conditions, resources
   npx datum ledger N-24${data}                 # every decision recorded for N-24${
     demo

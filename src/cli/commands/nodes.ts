@@ -1,31 +1,38 @@
 import { CONDITION_TYPES, STATUSES } from '../../domain';
 import { listFlag, oneOf, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
+import { EXIT } from '../errors';
 import {
-  checkFleet,
   endWords,
   FLEET_CONDITION_TYPES,
-  fleetFor,
+  fleetOverride,
   NO_RUNNING_LOOP,
-  UNCHECKED,
+  readFleet,
+  unwatchedLine,
+  withoutLoop,
   type NodeWithoutLoop,
 } from '../fleet-view';
 import { listNodes, type NodeFilter, type NodeRow } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
 import type { CommandModule } from '../command';
+import { nodeMatcher, selectorFlag } from '../selectors';
+import type { Selector } from '../../domain/selector';
 
 interface NodesRaw extends ConnectionFlags, OutputFlags {
   status?: string;
   condition?: string;
   generation?: string;
   fleet?: string;
+  selector?: string;
 }
 
 export interface NodesInput {
   values: NodesRaw;
   format: OutputFormat;
   filter: NodeFilter;
-  /** The authority whose nodes without a running loop are listed too; null: running loops only. */
+  /** --selector: only the nodes it selects (by name, or by the authority's labels). */
+  selector: Selector | null;
+  /** The fleet directory to look at instead of reading the fleet workflow's view (--fleet, DATUM_FLEET). */
   fleetDir: string | null;
 }
 
@@ -40,41 +47,43 @@ export function nodeFilterOf(values: { status?: string; condition?: string; gene
 
 export const nodesCommand: CommandModule<NodesRaw, NodesInput> = {
   input(values) {
-    const filter = nodeFilterOf(values);
-    return { values, format: outputFormat(values), filter, fleetDir: fleetFor(filter.conditions ?? [], values.fleet, values) };
+    return {
+      values,
+      format: outputFormat(values),
+      filter: nodeFilterOf(values),
+      fleetDir: fleetOverride(values.fleet),
+      selector: selectorFlag(values.selector),
+    };
   },
-  async run({ values, format, filter, fleetDir }) {
+  async run({ values, format, filter, fleetDir, selector }) {
     return await withTemporal(values, async (client) => {
-      const rows = await listNodes(client, filter);
-      const without = await withoutLoop(client, filter, fleetDir);
-      if (format === 'json') printDocument('json', { nodes: rows, without_loop: without });
+      const selected = await nodeMatcher(selector, fleetDir);
+      const [all, fleet] = await Promise.all([listNodes(client, filter), readFleet(client, fleetDir)]);
+      const rows = all.filter((r) => selected(r.node));
+      const without = withoutLoop(fleet.conditions).filter((w) => admits(filter, w) && selected(w.node));
+      if (format === 'json') printDocument('json', { nodes: rows, without_loop: without, watch: fleet.watch });
       else if (format === 'jsonl') {
         for (const r of rows) printLine(r);
         for (const w of without) printLine({ without_loop: true, ...w });
+        if (!fleet.watch.watched) printLine({ unwatched: true, ...fleet.watch });
       } else {
         print(rows.length + without.length === 0 ? noneLine(filter) : nodesTable(rows, without));
-        if (fleetDir === null) print(UNCHECKED);
+        if (!fleet.watch.watched) print(`\n${unwatchedLine(fleet.watch)}`);
       }
-      return 0;
+      return fleet.watch.watched ? EXIT.ok : EXIT.unwatched;
     });
   },
 };
 
 /**
- * The authority's nodes that have no running loop, as far as the filter lets them in: they have
- * no status, their one condition is NO_RUNNING_LOOP, and their generation is the authority's.
+ * Whether the filter lets a node without a loop in: it has no status, its one condition is
+ * NO_RUNNING_LOOP, and its generation is the authority's.
  */
-async function withoutLoop(
-  client: Parameters<typeof listNodes>[0],
-  filter: NodeFilter,
-  fleetDir: string | null,
-): Promise<NodeWithoutLoop[]> {
-  if (fleetDir === null || filter.statuses?.length) return [];
-  if (filter.conditions?.length && !filter.conditions.includes(NO_RUNNING_LOOP)) return [];
-  // Every running loop, whatever the filter: a node filtered out still has its loop.
-  const running = await listNodes(client);
-  const { without_loop } = await checkFleet(client, fleetDir, new Set(running.map((r) => r.node)));
-  return without_loop.filter((w) => filter.generation === undefined || w.desired_generation === filter.generation);
+function admits(filter: NodeFilter, w: NodeWithoutLoop): boolean {
+  if (filter.node && filter.node !== w.node) return false;
+  if (filter.statuses?.length) return false;
+  if (filter.conditions?.length && !filter.conditions.includes(NO_RUNNING_LOOP)) return false;
+  return filter.generation === undefined || w.desired_generation === filter.generation;
 }
 
 function noneLine(filter: NodeFilter): string {

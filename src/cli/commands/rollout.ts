@@ -12,13 +12,18 @@ import {
   MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
   WORKFLOW_TYPES,
+  outcomeWords,
+  pauseRolloutUpdate,
+  resumeRolloutUpdate,
   rolloutProgressQuery,
   rolloutWorkflowId,
   withFix,
   type RolloutCancelled,
   type RolloutNodeProgress,
   type RolloutResult,
+  type RolloutWaves,
   type RolloutWorkflow,
+  type WavesProgress,
 } from '../../contract';
 import type { ConvergenceStatus } from '../../domain';
 import { UsageError, durationFlag, listFlag, outputFormat, wholeFlag, type OutputFlags, type OutputFormat } from '../args';
@@ -27,6 +32,10 @@ import { checkNode } from '../nodes';
 import { ago, print, printDocument, printLine, table } from '../output';
 import type { CommandModule } from '../command';
 import { fleetDirFrom } from '../dirs';
+import { fleetOverride } from '../fleet-view';
+import { fleetForLabels, fleetForSelector, labelsFrom, selectorFlag } from '../selectors';
+import { specsReadLabels, waveSettings, wavesFor, wantsWaves, type WaveFlags } from '../wave-plan';
+import { selects, type Labels, type Selector } from '../../domain/selector';
 
 const SETTLED_BAD = new Set<ConvergenceStatus>(['BLOCKED', 'CONFLICT']);
 const ROLLOUT_ID = /^datum-rollout\/gen-(\d+)\/(.+)$/;
@@ -47,10 +56,11 @@ function timeoutOf(values: WaitFlags): number | null {
 // ---------------------------------------------------------------------------------------------
 // rollout start
 
-interface StartRaw extends ConnectionFlags, OutputFlags, WaitFlags {
+interface StartRaw extends ConnectionFlags, OutputFlags, WaitFlags, WaveFlags {
   generation?: string;
   nodes?: string;
   all?: boolean;
+  selector?: string;
   fleet?: string;
 }
 
@@ -58,6 +68,8 @@ export interface StartInput {
   values: StartRaw;
   generation: number;
   nodes: string[];
+  /** Absent: every node at once. */
+  waves: RolloutWaves | null;
   format: OutputFormat;
   timeoutMs: number | null;
 }
@@ -72,41 +84,75 @@ async function fleetNodes(fleetDir: string): Promise<string[]> {
 export const rolloutStartCommand: CommandModule<StartRaw, StartInput> = {
   async input(values) {
     const generation = wholeFlag(values.generation, '--generation', '12 (the generation the desired-state files declare)');
-    if (!!values.nodes === !!values.all)
-      throw new UsageError(withFix('which nodes?', 'name them with --nodes N-1,N-2 or take every node with --all (one of them)'));
+    if ([values.nodes, values.all, values.selector].filter((v) => v !== undefined && v !== false).length !== 1)
+      throw new UsageError(
+        withFix(
+          'which nodes?',
+          'name them with --nodes N-1,N-2, take every node with --all, or select them with --selector role=web (one of them)',
+        ),
+      );
     const format = outputFormat(values);
     const timeoutMs = timeoutOf(values);
-    const nodes = values.all ? await fleetNodes(fleetDirFrom(values.fleet)) : listFlag(values.nodes).map((n) => checkNode(n));
+    const selector = selectorFlag(values.selector);
+    const nodes = selector
+      ? await selectedNodes(selector, values)
+      : values.all
+        ? await fleetNodes(fleetDirFrom(values.fleet))
+        : listFlag(values.nodes).map((n) => checkNode(n));
     if (new Set(nodes).size !== nodes.length)
       throw new UsageError(withFix('a node is listed twice in --nodes', 'name each node once'));
-    return { values, generation, nodes, format, timeoutMs };
+    const waves = await wavesOf(values, nodes);
+    return { values, generation, nodes, waves, format, timeoutMs };
   },
-  async run({ values, generation, nodes, format, timeoutMs }) {
+  async run({ values, generation, nodes, waves, format, timeoutMs }) {
     return await withTemporal(values, async (client) => {
-      const { workflowId, attached } = await startOrAttach(client, generation, nodes);
+      const { workflowId, attached } = await startOrAttach(client, generation, nodes, waves);
       if (values.wait) return await follow(client, workflowId, format, timeoutMs);
-      if (format !== 'text') printDocument(format, { workflow_id: workflowId, generation, nodes, attached });
+      if (format !== 'text') printDocument(format, { workflow_id: workflowId, generation, nodes, attached, waves });
       else
         print(
-          `${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s). Follow it: datum rollout status ${workflowId} --wait`,
+          `${attached ? 'Attached to' : 'Started'} rollout ${workflowId} of generation ${generation} to ${nodes.length} node(s)${waves ? ` in ${waves.waves.length} waves: ${waves.waves.map((w) => `${w.name} (${w.nodes.join(', ')})`).join('; ')}` : ''}. Follow it: datum rollout status ${workflowId} --wait`,
         );
       return 0;
     });
   },
 };
 
+/** --selector: the authority's nodes it selects (by name, or by their labels). */
+async function selectedNodes(selector: Selector, values: StartRaw): Promise<string[]> {
+  const fleetDir = fleetForSelector(selector, fleetOverride(values.fleet)) ?? fleetDirFrom(values.fleet);
+  const labels = await labelsFrom(fleetDir);
+  const nodes = [...labels.keys()].filter((n) => selects(selector, n, labels.get(n) ?? {}));
+  if (nodes.length === 0)
+    throw new UsageError(
+      withFix(`--selector ${selector.text} selects no node of ${fleetDir}`, 'check the labels in desired/nodes/*.yaml'),
+    );
+  return nodes;
+}
+
+/** --waves or --wave-plan: the nodes in waves; null for every node at once. */
+async function wavesOf(values: StartRaw, nodes: string[]): Promise<RolloutWaves | null> {
+  if (!wantsWaves(values)) return null;
+  const settings = (await waveSettings(values))!;
+  const labels = specsReadLabels(settings.specs)
+    ? await labelsFrom(fleetForLabels('a wave selector', fleetOverride(values.fleet)), nodes)
+    : new Map<string, Labels>();
+  return wavesFor(nodes, settings, labels);
+}
+
 /** One rollout per (generation, node set): starting it again while it runs attaches to it. */
 async function startOrAttach(
   client: Client,
   generation: number,
   nodes: string[],
+  waves: RolloutWaves | null,
 ): Promise<{ workflowId: string; attached: boolean }> {
   const workflowId = rolloutWorkflowId(generation, nodes);
   try {
     await client.workflow.start<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
       taskQueue: CONTROL_TASK_QUEUE,
       workflowId,
-      args: [{ generation, nodes }],
+      args: [{ generation, nodes, ...(waves ? { waves } : {}) }],
     });
     return { workflowId, attached: false };
   } catch (error) {
@@ -119,9 +165,19 @@ async function startOrAttach(
 // Following a rollout: per-node lines as they change, until it ends or --timeout.
 
 function progressLine(n: RolloutNodeProgress): string {
-  if (n.outcome === ROLLOUT_OUTCOMES.refused) return `${n.node.padEnd(12)} REFUSED    ${n.error}`;
-  if (n.outcome === ROLLOUT_OUTCOMES.pending) return `${n.node.padEnd(12)} ${'…'.padEnd(10)} reconciling`;
-  return `${n.node.padEnd(12)} ${n.status.padEnd(10)} ${n.reason}: ${n.reason_detail}`;
+  const words = outcomeWords(n);
+  return `${n.node.padEnd(12)} ${words.status.padEnd(10)} ${words.detail}`;
+}
+
+/** A rollout in waves, one line a wave: its state, and where it halted. */
+function waveLines(w: WavesProgress): string[] {
+  return w.waves.map((wave, i) => {
+    const halt = w.halts.find((h) => h.wave === i && wave.name !== 'rollback');
+    const how = halt
+      ? ` — ${halt.item}${halt.resolution ? `: ${halt.resolution} by ${halt.resolved?.by}` : ' (waiting for a resolution)'}`
+      : '';
+    return `${wave.name.padEnd(12)} ${wave.state.padEnd(10)} generation ${wave.generation}: ${wave.nodes.map((n) => `${n.node} ${n.state}`).join(', ')}${how}`;
+  });
 }
 
 type Ending = { result: RolloutResult } | { cancelled: true } | { failed: string } | { timedOut: true };
@@ -150,12 +206,26 @@ async function follow(client: Client, workflowId: string, format: OutputFormat, 
     if (format === 'text') print(line);
     else if (format === 'jsonl') printLine({ rollout: workflowId, ...n });
   };
+  const wavesShown = new Map<string, string>();
+  const showWaves = (w: WavesProgress | undefined) => {
+    for (const [i, line] of (w ? waveLines(w) : []).entries()) {
+      const wave = w!.waves[i];
+      const key = `${i}:${wave.state}:${w!.halts.filter((h) => h.wave === i).length}:${w!.halts.find((h) => h.wave === i)?.resolution ?? ''}`;
+      if (wavesShown.get(wave.name) === key) continue;
+      wavesShown.set(wave.name, key);
+      if (format === 'text') print(`wave ${line}`);
+      else if (format === 'jsonl')
+        printLine({ rollout: workflowId, wave: wave.name, state: wave.state, generation: wave.generation });
+    }
+  };
   const ended = ending(client, workflowId, timeoutMs);
   let end: Ending | undefined;
   void ended.then((e) => (end = e));
   while (!end) {
     try {
-      for (const n of (await handle.query(rolloutProgressQuery)).nodes) show(n);
+      const progress = await handle.query(rolloutProgressQuery);
+      showWaves(progress.waves);
+      for (const n of progress.nodes) show(n);
     } catch {
       // The query needs a controller worker; the result below still arrives when one runs.
     }
@@ -190,17 +260,33 @@ function reportEnd(
   }
   const { result } = end;
   for (const n of result.nodes) show(n);
-  const bad = result.nodes.filter((n) => n.outcome === ROLLOUT_OUTCOMES.refused || SETTLED_BAD.has(n.status));
+  const bad = result.nodes.filter((n) => n.outcome !== ROLLOUT_OUTCOMES.reported || SETTLED_BAD.has(n.status));
+  const waves = result.waves ? ` Waves: ${result.waves.state}${endedWords(result.waves)}.` : '';
   if (format === 'json') printDocument('json', { workflow_id: workflowId, ...result });
   else if (format === 'jsonl')
-    printLine({ rollout: workflowId, done: true, generation: result.generation, need_attention: bad.map((n) => n.node) });
+    printLine({
+      rollout: workflowId,
+      done: true,
+      generation: result.generation,
+      need_attention: bad.map((n) => n.node),
+      ...(result.waves ? { waves: result.waves.state } : {}),
+    });
   else {
     const attention = bad.length ? `; ${bad.map((n) => n.node).join(', ')} need attention (datum describe NODE)` : '';
     print(
-      `\nGeneration ${result.generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${attention}.`,
+      `\nGeneration ${result.generation}: ${result.nodes.length - bad.length} of ${result.nodes.length} node(s) settled well${attention}.${waves}`,
     );
   }
-  return bad.length > 0 ? 1 : 0;
+  return bad.length > 0 || (result.waves !== undefined && result.waves.state !== 'completed') ? 1 : 0;
+}
+
+/** How a rollout in waves ended, in words: who aborted it, what a rollback wrote. */
+function endedWords(w: WavesProgress): string {
+  const last = w.halts[w.halts.length - 1];
+  if (w.state === 'aborted' && last?.resolved) return ` at ${w.waves[last.wave]?.name} by ${last.resolved.by}`;
+  if (w.state === 'rolled_back' && w.rollback)
+    return ` by ${w.rollback.by}: ${w.rollback.nodes.map((n) => (n.outcome === 'written' ? `${n.node} → generation ${n.generation} (the content of ${n.content_of})` : `${n.node} not rolled back: ${n.error}`)).join('; ')}`;
+  return '';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,6 +437,8 @@ interface RolloutView {
   generation: number | null;
   nodes: RolloutNodeProgress[] | null;
   cancelled: RolloutCancelled | null;
+  /** A rollout in waves: its waves, pauses, halts and rollback. */
+  waves: WavesProgress | null;
   /** Why per-node progress is missing (a running rollout's progress query needs a worker). */
   note: string | null;
 }
@@ -367,13 +455,14 @@ async function rolloutView(client: Client, workflowId: string): Promise<RolloutV
   }
   const row = rolloutRow(description);
   const cancelled = (description.memo?.[MEMO_ROLLOUT_CANCELLED] as RolloutCancelled | undefined) ?? null;
-  const view: RolloutView = { ...row, generation: row.generation, nodes: null, cancelled, note: null };
+  const view: RolloutView = { ...row, generation: row.generation, nodes: null, cancelled, waves: null, note: null };
   if (row.status === 'COMPLETED') {
     const result = await handle.result();
-    return { ...view, nodes: result.nodes };
+    return { ...view, nodes: result.nodes, waves: result.waves ?? null };
   }
   try {
-    return { ...view, nodes: (await handle.query(rolloutProgressQuery)).nodes };
+    const progress = await handle.query(rolloutProgressQuery);
+    return { ...view, nodes: progress.nodes, waves: progress.waves ?? null };
   } catch (error) {
     return { ...view, note: `per-node progress needs a controller worker (${(error as Error).message})` };
   }
@@ -389,6 +478,17 @@ function printView(v: RolloutView): void {
     );
     if (v.cancelled.not_started.length) print(`  not started: ${v.cancelled.not_started.join(', ')}`);
     if (v.cancelled.refused.length) print(`  refused:     ${v.cancelled.refused.join(', ')}`);
+  }
+  if (v.waves) {
+    const w = v.waves;
+    print(
+      `\nWaves: ${w.state}${endedWords(w)}. The gate: each node CONVERGED by a fresh observation within ${w.gate_deadline}; at most ${w.max_unavailable ?? 'a whole wave'} on the way at once.`,
+    );
+    if (w.paused)
+      print(
+        `Paused by ${w.paused.by} at ${w.paused.at}${w.paused.note ? ` (${w.paused.note})` : ''}: \`datum rollout resume ${v.workflow_id} --by NAME\``,
+      );
+    for (const line of waveLines(w)) print(`  ${line}`);
   }
   if (v.nodes) {
     print('');
@@ -430,4 +530,66 @@ export const rolloutCancelCommand: CommandModule<CancelRaw, CancelInput> = {
       return 0;
     });
   },
+};
+
+// ---------------------------------------------------------------------------------------------
+// pause | resume: a rollout in waves starts no node and no wave while paused.
+
+interface PauseRaw extends ConnectionFlags, OutputFlags {
+  id: string;
+  by?: string;
+  note?: string;
+}
+
+export interface PauseInput {
+  values: PauseRaw;
+  id: string;
+  by: string;
+  format: OutputFormat;
+}
+
+function pauseInput(values: PauseRaw): PauseInput {
+  const by = values.by?.trim();
+  if (!by) throw new UsageError(withFix('who asks?', 'say who you are with --by NAME (recorded by the rollout)'));
+  return { values, id: checkRolloutId(values.id), by, format: outputFormat(values) };
+}
+
+async function pauseOrResume(input: PauseInput, which: 'pause' | 'resume'): Promise<number> {
+  const { values, id, by, format } = input;
+  return await withTemporal(values, async (client) => {
+    const update = which === 'pause' ? pauseRolloutUpdate : resumeRolloutUpdate;
+    let progress;
+    try {
+      progress = await client.workflow
+        .getHandle(id)
+        .executeUpdate(update, { args: [{ by, ...(values.note !== undefined ? { note: values.note } : {}) }] });
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError)
+        throw new Error(withFix(`no running rollout ${id}`, '`datum rollout list --running` shows the ones there are'));
+      const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
+      throw new Error(
+        /not found|unknown update|no handler/i.test(cause)
+          ? withFix(`${id} has no waves, so it cannot ${which}`, 'start a rollout with --waves to pause it between waves')
+          : `${which} refused: ${cause}`,
+      );
+    }
+    if (format !== 'text') printDocument(format, progress);
+    else if (which === 'pause')
+      print(
+        `Paused ${id} by ${by}: it starts no node and no wave until \`datum rollout resume ${id} --by NAME\`; the loops it started go on.`,
+      );
+    else
+      print(`Resumed ${id} by ${by}: it goes on from ${progress.waves?.waves[progress.waves.current]?.name ?? 'where it was'}.`);
+    return 0;
+  });
+}
+
+export const rolloutPauseCommand: CommandModule<PauseRaw, PauseInput> = {
+  input: pauseInput,
+  run: (input) => pauseOrResume(input, 'pause'),
+};
+
+export const rolloutResumeCommand: CommandModule<PauseRaw, PauseInput> = {
+  input: pauseInput,
+  run: (input) => pauseOrResume(input, 'resume'),
 };

@@ -16,6 +16,7 @@ import { withFix } from '../errors';
 import { print, printDocument, printLine } from '../output';
 import type { CommandModule } from '../command';
 import { DEFAULT_AGENT_CONFIG, fleetDirFrom } from '../dirs';
+import { signatureProblems } from '../signature-check';
 
 /*
  * `datum validate`: desired-state and agent.yaml files checked offline, with the parsers the
@@ -225,7 +226,10 @@ async function desiredProblems(text: string, shown: string, file: string, fleetD
   } catch (error) {
     return problemsOf(error);
   }
-  return await artifactProblems(intent.resources, fleetDir ?? path.dirname(file));
+  return [
+    ...(await artifactProblems(intent.resources, fleetDir ?? path.dirname(file))),
+    ...(await signatureProblems(file, text, intent, fleetDir)),
+  ];
 }
 
 /**

@@ -1,12 +1,18 @@
 import {
   WORK_STATES,
+  withFix,
   claimWorkUpdate,
   releaseWorkUpdate,
   resolveWorkUpdate,
+  type GateHalt,
+  type RemovalPlan,
   type ResolvePayload,
   type WorkItem,
 } from '../../contract';
-import { WORK_CONDITIONS, parseClaim, parseRelease, parseResolve, type CheckedResolve } from '../../domain';
+import { WORK_KINDS, parseClaim, parseRelease, parseResolve, type CheckedResolve } from '../../domain';
+import type { Selector } from '../../domain/selector';
+import { fleetOverride } from '../fleet-view';
+import { nodeMatcher, selectorFlag } from '../selectors';
 import { UsageError, durationFlag, listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
@@ -33,20 +39,33 @@ interface ListRaw extends ConnectionFlags, OutputFlags {
   node?: string;
   condition?: string;
   state?: string;
+  selector?: string;
+  fleet?: string;
 }
 
-export const workListCommand: CommandModule<ListRaw, { values: ListRaw; format: OutputFormat; filter: WorkFilter }> = {
+interface ListInput {
+  values: ListRaw;
+  format: OutputFormat;
+  filter: WorkFilter;
+  /** --selector: only the items of the nodes it selects (a halted rollout's item is about no one node). */
+  selector: Selector | null;
+}
+
+export const workListCommand: CommandModule<ListRaw, ListInput> = {
   input(values) {
     const filter: WorkFilter = {
       nodes: listFlag(values.node).map(checkNode),
-      conditions: oneOf(listFlag(values.condition), WORK_CONDITIONS, '--condition'),
+      conditions: oneOf(listFlag(values.condition), WORK_KINDS, '--condition'),
       states: oneOf(listFlag(values.state), WORK_STATES, '--state'),
     };
-    return { values, format: outputFormat(values), filter };
+    return { values, format: outputFormat(values), filter, selector: selectorFlag(values.selector) };
   },
-  async run({ values, format, filter }) {
+  async run({ values, format, filter, selector }) {
     return await withTemporal(values, async (client) => {
-      const rows = await listWork(client, filter);
+      const selected = await nodeMatcher(selector, selector ? fleetOverride(values.fleet) : null);
+      const rows = (await listWork(client, filter)).filter(
+        (r) => !selector || (r.condition !== 'ROLLOUT_HALTED' && selected(r.node)),
+      );
       if (format === 'json') printDocument('json', { items: rows });
       else if (format === 'jsonl') for (const r of rows) printLine(r);
       else if (rows.length === 0) print('No open work items: nothing waits for a judgement.');
@@ -106,10 +125,45 @@ export function printItem(item: WorkItem): void {
         `  ${r.at} ${r.resolution} by ${oneLine(r.by)}${r.identity ? ` (${oneLine(r.identity)})` : ''}${r.note ? `: ${oneLine(r.note)}` : ''} → ${r.outcome ?? 'waiting for an observation'}`,
       );
   }
+  if (item.removal) printRemoval(item.removal);
+  if (item.gate) printGate(item.gate);
   print('\nLedger entries that led here:');
   for (const l of item.ledger)
-    print(`  #${l.seq} ${l.decided_at} ${l.status}/${l.reason}: ${oneLine(short(l.reason_detail, 120))}`);
+    print(
+      `  ${l.node ? `${l.node} ` : ''}#${l.seq} ${l.decided_at} ${l.status}/${l.reason}: ${oneLine(short(l.reason_detail, 120))}`,
+    );
   if (item.closed) print(`\nClosed: ${oneLine(item.closed.detail)}`);
+}
+
+/** Exactly what a planned removal would remove, each target as the agent read it, and what it did once approved. */
+function printRemoval(plan: RemovalPlan): void {
+  print(`\nWould remove (planned ${plan.planned_at}, the node at generation ${plan.generation ?? '-'}):`);
+  if (plan.targets.length === 0) print('  nothing');
+  for (const t of plan.targets)
+    print(
+      `  ${t.target.padEnd(32)} ${String(t.size).padStart(8)} bytes  sha256 ${t.sha256.slice(0, 16)}…  claimed by "${oneLine(t.resource_key)}" (generation ${t.claimed_generation ?? '?'})${t.refused ? `\n${' '.repeat(34)}refused here: ${oneLine(t.refused)}` : ''}`,
+    );
+  for (const k of plan.kept) print(`  left in place: ${k.target} (${oneLine(k.why)})`);
+  if (plan.done) {
+    print(
+      `\nRemoved at ${plan.done.at}${plan.done.replayed ? " (answered from the agent's record)" : ''}, recorded in ${plan.done.record}:`,
+    );
+    for (const r of plan.done.removed) print(`  ${r.target} → ${r.backup}`);
+  }
+}
+
+/** A halted rollout: the failing nodes, the waves that wait, and what a rollback would write. */
+function printGate(g: GateHalt): void {
+  print(`\nRollout ${g.rollout}, generation ${g.generation}, halted at ${g.wave_name}. Failing:`);
+  for (const f of g.failing) print(`  ${f.node.padEnd(12)} ${f.state.padEnd(8)} ${oneLine(f.why ?? '')}`);
+  print(`Not started: ${g.later_waves.map((w) => `${w.name} (${w.nodes.join(', ')})`).join('; ') || 'none'}`);
+  print('A rollback would write:');
+  for (const t of g.rollback)
+    print(
+      'error' in t
+        ? `  ${t.node.padEnd(12)} nothing: ${oneLine(t.error)}`
+        : `  ${t.node.padEnd(12)} generation ${t.to_generation} with the content of generation ${t.content_of} (${t.digest})`,
+    );
 }
 
 interface ClaimRaw extends ItemRaw {
@@ -186,6 +240,9 @@ export const workResolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
       // Sent to the run read here, bound to the episode given, else to the one the resolver's own
       // claim covers, else to the one read here.
       const { item, runId } = await readItemRun(client, id);
+      // A closed item takes nothing more: a second approval of a removal removes nothing.
+      if (item.state === 'CLOSED')
+        throw new Error(withFix(`resolve refused: ${id} is closed: ${item.closed?.detail ?? ''}`, 'nothing more to do'));
       const claimed = item.claim?.by === resolve.by ? item.claim.episode : undefined;
       const judged = resolve.episode ?? claimed ?? item.episode ?? null;
       const result = await sendWorkUpdate(

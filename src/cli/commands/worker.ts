@@ -1,5 +1,6 @@
 import path from 'node:path';
-import { CONTROL_TASK_QUEUE, withFix } from '../../contract';
+import { CONTROL_TASK_QUEUE, FLEET_INTERVAL_DEFAULT, withFix } from '../../contract';
+import { parseDuration } from '../../domain/duration';
 import { UsageError } from '../errors';
 import { publishBuildInfo } from '../build-info';
 import { applyConnectionFlags, type ConnectionFlags } from '../connection';
@@ -24,6 +25,19 @@ export interface WorkerInput {
   dataDir: string;
   taskQueue: string;
   maxCachedWorkflows: number | undefined;
+  /** How often the fleet workflow this worker starts looks (DATUM_FLEET_INTERVAL). */
+  fleetInterval: string;
+}
+
+/** DATUM_FLEET_INTERVAL: a duration of 1s or more, default 60s. */
+function fleetIntervalOf(raw: string | undefined): string {
+  if (raw === undefined || raw.trim() === '') return FLEET_INTERVAL_DEFAULT;
+  const ms = parseDuration(raw.trim());
+  if (ms === null || ms < 1000)
+    throw new UsageError(
+      withFix(`DATUM_FLEET_INTERVAL is "${raw}", not a duration of 1s or more`, 'set it like 60s or 5m, or unset it (60s)'),
+    );
+  return raw.trim();
 }
 
 /** --max-cached-workflows / DATUM_MAX_CACHED_WORKFLOWS: a whole number of loops, 1 or more. */
@@ -49,9 +63,10 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       dataDir: dataDirFrom(values.data),
       taskQueue: values.taskQueue ?? CONTROL_TASK_QUEUE,
       maxCachedWorkflows: cacheSize(values.maxCachedWorkflows),
+      fleetInterval: fleetIntervalOf(process.env.DATUM_FLEET_INTERVAL),
     };
   },
-  async run({ values, fleetDir, dataDir, taskQueue, maxCachedWorkflows }) {
+  async run({ values, fleetDir, dataDir, taskQueue, maxCachedWorkflows, fleetInterval }) {
     // The worker side of the SDK, loaded only by the commands that run one.
     const [
       { openLedgerStore },
@@ -60,6 +75,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       { installRuntime },
       { startFleetMetrics },
       { DesiredStateAuthority },
+      { keepFleetWatched },
     ] = await Promise.all([
       import('../../activities/ledger-store.js'),
       import('../../worker/controller.js'),
@@ -67,6 +83,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       import('../../worker/metrics.js'),
       import('../../worker/fleet-metrics.js'),
       import('../../activities/authority.js'),
+      import('../../worker/fleet-watch.js'),
     ]);
     applyConnectionFlags(values);
     const metrics = installRuntime({
@@ -101,8 +118,14 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     const authority = new DesiredStateAuthority(fleetDir);
     const fleet = metrics.metricsUrl ? startFleetMetrics(client, () => authority.nodes()) : null;
     const running = worker.run();
+    // The fleet's own view (src/workflows/fleet.ts) runs on datum-control; a separate controller does not start one.
+    const watch =
+      taskQueue === CONTROL_TASK_QUEUE
+        ? keepFleetWatched(client, { interval: fleetInterval, log: (m) => metrics.logger.warn(m) })
+        : null;
     await Promise.race([untilSignal(() => worker.shutdown()), running]);
     await running;
+    watch?.stop();
     fleet?.stop();
     await Promise.all([connection.close(), clientConnection.close(), ledger.close(), stopTracing()]);
     return 0;

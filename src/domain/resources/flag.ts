@@ -6,7 +6,7 @@ import { stringField, type ResourceKind } from './kind';
 export const flag: ResourceKind<FlagSpec> = {
   order: 2,
   actions: ['flag.write'],
-  destructive: [],
+  destructive: ['flag.delete'],
   target: (key) => `flag:${key}`,
   targetOfAction: (key, spec) => `flag:${stringField(spec, 'name') ?? key}`,
   targetIsKey: true,

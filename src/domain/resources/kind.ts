@@ -82,6 +82,13 @@ export interface ResourceKind<S extends ResourceSpec = ResourceSpec> {
   references(spec: S): Reference[];
   /** Its assessment once every key is classified (a service is judged by its inputs' values); absent: as classified. */
   refine?(a: Assessment, spec: S, all: Assessment[]): Assessment;
+  /**
+   * Fields of its action's write spec that a signed desired-state document does not fix, so the
+   * agent's check of a signed action (src/domain/intended.ts) leaves them out: where an artifact
+   * is fetched from (the controller resolves it; the sha256 binds the bytes), and what observe is
+   * expected to show after (it takes in what an operator owns). Absent: every field is the signer's.
+   */
+  unsigned?: readonly string[];
   /** The spec as the agent reads and writes it (a release's artifact where the controller resolved it); absent: as written. */
   forAgent?(intent: BoundIntent, key: string, spec: S): S;
 }

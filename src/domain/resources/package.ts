@@ -96,6 +96,7 @@ export const packageKind: ResourceKind<PackageSpec> = {
     const { type: _type, ...write } = packageWrite(intent, a.resource_key, spec);
     return { action: 'package.install', spec: write };
   },
+  unsigned: ['artifact'],
   dependencies: () => [],
   references: () => [],
   forAgent: packageWrite,

@@ -29,6 +29,7 @@ export const release: ResourceKind<ReleaseSpec> = {
     action: 'release.install',
     spec: { version: spec.version, artifact: artifactLocation(intent, a.resource_key, spec), sha256: spec.sha256 },
   }),
+  unsigned: ['artifact'],
   dependencies: () => [],
   references: () => [],
   forAgent: (intent, key, spec) => ({ ...spec, artifact: artifactLocation(intent, key, spec) }),

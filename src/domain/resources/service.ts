@@ -54,6 +54,7 @@ export const service: ResourceKind<ServiceSpec> = {
       },
     };
   },
+  unsigned: ['build', 'config_sha256'],
   dependencies: (spec) => [spec.release, spec.config],
   references: (spec) => [
     { field: 'release', key: spec.release, type: 'release' },

@@ -197,6 +197,7 @@ export const unit: ResourceKind<UnitSpec> = {
       },
     };
   },
+  unsigned: ['expect'],
   dependencies: (spec) => spec.restart_on ?? [],
   references: (spec) => (spec.restart_on ?? []).map((key, i) => ({ field: `restart_on.${i}`, key, type: 'file' as const })),
   refine: withUnitInputs,

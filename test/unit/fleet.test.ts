@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { fleetConditions, fleetWatched, mergeFleetConditions, type DeclaredNode, type LoopSeen } from '../../src/domain';
+import type { MissingLoop } from '../../src/contract';
+
+/*
+ * The fleet's conditions as pure functions of one look (src/domain/fleet.ts): which nodes have
+ * no loop, which loops are silent past their bound, and since when each condition holds.
+ */
+
+const NOW = '2026-12-05T12:00:00.000Z';
+const at = (minutesAgo: number) => new Date(Date.parse(NOW) - minutesAgo * 60_000).toISOString();
+const POLICY: DeclaredNode['policy'] = {
+  resync_interval: '30s',
+  node_timeout: '30s',
+  observation_ttl: '60s',
+  backoff: { initial: '5s', factor: 2, max: '5m' },
+};
+const declared = (node: string): DeclaredNode => ({ node, generation: 1, digest: 'sha256:x', policy: POLICY });
+const loop = (node: string, verifiedMinutesAgo: number | null): LoopSeen => ({
+  node,
+  workflow_id: `datum/${node}/gen-1`,
+  generation: 1,
+  status: 'CONVERGED',
+  reason: 'ALREADY_CONVERGED',
+  last_verified_at: verifiedMinutesAgo === null ? null : at(verifiedMinutesAgo),
+  since: at(60),
+});
+const ended = (node: string, closedMinutesAgo: number): MissingLoop => ({
+  node,
+  end: 'TERMINATED',
+  last_loop: {
+    workflow_id: `datum/${node}/gen-1`,
+    run_id: 'r',
+    generation: 1,
+    started_at: at(90),
+    closed_at: at(closedMinutesAgo),
+    how: 'terminated by ops: "oops"',
+  },
+});
+const look = (loops: LoopSeen[], missing: MissingLoop[], nodes = ['A', 'B', 'C']) =>
+  fleetConditions({ declared: nodes.map(declared), loops, missing, now: NOW, memo_lag_ms: 5 * 60_000 });
+
+describe('the fleet look', () => {
+  it('a loop silent past resync/backoff max + node_timeout + observation_ttl + the memo lag is VERIFICATION_OVERDUE; one within is verified', () => {
+    // Bound: max(30s, 5m) + 30s + 60s + 5m = 11m30s.
+    const { drafts, counts } = look([loop('A', 11), loop('B', 12)], [ended('C', 3)]);
+    expect(drafts.map((d) => `${d.node}:${d.type}`)).toEqual(['B:VERIFICATION_OVERDUE', 'C:NO_RUNNING_LOOP']);
+    expect(drafts[0].message).toMatch(
+      /has not verified B since .* past its bound of 690s; its last decision was CONVERGED\/ALREADY_CONVERGED — fix: /,
+    );
+    expect(counts).toEqual({ declared: 3, running: 2, verified: 1, loops: 2 });
+  });
+
+  it('a loop for a node the authority no longer declares is NO_DESIRED_STATE', () => {
+    const { drafts } = look([loop('A', 1), loop('Z', 1)], [], ['A']);
+    expect(drafts.map((d) => `${d.node}:${d.type}:${d.needs_judgement}`)).toEqual(['Z:NO_DESIRED_STATE:true']);
+  });
+
+  it("keeps a condition's since across looks, and moves it when a later episode began between two looks", () => {
+    const first = mergeFleetConditions(
+      [],
+      look([loop('A', 1), loop('B', 1)], [{ node: 'C', end: 'NEVER_STARTED', last_loop: null }]).drafts,
+      at(10),
+    );
+    expect(first.map((c) => [c.node, c.since])).toEqual([['C', at(10)]]);
+    // Same evidence at the next look: since stays.
+    const again = mergeFleetConditions(
+      first,
+      look([loop('A', 1), loop('B', 1)], [{ node: 'C', end: 'NEVER_STARTED', last_loop: null }]).drafts,
+      at(9),
+    );
+    expect(again[0].since).toBe(at(10));
+    // C had a loop in between, terminated 3 minutes ago: the node has been without a loop since then.
+    const later = mergeFleetConditions(again, look([loop('A', 1), loop('B', 1)], [ended('C', 3)]).drafts, NOW);
+    expect(later[0].since).toBe(at(3));
+    // A condition no look finds any more is closed.
+    expect(mergeFleetConditions(later, look([loop('A', 1), loop('B', 1), loop('C', 0)], []).drafts, NOW)).toEqual([]);
+  });
+
+  it('the fleet is watched while its last look is within the interval and its grace (half of it, at least 5 s)', () => {
+    expect(fleetWatched(null, '60s', NOW)).toBe(false);
+    expect(fleetWatched(at(1.5), '60s', NOW)).toBe(true);
+    expect(fleetWatched(at(1.6), '60s', NOW)).toBe(false);
+    expect(fleetWatched(new Date(Date.parse(NOW) - 6_500).toISOString(), '2s', NOW)).toBe(true);
+    expect(fleetWatched(new Date(Date.parse(NOW) - 7_500).toISOString(), '2s', NOW)).toBe(false);
+  });
+});
