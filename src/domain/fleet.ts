@@ -270,13 +270,23 @@ function generationIn(c: FleetCondition): number | null {
 }
 
 /**
- * The items to open (a condition needing judgement the fleet has not told yet) and to tell (an
- * item it told whose condition the look no longer finds: the report closes it), one report per
- * node concerned; and the items the fleet tells from now on.
+ * The items to open (a condition needing judgement the fleet has not told yet, once it has stood
+ * for a whole interval) and to tell (an item it told whose condition the look no longer finds:
+ * the report closes it), one report per node concerned; and the items the fleet tells from now on.
+ *
+ * The interval is what keeps a passing state from becoming work: a node declared a moment before
+ * its rollout, or between the loop a hand-over ends and the one it starts, has no loop for one
+ * look; status shows it at once, and a person is asked only if the next look still finds it.
  */
 export function fleetWork(view: FleetView, known: string[]): { reports: FleetWorkReport[]; known: string[] } {
   const judged = view.conditions.filter((c) => c.needs_judgement && isWorkCondition(c.type));
-  const current = new Map(judged.map((c) => [workItemId(c.node, c.type, null), c]));
+  const standing = (c: FleetCondition) =>
+    view.looked_at === null || msBetween(c.since, view.looked_at) >= durationMs(view.interval);
+  const current = new Map(
+    judged
+      .filter((c) => known.includes(workItemId(c.node, c.type, null)) || standing(c))
+      .map((c) => [workItemId(c.node, c.type, null), c]),
+  );
   const byNode = new Map<string, FleetWorkReport>();
   const forNode = (node: string) => {
     const found = byNode.get(node) ?? { report: fleetReport(view, node), open: [], tell: [] };
@@ -290,6 +300,13 @@ export function fleetWork(view: FleetView, known: string[]): { reports: FleetWor
     if (!current.has(id) && node !== null) forNode(node).tell.push(id);
   }
   return { reports: [...byNode.values()], known: [...current.keys()] };
+}
+
+/** Whether a condition needing judgement has no item yet: the next look must tell the items again, changed or not. */
+export function fleetWorkWaiting(view: FleetView, known: string[]): boolean {
+  return view.conditions.some(
+    (c) => c.needs_judgement && isWorkCondition(c.type) && !known.includes(workItemId(c.node, c.type, null)),
+  );
 }
 
 /** The node of a work item id, `datum-work/<node>/<CONDITION>[/<resource_key>]`. */

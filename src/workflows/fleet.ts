@@ -10,7 +10,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { durationMs, mergeFleetConditions, withDecisions } from '../domain';
+import { durationMs, fleetWorkWaiting, mergeFleetConditions, withDecisions } from '../domain';
 import {
   DatumConditions,
   MAX_HISTORY_EVENTS,
@@ -125,7 +125,7 @@ async function look(f: Fleet): Promise<void> {
   f.fingerprint = seen.fingerprint;
   f.view = { ...f.view, looked_at: lookedAt, looks: f.view.looks + 1, counts: seen.counts, authority: seen.authority };
   publish(f);
-  if (!f.tellItems) return;
+  if (!f.tellItems && !fleetWorkWaiting(f.view, f.items.known)) return;
   const told = await reportFleetWork(f.view, f.items);
   f.tellItems = told === f.items;
   f.items = told;

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { fleetConditions, fleetWatched, mergeFleetConditions, type DeclaredNode, type LoopSeen } from '../../src/domain';
-import type { MissingLoop } from '../../src/contract';
+import {
+  fleetConditions,
+  fleetWatched,
+  fleetWork,
+  fleetWorkWaiting,
+  mergeFleetConditions,
+  type DeclaredNode,
+  type LoopSeen,
+} from '../../src/domain';
+import type { FleetView, MissingLoop } from '../../src/contract';
 
 /*
  * The fleet's conditions as pure functions of one look (src/domain/fleet.ts): which nodes have
@@ -75,6 +83,35 @@ describe('the fleet look', () => {
     expect(later[0].since).toBe(at(3));
     // A condition no look finds any more is closed.
     expect(mergeFleetConditions(later, look([loop('A', 1), loop('B', 1), loop('C', 0)], []).drafts, NOW)).toEqual([]);
+  });
+
+  it('a condition becomes a work item only once it has stood a whole interval: a node declared just before its rollout asks no one', () => {
+    const never: MissingLoop = { node: 'B', end: 'NEVER_STARTED', last_loop: null };
+    const viewAt = (conditions: FleetView['conditions'], lookedAt: string): FleetView => ({
+      workflow_id: 'datum-fleet',
+      task_queue: 'datum-control',
+      interval: '60s',
+      looked_at: lookedAt,
+      looks: 1,
+      counts: null,
+      authority: null,
+      conditions,
+      decisions: {},
+    });
+    const opened = (w: ReturnType<typeof fleetWork>) => w.reports.flatMap((r) => r.open.map((o) => o.id));
+    // First look: B was never rolled out (since: this look), C's loop was terminated 3 minutes ago.
+    const first = mergeFleetConditions([], look([loop('A', 1)], [never, ended('C', 3)]).drafts, at(1));
+    const w1 = fleetWork(viewAt(first, at(1)), []);
+    expect(opened(w1)).toEqual(['datum-work/C/NO_RUNNING_LOOP']);
+    expect(w1.known).toEqual(['datum-work/C/NO_RUNNING_LOOP']);
+    expect(fleetWorkWaiting(viewAt(first, at(1)), w1.known)).toBe(true);
+    // B rolled out before the next look: nobody was asked, and nothing waits.
+    const rolled = mergeFleetConditions(first, look([loop('A', 1), loop('B', 0)], [ended('C', 3)]).drafts, NOW);
+    expect(opened(fleetWork(viewAt(rolled, NOW), w1.known))).toEqual([]);
+    expect(fleetWorkWaiting(viewAt(rolled, NOW), w1.known)).toBe(false);
+    // B still without a loop a whole interval later: now it is work.
+    const still = mergeFleetConditions(first, look([loop('A', 1)], [never, ended('C', 3)]).drafts, NOW);
+    expect(opened(fleetWork(viewAt(still, NOW), w1.known))).toEqual(['datum-work/B/NO_RUNNING_LOOP']);
   });
 
   it('the fleet is watched while its last look is within the interval and its grace (half of it, at least 5 s)', () => {
