@@ -100,9 +100,11 @@ describe('datum dev (npm start)', () => {
     expect(ui.status).toBe(200);
 
     // The CLI against the running stack.
+    // A look taken before the rollout started the loops rightly names every node NO_RUNNING_LOOP:
+    // wait for one taken after.
     const status = await until(() => datum(port, 'status', '--json'), {
-      what: 'the fleet workflow to have looked',
-      accept: (r) => r.code !== 3,
+      what: 'the fleet workflow to have looked since the rollout',
+      accept: (r) => r.code !== 3 && !r.stdout.includes('NO_RUNNING_LOOP'),
       timeoutMs: 30_000,
     });
     expect(status.code).toBe(1); // N-25 drifts in observe mode: the fleet is not right
