@@ -204,8 +204,32 @@ function expandedProblems(doc: Document.Parsed): Problem[] | null {
   return null;
 }
 
-const keyName = (key: { value: unknown } | null): string =>
-  key === null || key.value === null || key.value === undefined ? '' : JSON.stringify(key.value).replace(/^"|"$/g, '');
+/**
+ * A key's name as a field path spells it. Not every key's value is JSON: YAML 1.1's merge key `<<`
+ * is a symbol, which JSON.stringify leaves undefined, so a symbol is named by its description.
+ */
+function keyName(key: { value: unknown } | null): string {
+  const value = key?.value;
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'symbol') return value.description ?? '';
+  if (typeof value === 'bigint') return value.toString();
+  return (JSON.stringify(value) ?? '').replace(/^"|"$/g, '');
+}
+
+/** Why yaml could not build the data: each of its refusals with the fix that answers it. */
+function buildProblem(message: string): Problem[] {
+  if (/excessive alias count/i.test(message))
+    return whole(
+      `uses aliases beyond what Datum reads (maxAliasCount ${MAX_YAML_ALIASES}, MAX_YAML_ALIASES): ${message}`,
+      ALIAS_FIX,
+    );
+  if (/merge sources/i.test(message))
+    return whole(
+      `has a YAML 1.1 merge key (<<) whose value is not a mapping: ${message}`,
+      'merge only mappings (<<: *name, where name anchors a mapping), or write the keys out',
+    );
+  return whole(`cannot be read as data: ${message}`, 'correct the YAML at the value the message names');
+}
 
 /** 4. The data, built with yaml's own alias limit, then checked to be plain JSON within the caps. */
 function toData(doc: Document.Parsed, kind: Kind): unknown {
@@ -213,15 +237,7 @@ function toData(doc: Document.Parsed, kind: Kind): unknown {
   try {
     data = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
   } catch (error) {
-    const message = (error as Error).message;
-    throw kind.fail(
-      whole(
-        /alias/i.test(message)
-          ? `uses aliases beyond what Datum reads (maxAliasCount ${MAX_YAML_ALIASES}, MAX_YAML_ALIASES): ${message}`
-          : `cannot be read as data: ${message}`,
-        /alias/i.test(message) ? ALIAS_FIX : 'correct the YAML at the value the message names',
-      ),
-    );
+    throw kind.fail(buildProblem((error as Error).message));
   }
   const breach = jsonBreach(data, { depth: MAX_DOCUMENT_DEPTH, chars: 2 * kind.maxBytes, values: MAX_DOCUMENT_VALUES });
   if (breach) {

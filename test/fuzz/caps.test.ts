@@ -76,6 +76,27 @@ const rows: Row[] = [
     fix: /timestamps/,
   },
   {
+    name: 'a YAML 1.1 merge key whose value is not a mapping',
+    text: `%YAML 1.1\n---\n${HEAD.replace('value: false', 'value: {v: {<<: false}}')}`,
+    field: '(file)',
+    problem: /has a YAML 1\.1 merge key \(<<\) whose value is not a mapping/,
+    fix: /merge only mappings/,
+  },
+  {
+    name: 'a YAML 1.1 merge key beside a non-JSON value',
+    text: `%YAML 1.1\n---\n${HEAD.replace('value: false', 'value: {v: {<<: false}}')}zz: .inf\n`,
+    field: '(file)',
+    problem: /has a YAML 1\.1 merge key \(<<\) whose value is not a mapping/,
+    fix: /merge only mappings/,
+  },
+  {
+    name: 'YAML 1.1 aliases past the alias cap',
+    text: `${HEAD}a: &a 1\nl: [${Array.from({ length: 120 }, () => '*a').join(', ')}]\n`,
+    field: '(file)',
+    problem: /uses aliases beyond what Datum reads \(maxAliasCount 100, MAX_YAML_ALIASES\)/,
+    fix: /write the values out/,
+  },
+  {
     name: 'an unresolved tag',
     text: HEAD.replace('value: false', 'value: !secret x'),
     field: '(line 4, column',
