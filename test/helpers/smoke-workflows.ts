@@ -1,4 +1,4 @@
-// Workflows for the toolchain smoke test (test/integration/smoke.test.ts). Sandbox rules apply:
+// Workflows for the toolchain smoke test (test/integration/toolchain.test.ts). Sandbox rules apply:
 // no Node built-ins, activities imported type-only.
 
 import { proxyActivities, sleep, upsertSearchAttributes } from '@temporalio/workflow';

@@ -266,7 +266,8 @@ function reachSteps(env: string, dataDir: string, fleetDir: string): string {
     ? `
   # N-27: a unit on your user manager, proven to run what Datum wrote
   systemctl --user status demo-ticker.service   # remove it with: systemctl --user disable --now demo-ticker.service`
-    : '';
+    : `
+  # N-27 (a systemd unit) is left out: \`systemctl --user\` did not answer when this demo fleet was made`;
   return `${n26}${n27}`;
 }
 
