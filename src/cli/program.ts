@@ -366,7 +366,7 @@ function rolloutCommands(program: Program, inv: Invocation): void {
         .addOption(timeoutOption('it with --wait (default: no limit)')),
     ),
   ).action((id, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStatusCommand, { id, ...opts }),
+    inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutStatusCommand, { id, ...opts }),
   );
 
   pauseCommands(rollout, inv);
@@ -385,7 +385,7 @@ function rolloutListing(rollout: Command, inv: Invocation): void {
         .option('--running', 'only rollouts still running')
         .option('--limit <n>', 'at most N rollouts (default 50)'),
     ),
-  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutListCommand, opts));
+  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutListCommand, opts));
 
   connection(
     output(
@@ -398,7 +398,7 @@ function rolloutListing(rollout: Command, inv: Invocation): void {
         .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/N-24'),
     ),
   ).action((id, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutCancelCommand, { id, ...opts }),
+    inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutCancelCommand, { id, ...opts }),
   );
 }
 
@@ -421,7 +421,8 @@ function pauseCommands(rollout: Command, inv: Invocation): void {
     ).action((id, opts, cmd) =>
       inv.go(
         cmd,
-        async () => (await import('./commands/rollout.js'))[which === 'pause' ? 'rolloutPauseCommand' : 'rolloutResumeCommand'],
+        async () =>
+          (await import('./commands/rollout-manage.js'))[which === 'pause' ? 'rolloutPauseCommand' : 'rolloutResumeCommand'],
         { id, ...opts },
       ),
     );
