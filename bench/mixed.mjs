@@ -23,9 +23,8 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import { pct } from './fleet.mjs';
-import { memoryMb, othersRunning, provenance } from './provenance.mjs';
+import { benchStart, fail, memoryMb } from './provenance.mjs';
 import { pollerOn, start, startServer } from './servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
@@ -40,41 +39,15 @@ const { mapLimit } = require(dist('activities/map-limit.js'));
 const { buildDeb } = await import(pathToFileURL(path.join(root, 'scripts', 'build-deb.mjs')).href);
 
 const USAGE = 'usage: node bench/mixed.mjs [--nodes 100] [--changes 10] [--steady 60] [--keep] [--beside-others]';
-let values;
-try {
-  ({ values } = parseArgs({
-    options: {
-      nodes: { type: 'string', default: '100' },
-      changes: { type: 'string', default: '10' },
-      steady: { type: 'string', default: '60' },
-      keep: { type: 'boolean', default: false },
-      'beside-others': { type: 'boolean', default: false },
-    },
-  }));
-} catch (e) {
-  fail(`${e.message}\n${USAGE}`);
-}
-const whole = (name, min) => {
-  const v = Number(values[name]);
-  if (!Number.isInteger(v) || v < min) fail(`--${name} ${values[name]} must be a whole number of ${min} or more\n${USAGE}`);
-  return v;
-};
+const { values, whole, measured, others } = await benchStart(USAGE, {
+  nodes: { type: 'string', default: '100' },
+  changes: { type: 'string', default: '10' },
+  steady: { type: 'string', default: '60' },
+  keep: { type: 'boolean', default: false },
+});
 const n = whole('nodes', 1);
 const changesPerKind = whole('changes', 0);
 const steadySeconds = whole('steady', 5);
-// The tree this run measures, taken before anything is built from it.
-const measured = provenance();
-const others = await othersRunning();
-if (others.length > 0 && !values['beside-others'])
-  fail(
-    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
-      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
-  );
-
-function fail(message) {
-  console.error(`bench: ${message}`);
-  process.exit(2);
-}
 const say = (m) => console.error(`bench (mixed, ${n} nodes): ${m}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (x, digits = 2) => (x === null || Number.isNaN(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);

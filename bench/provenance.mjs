@@ -50,3 +50,37 @@ export async function othersRunning() {
   }
   return others;
 }
+
+/** Ends the bench with exit 2 and a message saying what to change. */
+export function fail(message) {
+  console.error(`bench: ${message}`);
+  process.exit(2);
+}
+
+/**
+ * What every bench script does first: its options read (a bad one ends it, naming the usage), a
+ * `whole(name, min)` check for number options, and the tree it measures taken before anything is
+ * built from it; it refuses to start beside another stack unless given --beside-others.
+ */
+export async function benchStart(usage, options) {
+  const { parseArgs } = await import('node:util');
+  let values;
+  try {
+    ({ values } = parseArgs({ options: { ...options, 'beside-others': { type: 'boolean', default: false } } }));
+  } catch (e) {
+    fail(`${e.message}\n${usage}`);
+  }
+  const whole = (name, min) => {
+    const v = Number(values[name]);
+    if (!Number.isInteger(v) || v < min) fail(`--${name} ${values[name]} must be a whole number of ${min} or more\n${usage}`);
+    return v;
+  };
+  const measured = provenance();
+  const others = await othersRunning();
+  if (others.length > 0 && !values['beside-others'])
+    fail(
+      `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
+        'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
+    );
+  return { values, whole, measured, others };
+}

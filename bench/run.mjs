@@ -18,7 +18,6 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { writeChart } from './chart.mjs';
@@ -26,7 +25,7 @@ import { pct, writeFleet } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
-import { memoryMb, othersRunning, provenance } from './provenance.mjs';
+import { benchStart, fail, memoryMb } from './provenance.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -44,28 +43,25 @@ const { Worker, NativeConnection } = require('@temporalio/worker');
 
 const USAGE =
   'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 20] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--profile] [--keep] [--beside-others]';
-let values;
-try {
-  ({ values } = parseArgs({
-    options: {
-      nodes: { type: 'string', default: '100' },
-      modes: { type: 'string', default: 'watch,poll' },
-      server: { type: 'string', default: 'dev' },
-      workers: { type: 'string', default: '1' },
-      shards: { type: 'string', default: '16' },
-      changes: { type: 'string', default: '20' },
-      services: { type: 'string', default: '10' },
-      soak: { type: 'string', default: '24' },
-      profile: { type: 'boolean', default: false },
-      keep: { type: 'boolean', default: false },
-      settle: { type: 'string', default: '30' },
-      repeat: { type: 'string', default: '3' },
-      'beside-others': { type: 'boolean', default: false },
-    },
-  }));
-} catch (e) {
-  fail(`${e.message}\n${USAGE}`);
-}
+const {
+  values,
+  whole: wholeOption,
+  measured,
+  others,
+} = await benchStart(USAGE, {
+  nodes: { type: 'string', default: '100' },
+  modes: { type: 'string', default: 'watch,poll' },
+  server: { type: 'string', default: 'dev' },
+  workers: { type: 'string', default: '1' },
+  shards: { type: 'string', default: '16' },
+  changes: { type: 'string', default: '20' },
+  services: { type: 'string', default: '10' },
+  soak: { type: 'string', default: '24' },
+  profile: { type: 'boolean', default: false },
+  keep: { type: 'boolean', default: false },
+  settle: { type: 'string', default: '30' },
+  repeat: { type: 'string', default: '3' },
+});
 const modes = values.modes.split(',');
 if (modes.some((m) => m !== 'watch' && m !== 'poll'))
   fail(`--modes ${values.modes} must list watch and/or poll, such as --modes watch,poll`);
@@ -81,31 +77,13 @@ if (!Number.isInteger(settleSeconds) || settleSeconds < 0)
 const repeat = Number(values.repeat);
 if (!Number.isInteger(repeat) || repeat < 1)
   fail(`--repeat ${values.repeat} must be how many times each row runs, such as --repeat 3`);
-// The tree this run measures, taken before anything is built from it.
-const measured = provenance();
-const others = await othersRunning();
-if (others.length > 0 && !values['beside-others'])
-  fail(
-    `other stacks run on this machine and would compete with every process a row measures:\n  ${others.join('\n  ')}\n` +
-      'stop them, or pass --beside-others to measure anyway (each row then counts them under beside_others)',
-  );
 const sizes = values.nodes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1))
   fail(`--nodes ${values.nodes} must be a comma-separated list of node counts, such as --nodes 100,300`);
-const wholeOption = (name, min) => {
-  const v = Number(values[name]);
-  if (!Number.isInteger(v) || v < min) fail(`--${name} ${values[name]} must be a whole number of ${min} or more`);
-  return v;
-};
 const fileChanges = wholeOption('changes', 0);
 const serviceNodes = wholeOption('services', 0);
 const soakHours = wholeOption('soak', 0);
 const shards = wholeOption('shards', 1);
-
-function fail(message) {
-  console.error(`bench: ${message}`);
-  process.exit(2);
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** `fn` run at most once: a second call (the row's finally after an interrupt) waits for the first. */
