@@ -36,7 +36,16 @@ export function createRolloutActivities(
   return {
     async prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]> {
       const c = client();
-      return mapLimit(input.nodes, 16, (node) => prepareNode(c, authority, removals, input.generation, node));
+      const started = await mapLimit(input.nodes, 16, (node) => startNode(c, authority, removals, input.generation, node));
+      // The loops of older generations, for the whole batch in one visibility list, not one per node.
+      const older = await olderLoops(
+        c,
+        started.flatMap((p) => (p.outcome === 'started' ? [p.node] : [])),
+        input.generation,
+      );
+      return mapLimit(started, 16, async (p) =>
+        p.outcome === 'started' ? await handOver(c, removals, input.generation, p, older.get(p.node) ?? []) : p,
+      );
     },
 
     async nodeStates(workflowIds: string[]): Promise<NodeStateReport[]> {
@@ -61,13 +70,12 @@ export function createRolloutActivities(
 
 /**
  * One node of a rollout: refused when its authority is not at the generation; else its loop at
- * that generation started (or attached to), older generations' loops handed over to it, and what
- * they declared and it does not planned for removal.
+ * that generation started (or attached to).
  */
-async function prepareNode(
+async function startNode(
   c: Client,
   authority: DesiredStateAuthority,
-  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string },
+  removals: { keep: (read: AuthorityRead) => Promise<void> },
   generation: number,
   node: string,
 ): Promise<PreparedNode> {
@@ -99,18 +107,37 @@ async function prepareNode(
       { key: DatumDigest, value: read.intent.digest },
     ]),
   });
-  const older: string[] = [];
-  const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND DatumNode = "${node}" AND DatumGeneration < ${generation}`;
-  for await (const execution of c.workflow.list({ query })) older.push(execution.workflowId);
-  await Promise.all(
-    older.map((id) =>
-      c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation: generation, digest: read.intent.digest }),
-    ),
-  );
-  // What the older generations declared and this one does not becomes a planned removal,
-  // which the node's agent makes once it has observed this generation (and closes if empty).
-  if (older.length > 0) await openRemovalItem(c, node, { kind: 'dropped', generation: generation }, removals.escalateAfter);
-  return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: older };
+  return { node, outcome: 'started', workflow_id: workflowId, digest: read.intent.digest, handed_over_from: [] };
+}
+
+/** The running loops of older generations of `nodes`, by node: one visibility list for them all. */
+async function olderLoops(c: Client, nodes: string[], generation: number): Promise<Map<string, string[]>> {
+  const older = new Map<string, string[]>();
+  if (nodes.length === 0) return older;
+  const named = nodes.map((n) => `"${n}"`).join(', ');
+  const query = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running" AND ${DatumNode.name} IN (${named}) AND ${DatumGeneration.name} < ${generation}`;
+  for await (const execution of c.workflow.list({ query })) {
+    const node = execution.typedSearchAttributes.get(DatumNode);
+    if (node !== undefined) older.set(node, [...(older.get(node) ?? []), execution.workflowId]);
+  }
+  return older;
+}
+
+/**
+ * Older generations' loops of a started node handed over to it, and what they declared and it
+ * does not planned for removal.
+ */
+async function handOver(
+  c: Client,
+  removals: { escalateAfter: string },
+  generation: number,
+  p: Extract<PreparedNode, { outcome: 'started' }>,
+  older: string[],
+): Promise<PreparedNode> {
+  await Promise.all(older.map((id) => c.workflow.getHandle(id).signal(refreshDesiredSignal, { generation, digest: p.digest })));
+  // The agent makes the removal once it has observed this generation (and closes it if empty).
+  if (older.length > 0) await openRemovalItem(c, p.node, { kind: 'dropped', generation }, removals.escalateAfter);
+  return { ...p, handed_over_from: older };
 }
 
 /** The authority's word on one node; a read that throws is that node's refusal, not the batch's failure. */
