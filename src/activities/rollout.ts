@@ -34,9 +34,11 @@ export function createRolloutActivities(
   removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string },
 ) {
   return {
-    async prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]> {
+    async prepareRolloutNodes(input: { generation: number; nodes: string[]; report_to?: string }): Promise<PreparedNode[]> {
       const c = client();
-      const started = await mapLimit(input.nodes, 16, (node) => startNode(c, authority, removals, input.generation, node));
+      const started = await mapLimit(input.nodes, 16, (node) =>
+        startNode(c, authority, removals, { generation: input.generation, node, report_to: input.report_to }),
+      );
       // The loops of older generations, for the whole batch in one visibility list, not one per node.
       const older = await olderLoops(
         c,
@@ -48,13 +50,14 @@ export function createRolloutActivities(
       );
     },
 
-    async nodeStates(workflowIds: string[]): Promise<NodeStateReport[]> {
+    async nodeStates(workflowIds: string[], asked?: 'told'): Promise<NodeStateReport[]> {
       const c = client();
-      // A query is a round trip through the controller's worker, and a rollout asks every second:
-      // for 1000 nodes that is 1000 queries a second competing with the loops themselves. One
-      // visibility call says which nodes' status attribute has settled; only those are queried
-      // (for the reason and to confirm the generation). The rest report no state yet.
-      const candidates = await settledByVisibility(c, workflowIds);
+      // A query is a round trip through the controller's worker: for 1000 nodes, 1000 queries
+      // competing with the loops themselves. One visibility call says which nodes' status
+      // attribute has settled; only those are queried (for the reason and to confirm the
+      // generation). Loops that told the rollout they settled are queried at once: visibility
+      // may not show their status yet.
+      const candidates = asked === 'told' ? null : await settledByVisibility(c, workflowIds);
       return mapLimit(workflowIds, 32, async (id) => {
         if (candidates && !candidates.has(id)) return { workflow_id: id, state: null, error: null };
         try {
@@ -76,8 +79,7 @@ async function startNode(
   c: Client,
   authority: DesiredStateAuthority,
   removals: { keep: (read: AuthorityRead) => Promise<void> },
-  generation: number,
-  node: string,
+  { generation, node, report_to }: { generation: number; node: string; report_to?: string },
 ): Promise<PreparedNode> {
   // One node's file, however bad, refuses that node only: the batch goes on.
   const read = await readForRollout(authority, node);
@@ -97,7 +99,7 @@ async function startNode(
   await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
     taskQueue: CONTROL_TASK_QUEUE,
     workflowId,
-    args: [{ node, generation: generation }],
+    args: [{ node, generation, ...(report_to ? { report_to } : {}) }],
     workflowIdConflictPolicy: 'USE_EXISTING',
     staticSummary: reconcileSummary(node, read.intent),
     staticDetails: reconcileDetails(node, read.intent),

@@ -58,10 +58,16 @@ export interface ControlActivities {
   reportFleetWork(input: { reports: Array<{ report: PassReport; open: WorkTargetInput[]; tell: string[] }> }): Promise<void>;
   /** The open work items of the fleet's conditions (visibility): a new fleet run tells them too. */
   openFleetItems(): Promise<string[]>;
-  /** Starts or attaches to each node's reconcileNode at the generation, handing over from older ones. */
-  prepareRolloutNodes(input: { generation: number; nodes: string[] }): Promise<PreparedNode[]>;
-  /** Each workflow's `state`, or null while visibility says it has not settled. */
-  nodeStates(workflowIds: string[]): Promise<NodeStateReport[]>;
+  /**
+   * Starts or attaches to each node's reconcileNode at the generation, handing over from older
+   * ones; a loop it starts tells `report_to` when it settles.
+   */
+  prepareRolloutNodes(input: { generation: number; nodes: string[]; report_to?: string }): Promise<PreparedNode[]>;
+  /**
+   * Each workflow's `state`, or null while visibility says it has not settled; with `asked`, the
+   * loops told the rollout they settled, so each is queried whatever visibility says yet.
+   */
+  nodeStates(workflowIds: string[], asked?: 'told'): Promise<NodeStateReport[]>;
   /**
    * A loop's report of a recorded decision to the node's work items: starts (or attaches to) the
    * item of each condition that needs judgement, tells the others the loop told before and, with

@@ -33,6 +33,7 @@ export const WORKFLOW_PATCH = {
   workItemConfirmsReports: 'work-item-confirms-reports',
   observationBound: 'observation-bound',
   nodeHolds: 'node-holds',
+  rolloutHearsSettled: 'rollout-hears-settled',
 } as const;
 
 /**
@@ -241,6 +242,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "There was no central, recorded stop of repairs: an operator who needed Datum's hands off a node had to switch its agent.yaml to observe on the node itself (issue 32).",
+  },
+  [WORKFLOW_PATCH.rolloutHearsSettled]: {
+    since: UNRELEASED,
+    changes:
+      'A rollout starts its loops with report_to and waits for their nodeSettled signals, reading the state of a node that told it, and of the others every poll_seconds (15 by default), instead of every second.',
+    histories: H(),
+    stage: 'patched',
+    story:
+      "A rollout read every node's state each second: one visibility list and a query per settled node per second, for as long as the rollout ran (issue 33, item 3).",
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

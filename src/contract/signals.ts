@@ -242,6 +242,15 @@ export const stateQuery = query<NodeState, 'state'>('state');
 /** The rollout's per-node view so far (settled nodes carry their status). */
 export const rolloutProgressQuery = query<RolloutProgress, 'progress'>('progress');
 
+/**
+ * A loop's word to the rollout that started it: it settled (or settled in another status). Only
+ * a hint: the rollout reads the loop's state itself before it counts the node.
+ */
+export interface NodeSettledPayload {
+  workflow_id: string;
+}
+export const nodeSettledSignal = { type: 'signal', name: 'nodeSettled' } as SignalDefinition<[NodeSettledPayload], 'nodeSettled'>;
+
 /** `datum rollout pause|resume`: who asks, and why. */
 export interface RolloutPausePayload {
   by: string;

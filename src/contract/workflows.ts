@@ -17,6 +17,11 @@ export interface ReconcileNodeInput {
   generation: number;
   /** Set only by continue-as-new: the state the previous run hands over, as plain JSON. */
   carry?: ReconcileCarry;
+  /**
+   * The rollout that started this loop (a `datum-rollout/…` id): the loop tells it, by the
+   * rollout's nodeSettled signal, each time it settles in another status. Absent, it tells nobody.
+   */
+  report_to?: string;
 }
 
 /** The loop's passes: begun and recorded, counted across continue-as-new. */
@@ -42,6 +47,14 @@ export interface ReconcileCarry {
   work?: WorkMemory;
   /** The loop's passes so far (absent in older carries): `datum reconcile --wait` counts them. */
   passes?: PassCount;
+  /** The rollout this loop tells when it settles, and what it told last (absent in older carries). */
+  report?: SettledReport | null;
+}
+
+/** Whom a loop tells when it settles, and the status and reason it told last. */
+export interface SettledReport {
+  to: string;
+  told: string | null;
 }
 
 /** A reconcileNode run ends only when a newer generation's loop takes the node over. */
@@ -68,6 +81,12 @@ export interface RolloutInput {
   waves?: RolloutWaves;
   /** Set only by continue-as-new of a rollout in waves: where it is. */
   waves_carry?: WavesProgress;
+  /**
+   * How often the rollout reads the state of the nodes that have not told it they settled (a
+   * loop tells its rollout by the nodeSettled signal; this read catches a loop that started
+   * before it told rollouts, and one attached to rather than started). Default 15.
+   */
+  poll_seconds?: number;
 }
 
 /**

@@ -3,6 +3,7 @@
  * desired-state authority, read on the controller; the intent bound at start to exactly the
  * generation the loop was started for; and the operator decisions a new run chain starts from.
  */
+import { isRolloutId } from './report-settled';
 import { ApplicationFailure, log, proxyLocalActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import { desiredDigest, emptyHistory, type AuthorityView, type BoundIntent, type History } from '../domain';
 import { echo } from '../domain/bounds';
@@ -100,6 +101,8 @@ function checkInput(input: ReconcileNodeInput): void {
     if (!isNodeId(input.node)) problems.push(`node ${echo(input.node)} is not a node name`);
     if (!Number.isInteger(input.generation) || input.generation < 1)
       problems.push(`generation ${echo(input.generation)} must be a whole number of 1 or more`);
+    if (input.report_to !== undefined && !isRolloutId(input.report_to))
+      problems.push(`report_to ${echo(input.report_to)} is not a rollout's id (datum-rollout/…): a loop tells only its rollout`);
   }
   if (problems.length > 0) {
     throw ApplicationFailure.nonRetryable(

@@ -8,6 +8,7 @@ import {
   type ReconcileNodeInput,
   type ReconcileNodeWorkflow,
   type ReconcileResult,
+  type SettledReport,
 } from '../contract';
 import { nodeAgents, passPorts, recordDecisions, watchEvent, type NodeAgents } from './agents';
 import { bindAttributes, openAttributes, type AttributeWriter } from './attributes';
@@ -16,6 +17,7 @@ import { openIntent } from './intent';
 import { endHoldAtItsTime, holdEndsAt } from './holds';
 import { inForce } from './patches';
 import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from './ledger';
+import { openReport, tellRollout } from './report-settled';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
 import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from './work-loop';
@@ -48,6 +50,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     loop.passes.done++;
     // What the pass found reaches the node's work items; only a fresh observation closes one.
     await reportToWork(loop, final.decision, seq);
+    await tellRollout(loop);
     if (loop.inbox.pending.length > 0 || loop.inbox.recheckRequested) continue;
 
     // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.
@@ -86,6 +89,8 @@ interface Loop {
   readonly observeBound: boolean;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
   readonly passes: PassCount;
+  /** The rollout this loop tells when it settles (report-settled.ts). */
+  report: SettledReport | null;
 }
 
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
@@ -112,6 +117,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     holdsLive,
     observeBound,
     passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
+    report: openReport(input.report_to, carry?.report),
   };
   installHandlers(loop);
   bindAttributes(loop.attributes, loop.node, intent);
@@ -131,6 +137,7 @@ function carryOf(loop: Loop): ReconcileCarry {
     unstored: loop.ledger.unstored,
     work: carryWork(loop.work),
     passes: loop.passes,
+    report: loop.report,
   };
 }
 

@@ -24,9 +24,11 @@ import {
   ROLLOUT_SETTLED,
   WORKFLOW_PATCH,
   isNodeId,
+  nodeSettledSignal,
   rolloutProgressQuery,
   withFix,
   type ControlActivities,
+  type NodeStateReport,
   type PreparedNode,
   type RolloutCancelled,
   type RolloutInput,
@@ -56,7 +58,10 @@ const preparing = proxyActivities<ControlActivities>({
 });
 
 const BATCH = 100;
+/** How often a rollout recorded before it heard its loops read every node's state. */
 const POLL_MS = 1000;
+/** How often a rollout that hears its loops reads the nodes that have not said they settled. */
+const POLL_DEFAULT_SECONDS = 15;
 
 /**
  * Starts or attaches to one reconcileNode per node at `generation`, hands over from older
@@ -69,11 +74,13 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   if (input.waves !== undefined) return await rolloutInWaves(input as RolloutInput & { waves: RolloutWaves });
   const carried = trustedPrepared(input);
   const cancellable = inForce(WORKFLOW_PATCH.rolloutCancelStopsStarting);
-  const prepared = carried ?? (await (cancellable ? prepareUnlessCancelled(input) : prepare(input)));
-  if (!cancellable) return await follow(input, prepared);
+  const hears = inForce(WORKFLOW_PATCH.rolloutHearsSettled) ? hearSettled(input) : null;
+  const reportTo = hears ? { report_to: workflowInfo().workflowId } : {};
+  const prepared = carried ?? (await (cancellable ? prepareUnlessCancelled(input, reportTo) : prepare(input, reportTo)));
+  if (!cancellable) return await follow(input, prepared, hears);
   if (CancellationScope.current().consideredCancelled) return endCancelled(input, prepared, null);
   try {
-    return await follow(input, prepared);
+    return await follow(input, prepared, hears);
   } catch (error) {
     if (isCancellation(error)) return endCancelled(input, prepared, error);
     throw error;
@@ -81,7 +88,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 }
 
 /** Waits for every started node to settle, reporting progress; then each node's outcome. */
-async function follow(input: RolloutInput, prepared: PreparedNode[]): Promise<RolloutResult> {
+async function follow(input: RolloutInput, prepared: PreparedNode[], hears: Hearing | null): Promise<RolloutResult> {
   const outcomes = new Map<string, RolloutNodeOutcome>();
   for (const p of prepared) {
     if (p.outcome === 'refused') outcomes.set(p.node, { node: p.node, outcome: ROLLOUT_OUTCOMES.refused, error: p.error });
@@ -93,50 +100,102 @@ async function follow(input: RolloutInput, prepared: PreparedNode[]): Promise<Ro
   setHandler(rolloutProgressQuery, progress);
 
   const started = prepared.filter((p): p is Extract<PreparedNode, { outcome: 'started' }> => p.outcome === 'started');
+  // Told: the loops that said they settled, read at once; null: every node still waiting, which
+  // a rollout that hears its loops reads only every pollMs (a loop attached to, not started,
+  // or one that began before loops told, says nothing).
+  let told: string[] | null = null;
+  let lastFull = 0;
   for (;;) {
-    const waiting = started.filter((p) => !outcomes.has(p.node));
-    if (waiting.length === 0) break;
-    const reports = (
-      await Promise.all(
-        chunk(
-          waiting.map((p) => p.workflow_id),
-          BATCH,
-        ).map((ids) => acts.nodeStates.executeWithOptions({ summary: `read the state of ${ids.length} node(s)` }, [ids])),
-      )
-    ).flat();
-    for (const report of reports) {
-      const p = waiting.find((w) => w.workflow_id === report.workflow_id)!;
-      const s = report.state;
-      if (
-        s &&
-        s.desired_generation === input.generation &&
-        s.convergence_status &&
-        ROLLOUT_SETTLED.includes(s.convergence_status)
-      ) {
-        outcomes.set(p.node, {
-          node: p.node,
-          outcome: ROLLOUT_OUTCOMES.reported,
-          workflow_id: p.workflow_id,
-          status: s.convergence_status,
-          reason: s.reason!,
-          reason_detail: s.reason_detail ?? '',
-          handed_over_from: p.handed_over_from,
-        });
-      }
-    }
+    if (told === null) lastFull = Date.now();
+    const waiting = started.filter((p) => !outcomes.has(p.node) && (told === null || told.includes(p.workflow_id)));
+    const reports = await readStates(
+      waiting.map((p) => p.workflow_id),
+      told !== null,
+    );
+    for (const report of reports)
+      settle(
+        input,
+        outcomes,
+        waiting.find((w) => w.workflow_id === report.workflow_id)!,
+        report,
+      );
     if (outcomes.size === input.nodes.length) break;
     if (workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
       await continueAsNew<typeof rollout>({ ...input, prepared });
     }
-    await sleep(POLL_MS, { summary: `${outcomes.size} of ${input.nodes.length} node(s) settled` });
+    const summary = `${outcomes.size} of ${input.nodes.length} node(s) settled`;
+    if (!hears) {
+      await sleep(POLL_MS, { summary });
+      continue;
+    }
+    const untilFull = lastFull + hears.pollMs - Date.now();
+    told = untilFull > 0 && (await condition(() => hears.told.size > 0, untilFull, { summary })) ? hears.take() : null;
   }
   // Every node has an outcome now: refused at preparation, or reported once settled.
   return { generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? unprepared(n)) };
 }
 
+async function readStates(ids: string[], told: boolean): Promise<NodeStateReport[]> {
+  const summary = (n: number) => `read the state of ${n} node(s)${told ? ' that said they settled' : ''}`;
+  return (
+    await Promise.all(
+      chunk(ids, BATCH).map((batch) =>
+        acts.nodeStates.executeWithOptions({ summary: summary(batch.length) }, told ? [batch, 'told'] : [batch]),
+      ),
+    )
+  ).flat();
+}
+
+/** A node's outcome, once its own loop's state says it settled at this generation. */
+function settle(
+  input: RolloutInput,
+  outcomes: Map<string, RolloutNodeOutcome>,
+  p: Extract<PreparedNode, { outcome: 'started' }>,
+  report: NodeStateReport,
+): void {
+  const s = report.state;
+  if (!s || s.desired_generation !== input.generation || !s.convergence_status) return;
+  if (!ROLLOUT_SETTLED.includes(s.convergence_status)) return;
+  outcomes.set(p.node, {
+    node: p.node,
+    outcome: ROLLOUT_OUTCOMES.reported,
+    workflow_id: p.workflow_id,
+    status: s.convergence_status,
+    reason: s.reason!,
+    reason_detail: s.reason_detail ?? '',
+    handed_over_from: p.handed_over_from,
+  });
+}
+
+/**
+ * What a rollout hears from its loops (WORKFLOW_PATCH.rolloutHearsSettled): the ids that said
+ * they settled since it last looked, and how often it reads the others anyway.
+ */
+interface Hearing {
+  readonly told: Set<string>;
+  readonly pollMs: number;
+  take(): string[];
+}
+
+function hearSettled(input: RolloutInput): Hearing {
+  const told = new Set<string>();
+  setHandler(nodeSettledSignal, (payload) => {
+    if (typeof payload?.workflow_id === 'string') told.add(payload.workflow_id);
+  });
+  return {
+    told,
+    pollMs: (input.poll_seconds ?? POLL_DEFAULT_SECONDS) * 1000,
+    take: () => {
+      const ids = [...told];
+      told.clear();
+      return ids;
+    },
+  };
+}
+
 /** Batches of PREPARE_BATCH nodes, PREPARE_LANES at a time, none started once the rollout is cancelled. */
-async function prepareUnlessCancelled(input: RolloutInput): Promise<PreparedNode[]> {
+async function prepareUnlessCancelled(input: RolloutInput, reportTo: { report_to?: string }): Promise<PreparedNode[]> {
   const batches = chunk(input.nodes, PREPARE_BATCH);
   const done: PreparedNode[][] = [];
   let next = 0;
@@ -144,7 +203,7 @@ async function prepareUnlessCancelled(input: RolloutInput): Promise<PreparedNode
     while (next < batches.length && !CancellationScope.current().consideredCancelled) {
       const i = next++;
       done[i] = await preparing.prepareRolloutNodes.executeWithOptions({ summary: startSummary(input.generation, batches[i]) }, [
-        { generation: input.generation, nodes: batches[i] },
+        { generation: input.generation, nodes: batches[i], ...reportTo },
       ]);
     }
   };
@@ -169,12 +228,12 @@ function endCancelled(input: RolloutInput, prepared: PreparedNode[], error: unkn
   throw error instanceof CancelledFailure ? error : new CancelledFailure('rollout cancelled');
 }
 
-async function prepare(input: RolloutInput): Promise<PreparedNode[]> {
+async function prepare(input: RolloutInput, reportTo: { report_to?: string }): Promise<PreparedNode[]> {
   return (
     await Promise.all(
       chunk(input.nodes, BATCH).map((nodes) =>
         acts.prepareRolloutNodes.executeWithOptions({ summary: startSummary(input.generation, nodes) }, [
-          { generation: input.generation, nodes },
+          { generation: input.generation, nodes, ...reportTo },
         ]),
       ),
     )
@@ -233,6 +292,9 @@ function checkInput(input: RolloutInput): void {
     if (new Set(input.nodes).size !== input.nodes.length) problems.push('a node is listed twice');
     problems.push(...wavesProblems(input.nodes, input.waves));
   }
+  const poll = input?.poll_seconds;
+  if (poll !== undefined && (!Number.isInteger(poll) || poll < 1 || poll > 86_400))
+    problems.push(`poll_seconds ${echo(poll)} must be a whole number of seconds from 1 to 86400`);
   if (problems.length > 0) {
     throw ApplicationFailure.nonRetryable(
       withFix(`rollout input rejected: ${problems.join('; ')}`, 'start it with {"generation": 12, "nodes": ["N-24"]}'),

@@ -72,11 +72,61 @@ describe('rollout', () => {
     for (const node of ['W-1', 'W-2']) await stack.client.workflow.getHandle(reconcileWorkflowId(node, 2)).terminate('test done');
   });
 
+  it('hears its loops settle instead of reading every node each second; a loop attached to is read at once', async () => {
+    for (const node of ['H-1', 'H-2']) {
+      await stack.fleet.writeDesired(node, 1, { version: '7.3' });
+      await stack.fleet.writeAgent(node);
+      await stack.startAgent(node);
+    }
+    // H-1's loop runs already, started without a rollout to tell: the rollout attaches to it.
+    const attached = await stack.startNode('H-1', 1);
+    await stack.waitFor(attached, (s) => s.convergence_status === 'CONVERGED');
+    // An hour between reads of the nodes that say nothing: only H-2's own word can end this rollout in time.
+    const id = 'datum-rollout/gen-1/hears';
+    const result = await stack.client.workflow.execute<RolloutWorkflow>(WORKFLOW_TYPES.rollout, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: id,
+      args: [{ generation: 1, nodes: ['H-1', 'H-2'], poll_seconds: 3600 }],
+    });
+    expect(result.nodes.map((n) => [n.node, 'status' in n ? n.status : n.outcome])).toEqual([
+      ['H-1', 'CONVERGED'],
+      ['H-2', 'CONVERGED'],
+    ]);
+    const history = await stack.client.workflow.getHandle(id).fetchHistory();
+    const events = history.events ?? [];
+    const summaries = events
+      .filter((e) => e.activityTaskScheduledEventAttributes && e.userMetadata?.summary)
+      .map((e) => defaultPayloadConverter.fromPayload<string>(e.userMetadata!.summary!));
+    // One read of both at the start (H-1 settled), then only H-2, once it said it settled.
+    expect(summaries.filter((t) => t.startsWith('read the state'))).toEqual(
+      expect.arrayContaining(['read the state of 2 node(s)', 'read the state of 1 node(s) that said they settled']),
+    );
+    expect(events.filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'nodeSettled').length).toBeGreaterThan(
+      0,
+    );
+    for (const node of ['H-1', 'H-2']) await stack.client.workflow.getHandle(reconcileWorkflowId(node, 1)).terminate('test done');
+  });
+
+  it('a loop tells only a rollout: a start naming another workflow to tell is refused with the fix', async () => {
+    const handle = await stack.client.workflow.start(WORKFLOW_TYPES.reconcileNode, {
+      taskQueue: CONTROL_TASK_QUEUE,
+      workflowId: reconcileWorkflowId('T-1', 1),
+      args: [{ node: 'T-1', generation: 1, report_to: 'datum-fleet' }],
+    });
+    const failure: string = await handle.result().then(
+      () => '',
+      (e: { cause?: { message?: string } }) => e.cause?.message ?? '',
+    );
+    expect(failure).toMatch(
+      /report_to "datum-fleet" is not a rollout's id \(datum-rollout\/…\): a loop tells only its rollout — fix:/,
+    );
+  });
+
   it('rejects malformed rollout input with the fix', async () => {
     const handle = await stack.client.workflow.start(WORKFLOW_TYPES.rollout, {
       taskQueue: CONTROL_TASK_QUEUE,
       workflowId: 'datum-rollout/bad',
-      args: [{ generation: 0, nodes: ['ok', '../etc'] }],
+      args: [{ generation: 0, nodes: ['ok', '../etc'], poll_seconds: 0 }],
     });
     await expect(handle.result()).rejects.toThrow();
     const description = await handle.describe();
@@ -85,6 +135,8 @@ describe('rollout', () => {
       () => '',
       (e: { cause?: { message?: string } }) => e.cause?.message ?? '',
     );
-    expect(failure).toMatch(/generation 0 must be a whole number of 1 or more; not node names: "\.\.\/etc" — fix:/);
+    expect(failure).toMatch(
+      /generation 0 must be a whole number of 1 or more; not node names: "\.\.\/etc"; poll_seconds 0 must be a whole number of seconds from 1 to 86400 — fix:/,
+    );
   });
 });
