@@ -62,6 +62,8 @@ const BATCH = 100;
 const POLL_MS = 1000;
 /** How often a rollout that hears its loops reads the nodes that have not said they settled. */
 const POLL_DEFAULT_SECONDS = 15;
+/** The most often it reads the nodes that said they settled. */
+const HEAR_EVERY_MS = 1000;
 
 /**
  * Starts or attaches to one reconcileNode per node at `generation`, hands over from older
@@ -104,20 +106,21 @@ async function follow(input: RolloutInput, prepared: PreparedNode[], hears: Hear
   // a rollout that hears its loops reads only every pollMs (a loop attached to, not started,
   // or one that began before loops told, says nothing).
   let told: string[] | null = null;
-  let lastFull = 0;
+  const last = { full: 0, read: 0 };
   for (;;) {
-    if (told === null) lastFull = Date.now();
+    last.read = Date.now();
+    if (told === null) last.full = last.read;
     const waiting = started.filter((p) => !outcomes.has(p.node) && (told === null || told.includes(p.workflow_id)));
     const reports = await readStates(
       waiting.map((p) => p.workflow_id),
       told !== null,
     );
-    for (const report of reports)
+    for (const r of reports)
       settle(
         input,
         outcomes,
-        waiting.find((w) => w.workflow_id === report.workflow_id)!,
-        report,
+        waiting.find((w) => w.workflow_id === r.workflow_id)!,
+        r,
       );
     if (outcomes.size === input.nodes.length) break;
     if (workflowInfo().continueAsNewSuggested) {
@@ -125,12 +128,8 @@ async function follow(input: RolloutInput, prepared: PreparedNode[], hears: Hear
       await continueAsNew<typeof rollout>({ ...input, prepared });
     }
     const summary = `${outcomes.size} of ${input.nodes.length} node(s) settled`;
-    if (!hears) {
-      await sleep(POLL_MS, { summary });
-      continue;
-    }
-    const untilFull = lastFull + hears.pollMs - Date.now();
-    told = untilFull > 0 && (await condition(() => hears.told.size > 0, untilFull, { summary })) ? hears.take() : null;
+    if (hears) told = await nextTold(hears, last, summary);
+    else await sleep(POLL_MS, { summary });
   }
   // Every node has an outcome now: refused at preparation, or reported once settled.
   return { generation: input.generation, nodes: input.nodes.map((n) => outcomes.get(n) ?? unprepared(n)) };
@@ -166,6 +165,19 @@ function settle(
     reason_detail: s.reason_detail ?? '',
     handed_over_from: p.handed_over_from,
   });
+}
+
+/**
+ * The loops that said they settled, once any has, at most one read a HEAR_EVERY_MS so a thousand
+ * loops settling one by one make a few reads, not a thousand; null once the read of every
+ * waiting node is due.
+ */
+async function nextTold(hears: Hearing, last: { full: number; read: number }, summary: string): Promise<string[] | null> {
+  const untilFull = last.full + hears.pollMs - Date.now();
+  if (untilFull <= 0 || !(await condition(() => hears.told.size > 0, untilFull, { summary }))) return null;
+  const sinceRead = Date.now() - last.read;
+  if (sinceRead < HEAR_EVERY_MS) await sleep(HEAR_EVERY_MS - sinceRead, { summary });
+  return hears.take();
 }
 
 /**
