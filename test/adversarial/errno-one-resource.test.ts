@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { reconcileWorkflowId } from '../../src/contract';
-import { startAgentProcess, serving } from '../helpers/agent-process';
+import { reachableClone, startAgentProcess, serving } from '../helpers/agent-process';
 import { FAST_POLICY } from '../helpers/fleet';
 import { useChildren } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
@@ -29,13 +29,16 @@ const children = useChildren();
 const AGENT_USER = { uid: 65534, gid: 65534 };
 
 let base: string;
+let clone: { root: string; release: () => void };
 
 beforeAll(async () => {
   base = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-errno-'));
   await fs.chmod(base, 0o755);
+  clone = reachableClone(base);
 });
 
 afterAll(async () => {
+  clone?.release();
   await fs.rm(base, { recursive: true, force: true });
 });
 
@@ -70,6 +73,7 @@ describe('a filesystem error on one resource’s path that passes the spelling c
       ...AGENT_USER,
       // The host register and HOME of a service of that user: root's are not its to write.
       env: { DATUM_RUNTIME_DIR: runtime, HOME: runtime },
+      datum: path.join(clone.root, 'bin', 'datum.js'),
     });
     await serving(agent);
     const handle = await stack.startNode(node, 1);
