@@ -16,9 +16,10 @@ const USAGE = `usage: npm run cluster -- <up|down|status|build> [options]
   up      as \`docker compose up -d\`: starts what is missing or dead and leaves what runs, then
           says which it did for each part. PostgreSQL; the pinned Temporal server on it (schema,
           dynamic config and search attributes by the scripts docker-compose.yml runs); --workers
-          datum workers with the ledger in PostgreSQL; one agent per FLEET/agents/*.yaml; and, when
-          nothing ran before, a first rollout. Returns once everything serves; the processes keep
-          running. A dead part comes back alone: what runs (agents, their services) is left alone.
+          \`datum worker\` processes with the ledger in PostgreSQL; one agent per FLEET/agents/*.yaml;
+          and, when nothing ran before, a first rollout. Returns once everything serves; the
+          processes keep running. A dead part comes back alone: what runs (agents, their services)
+          is left alone.
   down    stops every process \`up\` started (agents, their services, workers, server, PostgreSQL)
   status  what runs, with pids and logs (exit 1 when a part is STOPPED)
   build   builds (once per machine) and verifies the Temporal server binaries

@@ -27,6 +27,13 @@ export const WORK_ITEMS_METRIC = 'datum_work_items';
  * timed_out, canceled, completed). Such a node is nobody's to repair until a loop runs again.
  */
 export const FLEET_NODES_WITHOUT_LOOP_METRIC = 'datum_fleet_nodes_without_loop';
+/**
+ * Controller, from the fleet workflow's memo: when it last looked at the fleet (Unix seconds), and
+ * how often it looks. A last look older than its interval and a grace is an unwatched fleet, as
+ * `datum status` says it; the alert DatumFleetUnwatched fires on it.
+ */
+export const FLEET_LAST_LOOK_METRIC = 'datum_fleet_last_look_timestamp_seconds';
+export const FLEET_LOOK_INTERVAL_METRIC = 'datum_fleet_look_interval_seconds';
 /** Controller: reports a work item dropped because its loop did not confirm them (a forged or garbled report), by condition. */
 export const WORK_REPORTS_DROPPED_METRIC = 'datum_work_reports_dropped_total';
 /** Controller: ledger entries a loop decided that the fleet-wide store has not taken yet. */

@@ -3,6 +3,11 @@ import { Runtime } from '@temporalio/worker';
 import {
   DatumNode,
   FLEET_CONDITIONS_METRIC,
+  FLEET_LAST_LOOK_METRIC,
+  FLEET_LOOK_INTERVAL_METRIC,
+  FLEET_WORKFLOW_ID,
+  MEMO_INTERVAL,
+  MEMO_LOOKED_AT,
   FLEET_NODES_METRIC,
   FLEET_NODES_WITHOUT_LOOP_METRIC,
   WORK_ITEMS_METRIC,
@@ -10,7 +15,7 @@ import {
   WORKFLOW_TYPES,
   workQuery,
 } from '../contract';
-import { CONDITION_TYPES, STATUSES } from '../domain';
+import { CONDITION_TYPES, STATUSES, durationMs } from '../domain';
 import { LOOP_ENDS, missingLoops } from './fleet-loops';
 
 /*
@@ -23,7 +28,13 @@ import { LOOP_ENDS, missingLoops } from './fleet-loops';
  * Every controller worker may publish them: the dashboard and the alerts take max() across.
  * And how many nodes the authority declares that have no running loop at all, by how the last one
  * ended (fleet-loops.ts): one list of the running loops, and one of the missing nodes' last loops.
+ * And when the fleet workflow last looked, and how often it looks (watchFleetLook).
  */
+
+/** A gauge of the runtime's meter: a count, or seconds. */
+function gauge(name: string, help: string, unit: '1' | 's' = '1') {
+  return Runtime.instance().metricMeter.createGauge(name, unit === 's' ? 'float' : 'int', unit, help);
+}
 
 const running = `WorkflowType = "${WORKFLOW_TYPES.reconcileNode}" AND ExecutionStatus = "Running"`;
 
@@ -33,19 +44,11 @@ export function startFleetMetrics(
   declared: (() => Promise<string[]>) | null = null,
   everyMs = 30_000,
 ): { stop(): void } {
-  const meter = Runtime.instance().metricMeter;
-  const nodes = meter.createGauge(FLEET_NODES_METRIC, 'int', '1', 'Running reconcile loops by DatumStatus, from visibility');
-  const conditions = meter.createGauge(
-    FLEET_CONDITIONS_METRIC,
-    'int',
-    '1',
-    'Nodes with each condition type open, from visibility',
-  );
-  const work = meter.createGauge(WORK_ITEMS_METRIC, 'int', '1', 'Open work items by state (DatumStatus), from visibility');
-  const withoutLoop = meter.createGauge(
+  const nodes = gauge(FLEET_NODES_METRIC, 'Running reconcile loops by DatumStatus, from visibility');
+  const conditions = gauge(FLEET_CONDITIONS_METRIC, 'Nodes with each condition type open, from visibility');
+  const work = gauge(WORK_ITEMS_METRIC, 'Open work items by state (DatumStatus), from visibility');
+  const withoutLoop = gauge(
     FLEET_NODES_WITHOUT_LOOP_METRIC,
-    'int',
-    '1',
     'Nodes with desired state and no running reconcile loop, by how the last one ended, from the authority and visibility',
   );
   // The namespace counted, like core's label; no task_queue or workflow_type: a count is fleet-wide.
@@ -70,12 +73,45 @@ export function startFleetMetrics(
   const timer = setInterval(() => void (stopped ? undefined : tick()), everyMs);
   timer.unref();
   void tick();
+  const look = watchFleetLook(client, namespace);
   return {
     stop() {
       stopped = true;
       clearInterval(timer);
+      look.stop();
     },
   };
+}
+
+/** How often the fleet's last look is read: one describe, well within the interval an alert allows. */
+const LOOK_EVERY_MS = 10_000;
+
+/**
+ * When the fleet workflow last looked, and its interval, from its memo (a describe: no worker
+ * needed, so it answers for a fleet workflow that is stuck or ended too). Not started yet, or
+ * Temporal away: the gauges keep the last look, which ages, and the alert fires on its age.
+ */
+function watchFleetLook(client: Client, namespace: string): { stop(): void } {
+  const lastLook = gauge(
+    FLEET_LAST_LOOK_METRIC,
+    'When the fleet workflow last looked at the fleet (Unix time), from its memo',
+    's',
+  );
+  const interval = gauge(FLEET_LOOK_INTERVAL_METRIC, 'How often the fleet workflow looks, from its memo', 's');
+  const read = async () => {
+    try {
+      const memo = (await client.workflow.getHandle(FLEET_WORKFLOW_ID).describe()).memo ?? {};
+      const [at, every] = [memo[MEMO_LOOKED_AT], memo[MEMO_INTERVAL]];
+      if (typeof at === 'string' && Number.isFinite(Date.parse(at))) lastLook.set(Date.parse(at) / 1000, { namespace });
+      if (typeof every === 'string') interval.set(durationMs(every) / 1000, { namespace });
+    } catch {
+      // Never started, or Temporal away for a moment: the next read tries again.
+    }
+  };
+  const timer = setInterval(() => void read(), LOOK_EVERY_MS);
+  timer.unref();
+  void read();
+  return { stop: () => clearInterval(timer) };
 }
 
 /** How many declared nodes have no running loop, by how the last one ended. */

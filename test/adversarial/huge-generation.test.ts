@@ -65,7 +65,7 @@ const refusalsOf = (ledger: LedgerEntry[]) =>
   ledger.flatMap((e) => e.execution_evidence.filter((ev) => ev.outcome === 'refused').map((ev) => ev.refusal_type));
 
 describe('a generation published by mistake: 100000000 for 10', () => {
-  it('fences the node; `datum agent reset-fence --to 10` moves it back, recorded, and generation 11 converges', async () => {
+  it('fences the node; the refusal names `datum agent reset-fence` and where, that command moves the fence back, recorded, and generation 11 converges', async () => {
     await stack.fleet.writeAgent(node, { mode: 'enforce' });
     await stack.startAgent(node);
 
@@ -83,8 +83,14 @@ describe('a generation published by mistake: 100000000 for 10', () => {
     await stack.waitFor(gen11, (_s, ledger) => refusalsOf(ledger).includes('StaleGenerationRefusal'));
     expect(await fs.readFile(path.join(root(), CONFIG), 'utf8')).toBe(fileBytes({ workers: 8 }));
 
+    // The refusal's condition names the procedure, and where: the command below is the one it names.
+    const refused = (await stack.state(gen11)).conditions.find((c) => c.type === 'ACTION_REFUSED')!;
+    expect(refused.message).toContain(`if ${HUGE} was published by mistake, end that generation's loop, then on ${node} itself`);
+    const named = /with its agent stopped, run datum agent reset-fence (.*?) \(docs\/operations\.md/.exec(refused.message);
+    expect(named?.[1]).toBe(`--node ${node} --to 11 --by WHO --reason WHY`);
     const config = stack.fleet.agentFile(node);
-    const good = ['--config', config, '--node', node, '--to', '10', '--by', 'oncall', '--reason', 'typo: 100000000 for 10'];
+    const said = { WHO: 'oncall', WHY: 'typo: 100000000 for 10' } as Record<string, string>;
+    const good = ['--config', config, ...named![1].split(' ').map((w) => said[w] ?? w)];
 
     // 3. While the agent serves the root, the reset is refused: the agent holds the root's kernel lock.
     const running = await resetFence(...good);
@@ -146,13 +152,13 @@ describe('a generation published by mistake: 100000000 for 10', () => {
     expect((await fence()).node.generation).toBe(HUGE);
     expect(await resetLog()).toEqual([]);
 
-    // 5. The reset: the fence is at 10, and the reset is recorded on the node.
+    // 5. The reset the condition named: the fence is at 11, and the reset is recorded on the node.
     const done = await resetFence(...good);
     expect(done).toMatchObject({ code: 0, stderr: '' });
-    expect(done.stdout).toContain(`node ${node}: fence moved from generation ${HUGE} to 10 by oncall`);
-    const recorded = { by: 'oncall', reason: 'typo: 100000000 for 10', from: HUGE, to: 10 };
+    expect(done.stdout).toContain(`node ${node}: fence moved from generation ${HUGE} to 11 by oncall`);
+    const recorded = { by: 'oncall', reason: 'typo: 100000000 for 10', from: HUGE, to: 11 };
     expect(await resetLog()).toEqual([expect.objectContaining(recorded)]);
-    expect(await fence()).toMatchObject({ node: { generation: 10, by: 'reset' }, reset: recorded });
+    expect(await fence()).toMatchObject({ node: { generation: 11, by: 'reset' }, reset: recorded });
     await expect(fs.lstat(datumFile('holder.json'))).rejects.toThrow(/ENOENT/);
 
     // 6. With the agent back, generation 11 converges, and its ledger records the reset.

@@ -223,6 +223,16 @@ const exported = new Map<string, Set<string>>();
 const exportedBy = { worker: [] as Sample[], agent: [] as Sample[] };
 /** When the node's loop started, and when the drift was repaired: every latency sample lies within. */
 const span = { startedMs: 0, repairedMs: 0 };
+/** The alerts the real Prometheus holds now (pending or firing). */
+async function alertsNow(): Promise<{ labels: { alertname: string }; state: string }[]> {
+  const body = (await (await fetch(`http://${address.prometheus}/api/v1/alerts`)).json()) as {
+    data: { alerts: { labels: { alertname: string }; state: string }[] };
+  };
+  return body.data.alerts;
+}
+
+/** Whether the real Prometheus runs (it is skipped where it cannot be built). */
+let prometheusRuns = false;
 /** Processes the test stops on purpose: their exit is no failure to report. */
 const stopped = new Set<ChildProcess>();
 
@@ -346,6 +356,7 @@ describe('the alert rules and the dashboard', () => {
       .panels.map((p) => p.title.toLowerCase())
       .join('\n');
     for (const topic of [
+      'fleet last looked at',
       'fleet status over time',
       'open conditions by type',
       'detection latency',
@@ -363,6 +374,8 @@ describe('the alert rules and the dashboard', () => {
     expect(uses(/datum_ledger_backlog/), 'a ledger backlog').not.toEqual([]);
     expect(uses(/datum_fleet_nodes_without_loop/), 'a node with desired state and no running loop').not.toEqual([]);
     expect(uses(/PollActivityTaskQueue/), 'an agent not polling').not.toEqual([]);
+    expect(uses(/datum_fleet_last_look_timestamp_seconds/), 'a fleet nobody has looked at within its interval').not.toEqual([]);
+    expect(uses(/PollWorkflowTaskQueue.*datum-control/), 'no controller polling datum-control').not.toEqual([]);
     for (const r of alerts) {
       expect(r.alert, 'every rule is an alert with a name').toMatch(/^Datum[A-Za-z]+$/);
       expect(r.for, `${r.alert} waits before firing`).toMatch(/^\d+[smh]$/);
@@ -431,6 +444,13 @@ describe('the alert rules and the dashboard', () => {
     }
     // Datum's own metrics, from the processes that should carry them.
     expect(exportedBy.worker.some((s) => s.name === 'datum_decisions_total')).toBe(true);
+    // The fleet workflow's last look, read from its memo: a look taken while the test ran.
+    const look = exportedBy.worker.find((s) => s.name === 'datum_fleet_last_look_timestamp_seconds');
+    expect(look?.value, 'the worker exports when the fleet was last looked at').toBeGreaterThanOrEqual(
+      span.startedMs / 1000 - 60,
+    );
+    expect(look!.value).toBeLessThanOrEqual(Date.now() / 1000);
+    expect(exportedBy.worker.find((s) => s.name === 'datum_fleet_look_interval_seconds')?.value).toBe(60);
     expect(exportedBy.agent.some((s) => s.name === 'datum_actions_total')).toBe(true);
   });
 
@@ -614,6 +634,7 @@ describe(`a real Prometheus ${PROMETHEUS.release} with deploy/prometheus`, () =>
       const up = body.data.activeTargets.filter((t) => t.health === 'up').map((t) => t.labels.job);
       return up.length === 2 ? up : undefined;
     });
+    prometheusRuns = true;
   }, INSTALL_TIMEOUT_MS);
 
   const query = async (expr: string) => {
@@ -665,6 +686,26 @@ describe(`a real Prometheus ${PROMETHEUS.release} with deploy/prometheus`, () =>
     }
   });
 
+  it('a watched fleet: DatumFleetUnwatched and DatumControlNotPolled are quiet, and their expressions select stored series', async (ctx) => {
+    ctx.skip(missing !== undefined, missing ?? '');
+    for (const selector of [
+      'datum_fleet_last_look_timestamp_seconds',
+      'datum_fleet_look_interval_seconds',
+      'temporal_long_request{job="datum-worker", operation="PollWorkflowTaskQueue", task_queue="datum-control"}',
+    ]) {
+      const answer = await query(`count(${selector})`);
+      expect(answer.data?.result.length, `${selector} matches a stored series`).toBeGreaterThan(0);
+    }
+    const blind = (await alertsNow()).filter((a) =>
+      ['DatumFleetUnwatched', 'DatumControlNotPolled'].includes(a.labels.alertname),
+    );
+    expect(blind).toEqual([]);
+    // Its age, as the dashboard's panel shows it: within one interval and the 10 s read.
+    const age = await query('time() - max(datum_fleet_last_look_timestamp_seconds)');
+    const [, value] = (age.data!.result[0] as { value: [number, string] }).value;
+    expect(Number(value)).toBeLessThan(60 + 10 + 5);
+  });
+
   it('an agent that stops is DatumAgentDown (pending its `for`) within seconds', async (ctx) => {
     ctx.skip(missing !== undefined, missing ?? '');
     const agent = children[1];
@@ -672,10 +713,7 @@ describe(`a real Prometheus ${PROMETHEUS.release} with deploy/prometheus`, () =>
     await untilUp(
       'DatumAgentDown pending',
       async () => {
-        const body = (await (await fetch(`http://${address.prometheus}/api/v1/alerts`)).json()) as {
-          data: { alerts: { labels: { alertname: string }; state: string }[] };
-        };
-        return body.data.alerts.find((a) => a.labels.alertname === 'DatumAgentDown' && a.state === 'pending');
+        return (await alertsNow()).find((a) => a.labels.alertname === 'DatumAgentDown' && a.state === 'pending');
       },
       30_000,
     );
@@ -689,5 +727,17 @@ describe('stopping the worker as compose and systemd do', () => {
     const started = Date.now();
     expect(await stop(worker)).toBe(0);
     expect(Date.now() - started).toBeLessThan(SHUTDOWN_BUDGET_S * 1000);
+  });
+
+  it('with no controller worker up, DatumControlNotPolled is pending within seconds', async (ctx) => {
+    ctx.skip(!prometheusRuns, 'no Prometheus ran (see the skip above)');
+    expect(children[0].exitCode ?? children[0].signalCode, 'the worker stopped').not.toBeNull();
+    await untilUp(
+      'DatumControlNotPolled pending',
+      async () => {
+        return (await alertsNow()).find((a) => a.labels.alertname === 'DatumControlNotPolled' && a.state === 'pending');
+      },
+      30_000,
+    );
   });
 });

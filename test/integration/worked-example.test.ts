@@ -1,10 +1,10 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { DesiredStateAuthority } from '../../src/activities/authority';
-import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal } from '../../src/contract';
+import { refreshDesiredSignal, reconcileWorkflowId, recheckSignal, workItemId } from '../../src/contract';
 import { MAINTENANCE } from '../helpers/fleet';
 import { D7, health } from '../helpers/service-health';
 import { statusesOf, useStack } from '../helpers/stack';
@@ -119,6 +119,29 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
     await gen12.terminate('test done');
     await stack.recordHistory(gen11, 'worked-example-gen11-superseded');
     await stack.recordHistory(gen12, 'worked-example-gen12');
+  });
+
+  it('raised to generation 12 before the rollout: gen-11 says STALE_INTENT only, no digest-mismatch condition nor work item', async () => {
+    // README step 2: the next generation is copied into the authority, then rolled out. Between
+    // the two, gen-11 sees an authority at 12 with other content: its intent is stale, and that
+    // is all the evidence shows (generation 11's own content did not change).
+    const node = 'N-24r';
+    const gen11 = await n24Before(node);
+    await stack.fleet.writeDesired(node, 12, { version: '7.4' });
+    await gen11.signal(recheckSignal, {});
+    const stale = await stack.waitFor(gen11, (s) => s.reason === 'STALE_INTENT');
+    expect(stale.conditions.map((c) => c.type)).toEqual(['STALE_INTENT']);
+    const entry = (await stack.ledger(gen11)).find((e) => e.reason === 'STALE_INTENT')!;
+    expect(`${entry.convergence_status}/${entry.reason}`).toBe('BLOCKED/STALE_INTENT');
+    expect(entry.conditions.map((c) => c.type)).toEqual(['STALE_INTENT']);
+    expect(entry.reason_detail).toContain('the authority is at generation 12');
+
+    await gen11.signal(refreshDesiredSignal, { generation: 12, digest: await digestOf(node) });
+    expect(await gen11.result()).toMatchObject({ convergence_status: 'SUPERSEDED' });
+    // Every report gen-11 made is in by its end: none opened an item asking to raise the generation.
+    const item = stack.client.workflow.getHandle(workItemId(node, 'INTENT_DIGEST_MISMATCH', null));
+    await expect(item.describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    await stack.client.workflow.getHandle(reconcileWorkflowId(node, 12)).terminate('test done');
   });
 });
 

@@ -48,7 +48,7 @@ export function staleGeneration(generation: number, accepted: AcceptedGeneration
   return {
     type: 'StaleGenerationRefusal',
     problem: `it is for generation ${generation}, but this agent already accepted generation ${accepted.generation} for node ${node} (${how})`,
-    fix: `only the workflow of generation ${accepted.generation} or newer may change node ${node}; refresh the stale workflow's intent`,
+    fix: `if generation ${accepted.generation} is right, this loop's intent is old and its node's newer loop acts (datum describe ${node} shows it); if ${accepted.generation} was published by mistake, end that generation's loop, then on ${node} itself, with its agent stopped, run datum agent reset-fence --node ${node} --to ${generation} --by WHO --reason WHY (docs/operations.md, "A generation published by mistake")`,
     facts: { desired_generation: generation, accepted_generation: accepted.generation, accepted_by: accepted.by },
   };
 }

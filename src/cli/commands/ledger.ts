@@ -112,12 +112,25 @@ function detailOf(e: LedgerEntry): string {
   return e.hold ? `[held by ${e.hold.by}${e.hold.until ? ` until ${e.hold.until}` : ''}] ${e.reason_detail}` : e.reason_detail;
 }
 
+/**
+ * The desired state's revision the entry was decided under, short: its git commit and the commit's
+ * author (without the address), or the file's sha256 when it was not a clean commit.
+ */
+function revisionOf(e: LedgerEntry): string {
+  const p = e.desired_provenance;
+  if (!p) return '-';
+  const [kind, id] = p.revision.split(':', 2);
+  const short = id === undefined ? p.revision : `${kind}:${id.slice(0, 12)}`;
+  return p.author ? `${short} ${p.author.replace(/ <[^>]*>$/, '')}` : short;
+}
+
 function ledgerTable(entries: LedgerEntry[]): string {
   return table(
-    ['DECIDED', 'GEN', 'SEQ', 'STATUS', 'REASON', 'ACTIONS', 'DETAIL'],
+    ['DECIDED', 'GEN', 'REVISION', 'SEQ', 'STATUS', 'REASON', 'ACTIONS', 'DETAIL'],
     entries.map((e) => [
       e.decided_at,
       String(e.desired_generation),
+      revisionOf(e),
       String(e.seq),
       e.convergence_status,
       e.reason,
