@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { InvalidInputError } from '../../src/domain';
+import { InvalidInputError, parseResolve, parseSignal } from '../../src/domain';
 import { parseAgentConfigText } from '../../src/schemas/documents';
 import { otherDecision, parseStatement, statementText, type DecisionStatement } from '../../src/trust/statement';
 
@@ -110,5 +110,27 @@ describe("agent.yaml's trust.operators", () => {
     );
     expect(problem('ssh-ed25519 AAAA')).toMatch(/trust\.operators.*is a list of public keys — fix: write one/s);
     expect(problem([42])).toMatch(/trust\.operators\[0\]: a trusted key is a line of text — fix:/s);
+  });
+});
+
+describe('an operator signature in a payload', () => {
+  const operator = { statement: 'datum operator decision v1\n', signature: '-----BEGIN SSH SIGNATURE-----' };
+
+  it('is carried unopened by a resolution and a resolveConflict; only its shape is judged there', () => {
+    expect(parseResolve({ resolution: 'retake', by: 'alice', operator })).toMatchObject({ ok: true, value: { operator } });
+    expect(parseResolve({ resolution: 'retake', by: 'alice' })).toMatchObject({ ok: true, value: { operator: null } });
+    const signal = parseSignal('resolveConflict', { resource_key: 'config', resolution: 'retake', by: 'alice', operator });
+    expect(signal).toMatchObject({ ok: true, value: { operator } });
+  });
+
+  it('of another shape is refused naming the field and how to sign', () => {
+    const resolve = parseResolve({ resolution: 'retake', by: 'alice', operator: { statement: 1, signature: 'x' } });
+    expect(resolve.ok || resolve.error).toMatch(/operator statement must be the signed text, .* — fix: sign with --sign-key/);
+    const extra = parseResolve({ resolution: 'retake', by: 'alice', operator: { ...operator, key: 'mine' } });
+    expect(extra.ok || extra.error).toMatch(/operator has unknown field\(s\) key — fix:/);
+    const signal = parseSignal('resolveConflict', { resource_key: 'config', resolution: 'retake', by: 'a', operator: 'sig' });
+    const problems = signal.ok ? '' : signal.problems.join('; ');
+    expect(problems).toContain('operator: must be {"statement": "…", "signature": "…"} or null');
+    expect(problems).toContain('sign with --sign-key');
   });
 });
