@@ -15,6 +15,7 @@ import {
   type RemovalPlanAnswer,
   type RemovalRequest,
   type WorkItem,
+  workItemId,
 } from '../../src/contract';
 import { fileBytes } from '../../src/domain';
 import { statementText, type DecisionStatement } from '../../src/trust/statement';
@@ -132,6 +133,18 @@ describe('a node that requires signatures, decided through its loop', () => {
     expect(await configOn(NODE)).toEqual({ workers: 2 });
     expect(Object.values((await decisionsOn(NODE)).targets).map((d) => d.kind)).toEqual(['conflict']);
 
+    // Through the conflict's work item, unsigned: refused the same, and recorded with the item and a declared author.
+    const item = workItemId(NODE, 'CONFLICTING_WRITER', 'config');
+    const viaItem = await datum('work', 'resolve', item, '--resolution', 'retake', '--by', 'alice');
+    expect(viaItem.code).not.toBe(0);
+    expect(viaItem.stderr).toMatch(/resolveWork refused by TD-1: UntrustedDecision: .*no signature/);
+    const byItem = notes(await stack.ledger(loop), 'SIGNAL_REJECTED').at(-1);
+    expect(byItem).toMatchObject({
+      work_resolution: { item_id: item, resolution: 'retake' },
+      author: { proof: 'declared', by: 'alice' },
+    });
+    expect(await configOn(NODE)).toEqual({ workers: 2 });
+
     // Signed by an operator key the node lists: honoured, and the ledger names the key.
     const cli = await datum(
       'resolve',
@@ -151,6 +164,8 @@ describe('a node that requires signatures, decided through its loop', () => {
     expect(await configOn(NODE)).toEqual({ workers: 8 });
     const [recorded] = notes(await stack.ledger(loop), 'OPERATOR_RESOLUTION_RECORDED');
     expect(recorded?.author).toEqual({ proof: 'proven', by: 'alice', key: operator.fingerprint, key_comment: 'alice@ops' });
+    // Ended, so what follows meets the agent alone: a live loop would take the forger's yield for its own and keep it.
+    await loop.terminate('test done');
   });
 });
 
@@ -292,7 +307,13 @@ describe('a namespace credential holder calling that node agent directly', () =>
     const planned = await datum('decommission', NODE, '--by', 'alice', '-o', 'json');
     expect([planned.code, planned.stderr]).toEqual([0, '']);
     const id = removalItemId(NODE, { kind: 'decommission', by: 'alice', note: null, at: '' });
-    expect(JSON.parse(planned.stdout)).toMatchObject({ id, state: 'OPEN' });
+    const plannedItem = JSON.parse(planned.stdout) as WorkItem;
+    expect([
+      plannedItem.id,
+      plannedItem.state,
+      plannedItem.removal?.kept ?? null,
+      plannedItem.removal?.targets.map((t) => t.target),
+    ]).toEqual([id, 'OPEN', [], [`file:${CONFIG}`]]);
     const shown = () => datum('work', 'show', id, '-o', 'json').then((r) => JSON.parse(r.stdout) as WorkItem);
     const unsigned = await datum('work', 'resolve', id, '--resolution', 'approve', '--by', 'alice');
     expect(unsigned.code).not.toBe(0);
