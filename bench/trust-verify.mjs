@@ -1,6 +1,8 @@
 // The cost of trust anchors (issue 31): how long a trust-requiring host spends verifying one apply
 // (src/agent/trust.ts untrustedIntent: the SSH signature over the document's bytes, the document
-// parsed and validated, and the action re-derived from its plan), next to the signature check alone.
+// parsed and validated, and the action re-derived from its plan), next to the signature check alone,
+// and what a widening operator decision costs the host (decisionAuthor: the operator's signature
+// over the decision's statement, the statement read and compared with the decision).
 // `npm run -s build && node bench/trust-verify.mjs [--runs 2000]`; prints medians and p99 in µs.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +13,8 @@ import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const dist = path.join(path.dirname(path.dirname(new URL(import.meta.url).pathname)), 'dist', 'src');
-const { untrustedIntent } = require(path.join(dist, 'agent', 'trust.js'));
+const { decisionAuthor, untrustedIntent } = require(path.join(dist, 'agent', 'trust.js'));
+const { statementText } = require(path.join(dist, 'trust', 'statement.js'));
 const { parsePublicKey, verifySignature } = require(path.join(dist, 'trust', 'sshsig.js'));
 const { desiredDigest, fileBytes, idempotencyKey } = require(path.join(dist, 'domain', 'index.js'));
 const { parseDesiredStateText } = require(path.join(dist, 'schemas', 'documents.js'));
@@ -57,7 +60,18 @@ try {
     observed_at: new Date().toISOString(),
     observation_ttl: doc.policy.observation_ttl,
   };
-  const config = { node: 'N-24', trust: { desired: [line], require: true } };
+  const retake = { node: 'N-24', decision: 'retake', subject: 'config', targets: [], by: 'alice' };
+  const statement = statementText({ ...retake, expires: new Date(Date.now() + 30 * 60_000).toISOString() });
+  const decision = {
+    statement,
+    signature: execFileSync('ssh-keygen', ['-Y', 'sign', '-n', 'datum-operator', '-f', key], {
+      input: statement,
+      stdio: ['pipe', 'pipe', 'ignore'],
+    }).toString(),
+  };
+  const config = { node: 'N-24', trust: { desired: [line], operators: [line], require: true } };
+  const author = decisionAuthor(config, retake, decision, null, new Date());
+  if (!('author' in author)) throw new Error(`the bench's own retake is refused: ${author.refusal.problem}`);
   const refusal = untrustedIntent(config, signed, action, new Date());
   if (refusal !== null) throw new Error(`the bench's own apply is refused: ${refusal.problem}`);
 
@@ -67,6 +81,7 @@ try {
     'signature only (verifySignature)': () =>
       verifySignature(message, signed.signature, 'datum-desired', trusted, 'trust.desired'),
     'whole check per apply (untrustedIntent)': () => untrustedIntent(config, signed, action, new Date()),
+    'whole check per signed retake (decisionAuthor)': () => decisionAuthor(config, retake, decision, null, new Date()),
   };
   const times = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
   for (const f of Object.values(cases)) for (let i = 0; i < 200; i++) f(); // warm up
@@ -77,7 +92,7 @@ try {
       times[name].push(Number(process.hrtime.bigint() - t0) / 1e3);
     }
   const at = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
-  console.log(`| per apply, ${runs} runs, ${text.length}-byte document | median µs | p99 µs |`);
+  console.log(`| ${runs} runs, ${text.length}-byte document, ${statement.length}-byte statement | median µs | p99 µs |`);
   console.log('|---|---|---|');
   for (const [name, xs] of Object.entries(times))
     console.log(`| ${name} | ${at(xs, 0.5).toFixed(0)} | ${at(xs, 0.99).toFixed(0)} |`);

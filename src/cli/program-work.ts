@@ -103,6 +103,10 @@ function resolvingCommands(work: Command, inv: Runner, { connection, output, tim
           '--episode <episode>',
           "the episode you judged, as `datum work claim` or `show` printed it: refused if the item reopened or its facts changed since (default: your claim's, else the one read now)",
         )
+        .option(
+          '--sign-key <private key>',
+          "sign the decision as an operator, with an Ed25519 key the node's agent.yaml lists in trust.operators (through ssh-keygen -Y sign -n datum-operator; a host that requires signatures honours a retake or an approve only so signed)",
+        )
         .addOption(timeoutOption('the loop to record it (default 60s)')),
     ),
   ).action((item, opts, cmd) =>

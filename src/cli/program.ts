@@ -300,6 +300,10 @@ The CONFLICTING_WRITER condition closes only when a later observation confirms t
         .option('--resolution <retake|yield>', 'retake or yield')
         .option('--by <who>', 'who resolves it (recorded in the ledger)')
         .option('--note <text>', 'why (recorded in the ledger)')
+        .option(
+          '--sign-key <private key>',
+          "sign the decision as an operator, with an Ed25519 key the node's agent.yaml lists in trust.operators (through ssh-keygen -Y sign -n datum-operator; a host that requires signatures honours a retake or an approve only so signed)",
+        )
         .addOption(timeoutOption('the loop to record it (default 30s)')),
     ),
   ).action((node, opts, cmd) =>

@@ -7,7 +7,7 @@ import type { AuthorizedAction, ExecutionEvidence } from './ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from './observation';
 import type { ResourceType } from './vocabulary';
 import type { RemovalResult, RemovalTarget } from './work';
-import type { SignedIntent } from './trust';
+import type { DecisionAuthor, OperatorSignature, SignedIntent } from './trust';
 
 export interface ObserveRequest {
   node: string;
@@ -109,7 +109,14 @@ export interface RemovalRequest {
   cause: 'dropped' | 'decommission';
   /** Once per key: a second request with it is answered from the agent's record. */
   key: string;
-  approval: { by: string; identity: string | null; note: string | null; at: string };
+  approval: {
+    by: string;
+    identity: string | null;
+    note: string | null;
+    at: string;
+    /** The approver's signature, where the approver signed it (required where the host requires signatures). */
+    operator?: OperatorSignature | null;
+  };
   /** The targets the approver saw, each with the marker it had then. */
   targets: Array<{ target: string; marker: string; sha256: string }>;
 }
@@ -139,10 +146,14 @@ export interface RecordDecisionRequest {
   at: string;
   note: string | null;
   sequence: WriterEvidence[];
+  /** A retake's operator signature, where the operator signed it (required where the host requires signatures). */
+  operator?: OperatorSignature | null;
 }
 
 export interface RecordDecisionResult {
   target: string;
   /** The decision now kept for the target; null after a retake. */
   holds: OperatorDecision | null;
+  /** A retake's author as the host established it (absent for a yield or a conflict, and from older agents). */
+  author?: DecisionAuthor;
 }

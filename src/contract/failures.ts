@@ -45,6 +45,10 @@ export const REFUSALS = [
   // The signed document's `expires` has passed on the host's clock: the author vouches for it no
   // longer (a freeze), so the host acts on it no more; observing goes on.
   'ExpiredIntent',
+  // On a host that requires signatures (trust.require): an operator decision that widens what the
+  // host may write (a retake, an approved removal) carries no operator signature, or one not by a
+  // key trust.operators lists, not over a statement of exactly this decision, or past its expiry.
+  'UntrustedDecision',
 ] as const;
 export type RefusalType = (typeof REFUSALS)[number];
 

@@ -7,6 +7,7 @@
 import type { Extend, Json } from './json';
 import type { DesiredProvenance } from './desired';
 import type { FenceReset, OperatorDecision, WriterEvidence } from './observation';
+import type { DecisionAuthor } from './trust';
 import type {
   ConditionType,
   ConvergenceStatus,
@@ -222,6 +223,12 @@ export type Decision = {
   operator_resolution?: OperatorResolution;
   /** On the note of a work item's resolution. Optional: other entries have none. */
   work_resolution?: WorkResolutionNote;
+  /**
+   * On the note of an operator decision (resolveConflict, a work item's resolution): who made it,
+   * `proven` by the operator key the node's agent checked, or `declared` only (a name and a client
+   * identity, both the client's own claims). Optional: other entries, and older notes, have none.
+   */
+  author?: DecisionAuthor;
   /** On the notes an operator's signal or Update wrote: who asked, declared and as Temporal recorded it. Optional: older notes lack it. */
   requester?: RequesterNote;
   /**

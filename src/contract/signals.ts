@@ -16,6 +16,7 @@ import type { Condition, Decision, LedgerEntry, RecheckTrigger } from './ledger'
 import { RESOLUTIONS, type ConvergenceStatus, type Mode, type Reason, type Resolution } from './vocabulary';
 import type { PassCount, RolloutProgress } from './workflows';
 import type { NodeHold } from './ledger';
+import { OPERATOR_SIGNATURE_FIX, operatorSignatureProblem, type OperatorSignature } from './trust';
 
 // ---------------------------------------------------------------------------------------------
 // Signal payloads. A malformed signal is never half-applied: src/domain/signals.ts checks it
@@ -37,7 +38,14 @@ export const MAX_SIGNAL_ECHO = 200;
 /** refreshDesired: bind the generation and digest the authority holds now (`datum refresh`). */
 export type RefreshDesiredPayload = { generation: number; digest: string };
 /** resolveConflict: an operator's answer to an open conflict on one resource (`datum resolve`). */
-export type ResolveConflictPayload = { resource_key: string; resolution: Resolution; by: string; note?: string | null };
+export type ResolveConflictPayload = {
+  resource_key: string;
+  resolution: Resolution;
+  by: string;
+  note?: string | null;
+  /** A retake's operator signature, which the node's agent verifies where its host requires one. */
+  operator?: OperatorSignature | null;
+};
 /** recheck: `{}` or nothing at all (`temporal workflow signal --name recheck`). */
 export type RecheckPayload = Record<string, never> | null | undefined;
 
@@ -109,7 +117,7 @@ function checkRefreshDesired(payload: unknown): Problem[] {
 function checkResolveConflict(payload: unknown): Problem[] {
   const shape = 'send {"resource_key": "<key>", "resolution": "retake" | "yield", "by": "<who>"}';
   if (!isFields(payload)) return [at(PAYLOAD_FIELD, payload === undefined ? 'is missing' : 'must be an object', shape)];
-  const { resource_key, resolution, by, note } = payload;
+  const { resource_key, resolution, by, note, operator } = payload;
   const problems = [
     ...textProblem('resource_key', resource_key, RESOURCE_FIX, (key) =>
       isResourceKey(key) ? null : at('resource_key', RESOURCE_KEY_RULE.problem, RESOURCE_KEY_RULE.fix),
@@ -121,7 +129,9 @@ function checkResolveConflict(payload: unknown): Problem[] {
   ];
   if (note !== undefined && note !== null && typeof note !== 'string')
     problems.push(at('note', 'must be a string or null', 'write the note as text, or leave it out'));
-  return [...problems, ...unknownFields(payload, ['resource_key', 'resolution', 'by', 'note'])];
+  const signed = operatorSignatureProblem(operator);
+  if (signed) problems.push(at('operator', signed, OPERATOR_SIGNATURE_FIX));
+  return [...problems, ...unknownFields(payload, ['resource_key', 'resolution', 'by', 'note', 'operator'])];
 }
 
 function checkRecheck(payload: unknown): Problem[] {

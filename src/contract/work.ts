@@ -13,6 +13,7 @@ import type { Json } from './json';
 import type { Condition, LedgerEntry } from './ledger';
 import type { ConditionType, ConvergenceStatus, Mode, Ownership, Reason } from './vocabulary';
 import type { FleetConditionType } from './fleet';
+import type { DecisionAuthor, OperatorSignature } from './trust';
 
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of
@@ -294,6 +295,8 @@ export interface RemovalResult {
   removed: Array<{ target: string; path: string; size: number; sha256: string; backup: string }>;
   /** The agent's append-only record of removals, under the node's root. */
   record: string;
+  /** Who approved, as the host established it: proven by an operator key, or declared. Absent from older agents. */
+  author?: DecisionAuthor;
 }
 
 /** A rollout halted at a failed gate, as its work item shows it. */
@@ -362,6 +365,11 @@ export interface ResolvePayload {
    * it): refused when the item reopened, or its facts changed, since.
    */
   episode?: WorkEpisode;
+  /**
+   * An operator's signature over the statement of this decision (a retake, an approve): what a
+   * host that requires signatures honours such a decision on (docs/security.md, "Operator signatures").
+   */
+  operator?: OperatorSignature | null;
 }
 
 /** What the loop is told to do for a resolution (its `resolveWork` Update). */
@@ -374,6 +382,8 @@ export interface LoopResolution {
   by: string;
   identity: string | null;
   note: string | null;
+  /** The resolver's operator signature, carried unopened to the node's agent. */
+  operator?: OperatorSignature | null;
 }
 
 /** What the loop answers a `resolveWork`: the entry it recorded, and its last seq. */

@@ -138,6 +138,8 @@ export function noteDecision(
     resolution?: ResolutionRequest | null;
     /** A work item's resolution: who gave it (declared and recorded identity), what, and why. */
     work?: Decision['work_resolution'];
+    /** An operator decision's author: proven by a key the node checked, or declared. */
+    author?: Decision['author'];
   },
   now: string,
   /** Decision rules added after loops were running, answered by the workflow with patched(). */
@@ -175,6 +177,7 @@ export function noteDecision(
   };
   if (note.resolution) decision.operator_resolution = resolutionRecord(note.resolution);
   if (note.work) decision.work_resolution = note.work;
+  if (note.author) decision.author = note.author;
   return { decision, history: { ...history, conditions, last_status: status, last_reason: note.reason } };
 }
 

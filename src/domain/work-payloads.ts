@@ -11,6 +11,7 @@ import {
   workItemId,
 } from '../contract/work';
 import { withFix } from '../contract/fix';
+import { OPERATOR_SIGNATURE_FIX, operatorSignatureProblem, type OperatorSignature } from '../contract/trust';
 import { breachProblem, clip, echo, jsonBreach } from './bounds';
 import { DURATION_HINT, parseDuration } from './duration';
 import { isWorkCondition } from './work-rules';
@@ -64,10 +65,12 @@ export interface CheckedResolve {
   attempts: number | null;
   /** The episode the resolver judged (its claim's, or what `datum work show` showed); null when not given. */
   episode: WorkEpisode | null;
+  /** The resolver's operator signature, unopened: the node's agent verifies it. */
+  operator: OperatorSignature | null;
 }
 
 export function parseResolve(payload: unknown): Checked<CheckedResolve> {
-  const object = objectOf('resolve', payload, ['resolution', 'by', 'note', 'attempts', 'episode']);
+  const object = objectOf('resolve', payload, ['resolution', 'by', 'note', 'attempts', 'episode', 'operator']);
   if (!object.ok) return object;
   const p = object.value as Partial<ResolvePayload>;
   const problems = [nameProblem(p.by)];
@@ -88,13 +91,23 @@ export function parseResolve(payload: unknown): Checked<CheckedResolve> {
     problems.push(
       `episode ${withFix('is not an episode as an item gives it', 'send the `episode` of the item (its claim, or `datum work show --json`), or leave it out')}`,
     );
+  const signed = signatureOf(p.operator);
+  if ('problem' in signed) problems.push(signed.problem);
   return done('resolve', problems, {
     resolution: p.resolution as ResolutionKind,
     by: p.by as string,
     note: p.note ?? null,
     attempts: p.resolution === 'grant' ? (p.attempts as number) : null,
     episode: episode === 'invalid' ? null : episode,
+    operator: 'problem' in signed ? null : signed.operator,
   });
+}
+
+/** The operator signature a resolution carries, unopened (the node's agent verifies it), or what is wrong with its shape. */
+function signatureOf(value: unknown): { operator: OperatorSignature | null } | { problem: string } {
+  const problem = operatorSignatureProblem(value);
+  if (problem) return { problem: `operator ${withFix(problem, OPERATOR_SIGNATURE_FIX)}` };
+  return { operator: (value as OperatorSignature | null | undefined) ?? null };
 }
 
 export function objectOf(name: string, payload: unknown, fields: string[]): Checked<Record<string, unknown>> {
@@ -133,7 +146,7 @@ export function done<T>(name: string, problems: Array<string | null>, value: T):
  * the namespace could send it): the same checks as the item's, plus what the item adds.
  */
 export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
-  const fields = ['item_id', 'condition', 'resource_key', 'resolution', 'attempts', 'by', 'identity', 'note'];
+  const fields = ['item_id', 'condition', 'resource_key', 'resolution', 'attempts', 'by', 'identity', 'note', 'operator'];
   const object = objectOf('resolveWork', payload, fields);
   if (!object.ok) return object;
   const p = object.value as Partial<LoopResolution>;
@@ -142,6 +155,7 @@ export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
     by: p.by,
     note: p.note,
     ...(p.attempts !== null && p.attempts !== undefined ? { attempts: p.attempts } : {}),
+    ...(p.operator !== undefined ? { operator: p.operator } : {}),
   });
   const problems = [resolve.ok ? null : resolve.error];
   if (typeof p.item_id !== 'string' || !p.item_id.startsWith('datum-work/'))
@@ -165,6 +179,7 @@ export function parseLoopResolution(payload: unknown): Checked<LoopResolution> {
     by: p.by as string,
     identity: p.identity ?? null,
     note: p.note ?? null,
+    ...(resolve.ok && resolve.value.operator ? { operator: resolve.value.operator } : {}),
   });
 }
 

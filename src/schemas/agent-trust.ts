@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withFix } from '../contract/fix';
-import { DESIRED_NAMESPACE } from '../contract/trust';
+import { DESIRED_NAMESPACE, OPERATOR_NAMESPACE } from '../contract/trust';
 import { SignatureProblem, parsePublicKey } from '../trust/sshsig';
 
 /*
@@ -36,6 +36,9 @@ export const agentTrust = z
     desired: keys('trust.desired').describe(
       `Public keys (OpenSSH ssh-ed25519 lines) whose signatures this host accepts for its desired state: a detached signature desired/nodes/<node>.yaml.sig made with \`datum sign\` or \`ssh-keygen -Y sign -n ${DESIRED_NAMESPACE}\`. Several at once for rotation; a key removed here is refused from the next apply on.`,
     ),
+    operators: keys('trust.operators').describe(
+      `Public keys (OpenSSH ssh-ed25519 lines) of the operators whose signed decisions this host honours where it requires signatures: a retake, or the approval of a planned removal, signed with \`datum work resolve … --sign-key\` or \`ssh-keygen -Y sign -n ${OPERATOR_NAMESPACE}\` over the decision's statement. A decision that narrows (yield, hold, leave) needs none.`,
+    ),
     require: z
       .boolean({
         error: withFix(
@@ -45,10 +48,10 @@ export const agentTrust = z
       })
       .default(false)
       .describe(
-        'true: this host carries out an apply only when its desired-state document is signed by a key in trust.desired (and verifies that the action is one the document plans). false: unsigned intent is accepted; a signature that is sent is still verified.',
+        'true: this host carries out an apply only when its desired-state document is signed by a key in trust.desired (and verifies that the action is one the document plans), and honours a decision that widens what it may write (a retake, an approved removal) only when a key in trust.operators signed it. false: unsigned intent and unsigned decisions are accepted; a signature that is sent is still verified.',
       ),
   })
-  .default({ desired: [], require: false })
+  .default({ desired: [], operators: [], require: false })
   .superRefine((trust, ctx) => {
     if (trust.require && trust.desired.length === 0)
       ctx.addIssue({

@@ -185,6 +185,13 @@ export const decision = exactly<Decision>()(
       .optional(),
     /** On the note of a resolveConflict: what it told the agent to keep or end. Optional: older notes lack it. */
     operator_resolution: operatorResolution.optional(),
+    /** On the note of an operator decision: proven by the key the host checked, or declared only. */
+    author: z
+      .discriminatedUnion('proof', [
+        z.strictObject({ proof: z.literal('proven'), by: z.string(), key: z.string(), key_comment: z.string() }),
+        z.strictObject({ proof: z.literal('declared'), by: z.string(), identity: z.string().nullable() }),
+      ])
+      .optional(),
     /** On the note of a work item's resolution (docs/work-items.md). Optional: other entries have none. */
     work_resolution: z
       .object({

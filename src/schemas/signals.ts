@@ -3,6 +3,7 @@ import { withFix } from '../contract/fix';
 import { DESIRED_DIGEST } from '../contract/identifiers';
 import type { RecheckPayload, RefreshDesiredPayload, ResolveConflictPayload, SignalName } from '../contract/signals';
 import { RESOLUTIONS } from '../contract/vocabulary';
+import { OPERATOR_SIGNATURE_FIX, operatorSignatureProblem, type OperatorSignature } from '../contract/trust';
 import { exactly, resourceKey } from './base';
 
 /*
@@ -11,6 +12,14 @@ import { exactly, resourceKey } from './base';
  * no zod; test/unit/guards.test.ts keeps each check in agreement with its schema here on generated
  * payloads, valid and invalid, so the two say the same about what is valid.
  */
+
+const operatorSignature = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    const problem = operatorSignatureProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: withFix(problem, OPERATOR_SIGNATURE_FIX) });
+  })
+  .transform((value) => value as OperatorSignature);
 
 export const refreshDesiredPayload = exactly<RefreshDesiredPayload>()(
   z.strictObject({
@@ -45,6 +54,7 @@ export const resolveConflictPayload = exactly<ResolveConflictPayload>()(
       .string({ error: withFix('is missing', 'say who resolves the conflict, such as "oncall"') })
       .min(1, withFix('is empty', 'say who resolves the conflict')),
     note: z.string().nullable().optional(),
+    operator: operatorSignature.nullable().optional(),
   }),
 );
 

@@ -31,7 +31,15 @@ import {
   type WatchEvent,
   type WatchState,
 } from '../domain';
-import { REFUSALS, WORKFLOW_PATCH, agentTaskQueue, outcomeOfFailure, type AgentActivities, type WatchRequest } from '../contract';
+import {
+  REFUSALS,
+  WORKFLOW_PATCH,
+  agentTaskQueue,
+  outcomeOfFailure,
+  type AgentActivities,
+  type RecordDecisionResult,
+  type WatchRequest,
+} from '../contract';
 import { authorityView, readAuthority } from './intent';
 import { nowIso } from './ledger';
 import { inForce } from './patches';
@@ -184,22 +192,33 @@ function startWatch(loop: Watched, effect: WatchEffect): void {
  * from them. A node that cannot take one now is told again after the next pass (decide lists what
  * it lacks).
  */
-export async function recordDecisions(loop: Pick<Watched, 'node' | 'agents'>, requests: RecordDecisionRequest[]): Promise<void> {
-  if (requests.length === 0 || !inForce(WORKFLOW_PATCH.durableOperatorDecisions)) return;
+export async function recordDecisions(
+  loop: Pick<Watched, 'node' | 'agents'>,
+  requests: RecordDecisionRequest[],
+): Promise<Array<RecordDecisionResult | { refused: string; type: string | null }>> {
+  if (requests.length === 0 || !inForce(WORKFLOW_PATCH.durableOperatorDecisions)) return [];
+  const answers: Array<RecordDecisionResult | { refused: string; type: string | null }> = [];
   for (const request of requests) {
     try {
-      await loop.agents.observer.recordDecision.executeWithOptions(
-        { summary: summaryLine(`record decision on ${loop.node}: ${request.kind} ${request.resource_key}`) },
-        [request],
+      answers.push(
+        await loop.agents.observer.recordDecision.executeWithOptions(
+          { summary: summaryLine(`record decision on ${loop.node}: ${request.kind} ${request.resource_key}`) },
+          [request],
+        ),
       );
     } catch (error) {
+      const detail = describeFailure(error, loop.agents);
       log.warn('the agent did not keep an operator decision; the next pass sends it again', {
         resource_key: request.resource_key,
         kind: request.kind,
-        error: describeFailure(error, loop.agents),
+        error: detail,
       });
+      const cause = error instanceof ActivityFailure ? error.cause : undefined;
+      const refusal = cause instanceof ApplicationFailure ? cause : null;
+      answers.push({ refused: refusal?.message ?? detail, type: refusal?.type ?? null });
     }
   }
+  return answers;
 }
 
 /** A failed apply as the domain reads it: the agent's typed refusal, or a failure to act. */

@@ -17,6 +17,7 @@ import {
   recordSignal,
   ruleOf,
   type BoundIntent,
+  type RecordDecisionRequest,
 } from '../domain';
 import {
   CONTROL_TASK_QUEUE,
@@ -35,8 +36,11 @@ import {
   resolveConflictSignal,
   resolveConflictUpdate,
   stateQuery,
+  type DecisionAuthor,
   type LoopResolutionResult,
   type NodeState,
+  type OperatorSignature,
+  type RefusalType,
   type ReconcileNodeWorkflow,
   type RequesterNote,
 } from '../contract';
@@ -195,7 +199,7 @@ async function handleSignal(loop: Signalled, pending: Pending, requester: Reques
     return false;
   }
   if (pending.signal === resolveConflictSignal) {
-    await resolveConflict(loop, pending.payload);
+    await resolveConflict(loop, pending.payload, requester, pending.reply ?? {});
     return false;
   }
   if (pending.signal === loopResolveWorkUpdate) {
@@ -224,7 +228,7 @@ function rejectSignal(loop: Signalled, name: Parameters<typeof recordSignal>[1],
   note(loop, { reason: 'SIGNAL_REJECTED', detail });
 }
 
-async function resolveConflict(loop: Signalled, payload: unknown): Promise<void> {
+async function resolveConflict(loop: Signalled, payload: unknown, requester: RequesterNote | null, reply: Reply): Promise<void> {
   const name = resolveConflictSignal.name;
   const parsed = parseSignal(name, payload);
   if (!parsed.ok) return rejectSignal(loop, name, parsed.error, parsed.error);
@@ -238,26 +242,59 @@ async function resolveConflict(loop: Signalled, payload: unknown): Promise<void>
       `resolveConflict for "${v.resource_key}" by ${v.by} rejected: ${resolved.error}.`,
     );
   }
+  const kept = await agentKeeps(loop, v.resource_key, v.resolution, v.by, v.note ?? null, v.operator ?? null);
+  const author = kept.author ?? { proof: 'declared' as const, by: v.by, identity: requester?.identity ?? null };
+  if (kept.refused) {
+    reply.error = `resolveConflict refused by ${loop.node}: ${kept.refused}`;
+    return rejectSignal(
+      loop,
+      name,
+      reply.error,
+      `${v.by}'s ${v.resolution} of "${v.resource_key}" was refused by ${loop.node}: ${kept.refused}`,
+    );
+  }
   loop.history = resolved.history;
-  const kept = await agentKeeps(loop, v.resource_key, v.resolution, v.by, v.note ?? null);
   note(loop, {
     reason: 'OPERATOR_RESOLUTION_RECORDED',
-    detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}; it closes when a fresh observation confirms it.`,
+    detail: `${v.by} resolved the conflict on "${v.resource_key}" by ${v.resolution}${v.note ? ` (${v.note})` : ''}${provenBy(author)}; it closes when a fresh observation confirms it.`,
     trigger: PASS_FOLLOWS_NOW,
     // On the note, so the ledger store's copy of the decision changes with the agent's, not at
     // the next pass entry (which may never come before a hand-over). Only a new field of the
     // entry the local activity already receives: no new command, so no patch.
-    resolution: kept,
+    resolution: kept.request,
+    author,
   });
   loop.inbox.recheckRequested = true;
 }
 
-/** The agent keeps a conflict's resolution (the yield, or the end of the conflict on a retake) before the pass that follows acts. */
-async function agentKeeps(loop: Signalled, key: string, kind: 'retake' | 'yield', by: string, why: string | null) {
-  const kept = decisionRequest(loop.intent, key, { kind, by, at: nowIso(), note: why });
-  if (kept) await recordDecisions(loop, [kept]);
-  return kept && { ...kept, kind };
+const provenBy = (author: DecisionAuthor) => (author.proof === 'proven' ? `, signed with operator key ${author.key}` : '');
+
+/**
+ * The agent keeps a conflict's resolution (the yield, or the end of the conflict on a retake)
+ * before the pass that follows acts. A host that requires signatures refuses an unsigned retake
+ * (UntrustedDecision): then nothing of the resolution is kept, and the refusal is recorded.
+ */
+async function agentKeeps(
+  loop: Signalled,
+  key: string,
+  kind: 'retake' | 'yield',
+  by: string,
+  why: string | null,
+  operator: OperatorSignature | null,
+): Promise<{ request: ResolutionRequest | null; author: DecisionAuthor | null; refused: string | null }> {
+  const request = decisionRequest(loop.intent, key, { kind, by, at: nowIso(), note: why });
+  if (!request) return { request: null, author: null, refused: null };
+  // The signature goes to the agent only: the ledger keeps the key that signed, not the signature.
+  const [answer] = await recordDecisions(loop, [operator ? { ...request, operator } : request]);
+  const refused =
+    answer && 'refused' in answer && answer.type === UNTRUSTED_DECISION ? `${answer.type}: ${answer.refused}` : null;
+  // Only a proof is the agent's to give; a declared author is the one the loop saw declared.
+  const author = answer && 'author' in answer && answer.author?.proof === 'proven' ? answer.author : null;
+  return { request: { ...request, kind }, author, refused };
 }
+
+const UNTRUSTED_DECISION: RefusalType = 'UntrustedDecision';
+type ResolutionRequest = RecordDecisionRequest & { kind: 'retake' | 'yield' };
 
 /**
  * A work item's resolution, judged on what the loop holds now (the validator's judgement, and
@@ -302,18 +339,30 @@ async function resolveWork(loop: Signalled, payload: unknown, reply: Reply): Pro
     const refused = await rebindToAuthority(loop);
     if (refused) return void (reply.error = `resolveWork rejected: ${refused}`);
   }
-  loop.history = judged.history;
+  const { operator, ...work } = r;
   const kept =
     (r.resolution === 'retake' || r.resolution === 'yield') && r.resource_key
-      ? await agentKeeps(loop, r.resource_key, r.resolution, r.by, r.note)
+      ? await agentKeeps(loop, r.resource_key, r.resolution, r.by, r.note, operator ?? null)
       : null;
+  const author = kept?.author ?? { proof: 'declared' as const, by: r.by, identity: r.identity };
+  if (kept?.refused) {
+    reply.error = `resolveWork refused by ${loop.node}: ${kept.refused}`;
+    return note(loop, {
+      reason: 'SIGNAL_REJECTED',
+      detail: `${r.by}'s ${r.resolution} of ${r.item_id} was refused by ${loop.node}: ${kept.refused}`,
+      work,
+      author,
+    });
+  }
+  loop.history = judged.history;
   const clears = ruleOf(r.condition, r.resolution)?.expects === 'cleared';
   note(loop, {
     reason: 'OPERATOR_RESOLUTION_RECORDED',
-    detail: judged.detail,
+    detail: `${judged.detail}${provenBy(author)}`,
     ...(clears ? { trigger: PASS_FOLLOWS_NOW } : {}),
-    resolution: kept,
-    work: r,
+    resolution: kept?.request ?? null,
+    work,
+    author,
   });
   if (clears) loop.inbox.recheckRequested = true;
 }

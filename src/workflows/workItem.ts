@@ -327,6 +327,7 @@ function loopResolution(item: WorkItem, r: CheckedResolve) {
     attempts: r.attempts,
     by: r.by,
     note: r.note,
+    ...(r.operator ? { operator: r.operator } : {}),
   };
 }
 

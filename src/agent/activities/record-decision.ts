@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { InvalidAgentConfig, namesTarget, targetNameProblem, type RecordDecisionRequest } from '../../domain';
-import { withFix, type RecordDecisionResult } from '../../contract';
+import { withFix, type DecisionAuthor, type RecordDecisionResult } from '../../contract';
 import { recordDecisionAt } from '../node/claims';
 import { loadAgentConfig } from '../config';
 import { AgentJournal } from '../node/journal';
@@ -8,6 +8,7 @@ import { realRoot } from '../fs';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
 import { staleGeneration } from './write-checks';
+import { decisionAuthor } from '../trust';
 import type { AgentConfig } from '../../schemas';
 
 const now = () => new Date();
@@ -35,17 +36,37 @@ export async function recordDecision(configPath: string, request: RecordDecision
       {},
     );
   }
+  const author = retakeAuthor(config, parsed.data, request.operator, subject);
   const root = await realRoot(config.root, true);
-  const decision = { ...parsed.data, node: request.node };
+  const { operator: _signed, ...decision } = { ...parsed.data, node: request.node };
   try {
     // Fenced like an apply, inside the records' lock: a decision of a generation below the
     // node's fence would give back what a newer generation's write had ended.
     const holds = await recordDecisionAt(root, decision, () => admitDecision(root, config.node, decision));
-    return { target: parsed.data.target, holds };
+    return { target: parsed.data.target, holds, ...(author ? { author } : {}) };
   } catch (err) {
     if (err instanceof AgentRefusal) throw toFailure(err, subject, { generation: decision.generation });
     throw err;
   }
+}
+
+/**
+ * A retake lets Datum write a target again that it had left to another writer: on a host that
+ * requires signatures, only an operator's signed retake (src/agent/trust.ts decisionAuthor). A
+ * yield or a conflict narrows what the host writes and needs none.
+ */
+function retakeAuthor(
+  config: AgentConfig,
+  request: z.infer<typeof recordDecisionRequest>,
+  signed: unknown,
+  subject: string,
+): DecisionAuthor | null {
+  if (request.kind !== 'retake') return null;
+  const wanted = { node: config.node, decision: 'retake' as const, subject: request.resource_key, targets: [], by: request.by };
+  const judged = decisionAuthor(config, wanted, signed, null, now());
+  if ('author' in judged) return judged.author;
+  const { type, problem, fix, facts } = judged.refusal;
+  throw toFailure(new AgentRefusal(type, withFix(problem, fix), facts), subject, { generation: request.generation });
 }
 
 /** Per-node fencing of a decision, as of an apply: refused below the fence, else its generation is accepted. */
@@ -74,4 +95,6 @@ const recordDecisionRequest = z.object({
   at: z.iso.datetime({ offset: true }),
   note: z.string().nullable(),
   sequence: z.array(z.object({ at: z.string(), value: z.json(), marker: z.string().nullable(), source: z.string() })).max(10),
+  // An operator's signed retake (checked by retakeAuthor, never kept on the node).
+  operator: z.unknown().optional(),
 });

@@ -7,6 +7,7 @@ import {
   type RemovalRequest,
   type RemovalResult,
   type RemovalTarget,
+  type DecisionAuthor,
 } from '../../contract';
 import { forgetClaim, guardFor, protecting, type Guard, type TargetClaim } from '../node/claims';
 import { AgentJournal, withLock } from '../node/journal';
@@ -18,6 +19,7 @@ import { inHeldParent, observeRegularFile } from '../providers/file';
 import { observeGuarded, observed, type NodeContext } from '../providers/types';
 import { AgentRefusal, toFailure } from '../refusal';
 import { assertNode } from './assert-node';
+import { decisionAuthor } from '../trust';
 import type { Refusal } from './refusals';
 import type { AgentConfig } from '../../schemas';
 
@@ -178,13 +180,20 @@ function permission(config: AgentConfig, type: RemovableType, key: string, guard
 // An approval: every check first (a refusal removes nothing), then exactly the targets named.
 
 /**
- * The one place a host's consent to an approval is checked beyond agent.yaml's allow.destructive.
- * Issue 31 (trust anchors): on a host whose agent.yaml requires operator signatures, the
- * approval's detached signature is verified here against trust.operators, bound to this node,
- * this item, its key and exactly these targets and markers; until then it consents to none less.
+ * The host's consent to an approval beyond agent.yaml's allow.destructive: on a host that requires
+ * signatures, an operator key trust.operators lists signed the statement of exactly this approval
+ * (this node, this item, these targets with these bytes, this approver, not expired). Who approved,
+ * proven or declared; or why the host refuses it.
  */
-export function operatorConsent(_config: AgentConfig, _request: RemovalRequest): Refusal | null {
-  return null;
+export function operatorConsent(config: AgentConfig, request: RemovalRequest): { author: DecisionAuthor } | { refusal: Refusal } {
+  const wanted = {
+    node: config.node,
+    decision: 'approve' as const,
+    subject: request.item,
+    targets: (Array.isArray(request.targets) ? request.targets : []).map((t) => ({ target: t.target, sha256: t.sha256 })),
+    by: request.approval?.by,
+  };
+  return decisionAuthor(config, wanted, request.approval?.operator, request.approval?.identity ?? null, now());
 }
 
 export async function removeTargets(configPath: string, request: RemovalRequest): Promise<RemovalResult> {
@@ -198,8 +207,9 @@ export async function removeTargets(configPath: string, request: RemovalRequest)
     const prior = await records.lookup(request.key);
     if (prior?.done) return resultOf(prior, true);
     try {
-      await checkAll(config, root, request, prior);
-      return await removeAll(config, root, request, records, prior ?? { key: request.key, removed: [], done: null });
+      const author = await checkAll(config, root, request, prior);
+      const progress = prior ?? { key: request.key, removed: [], done: null };
+      return { ...(await removeAll(config, root, request, records, progress, author)), author };
     } catch (err) {
       if (err instanceof AgentRefusal) throw toFailure(err, subject, { node: request.node, item: request.item });
       throw err;
@@ -215,9 +225,17 @@ const resultOf = (r: ApprovalRecord, replayed: boolean): RemovalResult => ({
   record: REMOVALS_LOG,
 });
 
-async function checkAll(config: AgentConfig, root: string, request: RemovalRequest, prior: ApprovalRecord | null): Promise<void> {
+async function checkAll(
+  config: AgentConfig,
+  root: string,
+  request: RemovalRequest,
+  prior: ApprovalRecord | null,
+): Promise<DecisionAuthor> {
   const consent = operatorConsent(config, request);
-  if (consent) throw new AgentRefusal(consent.type, withFix(consent.problem, consent.fix));
+  if ('refusal' in consent) {
+    const { type, problem, fix, facts } = consent.refusal;
+    throw new AgentRefusal(type, withFix(problem, fix), facts);
+  }
   if (!Array.isArray(request.targets) || request.targets.length === 0)
     throw new AgentRefusal('InvalidAction', withFix('the approval names no target', 'approve a plan that lists what to remove'));
   const guard = await guardFor(root, config, {}, null, now());
@@ -229,6 +247,7 @@ async function checkAll(config: AgentConfig, root: string, request: RemovalReque
     const refusal = targetRefusal(config, guard, claims.targets[t.target] ?? null, t.target, request.cause, accepted);
     if (refusal) throw new AgentRefusal(refusal.type, withFix(refusal.problem, refusal.fix), { target: t.target });
   }
+  return consent.author;
 }
 
 function targetRefusal(
@@ -267,6 +286,7 @@ async function removeAll(
   request: RemovalRequest,
   records: RemovalRecords,
   progress: ApprovalRecord,
+  author: DecisionAuthor,
 ): Promise<RemovalResult> {
   const ctx: NodeContext = { node: config.node, root, config };
   for (const t of request.targets) {
@@ -292,6 +312,7 @@ async function removeAll(
       by,
       identity,
       note,
+      author,
       ...item,
     };
     await records.removed(line, progress);

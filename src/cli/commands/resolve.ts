@@ -6,6 +6,7 @@ import { checkNode, loopFor, stateOf } from '../nodes';
 import { print, printDocument } from '../output';
 import type { CommandModule } from '../command';
 import { sendUpdate } from '../updates';
+import { retakeStatement, signDecision } from '../operator-sign';
 
 interface ResolveRaw extends ConnectionFlags, OutputFlags {
   node: string;
@@ -14,6 +15,7 @@ interface ResolveRaw extends ConnectionFlags, OutputFlags {
   by?: string;
   note?: string;
   timeout?: string;
+  signKey?: string;
 }
 
 export interface ResolveInput {
@@ -63,7 +65,17 @@ export const resolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
           ),
         );
       }
-      const result = await sendUpdate(loop, resolveConflictUpdate, parsed.value, timeoutMs);
+      const { resource_key, resolution, by } = parsed.value;
+      if (values.signKey !== undefined && resolution !== 'retake')
+        throw new UsageError('--sign-key signs a retake only (a yield narrows what the host writes and needs no signature)');
+      const operator =
+        values.signKey === undefined ? null : await signDecision(values.signKey, retakeStatement(node, resource_key, by));
+      const result = await sendUpdate(
+        loop,
+        resolveConflictUpdate,
+        { ...parsed.value, ...(operator ? { operator } : {}) },
+        timeoutMs,
+      );
       const entry = result.entry ?? result.decision;
       if (format !== 'text') printDocument(format, entry);
       else print(`${node}: ${entry.reason_detail}`);

@@ -98,19 +98,16 @@ export async function sign(file: string, key: string): Promise<SignReport> {
   };
 }
 
-/** `ssh-keygen -Y sign -n datum-desired -f KEY` over `bytes` on its standard input; the armored signature. */
-function sshKeygenSign(key: string, bytes: Buffer): Promise<string> {
+/** `ssh-keygen -Y sign -n NAMESPACE -f KEY` over `bytes` on its standard input; the armored signature. */
+export function sshKeygenSign(key: string, bytes: Buffer, namespace = DESIRED_NAMESPACE): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = execFile('ssh-keygen', ['-Y', 'sign', '-n', DESIRED_NAMESPACE, '-f', key], (error, stdout, stderr) => {
+    const child = execFile('ssh-keygen', ['-Y', 'sign', '-n', namespace, '-f', key], (error, stdout, stderr) => {
       if (!error) return resolve(stdout);
       const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
       reject(
         new Error(
           missing
-            ? withFix(
-                'ssh-keygen is not installed',
-                'install OpenSSH (apt-get install openssh-client), which datum sign signs with',
-              )
+            ? withFix('ssh-keygen is not installed', 'install OpenSSH (apt-get install openssh-client), which datum signs with')
             : withFix(
                 `ssh-keygen could not sign with ${key}: ${stderr.trim() || error.message}`,
                 'name an Ed25519 private key you can read (ssh-keygen -t ed25519 -f <file> makes one)',

@@ -16,6 +16,7 @@ import { nodeMatcher, selectorFlag } from '../selectors';
 import { UsageError, durationFlag, listFlag, oneOf, outputFormat, type OutputFlags, type OutputFormat } from '../args';
 import { withTemporal, type ConnectionFlags } from '../connection';
 import { checkNode } from '../nodes';
+import { itemStatement, signDecision } from '../operator-sign';
 import { ago, oneLine, print, printDocument, printLine, short, table } from '../output';
 import type { CommandModule } from '../command';
 import {
@@ -214,6 +215,7 @@ interface ResolveRaw extends ItemRaw {
   note?: string;
   attempts?: string;
   timeout?: string;
+  signKey?: string;
 }
 
 interface ResolveInput {
@@ -245,11 +247,15 @@ export const workResolveCommand: CommandModule<ResolveRaw, ResolveInput> = {
         throw new Error(withFix(`resolve refused: ${id} is closed: ${item.closed?.detail ?? ''}`, 'nothing more to do'));
       const claimed = item.claim?.by === resolve.by ? item.claim.episode : undefined;
       const judged = resolve.episode ?? claimed ?? item.episode ?? null;
+      const operator =
+        values.signKey === undefined
+          ? null
+          : await signDecision(values.signKey, itemStatement(item, resolve.resolution, resolve.by));
       const result = await sendWorkUpdate(
         client,
         id,
         resolveWorkUpdate,
-        payloadOf({ ...resolve, episode: judged }),
+        payloadOf({ ...resolve, episode: judged, operator }),
         timeoutMs,
         runId,
       );
@@ -270,5 +276,6 @@ export function payloadOf(r: CheckedResolve): ResolvePayload {
     ...(r.note !== null ? { note: r.note } : {}),
     ...(r.attempts !== null ? { attempts: r.attempts } : {}),
     ...(r.episode !== null ? { episode: r.episode } : {}),
+    ...(r.operator !== null ? { operator: r.operator } : {}),
   };
 }
