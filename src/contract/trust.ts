@@ -67,4 +67,4 @@ export function operatorSignatureProblem(value: unknown): string | null {
   return null;
 }
 
-export const OPERATOR_SIGNATURE_FIX = `sign with --sign-key <private key> (datum signs the decision's statement with ssh-keygen -Y sign -n ${OPERATOR_NAMESPACE}), or leave it out`;
+export const OPERATOR_SIGNATURE_FIX = `sign with --sign-key <private key> (Datum signs the decision's statement with ssh-keygen -Y sign -n ${OPERATOR_NAMESPACE}), or leave it out`;

@@ -9,7 +9,7 @@ import { withFix } from '../contract/fix';
  * that checks it agree byte for byte, and a statement that is not canonical is refused whole.
  */
 
-export const STATEMENT_HEADER = 'datum operator decision v1';
+export const STATEMENT_HEADER = 'datum-operator decision v1';
 export const DECISIONS = ['retake', 'approve'] as const;
 export type SignedDecision = (typeof DECISIONS)[number];
 
@@ -89,7 +89,7 @@ export function parseStatement(text: string): DecisionStatement | { problem: str
   }
   return canonical === text
     ? statement
-    : { problem: 'it is not written as datum writes a statement (order, spacing, a final newline)' };
+    : { problem: 'it is not written as Datum writes a statement (order, spacing, a final newline)' };
 }
 
 /** Where the statement names another decision than the one at hand: the first field that differs, or null. */

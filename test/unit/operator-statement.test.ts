@@ -34,7 +34,7 @@ const approve: DecisionStatement = {
 describe('the statement of a decision', () => {
   it('is one canonical text: fields in order, targets sorted, a final newline; and reads back as the same decision', () => {
     expect(statementText(retake)).toBe(
-      'datum operator decision v1\nnode N-24\ndecision retake\nsubject config\nby alice\nexpires 2026-12-05T20:10:00.000Z\n',
+      'datum-operator decision v1\nnode N-24\ndecision retake\nsubject config\nby alice\nexpires 2026-12-05T20:10:00.000Z\n',
     );
     const text = statementText(approve);
     expect(text.split('\n').filter((l) => l.startsWith('target '))).toEqual([
@@ -50,10 +50,10 @@ describe('the statement of a decision', () => {
   it('refuses a text that is not canonical, whatever it says', () => {
     const text = statementText(retake);
     const cases: Array<[string, RegExp]> = [
-      [text.replace('datum operator decision v1', 'datum operator decision v2'), /does not begin with/],
+      [text.replace('datum-operator decision v1', 'datum-operator decision v2'), /does not begin with/],
       [text.trimEnd(), /names no expires/],
-      [text.replace('node N-24\ndecision retake', 'decision retake\nnode N-24'), /not written as datum writes/],
-      [text.replace('subject config', 'subject  config'), /does not fit on one line|not written as datum writes/],
+      [text.replace('node N-24\ndecision retake', 'decision retake\nnode N-24'), /not written as Datum writes/],
+      [text.replace('subject config', 'subject  config'), /does not fit on one line|not written as Datum writes/],
       [text.replace('by alice\n', ''), /names no by/],
       [text.replace('by alice', 'by alice\nby mallory'), /is not one a statement has/],
       [text.replace('decision retake', 'decision grant'), /"grant" is not one an operator signs/],
@@ -114,7 +114,7 @@ describe("agent.yaml's trust.operators", () => {
 });
 
 describe('an operator signature in a payload', () => {
-  const operator = { statement: 'datum operator decision v1\n', signature: '-----BEGIN SSH SIGNATURE-----' };
+  const operator = { statement: 'datum-operator decision v1\n', signature: '-----BEGIN SSH SIGNATURE-----' };
 
   it('is carried unopened by a resolution and a resolveConflict; only its shape is judged there', () => {
     expect(parseResolve({ resolution: 'retake', by: 'alice', operator })).toMatchObject({ ok: true, value: { operator } });

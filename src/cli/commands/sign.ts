@@ -107,7 +107,7 @@ export function sshKeygenSign(key: string, bytes: Buffer, namespace = DESIRED_NA
       reject(
         new Error(
           missing
-            ? withFix('ssh-keygen is not installed', 'install OpenSSH (apt-get install openssh-client), which datum signs with')
+            ? withFix('ssh-keygen is not installed', 'install OpenSSH (apt-get install openssh-client), which Datum signs with')
             : withFix(
                 `ssh-keygen could not sign with ${key}: ${stderr.trim() || error.message}`,
                 'name an Ed25519 private key you can read (ssh-keygen -t ed25519 -f <file> makes one)',
