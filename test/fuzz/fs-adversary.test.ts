@@ -332,9 +332,9 @@ async function siblingObserving(config: string, running: () => boolean): Promise
  * machine, a process preempted between the two calls, which the median does not see. Its median
  * is bounded by what the same two calls alone cost on this machine at the end of the run (a
  * slower machine is slower at both), times WINDOW_OVER_CALLS: in place, among the racer's and
- * the sibling's work, the synchronous window's median was 15.9 µs where the calls alone took
- * 3.7 µs (4.3 times); the same calls made asynchronous, an await between the check and the
- * rename, put a turn of the event loop and the thread pool in it: 78.5 µs against 4.0 (20 times).
+ * the sibling's work, the synchronous window's median was 13.5 µs where the calls alone took
+ * 3.8 µs (3.6 times); the same calls made asynchronous, an await between the check and the
+ * rename, put a turn of the event loop and the thread pool in it: 67.0 µs against 3.9 (17 times).
  */
 const WINDOW_OVER_CALLS = 10;
 /**
@@ -344,17 +344,20 @@ const WINDOW_OVER_CALLS = 10;
  */
 const LOST_IN_WINDOW_MAX = 2;
 
-/** The median of `n` back-to-back lstat and rename calls in `dir` on this machine now, µs. */
+/**
+ * The median of `n` of the window's two calls alone, back to back in `dir` on this machine now,
+ * as the agent makes them: an lstat of the target, then a rename of a temp file over it (µs).
+ */
 function lstatAndRenameUs(dir: string, n = 501): number {
-  let [from, to] = [path.join(dir, 'pair-a'), path.join(dir, 'pair-b')];
-  writeFileSync(from, 'x');
+  const [target, tmp] = [path.join(dir, 'window-target'), path.join(dir, 'window-tmp')];
+  writeFileSync(target, 'x');
   const took: number[] = [];
   for (let i = 0; i < n; i++) {
+    writeFileSync(tmp, 'y');
     const t0 = process.hrtime.bigint();
-    lstatSync(to, { throwIfNoEntry: false });
-    renameSync(from, to);
+    lstatSync(target);
+    renameSync(tmp, target);
     took.push(Number(process.hrtime.bigint() - t0) / 1000);
-    [from, to] = [to, from];
   }
   return took.sort((a, b) => a - b)[Math.floor(n / 2)];
 }
