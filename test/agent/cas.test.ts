@@ -11,7 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentActivities } from '../../src/agent/activities';
-import { AgentJournal, fenceLockKey } from '../../src/agent/node/journal';
+import { AgentJournal, fenceLockKey, probeLocksForTests } from '../../src/agent/node/journal';
 import { withLock } from '../../src/agent/node/lock';
 import { fileMarker } from '../../src/agent/markers';
 import type { ObserveRequest } from '../../src/contract';
@@ -196,22 +196,41 @@ describe('the fence is checked again at the write itself, under the lock an obse
   }, 60_000);
 
   /**
-   * Holds the fence's lock while `write` (generation 12) passes its first fence check and waits
-   * to be accepted, then lets an observe of generation 13 queue up behind it to move the fence:
-   * the write gets to its irreversible step only after the observe moved the fence.
+   * Holds the fence's lock until `write` (generation 12) has passed its first fence check and
+   * queued to be accepted, and an observe of generation 13 has queued behind it to move the
+   * fence; then lets go. Each step waits for the lock's test seam to report the queueing, not for
+   * a sleep. Returns the order the fence's lock then ran its callers in.
    */
   async function observedWhileQueued(t: TestNode, write: AuthorizedAction, resources: ObserveRequest['resources']) {
-    let release!: () => void;
-    const holding = withLock(fenceLockKey(t.root), () => new Promise<void>((resolve) => (release = resolve)));
-    const applying = t.apply(write);
-    // Judged by the caller; it may settle while the observe is still answered.
-    applying.catch(() => undefined);
-    await sleep(150);
-    const observing = observeAt(t, 13, resources);
-    await sleep(150);
-    release();
-    await holding;
-    return { applying, seen: await observing };
+    const key = fenceLockKey(t.root);
+    const ran: string[] = [];
+    const queued = new Map<string, () => void>();
+    const queues = (label: string) => new Promise<void>((resolve) => queued.set(label, resolve));
+    probeLocksForTests((e) => {
+      if (e.key !== key) return;
+      if (e.phase === 'running') ran.push(e.label);
+      else queued.get(e.label)?.();
+    });
+    try {
+      let release!: () => void;
+      const holding = withLock(key, () => new Promise<void>((resolve) => (release = resolve)), 'held by the test');
+      const accepting = queues('accept 12');
+      const applying = t.apply(write);
+      // Judged by the caller; it may settle while the observe is still answered.
+      applying.catch(() => undefined);
+      const ended = (step: string) => applying.then(() => Promise.reject(new Error(`the apply ended before ${step}`)));
+      await Promise.race([accepting, ended('it queued to be accepted')]);
+      const advancing = queues('advance 13');
+      const observing = observeAt(t, 13, resources);
+      await advancing;
+      release();
+      await holding;
+      const seen = await observing;
+      await applying.catch(() => undefined);
+      return { applying, seen, ran };
+    } finally {
+      probeLocksForTests(null);
+    }
   }
 
   const serviceResources = (art: { file: string; sha256: string }): Record<string, ResourceSpec> => ({
@@ -279,7 +298,9 @@ describe('the fence is checked again at the write itself, under the lock an obse
     async (row) => {
       const t = await makeNode();
       const { write, resources } = await row.setUp(t);
-      const { applying, seen } = await observedWhileQueued(t, write, resources);
+      const { applying, seen, ran } = await observedWhileQueued(t, write, resources);
+      // The interleaving named: 12 accepted, then 13's observe moved the fence, then 12 reached its write.
+      expect(ran.slice(0, 4)).toEqual(['held by the test', 'accept 12', 'advance 13', 'write 12']);
       const failure = await expectRefusal(applying, 'StaleGenerationRefusal');
       expect(failure.message).toContain(OBSERVED_13);
       await row.untouched(t);

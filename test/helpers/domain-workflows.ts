@@ -5,3 +5,8 @@ import { decide, type DecideInput, type DecideResult } from '../../src/domain';
 export async function decideInSandbox(input: DecideInput): Promise<DecideResult> {
   return Promise.resolve(decide(input));
 }
+
+/** Many decisions in one workflow run: a generated batch judged in the sandbox at once. */
+export async function decideAllInSandbox(inputs: DecideInput[]): Promise<DecideResult[]> {
+  return Promise.resolve(inputs.map((input) => decide(input)));
+}

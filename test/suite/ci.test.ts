@@ -75,6 +75,32 @@ describe('the counts CI runs', () => {
     expect(doc).toContain(`the filesystem adversary ${FS_ADVERSARY_CASES.toLocaleString('en')} generated node roots per run`);
   });
 
+  it("are the counts docs/testing.md's table of case counts states", () => {
+    const doc = readFileSync(path.join(ROOT, 'docs/testing.md'), 'utf8');
+    const row = (suite: string) =>
+      doc
+        .split('\n')
+        .find((line) => line.startsWith(`| ${suite}`))
+        ?.split(' | ')
+        .slice(1, 3);
+    const spelled = (n: number) =>
+      n >= 10_000 && Number.isInteger(Math.log10(n)) ? `10^${Math.log10(n)}` : n.toLocaleString('en');
+    const saved = process.env.CI;
+    try {
+      process.env.CI = 'true';
+      const ci = [propertyRuns('core'), propertyRuns('sequences')];
+      delete process.env.CI;
+      const elsewhere = [propertyRuns('core'), propertyRuns('sequences')];
+      expect(row('`test/fuzz/`, every parsed input surface')).toEqual([spelled(FUZZ_RUNS), spelled(FUZZ_RUNS)]);
+      expect(row('`test/fuzz/fs-adversary.test.ts`')).toEqual([spelled(FS_ADVERSARY_CASES), spelled(FS_ADVERSARY_CASES)]);
+      expect(row('`test/unit/properties.test.ts`')).toEqual([spelled(ci[0]), spelled(elsewhere[0])]);
+      expect(row('`test/unit/properties-sequences.test.ts`')).toEqual([spelled(ci[1]), spelled(elsewhere[1])]);
+    } finally {
+      if (saved === undefined) delete process.env.CI;
+      else process.env.CI = saved;
+    }
+  });
+
   it('every fuzz property runs RUNS cases, none fewer', () => {
     const dir = path.join(ROOT, 'test/fuzz');
     const counts = readdirSync(dir)

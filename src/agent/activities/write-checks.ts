@@ -33,7 +33,7 @@ export function writeChecks(
     if (stale) throw refuse(stale.type, stale.problem, stale.fix, stale.facts);
     return await planHolds();
   };
-  return { planHolds, atWrite: (step) => journal.whileFenced(mayWrite, step) };
+  return { planHolds, atWrite: (step) => journal.whileFenced(mayWrite, step, `write ${action.desired_generation}`) };
 }
 
 /** 6. The fence's refusal of a request (an apply, a decision) of `generation`, or null when it is not below it. */

@@ -5,7 +5,7 @@ import { withLock } from './lock';
 import { sameMarker } from '../markers';
 import { executionEvidence, fenceReset } from '../../schemas';
 
-export { withLock } from './lock';
+export { withLock, probeLocksForTests } from './lock';
 
 /*
  * What the agent remembers across restarts, under <root>/.datum/:
@@ -110,7 +110,7 @@ export class AgentJournal {
    * that is interrupted still fences every generation below G out of the node.
    */
   async accept(action: AuthorizedAction, at: Date): Promise<void> {
-    await this.update((fence) => acceptInto(fence, action, at));
+    await this.update((fence) => acceptInto(fence, action, at), `accept ${action.desired_generation}`);
   }
 
   /**
@@ -123,7 +123,7 @@ export class AgentJournal {
       const accepted = newestAccepted(fence);
       if (accepted !== null && accepted.generation >= generation) return;
       fence.node = { generation, accepted_at: at.toISOString(), by, ...(resourceKey ? { resource_key: resourceKey } : {}) };
-    });
+    }, `advance ${generation}`);
   }
 
   /**
@@ -181,8 +181,10 @@ export class AgentJournal {
   async whileFenced<A, T>(
     admit: (accepted: AcceptedGeneration | null) => Promise<A>,
     write: (admitted: A) => Promise<T>,
+    label = 'write',
   ): Promise<T> {
-    return await withLock(this.fenceLock, async () => await write(await admit(await this.acceptedGeneration())));
+    const step = async () => await write(await admit(await this.acceptedGeneration()));
+    return await withLock(this.fenceLock, step, label);
   }
 
   async lookup(key: string): Promise<JournalEntry | null> {
@@ -276,21 +278,25 @@ export class AgentJournal {
    * run at once each keep the others' moves. Written only when something changed (a migration of
    * the earlier release's records counts).
    */
-  private async update(change: (fence: FenceFile) => void): Promise<void> {
-    await withLock(this.fenceLock, async () => {
-      await inDatumDir(
-        this.root,
-        '',
-        true,
-        async (dir) => {
-          const raw = await readJsonAt(dir, 'fence.json');
-          const fence = await this.migrated(asFence(raw));
-          change(fence);
-          if (JSON.stringify(fence) !== JSON.stringify(raw)) await writeJsonAt(dir, 'fence.json', fence);
-        },
-        undefined,
-      );
-    });
+  private async update(change: (fence: FenceFile) => void, label = 'update'): Promise<void> {
+    await withLock(
+      this.fenceLock,
+      async () => {
+        await inDatumDir(
+          this.root,
+          '',
+          true,
+          async (dir) => {
+            const raw = await readJsonAt(dir, 'fence.json');
+            const fence = await this.migrated(asFence(raw));
+            change(fence);
+            if (JSON.stringify(fence) !== JSON.stringify(raw)) await writeJsonAt(dir, 'fence.json', fence);
+          },
+          undefined,
+        );
+      },
+      label,
+    );
   }
 
   /**
