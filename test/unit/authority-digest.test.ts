@@ -16,8 +16,8 @@ afterEach(async () => {
 });
 
 async function fleetWith(
-  value: boolean,
-): Promise<{ authority: DesiredStateAuthority; write: (v: boolean | string) => Promise<void> }> {
+  value: unknown,
+): Promise<{ authority: DesiredStateAuthority; write: (v: unknown, type?: string) => Promise<void> }> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'datum-authority-'));
   made.push(dir);
   await fs.mkdir(path.join(dir, 'desired', 'nodes'), { recursive: true });
