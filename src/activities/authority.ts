@@ -101,6 +101,10 @@ export class DesiredStateAuthority {
   private readonly notGit = new Set<string>();
   /** The git directories of each checked-out directory, found once (one git process per directory). */
   private readonly repos = new Map<string, GitRepo>();
+  /** Each file's text as last parsed and validated (by its sha256), with what it bound to. */
+  private readonly parsed = new Map<string, { content: string; source: string; node: string; intent: BoundIntent }>();
+  /** How many times this authority parsed and validated a file; an unchanged file costs a digest (issue 33). */
+  parses = 0;
 
   constructor(readonly fleetDir: string) {}
 
@@ -186,7 +190,7 @@ export class DesiredStateAuthority {
     const text = bytes.toString('utf8');
     try {
       const { revision, author } = await this.provenance(file, text, stat);
-      const intent = parseDesiredStateText(text, source, { revision, author, loaded_at: now.toISOString() }, node);
+      const intent = this.parse(text, { file, source, node }, { revision, author, loaded_at: now.toISOString() });
       const { locations, problems } = await this.resolveArtifacts(intent);
       const signed = await signatureOf(file, bytes, text);
       if (signed.problem) problems.push(signed.problem);
@@ -217,6 +221,26 @@ export class DesiredStateAuthority {
         ),
       };
     }
+  }
+
+  /**
+   * `text` parsed and validated as `node`'s desired state, once per content: a pass over an
+   * unchanged fleet reads each file and checks its sha256, and only the provenance (a commit, the
+   * time of the read) is bound anew. A file that fails is parsed again, to say why, every time.
+   */
+  private parse(
+    text: string,
+    { file, source, node }: { file: string; source: string; node: string },
+    provenance: Omit<BoundIntent['provenance'], 'source'>,
+  ): BoundIntent {
+    const content = createHash('sha256').update(text).digest('hex');
+    const known = this.parsed.get(file);
+    if (known && known.content === content && known.source === source && known.node === node)
+      return { ...known.intent, provenance: { source, ...provenance } };
+    this.parses++;
+    const intent = parseDesiredStateText(text, source, provenance, node);
+    this.parsed.set(file, { content, source, node, intent });
+    return intent;
   }
 
   /**

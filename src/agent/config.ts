@@ -2,16 +2,41 @@ import path from 'node:path';
 import { InvalidAgentConfig, effectiveMode as domainEffectiveMode, type Mode } from '../domain';
 import { MAX_AGENT_CONFIG_BYTES, parseAgentConfigText, tooLarge } from '../schemas/documents';
 import type { AgentConfig } from '../schemas';
-import { readdirOrEmpty, FileTooLarge, NotRegularFile, readRegular } from './fs';
-import { rootProblems } from './fs';
+import { contentStamp, readdirOrEmpty, FileTooLarge, NotRegularFile, readRegular, rootProblems } from './fs';
+
+/** Per agent.yaml (as given): its content as last parsed, and the file's stamp then. */
+const parsed = new Map<string, { stamp: string; config: AgentConfig }>();
+let parses = 0;
+
+/** How many times this process read and parsed an agent.yaml (the rest were its settled stamp unchanged). */
+export function agentConfigParses(): number {
+  return parses;
+}
 
 /**
  * Reads and validates agent.yaml. Called on every observation and every apply, so an operator's
  * new mode or override takes effect without restarting the agent. Throws InvalidAgentConfig
  * (naming the file, the field and the fix) for a file that is unreadable or invalid, or whose
  * root overlaps another's, holds an agent.yaml or is a system directory (src/agent/fs/roots.ts).
+ * The file is read and parsed again only when its stamp (inode, size, times) changed since, or
+ * had not settled then; where its root is, is looked at every time.
  */
 export async function loadAgentConfig(configPath: string): Promise<AgentConfig> {
+  const stamp = await contentStamp(configPath);
+  const known = parsed.get(configPath);
+  const config = known && known.stamp === stamp?.stamp ? known.config : await parseAgentConfig(configPath);
+  if (config !== known?.config) {
+    if (stamp?.settled) parsed.set(configPath, { stamp: stamp.stamp, config });
+    else parsed.delete(configPath);
+  }
+  // Where the root really is, against every other root this agent or its siblings serve.
+  const problems = await rootProblems(configPath, config.root);
+  if (problems.length > 0) throw new InvalidAgentConfig(configPath, problems);
+  return config;
+}
+
+async function parseAgentConfig(configPath: string): Promise<AgentConfig> {
+  parses++;
   let text: string;
   try {
     // Opened without blocking and judged by the descriptor, not by a stat before the read (a FIFO
@@ -39,11 +64,7 @@ export async function loadAgentConfig(configPath: string): Promise<AgentConfig> 
       },
     ]);
   }
-  const config = parseAgentConfigText(text, configPath);
-  // Where the root really is, against every other root this agent or its siblings serve.
-  const problems = await rootProblems(configPath, config.root);
-  if (problems.length > 0) throw new InvalidAgentConfig(configPath, problems);
-  return config;
+  return parseAgentConfigText(text, configPath);
 }
 
 /** One agent.yaml of a fleet directory: FLEET/agents/<node>.yaml. */

@@ -28,14 +28,36 @@ export const BEAT_MS = 5000;
 export const WATCH_BEAT_MS = 14_000;
 
 /** Runs `work` while beating every BEAT_MS from a timer (first after BEAT_MS): for observe and apply. */
-export async function whileBeating<T>(work: () => Promise<T>): Promise<T> {
+export function whileBeating<T>(work: () => Promise<T>): Promise<T> {
+  return beatingOnceAdmitted((admitted) => {
+    admitted();
+    return work();
+  });
+}
+
+/**
+ * For work that first waits its turn (the agent's gate, src/agent/gate.ts): `run` calls
+ * `admitted` when the work itself starts, and from then on it beats as whileBeating does. While it
+ * waits it beats only when its silence would otherwise come within two intervals of the
+ * activity's heartbeat timeout (at 20 s of a 30 s one), so that a wait is not taken for a lost
+ * task: at 1000 nodes most of an agent's tasks wait, and most waits end before that, with no
+ * server write. A wait's cancellation is the gate's (its signal), and needs no beat.
+ */
+export async function beatingOnceAdmitted<T>(run: (admitted: () => void) => Promise<T>): Promise<T> {
   const ctx = asyncLocalStorage.getStore();
-  if (!ctx) return work();
-  const timer = setInterval(() => ctx.heartbeat(), BEAT_MS);
+  if (!ctx) return run(() => undefined);
+  const beat = () => ctx.heartbeat();
+  const quietMs = (ctx.info.heartbeatTimeoutMs ?? 0) - 2 * BEAT_MS;
+  const waiting = quietMs > 0 ? setInterval(beat, quietMs) : undefined;
+  let working: ReturnType<typeof setInterval> | undefined;
   try {
-    return await work();
+    return await run(() => {
+      clearInterval(waiting);
+      working ??= setInterval(beat, BEAT_MS);
+    });
   } finally {
-    clearInterval(timer);
+    clearInterval(waiting);
+    clearInterval(working);
   }
 }
 

@@ -167,7 +167,7 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(
         new Option(
           '--max-cached-workflows <n>',
-          "loops kept in this worker's memory between passes, about 0.3 MB each (docs/performance.md); an evicted loop is replayed when it wakes (default: the SDK's, from the heap size)",
+          "loops kept in this worker's memory between passes, about 0.3 MB each (docs/performance.md); an evicted loop is replayed when it wakes; checked against the loops running (default: as many as fit the heap, at 0.5 MB a loop)",
         ).env('DATUM_MAX_CACHED_WORKFLOWS'),
       )
       .addOption(metricsOption())

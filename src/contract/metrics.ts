@@ -97,3 +97,9 @@ export interface MetricSample {
 
 /** The sink's shape (a type alias, as proxySinks<T extends Sinks> needs an index-compatible type). */
 export type DatumMetricSinks = { [METRICS_SINK]: { emit(sample: MetricSample): void } };
+/**
+ * Controller: its loop cache (maxCachedWorkflows), by `of`: `size` (the loops it holds at most),
+ * `cached` (the loops it holds) and `loops` (reconcile loops running on its task queue). More
+ * loops than the size, with the cache full, means loops replayed on every pass (src/worker/loop-cache.ts).
+ */
+export const LOOP_CACHE_METRIC = 'datum_controller_loop_cache';

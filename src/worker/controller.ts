@@ -5,6 +5,7 @@ import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE } from '../contract';
 import { workflowInterceptorModules, workflowSource } from './bundle';
+import { cacheSizeForHeap, watchLoopCache } from './loop-cache';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 import { activeTracing, tracingWorkerOptions } from '../tracing';
 import { workflowMetricSinks } from './workflow-metrics';
@@ -35,8 +36,10 @@ export interface ControllerOptions {
   workflowBundle?: WorkflowBundleWithSourceMap;
   /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
   workEscalateAfter?: string;
-  /** Loops kept in memory between passes (Worker maxCachedWorkflows); unset: the SDK's default. */
+  /** Loops kept in memory between passes (Worker maxCachedWorkflows); unset: as many as fit the heap (loop-cache.ts). */
   maxCachedWorkflows?: number;
+  /** Where the check of the loops running against that cache warns (loop-cache.ts); unset: no check. */
+  loopCacheLog?: { warn(message: string): void; info(message: string): void };
 }
 
 /** The controller worker: the reconcileNode, rollout and workItem workflows plus their activities, on datum-control. */
@@ -46,7 +49,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
   const tracing = tracingWorkerOptions();
   const variant = { tracing: activeTracing() !== undefined };
   const source = options.workflowBundle ? { workflowBundle: options.workflowBundle } : workflowSource(variant);
-  return Worker.create({
+  const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
@@ -60,7 +63,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts;
     // the old branches replaying runs still take: workflow-patches.ts.
     sinks: { ...workflowMetricSinks(), ...workflowPatchSinks(), ...tracing.sinks },
-    ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+    maxCachedWorkflows: options.maxCachedWorkflows ?? cacheSizeForHeap(),
     stickyQueueScheduleToStartTimeout: STICKY_QUEUE_WAIT,
     activities: createControlActivities({
       fleetDir: options.fleetDir,
@@ -74,4 +77,6 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     // The payload codec, when configured (DATUM_CODEC_KEYS); it runs outside the workflow sandbox.
     dataConverter: codecDataConverter(),
   });
+  if (options.loopCacheLog) watchLoopCache(options.client, worker, options.loopCacheLog);
+  return worker;
 }

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseAgentConfigText } from '../../src/schemas/documents';
 import { projectRoot } from '../../src/worker/paths';
 import { SHUTDOWN_BUDGET_S } from '../../src/worker/shutdown';
+import { LOOP_HEAP_MIB, cacheSizeForHeap } from '../../src/worker/loop-cache';
 import { INSTALL_TIMEOUT_MS, toolOrSkip } from '../helpers/tools';
 
 const DIR = path.join(projectRoot(), 'deploy', 'systemd');
@@ -113,6 +114,25 @@ describe.each([
 
   it(`gives the process ${SHUTDOWN_BUDGET_S} s between SIGTERM and SIGKILL, as compose does`, () => {
     expect(one(unit, 'Service', 'TimeoutStopSec')).toBe(`${SHUTDOWN_BUDGET_S}s`);
+  });
+});
+
+describe('datum-worker.service memory (issue 33)', () => {
+  const unit = parseUnit(readFileSync(WORKER_UNIT, 'utf8'));
+  const mib = (v: string) => Number(/^(\d+)([MG])$/.exec(v)![1]) * (v.endsWith('G') ? 1024 : 1);
+  const env = new Map((unit.get('Service')!.get('Environment') ?? []).map((e) => e.split('=', 2) as [string, string]));
+
+  it('caps the heap, sets the loop cache that fits it, and keeps the heap under MemoryHigh under MemoryMax', () => {
+    const heap = Number(/--max-old-space-size=(\d+)/.exec(one(unit, 'Service', 'ExecStart')!)?.[1]);
+    expect(heap, 'the heap is capped').toBeGreaterThan(0);
+    const cache = Number(env.get('DATUM_MAX_CACHED_WORKFLOWS'));
+    expect(cache, 'the cache is set, not the SDK’s').toBeGreaterThan(0);
+    expect(cache).toBeLessThanOrEqual(cacheSizeForHeap(heap));
+    expect(cache * LOOP_HEAP_MIB, 'a thousand loops fit').toBeGreaterThanOrEqual(1000 * LOOP_HEAP_MIB);
+    const high = mib(one(unit, 'Service', 'MemoryHigh')!);
+    expect(high).toBeGreaterThan(heap);
+    expect(mib(one(unit, 'Service', 'MemoryMax')!)).toBeGreaterThan(high);
+    expect(env.get('MALLOC_ARENA_MAX'), 'as the agent: two malloc arenas').toBe('2');
   });
 });
 

@@ -57,6 +57,8 @@ export interface ControllerOptions {
    * running as `datum worker` does; false starts none (a test that counts every workflow).
    */
   fleetInterval?: string | false;
+  /** The worker's loop cache (maxCachedWorkflows); unset: as many as fit the heap. */
+  maxCachedWorkflows?: number;
 }
 
 export class Stack {
@@ -130,6 +132,7 @@ export class Stack {
       workflowBundle: this.bundle,
       ledger: this.ledgerStore,
       ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
+      ...(options.maxCachedWorkflows ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     });
     const onControl = (options.taskQueue ?? CONTROL_TASK_QUEUE) === CONTROL_TASK_QUEUE && options.fleetInterval !== false;
     const watch = onControl ? keepFleetWatched(this.env.client, { interval: options.fleetInterval || '60s' }) : null;

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
 import type { AgentActivities } from '../../contract';
 import { agentGate } from '../gate';
-import { whileBeating } from '../heartbeat';
+import { beatingOnceAdmitted } from '../heartbeat';
 import { countedApply } from '../metrics';
 import { loggedApply, loggedDecision, loggedObserve } from '../logging';
 import { watchNode } from '../watch';
@@ -31,9 +31,19 @@ import { planRemoval, removeTargets } from './removal';
 
 export function createAgentActivities(configPath: string): AgentActivities {
   const config = path.resolve(configPath);
-  // Through the gate as this node (its share of the slots), holding a slot only while its attempt lasts.
+  // Through the gate as this node (its share of the slots), holding a slot only while its attempt
+  // lasts, and beating once it runs, not while it waits.
   const gated = <T>(kind: 'observe' | 'apply', work: () => Promise<T>) =>
-    whileBeating(() => agentGate.run(kind, work, { node: config, signal: asyncLocalStorage.getStore()?.cancellationSignal }));
+    beatingOnceAdmitted((admitted) =>
+      agentGate.run(
+        kind,
+        () => {
+          admitted();
+          return work();
+        },
+        { node: config, signal: asyncLocalStorage.getStore()?.cancellationSignal },
+      ),
+    );
   return {
     observe: (request) => gated('observe', () => loggedObserve(request, () => observeNode(config, request))),
     apply: (request) =>

@@ -215,3 +215,25 @@ export async function isSoleRegular(handle: FileHandle): Promise<boolean> {
 
 // src/agent/services.ts reads its records through these until it moves to held directories too.
 export { type HeldDir } from './held';
+
+/**
+ * How long after its last change a file's stamp is trusted to name its content: a write within
+ * the same timestamp tick (a jiffy on ext4, a second on some filesystems) keeps the size and
+ * times, so a stamp taken that soon may name content that was replaced (git's racy-clean rule).
+ */
+const SETTLE_MS = 2_000;
+
+/**
+ * A file's content stamp (device, inode, size, modification and change times in nanoseconds, following
+ * symlinks), and whether it has settled (last changed SETTLE_MS ago or more); null when it
+ * cannot be stat'ed. A change of content changes the stamp, except within an unsettled one.
+ */
+export async function contentStamp(file: string): Promise<{ stamp: string; settled: boolean } | null> {
+  const st = await fs.stat(file, { bigint: true }).catch(() => null);
+  if (st === null) return null;
+  const changed = st.ctimeNs > st.mtimeNs ? st.ctimeNs : st.mtimeNs;
+  return {
+    stamp: `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`,
+    settled: BigInt(Date.now()) * 1_000_000n - changed >= BigInt(SETTLE_MS) * 1_000_000n,
+  };
+}

@@ -23,6 +23,7 @@
 export { RECORD, fetchArtifact, inspectArchive } from './artifact';
 export {
   atomicWriteAt,
+  contentStamp,
   isSoleRegular,
   openAppendAt,
   readJsonAt,
@@ -63,7 +64,7 @@ export {
 } from './paths';
 export { openReleases, switchCurrent, unpackRelease } from './releases';
 export { removeIn, replaceIn, type Replaced } from './replace';
-export { rootProblems } from './roots';
+export { rootCheckCounts, rootProblems } from './roots';
 export { dirStamp, isDirectory, makeDirs, pathStamp, subdirsOf, watchDir } from './watch';
 export { HeldLock, lockExclusive } from './locks';
 export {

@@ -11,8 +11,14 @@ import { readRegular } from './held';
  * containing another, no agent.yaml inside any root (desired state could rewrite it), and no
  * system directory as a root. Checked every time an agent.yaml is read (on every observation),
  * against the other agent.yaml files this process serves and the sibling *.yaml files of its
- * directory (how /etc/datum/agents/ is laid out under systemd, one process per file). A verdict
- * stands for VERDICT_MS: an agent serving 1000 nodes reads 1000 agent.yaml files every resync.
+ * directory (how /etc/datum/agents/ is laid out under systemd, one process per file).
+ *
+ * An agent serving 1000 nodes reads 1000 agent.yaml files every resync, so the comparison with
+ * every other root (O(nodes)) is made once per change, not once per read (issue 33): a verdict
+ * stands while where this file and its root really are (resolved path, device and inode of each
+ * directory on the way, looked at on every read) and what the directory's siblings claim stay the
+ * same. Another root this process serves cannot invalidate it: that root is judged against this
+ * one, both ways, when it is read, and is refused, not this one, when they overlap.
  */
 
 /** Directories that are never a node's root: desired state would write into the system itself. */
@@ -68,8 +74,6 @@ interface Claimed extends Where {
 
 /** What this process last read from each agent.yaml it serves (by the file's resolved path). */
 const served = new Map<string, Claimed>();
-/** Each served file's path as given (absolute) → its resolved path: siblings served here are not read again. */
-const servedAs = new Map<string, string>();
 
 const idKey = (st: Stats) => `${st.dev}:${st.ino}`;
 
@@ -122,58 +126,64 @@ async function systemDir(root: Where): Promise<string | null> {
   return root.ids[0] ? (systemIds.get(root.ids[0]) ?? null) : null;
 }
 
+/** What root checks have cost this process: judgements made, and the other roots compared in them. */
+const checks = { judged: 0, compared: 0 };
+
+/** How many root judgements this process made and how many other roots they compared (a copy). */
+export function rootCheckCounts(): { judged: number; compared: number } {
+  return { ...checks };
+}
+
+/** Per agent.yaml (resolved as given): what its last disjoint verdict was made on. */
+const verdicts = new Map<string, string>();
+
 /**
  * The problems of `configPath`'s root (as `root`), with the fix for each; none when it is
  * disjoint from every other. Remembers it as this process's, for the next check of another.
  */
 export async function rootProblems(configPath: string, root: string): Promise<Problem[]> {
-  // agent.yaml is read on every observation, and this check walks the filesystem: the verdict for
-  // the same file and root is kept VERDICT_MS, and so is a directory's scan of its siblings, so a
-  // change elsewhere is seen within twice that time.
-  const key = `${path.resolve(configPath)}\0${root}`;
-  const known = verdicts.get(key);
-  if (known && Date.now() - known.at < VERDICT_MS) return known.problems;
-  const problems = await judgeRoot(configPath, root);
-  verdicts.set(key, { at: Date.now(), problems });
+  const file = await where(configPath);
+  const mine: Claimed = { ...(await where(root)), file: file.resolved, root };
+  const siblings = await siblingsOf(path.dirname(path.resolve(configPath)));
+  const on = [file.resolved, ...file.ids, root, mine.resolved, ...mine.ids, siblings.version].join('\0');
+  const given = path.resolve(configPath);
+  if (verdicts.get(given) === on && served.has(mine.file)) return [];
+  const problems = await judgeRoot(mine, file, siblings.claims);
+  // Only a root found disjoint is this process's; one refused stays a sibling read from disk.
+  if (problems.length === 0) {
+    served.set(mine.file, mine);
+    verdicts.set(given, on);
+  } else {
+    served.delete(mine.file);
+    verdicts.delete(given);
+  }
   return problems;
 }
 
-/** How long a verdict on a root stands before the filesystem is looked at again. */
-const VERDICT_MS = 5_000;
-const verdicts = new Map<string, { at: number; problems: Problem[] }>();
-
-async function judgeRoot(configPath: string, root: string): Promise<Problem[]> {
-  const file = await where(configPath);
-  const mine: Claimed = { ...(await where(root)), file: file.resolved, root };
+async function judgeRoot(mine: Claimed, file: Where, siblings: Claimed[]): Promise<Problem[]> {
+  checks.judged++;
   const problems: Problem[] = [];
   const system = await systemDir(mine);
   if (system !== null)
     problems.push({
       field: 'root',
-      problem: `${root} is the system directory ${system}, and desired state would write into the system itself`,
+      problem: `${mine.root} is the system directory ${system}, and desired state would write into the system itself`,
       fix: 'give the node a directory of its own, such as /var/lib/datum/<node>',
     });
   if (contains(mine, file))
     problems.push({
       field: 'root',
-      problem: `${root} contains this agent.yaml (${file.resolved}), so desired state could rewrite the agent's own trust settings`,
+      problem: `${mine.root} contains this agent.yaml (${file.resolved}), so desired state could rewrite the agent's own trust settings`,
       fix: 'keep agent.yaml outside every node root, such as in /etc/datum/agents/',
     });
-  for (const other of await othersOf(configPath, mine.file)) {
+  for (const other of othersOf(mine.file, siblings)) {
+    checks.compared++;
     if (overlap(mine, other) === null) continue;
     // Before refusing over a file this process read earlier: what it says now (siblings are read fresh).
     const now = served.get(other.file) === other ? await readClaim(other.file) : other;
     if (now === null) served.delete(other.file);
     const problem = now === null ? null : overlap(mine, now);
     if (problem !== null) problems.push(problem);
-  }
-  // Only a root found disjoint is this process's; one refused stays a sibling read from disk.
-  if (problems.length === 0) {
-    served.set(mine.file, mine);
-    servedAs.set(path.resolve(configPath), mine.file);
-  } else {
-    served.delete(mine.file);
-    servedAs.delete(path.resolve(configPath));
   }
   return problems;
 }
@@ -184,23 +194,28 @@ function overlap(mine: Claimed, other: Claimed): Problem | null {
   if (contains(mine, other) && contains(other, mine)) return { field: 'root', problem: `${mine.root} is ${them}`, fix };
   if (contains(other, mine)) return { field: 'root', problem: `${mine.root} lies inside ${them}`, fix };
   if (contains(mine, other)) return { field: 'root', problem: `${mine.root} contains ${them}`, fix };
-  const config = { resolved: other.file, ids: [''] };
-  if (contains(mine, config))
+  const keep = 'keep every agent.yaml outside every node root';
+  if (contains(mine, { resolved: other.file, ids: [''] }))
     return {
       field: 'root',
       problem: `${mine.root} contains ${other.file}, another agent's agent.yaml, which desired state could then rewrite`,
-      fix: 'keep every agent.yaml outside every node root',
+      fix: keep,
+    };
+  // Both ways, so that a verdict made before `other` was read still stands once it is.
+  if (contains(other, { resolved: mine.file, ids: [''] }))
+    return {
+      field: 'root',
+      problem: `this agent.yaml (${mine.file}) lies inside ${them}, whose desired state could then rewrite it`,
+      fix: keep,
     };
   return null;
 }
 
-/** The other agent.yaml files this process serves, and the siblings of `configPath` on disk. */
-async function othersOf(configPath: string, self: string): Promise<Claimed[]> {
+/** The other agent.yaml files this process serves, and the siblings of this one on disk. */
+function othersOf(self: string, siblings: Claimed[]): Claimed[] {
   const others = new Map<string, Claimed>();
   for (const [file, claimed] of served) if (file !== self) others.set(file, claimed);
-  for (const sibling of await siblingsOf(path.dirname(path.resolve(configPath)))) {
-    if (sibling.file !== self && !others.has(sibling.file)) others.set(sibling.file, sibling);
-  }
+  for (const sibling of siblings) if (sibling.file !== self && !others.has(sibling.file)) others.set(sibling.file, sibling);
   return [...others.values()];
 }
 
@@ -208,21 +223,39 @@ async function othersOf(configPath: string, self: string): Promise<Claimed[]> {
 const dirCache = new Map<string, { key: string; names: string[] }>();
 const siblingCache = new Map<string, { key: string; claimed: Claimed | null }>();
 
+interface Siblings {
+  claims: Claimed[];
+  /** Changes whenever what the siblings claim changes: a verdict made on another version is judged again. */
+  version: number;
+}
+
 /** Per directory: its siblings as last scanned, and when (a scan under way is shared). */
-const scans = new Map<string, { at: number; claims: Promise<Claimed[]> }>();
+const scans = new Map<string, { at: number; siblings: Promise<Siblings> }>();
+/** Per directory: what its siblings claimed at the last scan, and that version's number. */
+const claimed = new Map<string, { said: string; version: number }>();
 
 /**
- * The *.yaml files beside an agent.yaml that this process does not serve itself. A directory is
- * scanned at most once per VERDICT_MS, whichever of its nodes asks: an agent serving 1000 nodes
- * from one directory otherwise stats every sibling for every node, 1000 × 1000 per resync.
+ * The *.yaml files beside an agent.yaml, those this process serves among them (othersOf prefers
+ * what it served), so that the version moves only when a file does. A directory is scanned at
+ * most once per SCAN_MS, whichever of its nodes asks: an agent serving 1000 nodes from one
+ * directory otherwise stats every sibling for every node, 1000 × 1000 per resync.
  */
-function siblingsOf(dir: string): Promise<Claimed[]> {
+function siblingsOf(dir: string): Promise<Siblings> {
   const scan = scans.get(dir);
-  if (scan && Date.now() - scan.at < VERDICT_MS) return scan.claims;
-  const claims = scanSiblings(dir);
-  scans.set(dir, { at: Date.now(), claims });
-  return claims;
+  if (scan && Date.now() - scan.at < SCAN_MS) return scan.siblings;
+  const siblings = scanSiblings(dir).then((claims) => {
+    const said = JSON.stringify(claims.map((c) => [c.file, c.root, c.resolved, c.ids]));
+    const last = claimed.get(dir);
+    const now = last?.said === said ? last : { said, version: (last?.version ?? 0) + 1 };
+    claimed.set(dir, now);
+    return { claims, version: now.version };
+  });
+  scans.set(dir, { at: Date.now(), siblings });
+  return siblings;
 }
+
+/** How long a directory's scan of its siblings stands: a sibling changed elsewhere is seen within it. */
+const SCAN_MS = 5_000;
 
 /**
  * Each sibling parsed once per change of it (stat-keyed); one that cannot be read is its own
@@ -241,7 +274,6 @@ async function scanSiblings(dir: string): Promise<Claimed[]> {
   const out: Claimed[] = [];
   for (const name of listed.names) {
     const at = path.join(dir, name);
-    if (servedAs.has(at)) continue;
     const st = await fs.stat(at).catch(() => null);
     if (!st?.isFile()) continue;
     const key = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;

@@ -48,7 +48,7 @@ function cacheSize(raw: string | undefined): number | undefined {
     throw new UsageError(
       withFix(
         `--max-cached-workflows (or DATUM_MAX_CACHED_WORKFLOWS) is "${raw}", not a whole number of 1 or more`,
-        'give how many loops this worker keeps in memory, such as 600, or leave it unset for the SDK default',
+        'give how many loops this worker keeps in memory, such as 1200, or leave it unset for as many as fit its heap',
       ),
     );
   }
@@ -96,10 +96,10 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     publishBuildInfo(metrics.metricsUrl);
     // Before the client and the worker are made: both take its interceptors (OTEL_*; off by default).
     await startTracing({ component: 'worker', version: datumVersion(), log: pinoLog(metrics.logger) });
-    const target = { address: values.address, namespace: values.namespace };
+    // The flags' address and namespace (applyConnectionFlags put the rest into the environment).
     const [{ connection, namespace, address }, { client, connection: clientConnection }] = await Promise.all([
-      connectWorker(target),
-      connectClient(target),
+      connectWorker(values),
+      connectClient(values),
     ]);
     const ledger = await openLedgerStore({ dataDir });
     const worker = await createControllerWorker({
@@ -110,9 +110,10 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       taskQueue,
       ledger,
       maxCachedWorkflows,
+      loopCacheLog: metrics.logger,
     });
     process.stdout.write(
-      `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
+      `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}, caches ${worker.options.maxCachedWorkflows} loops${maxCachedWorkflows ? '' : ' (as many as fit its heap)'}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}\n`,
     );
     // Fleet-wide counts from visibility, served with the worker's metrics.
     const authority = new DesiredStateAuthority(fleetDir);
