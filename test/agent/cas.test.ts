@@ -42,7 +42,10 @@ describe('per-node fencing', () => {
     const late = action(t.node, 'maintenance', 'flag.write', { name: 'maintenance', value: true }, { desired_generation: 12 });
     const failure = await expectRefusal(t.apply(late), 'StaleGenerationRefusal');
     expect(failure.message).toContain('already accepted generation 13 for node N-24 (first for "config")');
-    expect(failure.message).toContain('fix: only the workflow of generation 13 or newer may change node N-24');
+    expect(failure.message).toContain(
+      "fix: if generation 13 is right, this loop's intent is old and its node's newer loop acts (datum describe N-24 shows it)",
+    );
+    expect(failure.message).toContain('datum agent reset-fence --node N-24 --to 12 --by WHO --reason WHY');
     await expect(fs.stat(path.join(t.root, 'flags/maintenance.json'))).rejects.toThrow(/ENOENT/);
     // Durable: a restarted agent fences the same way, from <root>/.datum/fence.json.
     await expectRefusal(t.apply(late, createAgentActivities(t.configPath)), 'StaleGenerationRefusal');
