@@ -81,6 +81,15 @@ const startLoop = ({ taskQueue }: { taskQueue: string }) =>
     args: [{ node: 'N-24', generation: 12 }],
   });
 
+/** N-24's loop with a 10 m resync, after its first pass (1 minute of skipped time). */
+async function convergedLoop(node: FakeNode) {
+  const handle = await startLoop(
+    await startWorkers(node, fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '10m' } }))),
+  );
+  await env.sleep('1 minute');
+  return handle;
+}
+
 const statuses = (ledger: LedgerEntry[]) => ledger.map((e) => `${e.convergence_status}/${e.reason}`);
 
 /** The history events a recheck's pass adds, by type (EVENT_TYPE_ cut), as the bench counts a pass. */
@@ -248,11 +257,8 @@ describe('reconcileNode timers (time-skipping)', () => {
 
   it('a pass woken by a recheck keeps the resync timer: 2 events fewer per pass, the next resync at its time', async () => {
     const node = fakeNode();
-    const handle = await startLoop(
-      await startWorkers(node, fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '10m' } }))),
-    );
+    const handle = await convergedLoop(node);
     try {
-      await env.sleep('1 minute');
       expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
       const resyncDue = node.calls.filter((c) => c.name === 'observe').at(-1)!.at + 10 * 60_000;
       // A steady pass (the bench's verification pass) and a drift pass, both woken by a recheck.
@@ -264,7 +270,6 @@ describe('reconcileNode timers (time-skipping)', () => {
         'CONVERGED/CONVERGED_AFTER_REPAIR',
       ]);
       // Before the patch each also cancelled the resync timer and started another.
-
       expect(steady.filter((t) => t.startsWith('TIMER'))).toEqual([]);
       expect(drift.filter((t) => t.startsWith('TIMER'))).toEqual([]);
       expect([steady.length, drift.length]).toEqual([STEADY_EVENTS, DRIFT_EVENTS]);
@@ -275,6 +280,29 @@ describe('reconcileNode timers (time-skipping)', () => {
       expect(resyncs).toHaveLength(1);
       expect(resyncs[0]).toBeGreaterThanOrEqual(resyncDue);
       expect(resyncs[0]).toBeLessThan(lastPass + 10 * 60_000);
+    } finally {
+      await handle.terminate('test done');
+    }
+  });
+
+  it('a run that continues as new while the kept resync timer runs leaves it behind: the new run resyncs on its own', async () => {
+    const node = fakeNode();
+    const handle = await convergedLoop(node);
+    try {
+      const firstRun = (await handle.describe()).runId;
+      // Rechecks, a pass each, until the run's history is long enough to continue as new: the
+      // wait a recheck ends leaves the timer running, so the run continues as new with it pending.
+      for (let i = 0; i < 400 && (await handle.describe()).runId === firstRun; i++) {
+        await handle.signal(recheckSignal, {});
+        await env.sleep('1 second');
+      }
+      expect((await handle.describe()).runId).not.toBe(firstRun);
+      // The new run's first pass, at once; then only its own resync timer wakes it.
+      await env.sleep('1 second');
+      const continuedAt = node.calls.at(-1)!.at;
+      await env.sleep('11 minutes');
+      expect(node.calls.filter((c) => c.name === 'observe' && c.at > continuedAt)).toHaveLength(1);
+      expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
     } finally {
       await handle.terminate('test done');
     }
