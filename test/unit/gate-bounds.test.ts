@@ -231,3 +231,84 @@ describe('what an authorized action carries to the agent', () => {
     expect(d.authorized_actions.map((a) => a.spec_digest)).toEqual(planned);
   });
 });
+
+describe('expires: past it the bound intent is stale, up to it the node is acted on as before', () => {
+  const driftedAt = (expires: string | undefined): DecideResult => {
+    const intent = { ...n24(), ...(expires === undefined ? {} : { expires }) };
+    return decide({
+      intent,
+      authority: authorityOf(intent),
+      observation: snapshot(n24Before(), { at: later(0) }),
+      history: emptyHistory(),
+      now: later(0),
+    });
+  };
+  const acts = (r: DecideResult) => [r.decision.convergence_status, r.decision.authorized_actions.length > 0];
+
+  it.each([
+    ['no expires', undefined],
+    ['an expires an hour ahead', later(3600 * SEC)],
+    ['an expires exactly now', later(0)],
+  ])('%s: the drift is repaired', (_name, expires) => {
+    expect(acts(driftedAt(expires))).toEqual(['DRIFTED', true]);
+  });
+
+  it('an expires a millisecond past: BLOCKED / STALE_INTENT, nothing authorized, the expiry in its evidence', () => {
+    const r = driftedAt(later(-1));
+    expect([r.decision.convergence_status, r.decision.reason, r.decision.authorized_actions]).toEqual([
+      'BLOCKED',
+      'STALE_INTENT',
+      [],
+    ]);
+    const stale = r.decision.conditions.find((c) => c.type === 'STALE_INTENT');
+    expect(stale?.evidence).toEqual({ bound_generation: 12, expires: later(-1) });
+  });
+});
+
+describe('a digest is compared with the authority only within one generation', () => {
+  // The README's worked example: the generation-11 loop meets the authority at generation 12,
+  // whose content differs. STALE_INTENT says what happened; a digest mismatch would say more
+  // than the evidence shows ("raise the generation" when it was raised).
+  const raised = (rules?: (rule: DecisionRule) => boolean): string[] => {
+    const intent = n24(11);
+    const next = n24(12, { workers: 4 });
+    const r = decide({
+      intent,
+      authority: { ok: true, generation: 12, digest: next.digest },
+      observation: snapshot(n24After(), { at: later(0) }),
+      history: emptyHistory(),
+      now: later(0),
+      rules,
+    });
+    return r.decision.conditions.map((c) => c.type).sort();
+  };
+
+  it('a raised generation with other content is STALE_INTENT only', () => {
+    expect(raised()).toEqual(['STALE_INTENT']);
+  });
+
+  it('a loop started before the rule digest-mismatch-within-generation judges as it did then', () => {
+    expect(raised((rule) => rule !== DECISION_RULE.digestMismatchWithinGeneration)).toEqual(
+      ['INTENT_DIGEST_MISMATCH', 'STALE_INTENT'].sort(),
+    );
+  });
+});
+
+describe('a held node: each planned repair is withheld with the hold as its cause', () => {
+  it('the withheld action names who holds the node, until when, and why', () => {
+    const intent = n24();
+    const hold = { by: 'oncall', reason: 'disk swap CHG-9', since: later(-60 * SEC), until: later(3600 * SEC), identity: null };
+    const r = decide({
+      intent,
+      authority: authorityOf(intent),
+      observation: snapshot(n24Before(), { at: later(0) }),
+      history: { ...emptyHistory(), hold },
+      now: later(0),
+    });
+    expect(r.decision.authorized_actions).toEqual([]);
+    const withheld = r.decision.planned_actions.map((p) => p.withheld_because);
+    expect(withheld.length).toBeGreaterThan(0);
+    for (const why of withheld)
+      expect(why).toBe(`the node is held by oncall until ${later(3600 * SEC)} (disk swap CHG-9): reported, not applied`);
+  });
+});
