@@ -19,7 +19,7 @@ export interface ReconcileNodeInput {
   carry?: ReconcileCarry;
   /**
    * The rollout that started this loop (a `datum-rollout/…` id): the loop tells it, by the
-   * rollout's nodeSettled signal, each time it settles in another status. Absent, it tells nobody.
+   * rollout's nodeSettled signal, when it first settles. Absent, it tells nobody.
    */
   report_to?: string;
 }
@@ -47,14 +47,13 @@ export interface ReconcileCarry {
   work?: WorkMemory;
   /** The loop's passes so far (absent in older carries): `datum reconcile --wait` counts them. */
   passes?: PassCount;
-  /** The rollout this loop tells when it settles, and what it told last (absent in older carries). */
+  /** The rollout this loop tells when it first settles; null once told (absent in older carries). */
   report?: SettledReport | null;
 }
 
-/** Whom a loop tells when it settles, and the status and reason it told last. */
+/** Whom a loop tells when it first settles. */
 export interface SettledReport {
   to: string;
-  told: string | null;
 }
 
 /** A reconcileNode run ends only when a newer generation's loop takes the node over. */

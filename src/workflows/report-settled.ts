@@ -9,7 +9,7 @@ export const isRolloutId = (id: unknown): id is string =>
 /** Whom a loop tells when it settles: the rollout its input names, kept across continue-as-new. */
 export function openReport(reportTo: unknown, carried: SettledReport | null | undefined): SettledReport | null {
   if (carried !== undefined) return carried;
-  return isRolloutId(reportTo) ? { to: reportTo, told: null } : null;
+  return isRolloutId(reportTo) ? { to: reportTo } : null;
 }
 
 export interface Reporting {
@@ -19,20 +19,18 @@ export interface Reporting {
 }
 
 /**
- * Tells the rollout that started the loop that it settled, each time in a status and reason it
- * has not told yet (a rollout counts the node only once it has read the loop's state itself). A
- * rollout that has ended cannot be told, and the loop stops telling it.
+ * Tells the rollout that started the loop, once, that it settled: the rollout counts a node by
+ * its first settled status, read from the loop itself. Told, or gone (a rollout that has ended
+ * cannot be told), it is not told again, so the loop's later passes cost nothing for it.
  */
 export async function tellRollout(loop: Reporting): Promise<void> {
   const { report, lastDecision: d } = loop;
   if (!report || !d || !ROLLOUT_SETTLED.includes(d.convergence_status)) return;
-  const said = `${d.convergence_status}/${d.reason}`;
-  if (said === report.told) return;
+  loop.report = null;
   try {
     await getExternalWorkflowHandle(report.to).signal(nodeSettledSignal, { workflow_id: loop.workflowId });
-    loop.report = { ...report, told: said };
   } catch (error) {
+    // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
     if (isCancellation(error)) throw error;
-    loop.report = null;
   }
 }
