@@ -81,4 +81,6 @@ export function watchLoopCache(
   };
   const timer = setInterval(() => void tick(), everyMs);
   timer.unref();
+  // The first look soon after the worker starts: the gauge is there from the start, not a minute in.
+  setTimeout(() => void tick(), 2000).unref();
 }

@@ -28,6 +28,8 @@ import {
   CONTROL_TASK_QUEUE,
   CONVERGENCE_LATENCY_METRIC,
   DETECTION_LATENCY_METRIC,
+  FLEET_LAST_LOOK_METRIC,
+  LOOP_CACHE_METRIC,
   WORKFLOW_METRIC_LABELS,
   WORKFLOW_TYPES,
   ledgerQuery,
@@ -331,7 +333,14 @@ beforeAll(async () => {
     return repair?.convergence_status === 'CONVERGED' ? repair : undefined;
   });
   span.repairedMs = Date.now();
-  exportedBy.worker = await scrape(address.worker);
+  // The worker's gauges read on a timer (the fleet's look every 10 s, its loop cache from its
+  // start on) are exported once each has been read: scraped before that, the docs' table and
+  // the alerts would be checked against a worker that has not said everything yet.
+  const timed = [FLEET_LAST_LOOK_METRIC, LOOP_CACHE_METRIC];
+  exportedBy.worker = await untilUp('the worker to export its timed gauges', async () => {
+    const samples = await scrape(address.worker);
+    return timed.every((m) => samples.some((x) => x.name === m)) ? samples : undefined;
+  });
   exportedBy.agent = await scrape(address.agent);
   for (const s of [...exportedBy.worker, ...exportedBy.agent]) {
     const labels = exported.get(s.name) ?? new Set<string>();
