@@ -34,7 +34,6 @@ export const WORKFLOW_PATCH = {
   observationBound: 'observation-bound',
   nodeHolds: 'node-holds',
   rolloutHearsSettled: 'rollout-hears-settled',
-  keepResyncTimer: 'keep-resync-timer',
 } as const;
 
 /**
@@ -252,15 +251,6 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "A rollout read every node's state each second: one visibility list and a query per settled node per second, for as long as the rollout ran (issue 33, item 3).",
-  },
-  [WORKFLOW_PATCH.keepResyncTimer]: {
-    since: UNRELEASED,
-    changes:
-      'Asked once as each run starts. In force, a pass woken by evidence (a signal, the watch) or a watch restarted at the end of its window leaves the resync timer running when the next wait is only for the resync and that timer is due no later: the next resync comes at its time, not resync_interval after the pass. A time the decision set itself (a backoff, a retake) still gets a timer of its own.',
-    histories: EVERY_0_1_0,
-    stage: 'patched',
-    story:
-      'Every pass woken by evidence cancelled the resync timer and started another, two history events per pass for the same wait (issue 33, item 2).',
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

@@ -29,25 +29,6 @@ export function nextWakeMs(decision: Decision | null, policy: Policy, nowMs: num
 }
 
 /**
- * Whether the decision's wait is the resync, not a time it set itself (a backoff, a retake): a
- * decision without a time, or a CONVERGED one, whose time is the resync.
- */
-export function waitsForResync(decision: Decision | null): boolean {
-  return !decision?.recheck_trigger.not_before || decision.convergence_status === 'CONVERGED';
-}
-
-/**
- * Whether a resync timer already running, due at `dueAtMs`, serves as the next wake at `wakeAtMs`
- * instead of a new one (each new timer is two history events: the old one's cancel, the new
- * one's start). It does when the decision waits only for the resync and the timer is due no
- * later: the loop re-observes sooner than asked, never later. A time the decision set itself
- * gets its own timer, so a backoff or a retake is never cut short.
- */
-export function keepsResyncTimer(decision: Decision | null, dueAtMs: number, wakeAtMs: number): boolean {
-  return waitsForResync(decision) && dueAtMs <= wakeAtMs;
-}
-
-/**
  * Why an apply did not answer with evidence, as the workflow saw it. A refusal is the agent's
  * typed "no" (a failure type listed in REFUSALS); anything else (a crash, a timeout, the node
  * away) is a failure to act.

@@ -20,7 +20,6 @@ import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from '
 import { openReport, tellRollout } from './report-settled';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
-import { resyncTimer, type ResyncTimer } from './resync';
 import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from './work-loop';
 
 /**
@@ -88,9 +87,6 @@ interface Loop {
   /** The patches asked as the run starts: holds taken (holds.ts), observations bounded (agents.ts). */
   readonly holdsLive: boolean;
   readonly observeBound: boolean;
-  /** Patch keep-resync-timer: the wait keeps `resync` across passes while it serves (resync.ts). */
-  readonly keepsResync: boolean;
-  resync: ResyncTimer | null;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
   readonly passes: PassCount;
   /** The rollout this loop tells when it settles (report-settled.ts). */
@@ -102,7 +98,6 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   const workLive = workItemsLive();
   const observeBound = inForce(WORKFLOW_PATCH.observationBound);
   const holdsLive = inForce(WORKFLOW_PATCH.nodeHolds);
-  const keepsResync = inForce(WORKFLOW_PATCH.keepResyncTimer);
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -121,8 +116,6 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     work: openWork(workLive, carry),
     holdsLive,
     observeBound,
-    keepsResync,
-    resync: null,
     passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
     report: openReport(input.report_to, carry?.report),
   };
@@ -181,8 +174,7 @@ async function waitForEvidence(loop: Loop): Promise<void> {
     Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
     holdEndsAt(loop) ?? Infinity,
   );
-  if (loop.keepsResync) return waitOnKeptTimer(loop, wakeAt);
-  const evidence = () => hasEvidence(loop);
+  const evidence = () => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
   // The time a fired timer was due: the clock reads at least that from then on (see below).
   let floor = 0;
   const now = () => Math.max(Date.now(), floor);
@@ -203,39 +195,5 @@ async function waitForEvidence(loop: Loop): Promise<void> {
     // same task reads the task's own time: a decision taken from the lagging clock would not replay.
     if (!woken) floor = Math.max(floor, dueAt);
     if (evidence() || now() >= wakeAt) return;
-  }
-}
-
-const hasEvidence = (loop: Loop) => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
-
-/**
- * The same wait on the resync timer kept across passes (patch keep-resync-timer): neither a pass
- * woken by evidence nor a watch restarted at the end of its window cancels it while it serves as
- * the wake. Only a failed watch's retry, due before it, waits on a timer of its own.
- */
-async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
-  const timer = resyncTimer(
-    loop.resync,
-    loop.lastDecision,
-    wakeAt,
-    waitSummary(loop.lastDecision, loop.history, loop.intent.policy),
-  );
-  loop.resync = timer;
-  const evidence = () => hasEvidence(loop) || timer.fired;
-  // As in waitForEvidence: a retry timer that fired has run its time, whatever the clock says.
-  let floor = 0;
-  const now = () => Math.max(Date.now(), floor);
-  for (;;) {
-    watchEvent(loop, { kind: 'wait' }, now());
-    const restarting = loop.watch.restart_due;
-    if (restarting && loop.watch.retry_at_ms < timer.dueAt) {
-      const retryIn = Math.max(0, loop.watch.retry_at_ms - now());
-      const dueAt = now() + retryIn;
-      const summary = `watch ${loop.node} again after a failed watch`;
-      if (!(await condition(evidence, retryIn, { summary }))) floor = Math.max(floor, dueAt);
-    } else {
-      await condition(() => evidence() || (!restarting && loop.watch.restart_due));
-    }
-    if (evidence()) return;
   }
 }

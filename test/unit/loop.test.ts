@@ -3,7 +3,6 @@ import {
   decisionFingerprint,
   evidenceOfFailure,
   evidenceOfSkip,
-  keepsResyncTimer,
   nextWakeMs,
   shouldWrite,
   verifiedAt,
@@ -60,38 +59,6 @@ describe('nextWakeMs: when the next pass runs', () => {
     { name: 'a time already passed: at once, never negative', decision: () => decisionWith('CONVERGED', at(-1000)), wake: 0 },
   ];
   for (const row of rows) it(row.name, () => expect(nextWakeMs(row.decision(), policy, nowMs)).toBe(row.wake));
-});
-
-describe('keepsResyncTimer: whether the running resync timer serves as the next wake', () => {
-  // The timer runs to nowMs + 20 s; the wake the decision asks for is nowMs + 30 s unless said.
-  const due = nowMs + 20_000;
-  const rows: { name: string; decision: () => Decision | null; wakeAt?: number; keeps: boolean }[] = [
-    {
-      name: 'a CONVERGED decision waits for the resync: kept',
-      decision: () => decisionWith('CONVERGED', at(30_000)),
-      keeps: true,
-    },
-    { name: 'no decision yet: kept', decision: () => null, keeps: true },
-    { name: 'a trigger without a time (waiting for evidence): kept', decision: () => decisionWith('BLOCKED', null), keeps: true },
-    {
-      name: 'a wake due before the timer (a shorter resync, a hold ending): a new timer',
-      decision: () => decisionWith('CONVERGED', at(10_000)),
-      wakeAt: nowMs + 10_000,
-      keeps: false,
-    },
-    {
-      name: "a RETRY's backoff is its own time, never cut short: a new timer",
-      decision: () => decisionWith('RETRY', at(30_000)),
-      keeps: false,
-    },
-    {
-      name: 'a stale snapshot re-taken at its time, not back to back: a new timer',
-      decision: () => decisionWith('BLOCKED', at(30_000)),
-      keeps: false,
-    },
-  ];
-  for (const row of rows)
-    it(row.name, () => expect(keepsResyncTimer(row.decision(), due, row.wakeAt ?? nowMs + 30_000)).toBe(row.keeps));
 });
 
 describe('evidence of an apply that did not answer', () => {
