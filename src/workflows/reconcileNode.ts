@@ -50,7 +50,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     loop.passes.done++;
     // What the pass found reaches the node's work items; only a fresh observation closes one.
     await reportToWork(loop, final.decision, seq);
-    await tellRollout(loop);
+    tellRollout(loop);
     if (loop.inbox.pending.length > 0 || loop.inbox.recheckRequested) continue;
 
     // 3. Wait for new evidence: a signal, the watch seeing a change, or the recheck trigger's time.

@@ -1,4 +1,4 @@
-import { getExternalWorkflowHandle, isCancellation } from '@temporalio/workflow';
+import { getExternalWorkflowHandle } from '@temporalio/workflow';
 import { ROLLOUT_SETTLED, nodeSettledSignal, type SettledReport } from '../contract';
 import type { Decision } from '../domain';
 
@@ -21,16 +21,16 @@ export interface Reporting {
 /**
  * Tells the rollout that started the loop, once, that it settled: the rollout counts a node by
  * its first settled status, read from the loop itself. Told, or gone (a rollout that has ended
- * cannot be told), it is not told again, so the loop's later passes cost nothing for it.
+ * cannot be told), it is not told again, so the loop's later passes cost nothing for it. The
+ * signal goes out with the pass's own commands and is not waited for: the watch and the wait
+ * start in the same workflow task, as they do without a rollout to tell.
  */
-export async function tellRollout(loop: Reporting): Promise<void> {
+export function tellRollout(loop: Reporting): void {
   const { report, lastDecision: d } = loop;
   if (!report || !d || !ROLLOUT_SETTLED.includes(d.convergence_status)) return;
   loop.report = null;
-  try {
-    await getExternalWorkflowHandle(report.to).signal(nodeSettledSignal, { workflow_id: loop.workflowId });
-  } catch (error) {
-    // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
-    if (isCancellation(error)) throw error;
-  }
+  // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
+  getExternalWorkflowHandle(report.to)
+    .signal(nodeSettledSignal, { workflow_id: loop.workflowId })
+    .catch(() => undefined);
 }
