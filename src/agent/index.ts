@@ -25,7 +25,9 @@
  *   services/identity.ts   reads /proc/<pid>/ to know a service's process: the kernel's, not a root's
  *   services/systemd.ts    reads /proc/1/comm and /run/systemd/system: whether systemd runs the host
  *
- * Type-only imports of node:fs (its Stats) are allowed everywhere.
+ * Type-only imports of node:fs (its Stats) are allowed everywhere: providers/file.ts,
+ * providers/attributes.ts, providers/imports.ts and markers.ts import only `type { Stats }`, to
+ * judge what fs/ has already read; none of them touches the filesystem.
  */
 
 export { runAgents } from './worker';

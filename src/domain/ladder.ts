@@ -1,3 +1,7 @@
+/*
+ * Over 450 lines because LADDER is one ordered table of rungs: its order is the judgement, so it
+ * stays in one file; the say* sentence helpers at its end are the part that could move out.
+ */
 import type { Assessment } from './classify';
 import { draft, type ConditionDraft } from './conditions';
 import { conflictDrafts, heldDrafts, refusalDrafts, repeatedFigures, resourceDrafts } from './standing-conditions';

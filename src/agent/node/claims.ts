@@ -1,3 +1,8 @@
+/*
+ * Over 450 lines, left whole for now: its seams are the claims a loop records (yield,
+ * conflict, retake with an operator's author) and the reads that judge a write against them;
+ * cutting them apart is a change of its own, after this round's operator signatures settled here.
+ */
 import { RESOURCE_KINDS, typeOfAction } from '../../domain/resources';
 import {
   namesTarget,
