@@ -43,9 +43,22 @@ function startDev(port: number, uiPort: number): ChildProcess {
   return child;
 }
 
-/** `until`, with dev's output so far in the timeout error. */
-async function untilDev(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  await until(check, { what, timeoutMs, context: () => `output so far:\n${output}` });
+/**
+ * `until`, with dev's output so far in the timeout error; a dev that has exited fails it at once
+ * with its output (it stops the stack when a process it started exits, and prints why). The test
+ * has 240 s in all, so a wait that times out says what it saw before vitest's timeout says nothing.
+ */
+async function untilDev(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 90_000): Promise<void> {
+  const running = dev;
+  await until(check, {
+    what,
+    timeoutMs,
+    context: () => `output so far:\n${output}`,
+    giveUp: () =>
+      running && running.exitCode !== null
+        ? new Error(`datum dev exited (${running.exitCode}) before ${what}; its output:\n${output}`)
+        : undefined,
+  });
 }
 
 const datum = (port: number, ...args: string[]) => runDatum(args, { TEMPORAL_ADDRESS: `127.0.0.1:${port}`, DATUM_DATA: dataDir });
@@ -174,7 +187,7 @@ describe('datum dev (npm start)', () => {
     dev.kill('SIGINT');
     await untilDev('dev to exit', () => dev!.exitCode !== null, 60_000);
     expect(await leftovers()).toEqual([]);
-  });
+  }, 240_000);
 
   it('names the busy port and the flag to change', async () => {
     const blocker = net.createServer().listen(0, '127.0.0.1');

@@ -46,12 +46,12 @@ function flockProgram(): string {
   return 'flock';
 }
 
-/** Runs flock(1) with `args`, lending it `handle` as fd 3 when given: its exit code. */
+/** Runs flock(1) with `args` (which say how long it may wait), lending it `handle` as fd 3 when given: its exit code. */
 function flock(args: string[], handle?: FileHandle): Promise<number> {
   return new Promise((resolve, reject) => {
     const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe'];
     if (handle) stdio.push(handle.fd);
-    const child = spawn(flockProgram(), ['--nonblock', '--conflict-exit-code', String(CONFLICT), ...args], { stdio });
+    const child = spawn(flockProgram(), ['--conflict-exit-code', String(CONFLICT), ...args], { stdio });
     let stderr = '';
     child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
     child.on('error', (err: NodeJS.ErrnoException) =>
@@ -71,13 +71,20 @@ function flock(args: string[], handle?: FileHandle): Promise<number> {
 /**
  * An exclusive lock on `path` (a directory, or a file created when `create`), or null when
  * another open file description holds one (another process, or another lock of this one).
+ *
+ * `patience` is for a file that lockedByAnyone() probes: a probe holds a shared lock for as long
+ * as flock(1) and `true` take, and a taker that gave up at once would read that moment as a live
+ * holder (six agents starting together refused one another's registrations so). A probe lets go
+ * within milliseconds; a holder keeps its lock for as long as it lives, so waiting `patience`
+ * seconds tells the two apart.
  */
-export async function lockExclusive(path: string, create = false): Promise<HeldLock | null> {
+export async function lockExclusive(path: string, create = false, patience = 0): Promise<HeldLock | null> {
   const flags = create ? constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW : constants.O_RDONLY;
   const handle = await fs.open(path, flags, 0o644);
   try {
     const st = await handle.stat();
-    if ((await flock(['--exclusive', '3'], handle)) === CONFLICT) {
+    const wait = patience > 0 ? ['--wait', String(patience)] : ['--nonblock'];
+    if ((await flock([...wait, '--exclusive', '3'], handle)) === CONFLICT) {
       await handle.close();
       return null;
     }
@@ -90,5 +97,5 @@ export async function lockExclusive(path: string, create = false): Promise<HeldL
 
 /** Whether some process holds an exclusive lock on `path` now (a shared lock taken and dropped at once tells). */
 export async function lockedByAnyone(path: string): Promise<boolean> {
-  return (await flock(['--shared', path, 'true'])) === CONFLICT;
+  return (await flock(['--nonblock', '--shared', path, 'true'])) === CONFLICT;
 }

@@ -35,13 +35,17 @@ export function runtimeDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(os.tmpdir(), `datum-${uid}`);
 }
 
+/** How long a registration waits out other agents' probes of its entry (lockExclusive's patience). */
+const PROBE_PATIENCE_SECONDS = 5;
+
 const rootsDir = () => path.join(runtimeDir(), 'roots');
 const entryFile = (id: Identity) => path.join(rootsDir(), `${id.dev}-${id.ino}.json`);
 
 /** Registers the root with identity `id` for this process: the entry, locked until the returned lock is released. Null when another process holds it. */
 export async function registerRoot(id: Identity, entry: RegisteredRoot): Promise<HeldLock | null> {
   await fs.mkdir(rootsDir(), { recursive: true, mode: 0o755 });
-  const lock = await lockExclusive(entryFile(id), true);
+  // Other agents probe entries (registeredRoots) as this one takes its own: it waits them out.
+  const lock = await lockExclusive(entryFile(id), true, PROBE_PATIENCE_SECONDS);
   if (lock === null) return null;
   const text = `${JSON.stringify(entry, null, 2)}\n`;
   await lock.file.truncate(0);
