@@ -151,9 +151,9 @@ export default tseslint.config(
             'faults/*.mjs',
             'faults/app/*.js',
           ],
-          // About 25 such files (the bench's scripts are most of them); the default cap is 8,
+          // About 41 such files (the bench's scripts are most of them); the default cap is 8,
           // and going over the cap fails `eslint .` as a whole: leave room.
-          maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 40,
+          maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 60,
         },
         tsconfigRootDir: import.meta.dirname,
       },
