@@ -180,16 +180,20 @@ async function row(n) {
   }
 }
 
-const rows = [];
-for (const n of sizes) {
-  const runs = [];
-  for (let i = 0; i < repeat; i++) runs.push(await row(n));
-  rows.push({ nodes: n, runs });
-}
-
 const date = new Date().toISOString().slice(0, 10);
 const out = path.join(root, 'bench', 'results', `${date}-fleet-view.json`);
-await writeFile(out, `${JSON.stringify({ measured, beside_others: others, interval_s: interval, window_s: windowS, burst, rows }, null, 2)}\n`);
+const rows = [];
+// Written after every run: a later run that fails keeps the finished ones.
+const save = () =>
+  writeFile(out, `${JSON.stringify({ measured, beside_others: others, interval_s: interval, window_s: windowS, burst, rows }, null, 2)}\n`);
+for (const n of sizes) {
+  const runs = [];
+  rows.push({ nodes: n, runs });
+  for (let i = 0; i < repeat; i++) {
+    runs.push(await row(n));
+    await save();
+  }
+}
 const pick = (runs, f) => median(runs.map(f));
 console.log('| nodes | events per look | looks in window | look wall p50 / max ms | server CPU s per look | controller CPU s per look | server cores at 60 s | steady cores: server / controller / agent |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');

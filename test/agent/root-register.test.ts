@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { registerRoot, registeredRoots, runtimeDir } from '../../src/agent/fs/registry';
+import { takeRoot, type RootLease } from '../../src/agent/node/root-lease';
 
 /*
  * The host's register of roots (src/agent/fs/registry.ts) while other agents look at it. Another
@@ -12,7 +13,9 @@ import { registerRoot, registeredRoots, runtimeDir } from '../../src/agent/fs/re
  * starting together refused one another so ("registered by another process"): one dev start in
  * four here, and the CI run of stop 38. Six processes taking roots 30 to 60 ms apart (a script, not
  * kept: about one round in fifteen failed) do not fail the same way reliably enough to be the
- * test; a probe held for 0.4 s does, every time.
+ * test; a probe held for 0.4 s does, every time. And an agent taking a root probes only the
+ * entries that could be nested in it: it probed every sibling before, N² flock(1) processes for an
+ * agent of N nodes (one of 1000 nodes had not started after 5 minutes).
  */
 
 const made: string[] = [];
@@ -59,7 +62,7 @@ describe('registering a root', () => {
     const entry = await registerRoot(id, { root: root, node: 'R-0', pid: process.pid, config: 'c.yaml', since: 'now' });
     expect(entry).not.toBeNull();
     await probe.gone;
-    expect((await registeredRoots()).map((r) => r.node)).toContain('R-0');
+    expect((await registeredRoots(() => true)).map((r) => r.node)).toContain('R-0');
     await entry!.release();
   });
 
@@ -73,6 +76,26 @@ describe('registering a root', () => {
     } finally {
       holder.kill();
       await holder.gone;
+    }
+  });
+
+  it('probes no sibling: taking a root beside 40 others runs flock(1) twice, for its own lock and its own entry', async () => {
+    const roots = await dirs(41);
+    const leases: RootLease[] = [];
+    // flock(1) on PATH first: a shim that counts its runs, then runs the real one.
+    const shim = path.join(path.dirname(roots[0]), 'bin');
+    await fs.mkdir(shim);
+    const log = path.join(shim, 'runs');
+    await fs.writeFile(path.join(shim, 'flock'), `#!/bin/sh\necho "$*" >> ${log}\nexec /usr/bin/flock "$@"\n`, { mode: 0o755 });
+    const pathBefore = process.env.PATH;
+    try {
+      for (const [i, r] of roots.slice(0, 40).entries()) leases.push(await takeRoot(r, `R-${i}`, 'agent.yaml'));
+      process.env.PATH = `${shim}:${pathBefore}`;
+      leases.push(await takeRoot(roots[40], 'R-40', 'agent.yaml'));
+      expect((await fs.readFile(log, 'utf8')).trim().split('\n')).toHaveLength(2);
+    } finally {
+      process.env.PATH = pathBefore;
+      for (const l of leases) await l.release();
     }
   });
 });

@@ -95,18 +95,14 @@ async function refuseNested(root: string, dev: number, ino: number): Promise<voi
         withFix(`${root} lies inside ${dir === outer.root ? named(outer) : `${dir}, which is ${named(outer)}`}`, fix),
       );
   }
-  for (const other of await registeredRoots()) {
-    if (other.id.dev === dev && other.id.ino === ino) continue;
-    const now = await identityOf(other.root);
+  // Only an entry whose root lies inside this one, and is still that directory, is probed for a live holder.
+  const within = async (other: RegisteredRoot & { id: { dev: number; ino: number } }) => {
+    if (other.id.dev === dev && other.id.ino === ino) return false;
     const inside = path.relative(root, other.root);
-    if (
-      now &&
-      now.dev === other.id.dev &&
-      now.ino === other.id.ino &&
-      inside !== '' &&
-      !inside.startsWith('..') &&
-      !path.isAbsolute(inside)
-    )
-      throw new RootRefused(withFix(`${root} contains ${named(other)}`, fix));
-  }
+    if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside)) return false;
+    const now = await identityOf(other.root);
+    return now !== null && now.dev === other.id.dev && now.ino === other.id.ino;
+  };
+  const [other] = await registeredRoots(within);
+  if (other) throw new RootRefused(withFix(`${root} contains ${named(other)}`, fix));
 }
