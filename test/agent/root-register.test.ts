@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { registerRoot, registeredRoots, runtimeDir } from '../../src/agent/fs/registry';
+import { registerRoot, registeredRoots, runtimeDir, unregisterRoot } from '../../src/agent/fs/registry';
 import { takeRoot, type RootLease } from '../../src/agent/node/root-lease';
 
 /*
@@ -63,7 +63,7 @@ describe('registering a root', () => {
     expect(entry).not.toBeNull();
     await probe.gone;
     expect((await registeredRoots(() => true)).map((r) => r.node)).toContain('R-0');
-    await entry!.release();
+    await unregisterRoot(entry!);
   });
 
   it('is refused while another process holds the entry, once the wait for probes is over', async () => {
@@ -79,23 +79,32 @@ describe('registering a root', () => {
     }
   });
 
-  it('probes no sibling: taking a root beside 40 others runs flock(1) twice, for its own lock and its own entry', async () => {
-    const roots = await dirs(41);
-    const leases: RootLease[] = [];
+  it("probes no other agent's sibling root: taking a root beside ten runs flock(1) twice, for its own lock and its own entry", async () => {
+    const roots = await dirs(11);
+    // Ten roots registered by other agents: their entries, each held by another process.
+    const others = [];
+    for (const [i, r] of roots.slice(0, 10).entries()) {
+      const { file } = await entryOf(r);
+      await fs.mkdir(path.dirname(file), { recursive: true });
+      await fs.writeFile(file, JSON.stringify({ root: r, node: `R-${i}`, pid: 1, config: 'agent.yaml', since: 'now' }));
+      others.push(await heldElsewhere(file, '--exclusive', 60));
+    }
     // flock(1) on PATH first: a shim that counts its runs, then runs the real one.
     const shim = path.join(path.dirname(roots[0]), 'bin');
     await fs.mkdir(shim);
     const log = path.join(shim, 'runs');
     await fs.writeFile(path.join(shim, 'flock'), `#!/bin/sh\necho "$*" >> ${log}\nexec /usr/bin/flock "$@"\n`, { mode: 0o755 });
     const pathBefore = process.env.PATH;
+    let lease: RootLease | undefined;
     try {
-      for (const [i, r] of roots.slice(0, 40).entries()) leases.push(await takeRoot(r, `R-${i}`, 'agent.yaml'));
       process.env.PATH = `${shim}:${pathBefore}`;
-      leases.push(await takeRoot(roots[40], 'R-40', 'agent.yaml'));
+      lease = await takeRoot(roots[10], 'R-10', 'agent.yaml');
       expect((await fs.readFile(log, 'utf8')).trim().split('\n')).toHaveLength(2);
     } finally {
       process.env.PATH = pathBefore;
-      for (const l of leases) await l.release();
+      await lease?.release();
+      for (const o of others) o.kill();
+      await Promise.all(others.map((o) => o.gone));
     }
   });
 });

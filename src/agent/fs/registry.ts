@@ -41,6 +41,13 @@ const PROBE_PATIENCE_SECONDS = 5;
 const rootsDir = () => path.join(runtimeDir(), 'roots');
 const entryFile = (id: Identity) => path.join(rootsDir(), `${id.dev}-${id.ino}.json`);
 
+/**
+ * The entries this process registered and holds, by file. What they say is known here and their
+ * holder is this process, so they are neither read nor probed: an agent taking its Nth root read
+ * every entry it had written (N² reads for an agent of N nodes).
+ */
+const held = new Map<string, RegisteredRoot & { id: Identity }>();
+
 /** Registers the root with identity `id` for this process: the entry, locked until the returned lock is released. Null when another process holds it. */
 export async function registerRoot(id: Identity, entry: RegisteredRoot): Promise<HeldLock | null> {
   await fs.mkdir(rootsDir(), { recursive: true, mode: 0o755 });
@@ -50,11 +57,13 @@ export async function registerRoot(id: Identity, entry: RegisteredRoot): Promise
   const text = `${JSON.stringify(entry, null, 2)}\n`;
   await lock.file.truncate(0);
   await lock.file.write(text, 0);
+  held.set(lock.path, { ...entry, id });
   return lock;
 }
 
 /** Removes this process's entry (it holds its lock): a clean stop leaves the register as it found it. */
 export async function unregisterRoot(lock: HeldLock): Promise<void> {
+  held.delete(lock.path);
   await fs.rm(lock.path, { force: true });
   await lock.release();
 }
@@ -62,6 +71,8 @@ export async function unregisterRoot(lock: HeldLock): Promise<void> {
 /** The root registered at identity `id` by a live agent, or null (none, or the entry of one that died). */
 export async function registeredAt(id: Identity): Promise<RegisteredRoot | null> {
   const file = entryFile(id);
+  const mine = held.get(file);
+  if (mine) return mine;
   // Cheap first: on every path of every observe, almost always no entry at all.
   if (!existsSync(file)) return null;
   if (!(await lockedByAnyone(file))) return null;
@@ -72,7 +83,8 @@ export async function registeredAt(id: Identity): Promise<RegisteredRoot | null>
  * Every root registered by a live agent that `relevant` picks, with its identity. `relevant` runs
  * on what the entry says before its holder is probed: a probe is a flock(1) process, and an agent
  * taking N roots on a host of N roots probed every entry for each (N² processes: an agent of
- * 1000 nodes had not started after 5 minutes). Now it probes only the entries that matter.
+ * 1000 nodes had not started after 5 minutes). Now it probes only the entries that matter, and
+ * this process's own entries are taken from memory.
  */
 export async function registeredRoots(
   relevant: (entry: RegisteredRoot & { id: Identity }) => boolean | Promise<boolean>,
@@ -83,6 +95,11 @@ export async function registeredRoots(
     const m = /^(\d+)-(\d+)\.json$/.exec(name);
     if (!m) continue;
     const file = path.join(rootsDir(), name);
+    const mine = held.get(file);
+    if (mine) {
+      if (await relevant(mine)) out.push(mine);
+      continue;
+    }
     const entry = await readEntry(file);
     if (!entry) continue;
     const found = { ...entry, id: { dev: Number(m[1]), ino: Number(m[2]) } };
