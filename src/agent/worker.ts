@@ -9,7 +9,7 @@ import { tracingWorkerOptions } from '../tracing';
 import { checkServiceBackend } from './services/systemd';
 import { endOrphanedWatches } from './node/watch-tokens';
 import { RootRefused, takeRoot } from './node/root-lease';
-import { makeDirs, realRoot } from './fs';
+import { makeDirs, realRoot, type RegisterReads } from './fs';
 import type { AgentConfig } from '../schemas';
 
 /*
@@ -116,10 +116,12 @@ async function announce(
  */
 async function takeRoots(configs: Array<{ file: string; config: AgentConfig }>): Promise<Array<() => Promise<void>>> {
   const releases: Array<() => Promise<void>> = [];
+  // What other processes registered, read once for all of this process's roots.
+  const reads: RegisterReads = new Map();
   try {
     for (const { file, config } of configs) {
       const root = await realRoot(config.root, true);
-      const lease = await takeRoot(root, config.node, file).catch((err: unknown) => {
+      const lease = await takeRoot(root, config.node, file, reads).catch((err: unknown) => {
         throw err instanceof RootRefused ? new Error(`${file}: ${err.message}`) : err;
       });
       releases.push(() => lease.release());

@@ -74,6 +74,7 @@ export {
   registeredAt,
   registeredRoots,
   unregisterRoot,
+  type RegisterReads,
   type RegisteredRoot,
 } from './registry';
 export { ensureDirectoryIn, setFileAttributesIn, type Wanted } from './attributes';

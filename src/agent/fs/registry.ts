@@ -80,6 +80,13 @@ export async function registeredAt(id: Identity): Promise<RegisteredRoot | null>
 }
 
 /**
+ * Entries already read, by file, for an agent taking many roots at once: the entries other
+ * processes left (a crashed agent's stay until the host restarts) are read once for all of them,
+ * not once per root. What decides is still the probe of an entry that matters, made each time.
+ */
+export type RegisterReads = Map<string, RegisteredRoot>;
+
+/**
  * Every root registered by a live agent that `relevant` picks, with its identity. `relevant` runs
  * on what the entry says before its holder is probed: a probe is a flock(1) process, and an agent
  * taking N roots on a host of N roots probed every entry for each (N² processes: an agent of
@@ -88,6 +95,7 @@ export async function registeredAt(id: Identity): Promise<RegisteredRoot | null>
  */
 export async function registeredRoots(
   relevant: (entry: RegisteredRoot & { id: Identity }) => boolean | Promise<boolean>,
+  read: RegisterReads = new Map(),
 ): Promise<Array<RegisteredRoot & { id: Identity }>> {
   const names = await fs.readdir(rootsDir()).catch(() => [] as string[]);
   const out: Array<RegisteredRoot & { id: Identity }> = [];
@@ -100,8 +108,10 @@ export async function registeredRoots(
       if (await relevant(mine)) out.push(mine);
       continue;
     }
-    const entry = await readEntry(file);
+    // One being written as this reads it says nothing yet: it is read again next time, never kept empty.
+    const entry = read.get(file) ?? (await readEntry(file));
     if (!entry) continue;
+    read.set(file, entry);
     const found = { ...entry, id: { dev: Number(m[1]), ino: Number(m[2]) } };
     if ((await relevant(found)) && (await lockedByAnyone(file))) out.push(found);
   }

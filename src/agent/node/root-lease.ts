@@ -9,6 +9,7 @@ import {
   registeredAt,
   unregisterRoot,
   type HeldLock,
+  type RegisterReads,
   type RegisteredRoot,
 } from '../fs';
 import { holdAsAgent, liveHolder } from './holder';
@@ -33,8 +34,12 @@ export interface RootLease {
   release(): Promise<void>;
 }
 
-/** Takes `root` (a real path) for the agent of `node` configured in `config`: locked, registered, and checked against every other root of the host. */
-export async function takeRoot(root: string, node: string, config: string): Promise<RootLease> {
+/**
+ * Takes `root` (a real path) for the agent of `node` configured in `config`: locked, registered,
+ * and checked against every other root of the host. An agent taking several roots passes the same
+ * `reads` to each, so what other processes registered is read once.
+ */
+export async function takeRoot(root: string, node: string, config: string, reads: RegisterReads = new Map()): Promise<RootLease> {
   const lock = await lockExclusive(root);
   if (lock === null) throw await busy(root, node);
   let entry: HeldLock | null = null;
@@ -43,7 +48,7 @@ export async function takeRoot(root: string, node: string, config: string): Prom
     entry = await registerRoot(lock.id, { root, node, pid: process.pid, config, since: new Date().toISOString() });
     if (entry === null)
       throw new RootRefused(withFix(`${root} is registered by another process`, 'stop the other agent of this root'));
-    await refuseNested(root, lock.id.dev, lock.id.ino);
+    await refuseNested(root, lock.id.dev, lock.id.ino, reads);
     const forget = await holdAsAgent(root, node, new Date()).catch(() => () => Promise.resolve());
     const held = entry;
     return {
@@ -85,7 +90,7 @@ async function busy(root: string, node: string): Promise<RootRefused> {
 }
 
 /** Refuses `root` when it lies inside, or contains, a root another agent of the host serves. */
-async function refuseNested(root: string, dev: number, ino: number): Promise<void> {
+async function refuseNested(root: string, dev: number, ino: number, reads: RegisterReads): Promise<void> {
   const fix = 'give every node a root of its own, side by side (such as /var/lib/datum/<node>), never one inside another';
   const named = (r: RegisteredRoot) => `${r.root}, the root of node ${r.node} (pid ${r.pid}, ${r.config})`;
   for (const { dir, id } of await ancestorIds(root)) {
@@ -103,6 +108,6 @@ async function refuseNested(root: string, dev: number, ino: number): Promise<voi
     const now = await identityOf(other.root);
     return now !== null && now.dev === other.id.dev && now.ino === other.id.ino;
   };
-  const [other] = await registeredRoots(within);
+  const [other] = await registeredRoots(within, reads);
   if (other) throw new RootRefused(withFix(`${root} contains ${named(other)}`, fix));
 }
