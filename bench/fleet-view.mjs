@@ -103,11 +103,17 @@ async function row(n) {
     const { address, connection } = server;
     const client = new Client({ connection });
     const datum = path.join(root, 'bin', 'datum.js');
-    const worker = start('worker', process.execPath, [datum, 'worker', '--fleet', dir, '--data', dir, '--address', address], logs, {
-      ...process.env,
-      ...server.workerEnv,
-      DATUM_FLEET_INTERVAL: `${interval}s`,
-    });
+    const worker = start(
+      'worker',
+      process.execPath,
+      [datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
+      logs,
+      {
+        ...process.env,
+        ...server.workerEnv,
+        DATUM_FLEET_INTERVAL: `${interval}s`,
+      },
+    );
     const configs = nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]);
     const agent = start('agent', process.execPath, [datum, 'agent', '--address', address, ...configs], logs);
     procs.push(worker, agent);
@@ -185,7 +191,10 @@ const out = path.join(root, 'bench', 'results', `${date}-fleet-view.json`);
 const rows = [];
 // Written after every run: a later run that fails keeps the finished ones.
 const save = () =>
-  writeFile(out, `${JSON.stringify({ measured, beside_others: others, interval_s: interval, window_s: windowS, burst, rows }, null, 2)}\n`);
+  writeFile(
+    out,
+    `${JSON.stringify({ measured, beside_others: others, interval_s: interval, window_s: windowS, burst, rows }, null, 2)}\n`,
+  );
 for (const n of sizes) {
   const runs = [];
   rows.push({ nodes: n, runs });
@@ -195,7 +204,9 @@ for (const n of sizes) {
   }
 }
 const pick = (runs, f) => median(runs.map(f));
-console.log('| nodes | events per look | looks in window | look wall p50 / max ms | server CPU s per look | controller CPU s per look | server cores at 60 s | steady cores: server / controller / agent |');
+console.log(
+  '| nodes | events per look | looks in window | look wall p50 / max ms | server CPU s per look | controller CPU s per look | server cores at 60 s | steady cores: server / controller / agent |',
+);
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { nodes, runs } of rows)
   console.log(
