@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { writeFleet } from './fleet.mjs';
+import { benchFleet } from './fleet.mjs';
 import { benchStart, fail } from './provenance.mjs';
 import { pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
 
@@ -95,10 +95,11 @@ async function row(n) {
   let server = null;
   const load0 = os.loadavg()[0];
   try {
-    const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
     // bench/run.mjs's watch-mode fleet: loops at rest wait for the watch, with a 10 min resync.
-    const policy = { resync_interval: '10m', node_timeout: '60s', observation_ttl: '120s', conflict_window: '0s', watch: true };
-    await writeFleet(dir, nodes, { policy });
+    const nodes = await benchFleet(dir, n, true, 0);
+    // The agent's register of roots in this run's directory, as bench/mixed.mjs keeps it: a run
+    // stopped midway leaves nothing in the host's /run/datum for the next to read.
+    const env = { ...process.env, DATUM_RUNTIME_DIR: path.join(dir, 'run') };
     server = await startServer('dev', dir, logs, { say });
     const { address, connection } = server;
     const client = new Client({ connection });
@@ -108,14 +109,10 @@ async function row(n) {
       process.execPath,
       [datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
       logs,
-      {
-        ...process.env,
-        ...server.workerEnv,
-        DATUM_FLEET_INTERVAL: `${interval}s`,
-      },
+      { ...env, ...server.workerEnv, DATUM_FLEET_INTERVAL: `${interval}s` },
     );
     const configs = nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]);
-    const agent = start('agent', process.execPath, [datum, 'agent', '--address', address, ...configs], logs);
+    const agent = start('agent', process.execPath, [datum, 'agent', '--address', address, ...configs], logs, env);
     procs.push(worker, agent);
     await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
     await pollerOn(connection, contract.agentTaskQueue(nodes[n - 1]), 2, 'the agent');

@@ -45,3 +45,18 @@ export function pct(xs, p) {
   const s = xs.filter((x) => x !== null && x !== undefined).sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null;
 }
+
+/** A fleet of n virtual nodes; the first `services` run the demo service. */
+export async function benchFleet(dir, n, watch, services) {
+  const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
+  // Polling mode resyncs every 30s; watch mode relies on events with resync as the safety net.
+  // conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
+  const policy = {
+    resync_interval: watch ? '10m' : '30s',
+    node_timeout: '60s',
+    observation_ttl: '120s',
+    conflict_window: '0s',
+    watch,
+  };
+  return writeFleet(dir, nodes, { policy, services });
+}

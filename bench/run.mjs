@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { writeChart } from './chart.mjs';
-import { pct, writeFleet } from './fleet.mjs';
+import { benchFleet, pct } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
@@ -289,21 +289,6 @@ function metricsDelta(a, b, top = 6) {
   };
 }
 
-/** A fleet of n virtual nodes; the first `services` run the demo service. */
-async function fleetOf(dir, n, watch, services) {
-  const nodes = Array.from({ length: n }, (_, i) => `B-${String(i + 1).padStart(4, '0')}`);
-  // Polling mode resyncs every 30s; watch mode relies on events with resync as the safety net.
-  // conflict_window 0s: the bench's out-of-band edits are drift, not a second writer.
-  const policy = {
-    resync_interval: watch ? '10m' : '30s',
-    node_timeout: '60s',
-    observation_ttl: '120s',
-    conflict_window: '0s',
-    watch,
-  };
-  return writeFleet(dir, nodes, { policy, services });
-}
-
 async function stopAllServices(dir) {
   const nodes = await readdir(path.join(dir, 'nodes')).catch(() => []);
   await mapLimit(nodes, 16, (x) => stopServices(path.join(dir, 'nodes', x)).catch(() => undefined));
@@ -320,7 +305,7 @@ async function floorRollout(n, services) {
   const tearDown = once(() => stopAllServices(dir));
   interruptible.add(tearDown);
   try {
-    const nodes = await fleetOf(dir, n, false, services);
+    const nodes = await benchFleet(dir, n, false, services);
     const authority = new DesiredStateAuthority(dir);
     const t0 = Date.now();
     let applies = 0;
@@ -524,7 +509,7 @@ async function runSize(n, mode, serverKind, workerCount) {
   interruptible.add(tearDown);
   try {
     const services = Math.min(serviceNodes, n);
-    const nodes = await fleetOf(dir, n, mode === 'watch', services);
+    const nodes = await benchFleet(dir, n, mode === 'watch', services);
     server = await startServer(serverKind, dir, logs, { shards, say });
     const { address, connection, metricsPort } = server;
     const client = new Client({ connection });
