@@ -20,6 +20,8 @@ export interface ControlDeps {
   ledger?: LedgerStore;
   /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
   workEscalateAfter?: string;
+  /** How many shards the fleet's loops run in (DATUM_LOOP_SHARDS, loopTaskQueue); default 1, datum-control. */
+  loopShards?: number;
 }
 
 /**
@@ -54,7 +56,11 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
       const [latest] = deps.ledger ? await deps.ledger.list(node, { limit: 1, newest: true }) : [];
       return latest?.hold ?? null;
     },
-    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), { keep, escalateAfter }),
+    ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), {
+      keep,
+      escalateAfter,
+      loopShards: deps.loopShards ?? 1,
+    }),
     ...createWaveActivities(authority, () => ledgerOf(deps, 'a rollout in waves')),
     endNodeLoops: (input) => endNodeLoops(clientOf(deps, 'a decommission'), authority, input),
     ...createFleetActivities(authority, () => clientOf(deps, 'the fleet view')),

@@ -2,7 +2,6 @@ import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import {
-  CONTROL_TASK_QUEUE,
   DatumDigest,
   DatumGeneration,
   DatumNode,
@@ -12,6 +11,7 @@ import {
   reconcileWorkflowId,
   refreshDesiredSignal,
   stateQuery,
+  loopTaskQueue,
   withFix,
   type AuthorityRead,
   type NodeStateReport,
@@ -31,7 +31,7 @@ import { openRemovalItem } from './removals';
 export function createRolloutActivities(
   authority: DesiredStateAuthority,
   client: () => Client,
-  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string },
+  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string; loopShards: number },
 ) {
   return {
     async prepareRolloutNodes(input: { generation: number; nodes: string[]; report_to?: string }): Promise<PreparedNode[]> {
@@ -78,7 +78,7 @@ export function createRolloutActivities(
 async function startNode(
   c: Client,
   authority: DesiredStateAuthority,
-  removals: { keep: (read: AuthorityRead) => Promise<void> },
+  removals: { keep: (read: AuthorityRead) => Promise<void>; loopShards: number },
   { generation, node, report_to }: { generation: number; node: string; report_to?: string },
 ): Promise<PreparedNode> {
   // One node's file, however bad, refuses that node only: the batch goes on.
@@ -97,7 +97,9 @@ async function startNode(
   }
   const workflowId = reconcileWorkflowId(node, generation);
   await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-    taskQueue: CONTROL_TASK_QUEUE,
+    // Its shard's queue (datum-control when the fleet has one shard). An attach keeps the queue
+    // the loop was started on: the rule gives the same one while the shard count stays.
+    taskQueue: loopTaskQueue(node, removals.loopShards),
     workflowId,
     args: [{ node, generation, ...(report_to ? { report_to } : {}) }],
     workflowIdConflictPolicy: 'USE_EXISTING',

@@ -162,11 +162,23 @@ function runCommands(program: Program, inv: Invocation): void {
       .command('worker')
       .summary('run the controller worker (reconcileNode, rollout) on datum-control')
       .description(
-        `Runs the controller worker on task queue datum-control; the authority is FLEET/desired. Run as many as you like: they share the task queue. --task-queue runs a separate controller (a staging copy of the authority, say). Decisions are appended to the ledger at $DATUM_LEDGER_URL (postgres://…) or else DATA/ledger.sqlite.`,
+        `Runs the controller worker on task queue datum-control; the authority is FLEET/desired. Run as many as you like: they share the task queue. With --loop-shards, loops run on one queue per shard and the worker serves those too (--serve-shards splits them between workers). --task-queue runs a separate controller (a staging copy of the authority, say). Decisions are appended to the ledger at $DATUM_LEDGER_URL (postgres://…) or else DATA/ledger.sqlite.`,
       )
       .addOption(fleetOption())
       .addOption(dataOption())
       .option('--task-queue <queue>', 'task queue to serve (default datum-control)')
+      .addOption(
+        new Option(
+          '--loop-shards <n>',
+          "how many shards the fleet's loops run in, 1 to 64: a node's loops run on datum-control-loops-<FNV-1a(node) mod n> (with 1, on datum-control). Give every controller the same number (default 1)",
+        ).env('DATUM_LOOP_SHARDS'),
+      )
+      .addOption(
+        new Option(
+          '--serve-shards <list>',
+          'the loop shards this worker serves, such as 0,2 or 0-3 (default: all of them); every shard needs a worker somewhere',
+        ).env('DATUM_SERVE_SHARDS'),
+      )
       .addOption(
         new Option(
           '--max-cached-workflows <n>',

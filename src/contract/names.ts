@@ -10,6 +10,31 @@ import { sha256Hex } from './identifiers';
 export const CONTROL_TASK_QUEUE = 'datum-control';
 export const agentTaskQueue = (node: string) => `datum-node-${node}`;
 
+/** The most loop shards a fleet may have (DATUM_LOOP_SHARDS): each is a task queue with its own pollers. */
+export const MAX_LOOP_SHARDS = 64;
+
+/** FNV-1a, 32 bits, over the UTF-8 bytes: the same number for the same name in every process and release. */
+function fnv1a32(text: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+/** The shard a node's loops run in, of `shards`: a stable rule, the node's name alone decides it. */
+export const loopShardOf = (node: string, shards: number) => fnv1a32(node) % shards;
+
+/** The task queue of shard `shard`: datum-control-loops-<shard>. */
+export const loopShardQueue = (shard: number) => `${CONTROL_TASK_QUEUE}-loops-${shard}`;
+
+/**
+ * The task queue a node's reconcileNode loops run on. One shard (the default) is datum-control
+ * itself, as before shards existed; with more, datum-control-loops-<FNV-1a(node) mod shards>, so
+ * controller workers can split a fleet's loops between them (docs/operations.md "A fleet across
+ * machines"). A loop's control activities run on its own queue.
+ */
+export const loopTaskQueue = (node: string, shards: number) =>
+  shards <= 1 ? CONTROL_TASK_QUEUE : loopShardQueue(loopShardOf(node, shards));
+
 /**
  * Workflow types, as registered by the controller worker (the export names of
  * src/workflows/index.ts, checked there against these).

@@ -1,10 +1,10 @@
 import type { Client } from '@temporalio/client';
-import { Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Worker, bundleWorkflowCode, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createControlActivities } from '../activities';
 import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
-import { CONTROL_TASK_QUEUE } from '../contract';
-import { workflowInterceptorModules, workflowSource } from './bundle';
+import { CONTROL_TASK_QUEUE, loopShardQueue } from '../contract';
+import { workflowBundleOptions, workflowInterceptorModules, workflowSource } from './bundle';
 import { cacheSizeForHeap, watchLoopCache } from './loop-cache';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 import { activeTracing, tracingWorkerOptions } from '../tracing';
@@ -32,6 +32,8 @@ export interface ControllerOptions {
   /** Where decisions are appended (openLedgerStore); the caller closes it after the worker stops. */
   ledger: LedgerStore;
   taskQueue?: string;
+  /** How many shards the fleet's loops run in: the queue the rollout activities start a node's loop on (loopTaskQueue). */
+  loopShards?: number;
   /** A prebuilt bundle (tests share one); otherwise DATUM_WORKFLOW_BUNDLE's file, or bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
   /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
@@ -69,6 +71,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
       fleetDir: options.fleetDir,
       client: options.client,
       ledger: options.ledger,
+      loopShards: options.loopShards ?? 1,
       ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
     }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
@@ -79,4 +82,28 @@ export async function createControllerWorker(options: ControllerOptions): Promis
   });
   if (options.loopCacheLog) watchLoopCache(options.client, worker, options.loopCacheLog);
   return worker;
+}
+
+/**
+ * The controller's workers in one process: one on `taskQueue` (datum-control: rollouts, work items,
+ * the fleet's view, and loops of a fleet with one shard) and one per loop shard it serves, each on
+ * datum-control-loops-<shard> (loopTaskQueue). They share the connection and one bundle of the
+ * workflows. A shard's worker caches its share of `maxCachedWorkflows` with a quarter's margin, as
+ * FNV-1a spreads nodes near evenly but not exactly (docs/performance.md).
+ */
+export async function createControllerWorkers(options: ControllerOptions & { serveShards: number[] }): Promise<Worker[]> {
+  const size = options.maxCachedWorkflows ?? cacheSizeForHeap();
+  const bundle =
+    options.workflowBundle ??
+    (options.serveShards.length > 0 && !('workflowBundle' in workflowSource({ tracing: activeTracing() !== undefined }))
+      ? await bundleWorkflowCode(workflowBundleOptions({ tracing: activeTracing() !== undefined }))
+      : undefined);
+  const shared = { ...options, ...(bundle ? { workflowBundle: bundle } : {}) };
+  const share = Math.max(2, Math.ceil((1.25 * size) / Math.max(1, options.serveShards.length)));
+  return Promise.all([
+    createControllerWorker({ ...shared, maxCachedWorkflows: size }),
+    ...options.serveShards.map((shard) =>
+      createControllerWorker({ ...shared, taskQueue: loopShardQueue(shard), maxCachedWorkflows: share }),
+    ),
+  ]);
 }

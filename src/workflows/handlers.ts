@@ -3,7 +3,7 @@
  * passes (handleSignals), at a point where no pass is half done. An Update of a signal's name
  * queues as that signal, and its handler returns once the loop recorded the decision (updates.ts).
  */
-import { ParentClosePolicy, setHandler, startChild } from '@temporalio/workflow';
+import { ParentClosePolicy, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   decisionRequest,
@@ -20,7 +20,6 @@ import {
   type RecordDecisionRequest,
 } from '../domain';
 import {
-  CONTROL_TASK_QUEUE,
   WORKFLOW_PATCH,
   WORKFLOW_TYPES,
   withFix,
@@ -425,7 +424,8 @@ async function startSuccessor(node: string, target: { generation: number; digest
   try {
     await startChild<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
       workflowId,
-      taskQueue: CONTROL_TASK_QUEUE,
+      // The node's shard, which this loop runs in: the queue a rollout would have chosen for it.
+      taskQueue: workflowInfo().taskQueue,
       args: [{ node, generation: target.generation }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: handOverAttributes(node, target),

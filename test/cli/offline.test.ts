@@ -146,6 +146,30 @@ describe('help, version and usage errors', () => {
         /--max-cached-workflows \(or DATUM_MAX_CACHED_WORKFLOWS\) is "(0|lots)", not a whole number of 1 or more — fix: give how many loops/,
       );
     }
+    // Loop shards: a count out of range, and shards to serve that the count does not have.
+    for (const [args, env, said] of [
+      [
+        ['--loop-shards', '0'],
+        {},
+        /--loop-shards \(or DATUM_LOOP_SHARDS\) is "0", not a whole number from 1 to 64 — fix: give every controller/,
+      ],
+      [[], { DATUM_LOOP_SHARDS: '65' }, /--loop-shards \(or DATUM_LOOP_SHARDS\) is "65", not a whole number from 1 to 64/],
+      [
+        ['--loop-shards', '4', '--serve-shards', '1,4'],
+        {},
+        /--serve-shards \(or DATUM_SERVE_SHARDS\) has "4", not a shard or a range of shards from 0 to 3 — fix: list shards below --loop-shards 4/,
+      ],
+      [['--loop-shards', '4', '--serve-shards', '3-1'], {}, /has "3-1", not a shard or a range/],
+      [
+        ['--serve-shards', '2'],
+        {},
+        /--serve-shards \(or DATUM_SERVE_SHARDS\) is "2", but the loops run in one shard \(datum-control\) — fix: give --loop-shards/,
+      ],
+    ] as const) {
+      const shards = await datum(['worker', '--fleet', fleet, ...args], env);
+      expect(shards.code).toBe(2);
+      expect(shards.stderr).toMatch(said);
+    }
     const shell = await datum(['completion', 'tcsh']);
     expect(shell.code).toBe(2);
     expect(shell.stderr).toMatch(/no completion for shell "tcsh" — fix: use one of bash, zsh, fish/);
