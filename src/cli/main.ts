@@ -59,8 +59,22 @@ function report(error: unknown, command: CommandUnknownOpts): number {
     process.stderr.write(terminalSafe(`${commandPath(command)}: ${error.message}\n\n${usageOf(command)}\n`));
     return EXIT.usage;
   }
-  process.stderr.write(terminalSafe(`${commandPath(command)}: ${error instanceof Error ? error.message : String(error)}\n`));
+  process.stderr.write(terminalSafe(`${commandPath(command)}: ${withCauses(error)}\n`));
   return EXIT.finding;
+}
+
+/**
+ * An error's message with what caused it: the client's "Failed to start Workflow" says nothing
+ * without the server's reason in its cause (a refused start, an unreachable frontend).
+ */
+function withCauses(error: unknown): string {
+  const said: string[] = [];
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const message = e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e);
+    if (message && !said.some((s) => s.includes(message))) said.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return said.join(': ');
 }
 
 export function commandPath(command: CommandUnknownOpts): string {
