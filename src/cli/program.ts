@@ -143,6 +143,20 @@ const WORK_OPTION_SETS: OptionSets = {
 // The commands. Each action loads its module only when that command runs.
 
 /** What runs: the dev stack, the controller worker, the node agent. */
+/** The worker's --loop-shards and --serve-shards (src/contract/names.ts loopTaskQueue). */
+function loopShardOptions(): [Option, Option] {
+  return [
+    new Option(
+      '--loop-shards <n>',
+      "how many shards the fleet's loops run in, 1 to 64: a node's loops run on datum-control-loops-<FNV-1a(node) mod n> (with 1, on datum-control). Give every controller the same number (default 1)",
+    ).env('DATUM_LOOP_SHARDS'),
+    new Option(
+      '--serve-shards <list>',
+      'the loop shards this worker serves, such as 0,2 or 0-3 (default: all of them); every shard needs a worker somewhere',
+    ).env('DATUM_SERVE_SHARDS'),
+  ];
+}
+
 function runCommands(program: Program, inv: Invocation): void {
   program
     .command('dev')
@@ -167,18 +181,8 @@ function runCommands(program: Program, inv: Invocation): void {
       .addOption(fleetOption())
       .addOption(dataOption())
       .option('--task-queue <queue>', 'task queue to serve (default datum-control)')
-      .addOption(
-        new Option(
-          '--loop-shards <n>',
-          "how many shards the fleet's loops run in, 1 to 64: a node's loops run on datum-control-loops-<FNV-1a(node) mod n> (with 1, on datum-control). Give every controller the same number (default 1)",
-        ).env('DATUM_LOOP_SHARDS'),
-      )
-      .addOption(
-        new Option(
-          '--serve-shards <list>',
-          'the loop shards this worker serves, such as 0,2 or 0-3 (default: all of them); every shard needs a worker somewhere',
-        ).env('DATUM_SERVE_SHARDS'),
-      )
+      .addOption(loopShardOptions()[0])
+      .addOption(loopShardOptions()[1])
       .addOption(
         new Option(
           '--max-cached-workflows <n>',

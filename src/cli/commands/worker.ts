@@ -191,6 +191,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       maxCachedWorkflows,
       loopCacheLog: metrics.logger,
     });
+    const warn = (m: string) => metrics.logger.warn(m);
     process.stdout.write(
       `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}, caches ${worker.options.maxCachedWorkflows} loops${maxCachedWorkflows ? '' : ' (as many as fit its heap)'}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}${shardsServed(loopShards, serveShards, shardWorkers)}\n`,
     );
@@ -200,10 +201,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     const fleet = metrics.metricsUrl ? startFleetMetrics(client, () => authority.nodes()) : null;
     const { running, stopAll } = runAll([worker, ...shardWorkers]);
     // The fleet's own view (src/workflows/fleet.ts) runs on datum-control; a separate controller does not start one.
-    const watch =
-      taskQueue === CONTROL_TASK_QUEUE
-        ? keepFleetWatched(client, { interval: fleetInterval, log: (m) => metrics.logger.warn(m) })
-        : null;
+    const watch = taskQueue === CONTROL_TASK_QUEUE ? keepFleetWatched(client, { interval: fleetInterval, log: warn }) : null;
     await Promise.race([untilSignal(stopAll), running]);
     await running;
     watch?.stop();
