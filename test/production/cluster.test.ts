@@ -12,6 +12,7 @@ import {
   type ReconcileNodeWorkflow,
 } from '../../src/contract';
 import { MAINTENANCE, startConflictingWriter } from '../helpers/fleet';
+import { until } from '../helpers/until';
 import { D7, rootOf, startProductionStack, startsOf, waitFor, writeAgentFile, writeNode, type ProductionStack } from './fixture';
 
 /*
@@ -109,4 +110,27 @@ describe('production cluster: a conflicting writer', () => {
     expect(stored.map((e) => e.convergence_status)).toContain('CONFLICT');
     expect(stored.some((e) => e.reason === 'OPERATOR_RESOLUTION_RECORDED')).toBe(true);
   }, 300_000);
+});
+
+describe('production cluster: task-queue partitions', () => {
+  it("gives datum-control 4 partitions and a node's queue 1 (deploy/temporal/dynamicconfig/production.yaml)", async () => {
+    // The matching service labels its metrics with the partition it loaded: datum-control's
+    // pollers load partitions 1-3 as well, a node agent's poller only partition 0. An agent of
+    // its own, so that the test stands alone.
+    await stack.cluster.startAgents('agent-N-31', [await writeAgentFile(stack, 'N-31')]);
+    const loaded = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${stack.cluster.ports.metrics}/metrics`)).text();
+      const label = new RegExp(`partition="(\\d+)"[^}]*taskqueue="(\\w+)"|taskqueue="(\\w+)"[^}]*partition="(\\d+)"`, 'g');
+      const pairs = [...text.matchAll(label)].map((m) => ({ queue: m[2] ?? m[3], partition: m[1] ?? m[4] }));
+      const of = (queue: string) => [...new Set(pairs.filter((p) => p.queue === queue).map((p) => p.partition))].sort();
+      return { control: of('datum_control'), node: of('datum_node_N_31') };
+    };
+    const seen = await until(loaded, {
+      what: "datum-control's partitions 0-3 and N-31's queue in the server's metrics",
+      timeoutMs: 120_000,
+      intervalMs: 2000,
+      accept: (l) => ['0', '1', '2', '3'].every((p) => l.control.includes(p)) && l.node.includes('0'),
+    });
+    expect(seen.node).toEqual(['0']);
+  }, 180_000);
 });
