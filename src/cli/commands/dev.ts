@@ -13,6 +13,9 @@ import { devServerFlags } from '../../worker/dev-server';
 import { prepareDemoFleet } from '../../worker/demo-fleet';
 import {
   CONTROL_TASK_QUEUE,
+  FLEET_WORKFLOW_ID,
+  MEMO_LOOKED_AT,
+  fleetLookSignal,
   outcomeWords,
   WORKFLOW_TYPES,
   rolloutWorkflowId,
@@ -133,6 +136,7 @@ async function runStack(stack: Stack, children: Children, client: Client, signal
   for (const a of stack.agents)
     children.start(`agent-${a.node}`, process.execPath, [datum, 'agent', '--config', a.file, '--address', stack.address]);
   if ((await Promise.race([firstRollouts(client, stack.fleetDir, stack.dataDir, children), signalled])) === 'signal') return 130;
+  await freshLook(client);
   printNextSteps(stack.uiPort, stack.port, stack.dataDir, stack.fleetDir, stack.demo);
   const outcome = await Promise.race([signalled, children.firstExit()]);
   if (outcome === 'signal') return 0;
@@ -225,6 +229,35 @@ async function firstRollouts(client: Client, fleetDir: string, dataDir: string, 
     );
   }
   await fs.writeFile(marker, `${JSON.stringify({ at: new Date().toISOString(), generations: [...byGeneration.keys()] })}\n`);
+}
+
+/** How long `datum dev` waits for the fleet workflow's look after the first rollout. */
+const FRESH_LOOK_WAIT_MS = 20_000;
+
+/**
+ * Asks the fleet workflow (started by the worker) to look now, and waits until it has, so that
+ * `datum status` run from the next steps reads the loops the rollout just started, not a look
+ * from before them (NO_RUNNING_LOOP for every node until the next look, a minute later). A
+ * fleet workflow that does not answer in time is left to its own interval.
+ */
+async function freshLook(client: Client): Promise<void> {
+  const handle = client.workflow.getHandle(FLEET_WORKFLOW_ID);
+  const asked = Date.now();
+  let signalled = false;
+  while (Date.now() - asked < FRESH_LOOK_WAIT_MS) {
+    signalled ||= await handle.signal(fleetLookSignal).then(
+      () => true,
+      () => false, // not started yet: the worker starts it
+    );
+    const looked = signalled
+      ? await handle.describe().then(
+          (d) => d.memo?.[MEMO_LOOKED_AT],
+          () => null,
+        )
+      : null;
+    if (typeof looked === 'string' && Date.parse(looked) >= asked) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 function printNextSteps(uiPort: number, port: number, dataDir: string, fleetDir: string, demo: boolean): void {
