@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { AuthorityRead, ControlActivities } from '../contract';
+import { CONTROL_TASK_QUEUE, loopTaskQueue, type AuthorityRead, type ControlActivities } from '../contract';
 import type { LedgerEntry, NodeHold, OperatorDecision } from '../domain';
 import { sensitiveGuard } from '../codec/sensitive';
 import { DesiredStateAuthority } from './authority';
@@ -20,8 +20,10 @@ export interface ControlDeps {
   ledger?: LedgerStore;
   /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
   workEscalateAfter?: string;
-  /** How many shards the fleet's loops run in (DATUM_LOOP_SHARDS, loopTaskQueue); default 1, datum-control. */
+  /** How many shards the fleet's loops run in (DATUM_LOOP_SHARDS, loopTaskQueue); default 1. */
   loopShards?: number;
+  /** The controller queue whose loops these activities start (loopTaskQueue's base); default datum-control. */
+  loopQueueBase?: string;
 }
 
 /**
@@ -59,7 +61,7 @@ export function createControlActivities(deps: ControlDeps): ControlActivities {
     ...createRolloutActivities(authority, () => clientOf(deps, 'rollouts'), {
       keep,
       escalateAfter,
-      loopShards: deps.loopShards ?? 1,
+      loopQueue: (node) => loopTaskQueue(node, deps.loopShards ?? 1, deps.loopQueueBase ?? CONTROL_TASK_QUEUE),
     }),
     ...createWaveActivities(authority, () => ledgerOf(deps, 'a rollout in waves')),
     endNodeLoops: (input) => endNodeLoops(clientOf(deps, 'a decommission'), authority, input),

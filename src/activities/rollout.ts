@@ -11,7 +11,6 @@ import {
   reconcileWorkflowId,
   refreshDesiredSignal,
   stateQuery,
-  loopTaskQueue,
   withFix,
   type AuthorityRead,
   type NodeStateReport,
@@ -31,7 +30,7 @@ import { openRemovalItem } from './removals';
 export function createRolloutActivities(
   authority: DesiredStateAuthority,
   client: () => Client,
-  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string; loopShards: number },
+  removals: { keep: (read: AuthorityRead) => Promise<void>; escalateAfter: string; loopQueue: (node: string) => string },
 ) {
   return {
     async prepareRolloutNodes(input: { generation: number; nodes: string[]; report_to?: string }): Promise<PreparedNode[]> {
@@ -78,7 +77,7 @@ export function createRolloutActivities(
 async function startNode(
   c: Client,
   authority: DesiredStateAuthority,
-  removals: { keep: (read: AuthorityRead) => Promise<void>; loopShards: number },
+  removals: { keep: (read: AuthorityRead) => Promise<void>; loopQueue: (node: string) => string },
   { generation, node, report_to }: { generation: number; node: string; report_to?: string },
 ): Promise<PreparedNode> {
   // One node's file, however bad, refuses that node only: the batch goes on.
@@ -97,9 +96,9 @@ async function startNode(
   }
   const workflowId = reconcileWorkflowId(node, generation);
   await c.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
-    // Its shard's queue (datum-control when the fleet has one shard). An attach keeps the queue
-    // the loop was started on: the rule gives the same one while the shard count stays.
-    taskQueue: loopTaskQueue(node, removals.loopShards),
+    // Its shard's queue (this controller's own when the fleet has one shard). An attach keeps the
+    // queue the loop was started on: the rule gives the same one while the shard count stays.
+    taskQueue: removals.loopQueue(node),
     workflowId,
     args: [{ node, generation, ...(report_to ? { report_to } : {}) }],
     workflowIdConflictPolicy: 'USE_EXISTING',

@@ -148,7 +148,7 @@ function loopShardOptions(): [Option, Option] {
   return [
     new Option(
       '--loop-shards <n>',
-      "how many shards the fleet's loops run in, 1 to 64: a node's loops run on datum-control-loops-<FNV-1a(node) mod n> (with 1, on datum-control). Give every controller the same number (default 1)",
+      "how many shards the fleet's loops run in, 1 to 64: a node's loops run on datum-control-loops-<FNV-1a(node) mod n> (with 1, on datum-control; with --task-queue Q, on Q-loops-<k> and Q). Give every controller the same number (default 1)",
     ).env('DATUM_LOOP_SHARDS'),
     new Option(
       '--serve-shards <list>',

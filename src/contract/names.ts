@@ -23,17 +23,19 @@ function fnv1a32(text: string): number {
 /** The shard a node's loops run in, of `shards`: a stable rule, the node's name alone decides it. */
 export const loopShardOf = (node: string, shards: number) => fnv1a32(node) % shards;
 
-/** The task queue of shard `shard`: datum-control-loops-<shard>. */
-export const loopShardQueue = (shard: number) => `${CONTROL_TASK_QUEUE}-loops-${shard}`;
+/** The task queue of shard `shard` of the loops a controller queue starts: <base>-loops-<shard>. */
+export const loopShardQueue = (shard: number, base: string = CONTROL_TASK_QUEUE) => `${base}-loops-${shard}`;
 
 /**
- * The task queue a node's reconcileNode loops run on. One shard (the default) is datum-control
- * itself, as before shards existed; with more, datum-control-loops-<FNV-1a(node) mod shards>, so
- * controller workers can split a fleet's loops between them (docs/operations.md "A fleet across
- * machines"). A loop's control activities run on its own queue.
+ * The task queue a node's reconcileNode loops run on, when the controllers on `base` start them.
+ * One shard (the default) is `base` itself, datum-control as before shards existed; with more,
+ * <base>-loops-<FNV-1a(node) mod shards>, so controller workers can split a fleet's loops between
+ * them (docs/operations.md "A fleet across machines"). A loop's control activities run on its own
+ * queue. A separate controller (`datum worker --task-queue datum-staging`) keeps its loops on
+ * queues of its own name, never on the fleet's.
  */
-export const loopTaskQueue = (node: string, shards: number) =>
-  shards <= 1 ? CONTROL_TASK_QUEUE : loopShardQueue(loopShardOf(node, shards));
+export const loopTaskQueue = (node: string, shards: number, base: string = CONTROL_TASK_QUEUE) =>
+  shards <= 1 ? base : loopShardQueue(loopShardOf(node, shards), base);
 
 /**
  * Workflow types, as registered by the controller worker (the export names of

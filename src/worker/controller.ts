@@ -34,6 +34,8 @@ export interface ControllerOptions {
   taskQueue?: string;
   /** How many shards the fleet's loops run in: the queue the rollout activities start a node's loop on (loopTaskQueue). */
   loopShards?: number;
+  /** The queue whose shards those are (loopTaskQueue's base): the controller's own queue unless told. */
+  loopQueueBase?: string;
   /** A prebuilt bundle (tests share one); otherwise DATUM_WORKFLOW_BUNDLE's file, or bundled at start. */
   workflowBundle?: WorkflowBundleWithSourceMap;
   /** How long a work item may stay unclaimed before it escalates (default DATUM_WORK_ESCALATE_AFTER, else 1h). */
@@ -72,6 +74,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
       client: options.client,
       ledger: options.ledger,
       loopShards: options.loopShards ?? 1,
+      loopQueueBase: options.loopQueueBase ?? options.taskQueue ?? CONTROL_TASK_QUEUE,
       ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
     }),
     // Within the stop timeout the deployments give (src/worker/shutdown.ts).
@@ -98,12 +101,14 @@ export async function createControllerWorkers(options: ControllerOptions & { ser
     (options.serveShards.length > 0 && !('workflowBundle' in workflowSource({ tracing: activeTracing() !== undefined }))
       ? await bundleWorkflowCode(workflowBundleOptions({ tracing: activeTracing() !== undefined }))
       : undefined);
-  const shared = { ...options, ...(bundle ? { workflowBundle: bundle } : {}) };
+  const base = options.taskQueue ?? CONTROL_TASK_QUEUE;
+  // Every worker of the process starts loops on the shards of the process's own queue.
+  const shared = { ...options, loopQueueBase: base, ...(bundle ? { workflowBundle: bundle } : {}) };
   const share = Math.max(2, Math.ceil((1.25 * size) / Math.max(1, options.serveShards.length)));
   return Promise.all([
     createControllerWorker({ ...shared, maxCachedWorkflows: size }),
     ...options.serveShards.map((shard) =>
-      createControllerWorker({ ...shared, taskQueue: loopShardQueue(shard), maxCachedWorkflows: share }),
+      createControllerWorker({ ...shared, taskQueue: loopShardQueue(shard, base), maxCachedWorkflows: share }),
     ),
   ]);
 }

@@ -26,6 +26,11 @@ describe('loop shards', () => {
     for (const node of ['N-21', 'web-7', 'db.eu-1']) expect(loopTaskQueue(node, 1)).toBe(CONTROL_TASK_QUEUE);
   });
 
+  it("keeps a separate controller's loops on queues of its own name, never on the fleet's", () => {
+    expect(loopTaskQueue('N-23', 3, 'datum-staging')).toBe('datum-staging-loops-2');
+    expect(loopTaskQueue('N-23', 1, 'datum-staging')).toBe('datum-staging');
+  });
+
   it('spreads a fleet near evenly, so a shard worker caches about its share', () => {
     const counts = new Array<number>(4).fill(0);
     for (let i = 0; i < 1000; i++) counts[loopShardOf(`node-${String(i).padStart(4, '0')}`, 4)]++;

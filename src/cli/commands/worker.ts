@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
-import { CONTROL_TASK_QUEUE, FLEET_INTERVAL_DEFAULT, MAX_LOOP_SHARDS, loopShardQueue, withFix } from '../../contract';
+import { CONTROL_TASK_QUEUE, FLEET_INTERVAL_DEFAULT, MAX_LOOP_SHARDS, withFix } from '../../contract';
 import { parseDuration } from '../../domain/duration';
 import { UsageError } from '../errors';
 import { publishBuildInfo } from '../build-info';
@@ -107,10 +107,10 @@ function serveShardsOf(raw: string | undefined, shards: number): number[] {
 }
 
 /** What the start line says of the loop shards this worker serves (nothing with one shard). */
-function shardsServed(loopShards: number, serveShards: number[], shardWorkers: Worker[]): string {
+function shardsServed(loopShards: number, shardWorkers: Worker[]): string {
   if (loopShards === 1) return '';
   const each = shardWorkers[0]?.options.maxCachedWorkflows ?? 0;
-  return `; loops in ${loopShards} shards, serving ${serveShards.map(loopShardQueue).join(', ')} (each caches ${each} loops)`;
+  return `; loops in ${loopShards} shards, serving ${shardWorkers.map((w) => w.options.taskQueue).join(', ')} (each caches ${each} loops)`;
 }
 
 /** Runs the workers together: one stopping (a signal, or a fatal error) stops them all, so no controller is left half served. */
@@ -193,7 +193,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
     });
     const warn = (m: string) => metrics.logger.warn(m);
     process.stdout.write(
-      `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}, caches ${worker.options.maxCachedWorkflows} loops${maxCachedWorkflows ? '' : ' (as many as fit its heap)'}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}${shardsServed(loopShards, serveShards, shardWorkers)}\n`,
+      `datum worker: task queue ${taskQueue} on ${address} (namespace ${namespace}), authority ${path.join(fleetDir, 'desired')}, ledger ${ledger.location}, caches ${worker.options.maxCachedWorkflows} loops${maxCachedWorkflows ? '' : ' (as many as fit its heap)'}${metrics.metricsUrl ? `, metrics ${metrics.metricsUrl}` : ''}${shardsServed(loopShards, shardWorkers)}\n`,
     );
 
     // Fleet-wide counts from visibility, served with the worker's metrics.
