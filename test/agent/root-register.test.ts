@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { registerRoot, registeredRoots, runtimeDir, unregisterRoot } from '../../src/agent/fs/registry';
 import { takeRoot, type RootLease } from '../../src/agent/node/root-lease';
+import { lockedByAnyone } from '../../src/agent/fs/locks';
 
 /*
  * The host's register of roots (src/agent/fs/registry.ts) while other agents look at it. Another
@@ -105,6 +106,31 @@ describe('registering a root', () => {
       await lease?.release();
       for (const o of others) o.kill();
       await Promise.all(others.map((o) => o.gone));
+    }
+  });
+});
+
+describe('probing an entry', () => {
+  it('tells a live holder from none with no program on PATH but flock(1) (a unit or a package sets its own PATH)', async () => {
+    const [root] = await dirs(1);
+    const file = path.join(root, 'entry.json');
+    await fs.writeFile(file, '{}\n');
+    const emptyPath = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'datum-nopath-')));
+    made.push(emptyPath);
+    const holder = await heldElsewhere(file, '--exclusive', 30);
+    const saved = process.env.PATH;
+    // flock(1) is still found where util-linux puts it; `true`, `sh` and the rest are not on this PATH.
+    process.env.PATH = emptyPath;
+    try {
+      expect(await lockedByAnyone(file)).toBe(true);
+      holder.kill();
+      await holder.gone;
+      expect(await lockedByAnyone(file)).toBe(false);
+      // An entry gone between the listing and the probe is held by no one.
+      expect(await lockedByAnyone(path.join(root, 'gone.json'))).toBe(false);
+    } finally {
+      process.env.PATH = saved;
+      holder.kill();
     }
   });
 });

@@ -73,7 +73,7 @@ function flock(args: string[], handle?: FileHandle): Promise<number> {
  * another open file description holds one (another process, or another lock of this one).
  *
  * `patience` is for a file that lockedByAnyone() probes: a probe holds a shared lock for as long
- * as flock(1) and `true` take, and a taker that gave up at once would read that moment as a live
+ * as flock(1) and the close after it take, and a taker that gave up at once would read that moment as a live
  * holder (six agents starting together refused one another's registrations so). A probe lets go
  * within milliseconds; a holder keeps its lock for as long as it lives, so waiting `patience`
  * seconds tells the two apart.
@@ -95,7 +95,24 @@ export async function lockExclusive(path: string, create = false, patience = 0):
   }
 }
 
-/** Whether some process holds an exclusive lock on `path` now (a shared lock taken and dropped at once tells). */
+/**
+ * Whether some process holds an exclusive lock on `path` now: a shared lock taken and dropped at
+ * once tells. flock(1) takes it on a descriptor this process opened (fd 3), and closing that
+ * descriptor drops it, so no program is run under the lock: a probe by `flock FILE true` needed
+ * `true` on PATH, which a unit's or a package's PATH may lack. A file gone meanwhile is held by
+ * no one.
+ */
 export async function lockedByAnyone(path: string): Promise<boolean> {
-  return (await flock(['--nonblock', '--shared', path, 'true'])) === CONFLICT;
+  let handle: FileHandle;
+  try {
+    handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  try {
+    return (await flock(['--nonblock', '--shared', '3'], handle)) === CONFLICT;
+  } finally {
+    await handle.close();
+  }
 }
