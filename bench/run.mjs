@@ -538,7 +538,9 @@ async function runSize(n, mode, serverKind, workerCount) {
         ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]),
       ],
       logs,
-      { ...process.env, ...reporting(logs, 'agent') },
+      // The agent's register of roots in the run's directory, as mixed.mjs and fleet-view.mjs
+      // keep it: a run stopped midway leaves no entries in the host's /run/datum.
+      { ...process.env, ...reporting(logs, 'agent'), DATUM_RUNTIME_DIR: path.join(dir, 'run') },
     );
     procs.push(...workers, agent);
     const tAgent = Date.now();
