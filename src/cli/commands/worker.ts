@@ -139,7 +139,7 @@ export const workerCommand: CommandModule<WorkerRaw, WorkerInput> = {
       fleetInterval: fleetIntervalOf(process.env.DATUM_FLEET_INTERVAL),
     };
   },
-  // One function on purpose (66 lines): the worker's start is an ordered sequence (runtime and
+  // One function on purpose (64 lines): the worker's start is an ordered sequence (runtime and
   // tracing before any connection, the ledger before the worker, the fleet's watch after it
   // runs) whose shutdown closes the same handles in reverse; stages split out would pass all of
   // them around. It is the next to cut if it grows.
