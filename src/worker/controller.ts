@@ -96,10 +96,12 @@ export async function createControllerWorker(options: ControllerOptions): Promis
  */
 export async function createControllerWorkers(options: ControllerOptions & { serveShards: number[] }): Promise<Worker[]> {
   const size = options.maxCachedWorkflows ?? cacheSizeForHeap();
+  const variant = { tracing: activeTracing() !== undefined };
+  // Bundled once for all of them, unless a prebuilt bundle is given or configured.
   const bundle =
     options.workflowBundle ??
-    (options.serveShards.length > 0 && !('workflowBundle' in workflowSource({ tracing: activeTracing() !== undefined }))
-      ? await bundleWorkflowCode(workflowBundleOptions({ tracing: activeTracing() !== undefined }))
+    (options.serveShards.length > 0 && !('workflowBundle' in workflowSource(variant))
+      ? await bundleWorkflowCode(workflowBundleOptions(variant))
       : undefined);
   const base = options.taskQueue ?? CONTROL_TASK_QUEUE;
   // Every worker of the process starts loops on the shards of the process's own queue.
