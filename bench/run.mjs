@@ -30,7 +30,7 @@ import { benchStart, fail, memoryMb } from './provenance.mjs';
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const dist = (p) => path.join(root, 'dist', 'src', p);
-const { Client, Connection } = require('@temporalio/client');
+const { Client } = require('@temporalio/client');
 const temporalProto = require('@temporalio/proto');
 const { readServiceState, stopServices } = require(dist('agent/services/index.js'));
 const contract = require(dist('contract/index.js'));
@@ -39,10 +39,9 @@ const { agentGate } = require(dist('agent/gate.js'));
 const { DesiredStateAuthority } = require(dist('activities/authority.js'));
 const { mapLimit } = require(dist('activities/map-limit.js'));
 const domain = require(dist('domain/index.js'));
-const { Worker, NativeConnection } = require('@temporalio/worker');
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--profile] [--keep] [--beside-others]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--pin-agent 1] [--profile] [--keep] [--beside-others]';
 const {
   values,
   whole: wholeOption,
@@ -61,6 +60,7 @@ const {
   keep: { type: 'boolean', default: false },
   settle: { type: 'string', default: '30' },
   repeat: { type: 'string', default: '3' },
+  'pin-agent': { type: 'string' },
 });
 const modes = values.modes.split(',');
 if (modes.some((m) => m !== 'watch' && m !== 'poll'))
@@ -84,6 +84,7 @@ const fileChanges = wholeOption('changes', 0);
 const serviceNodes = wholeOption('services', 0);
 const soakHours = wholeOption('soak', 0);
 const shards = wholeOption('shards', 1);
+const placement = placementFor(values['pin-agent']);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** `fn` run at most once: a second call (the row's finally after an interrupt) waits for the first. */
@@ -132,6 +133,65 @@ const cpuDelta = (a, b, wallMs) =>
   Object.fromEntries(
     Object.keys(a).map((k) => [k, { cpu_s: round(b[k] - a[k], 1), cores: round((b[k] - a[k]) / (wallMs / 1000), 2) }]),
   );
+
+/**
+ * Where the row's processes run (issue 33: the agent on a core of its own, so the server's and the
+ * controller's figures are what production, with its agents on other hosts, sees). Unset, the
+ * kernel places every process. `--pin-agent 1` runs the agent (and the ceiling's) on CPU 1 and
+ * everything else, the bench included, on the other CPUs: with taskset(1) in front of a process
+ * the bench starts, and `taskset -a -p` on a server it started by other means.
+ */
+function placementFor(spec) {
+  if (spec === undefined) return { describe: 'unpinned', wrap: (_role, command, args) => [command, args], pin: () => undefined };
+  const all = os.cpus().map((_, i) => i);
+  const agentCpus = [
+    ...new Set(
+      spec.split(',').flatMap((part) => {
+        const [a, b = a] = part.split('-').map((x) => (/^\d+$/.test(x) ? Number(x) : NaN));
+        return a <= b ? Array.from({ length: b - a + 1 }, (_, i) => a + i) : [NaN];
+      }),
+    ),
+  ];
+  if (agentCpus.some((c) => !all.includes(c)))
+    fail(`--pin-agent ${spec} must list CPUs of this machine (0 to ${all.length - 1}), such as --pin-agent ${all.length - 1}`);
+  const rest = all.filter((c) => !agentCpus.includes(c));
+  if (rest.length === 0)
+    fail(
+      `--pin-agent ${spec} leaves no CPU for the server and the controllers: list fewer, such as --pin-agent ${all.length - 1}`,
+    );
+  const lists = { agent: agentCpus.join(','), rest: rest.join(',') };
+  const pin = (pid, role) => {
+    const r = spawnSync('taskset', ['-a', '-p', '-c', lists[role], String(pid)], { encoding: 'utf8' });
+    if (r.status !== 0)
+      throw new Error(
+        `taskset could not pin process ${pid} to CPU ${lists[role]}: ${(r.stderr || r.error?.message || '').trim()}`,
+      );
+  };
+  pin(process.pid, 'rest');
+  return {
+    describe: `agent on CPU ${lists.agent}; server, controllers and bench on CPU ${lists.rest}`,
+    wrap: (role, command, args) => ['taskset', ['-c', lists[role], command, ...args]],
+    pin,
+  };
+}
+
+/** Pins the server's process and, for PostgreSQL, its postmaster and the backends it has forked (new ones inherit). */
+async function pinServer(server) {
+  for (const pid of Object.values(server.pids).filter(Boolean)) {
+    placement.pin(pid, 'rest');
+    for (const p of await readdir('/proc').catch(() => [])) {
+      if (!/^\d+$/.test(p)) continue;
+      const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => null);
+      if (stat && Number(stat.split(') ')[1].split(' ')[1]) === pid) {
+        try {
+          placement.pin(Number(p), 'rest');
+        } catch {
+          // A backend that exited meanwhile.
+        }
+      }
+    }
+  }
+}
 
 /** The preload that reports a process's heap on SIGUSR2 (bench/memory-report.js), and where. */
 const reporting = (logs, name) => ({
@@ -355,43 +415,80 @@ async function floorRollout(n, services) {
   }
 }
 
-/** The ceiling: N no-op workflows running the same number of activities as a repair pass. */
-async function ceilingRollout(address, n, appliesPerNode) {
-  const connection = await NativeConnection.connect({ address });
+/**
+ * The shaped ceiling (issue 33): what the engine does for a rollout of Datum's shape when nothing
+ * else costs anything. Its own controller process (bench/ceiling-controller.js, the controller
+ * worker's tuning) runs a rollout that starts one loop per node, all in flight, with a Datum loop's
+ * events (bench/ceiling-workflows.js); its own no-op agent process (bench/ceiling-agent.js, the
+ * node worker's tuning) serves one queue per node. It ends when every loop has told the rollout it
+ * settled. CPU seconds are read per process; then its loops are terminated and its processes
+ * stopped, and the server is left to go idle before Datum's rollout.
+ */
+async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement }) {
   const taskQueue = 'bench-ceiling';
-  const worker = await Worker.create({
-    connection,
-    taskQueue,
-    workflowsPath: path.join(root, 'bench', 'ceiling-workflows.js'),
-    activities: { noop: () => Promise.resolve() },
-  });
-  const running = worker.run();
-  try {
-    const client = new Client({ connection: await Connection.connect({ address }) });
-    const t0 = Date.now();
-    await mapLimit(
-      Array.from({ length: n }, (_, i) => i),
-      200,
-      async (i) => {
-        // A saturated dev server can refuse a start for a moment (at 3000 nodes: "Namespace not
-        // found"); a start retried after one that did go through finds its workflow running.
-        const workflowId = `bench-ceiling-${i}-${t0}`;
-        const handle = await patiently(() =>
-          client.workflow.start('noopPass', { taskQueue, workflowId, args: [appliesPerNode] }).catch((error) => {
-            if (error?.name === 'WorkflowExecutionAlreadyStartedError') return client.workflow.getHandle(workflowId);
-            throw error;
-          }),
-        );
-        await patiently(() => handle.result());
-      },
+  const prefix = 'bench-ceiling-node-';
+  const queuesFile = path.join(dir, 'ceiling-queues.json');
+  await writeFile(queuesFile, JSON.stringify(nodes.map((node) => `${prefix}${node}`)));
+  // Each a process of its own, named for its log and placed as its role is.
+  const own = (name, role, args) =>
+    start(
+      `ceiling-${name}`,
+      ...placement.wrap(role, process.execPath, [path.join(root, 'bench', `ceiling-${name}.js`), '--address', address, ...args]),
+      logs,
+      { ...process.env, ...reporting(logs, `ceiling-${name}`) },
     );
-    return Date.now() - t0;
+  const controller = own('controller', 'rest', ['--task-queue', taskQueue]);
+  const agent = own('agent', 'agent', ['--queues', queuesFile]);
+  const procs = [controller, agent];
+  try {
+    const connection = client.connection;
+    await pollerOn(connection, taskQueue, 1, 'the ceiling controller');
+    await pollerOn(connection, `${prefix}${nodes[nodes.length - 1]}`, 2, 'the ceiling agent');
+    const watched = { ...serverPids, controller: [controller.pid], agent: [agent.pid] };
+    const cpu0 = await cpuOf(watched);
+    const t0 = Date.now();
+    const settled = await client.workflow.execute('shapedRollout', {
+      taskQueue,
+      workflowId: `bench-ceiling-rollout-${t0}`,
+      args: [
+        {
+          nodes,
+          applies: 3,
+          watch: mode === 'watch',
+          // The bench fleet's resync_interval (bench/fleet.mjs), so loops settled early run their
+          // steady passes while the rollout goes on, as Datum's do.
+          resync_ms: mode === 'watch' ? 600_000 : 30_000,
+          node_queue_prefix: prefix,
+          // Datum's rollout starts its loops in batches of 25, 8 batches at a time (src/workflows/rollout.ts).
+          batch: 25,
+          lanes: 8,
+        },
+      ],
+    });
+    const ms = Date.now() - t0;
+    const cpu = cpuDelta(cpu0, await cpuOf(watched), ms);
+    if (settled !== nodes.length) throw new Error(`the shaped ceiling heard ${settled} of ${nodes.length} loops settle`);
+    const memory = { controller: await memoryMb(controller.pid), agent: await memoryMb(agent.pid) };
+    // Its loops' events to settling, to set beside Datum's events to first convergence: the shape matches.
+    const events = await mapLimit(nodes, 32, async (node) =>
+      patiently(() => client.workflow.getHandle(`bench-ceiling/${node}`).describe()).then((d) => d.historyLength),
+    );
+    await mapLimit(nodes, 32, (node) =>
+      client.workflow
+        .getHandle(`bench-ceiling/${node}`)
+        .terminate('the shaped ceiling is measured')
+        .catch(() => undefined),
+    );
+    return { ms, cpu, memory, events_p50: pct(events, 50) };
   } finally {
-    worker.shutdown();
-    await running;
-    await connection.close();
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM');
+    await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
   }
 }
+
+/** CPU seconds per node of a phase: every role's together, from cpuDelta's figures. */
+const cpuPerNode = (cpu, n) => round(Object.values(cpu).reduce((sum, r) => sum + (r.cpu_s ?? 0), 0) / n, 3);
 
 /**
  * Retries a read the server may time out while it is saturated (a query waits for the worker,
@@ -511,6 +608,7 @@ async function runSize(n, mode, serverKind, workerCount) {
     const services = Math.min(serviceNodes, n);
     const nodes = await benchFleet(dir, n, mode === 'watch', services);
     server = await startServer(serverKind, dir, logs, { shards, say });
+    await pinServer(server);
     const { address, connection, metricsPort } = server;
     const client = new Client({ connection });
     const datum = path.join(root, 'bin', 'datum.js');
@@ -520,23 +618,31 @@ async function runSize(n, mode, serverKind, workerCount) {
     const workers = Array.from({ length: workerCount }, (_, i) =>
       start(
         `worker-${i + 1}`,
-        process.execPath,
-        [...prof('worker'), datum, 'worker', '--fleet', dir, '--data', dir, '--address', address],
+        ...placement.wrap('rest', process.execPath, [
+          ...prof('worker'),
+          datum,
+          'worker',
+          '--fleet',
+          dir,
+          '--data',
+          dir,
+          '--address',
+          address,
+        ]),
         logs,
         { ...process.env, ...server.workerEnv, ...reporting(logs, `worker-${i + 1}`) },
       ),
     );
     const agent = start(
       'agent',
-      process.execPath,
-      [
+      ...placement.wrap('agent', process.execPath, [
         ...prof('agent'),
         datum,
         'agent',
         '--address',
         address,
         ...nodes.flatMap((node) => ['--config', path.join(dir, 'agents', `${node}.yaml`)]),
-      ],
+      ]),
       logs,
       // The agent's register of roots in the run's directory, as mixed.mjs and fleet-view.mjs
       // keep it: a run stopped midway leaves no entries in the host's /run/datum.
@@ -547,17 +653,19 @@ async function runSize(n, mode, serverKind, workerCount) {
     await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
     await pollerOn(connection, contract.agentTaskQueue(nodes[n - 1]), 2, 'the agent');
     const agentStartS = (Date.now() - tAgent) / 1000;
-    say(`controller and agent (${n} node workers) polling after ${agentStartS} s; no-op ceiling …`);
+    say(`controller and agent (${n} node workers) polling after ${agentStartS} s; shaped ceiling …`);
 
     // The ceiling first, on the idle server, so Datum's loops do not compete with it.
-    const ceilingMs = await ceilingRollout(address, n, 3);
-    const watched = {
+    const serverPids = {
       server: [server.pids.server],
       ...(server.pids.postgres ? { postgres: [server.pids.postgres] } : {}),
-      worker: workers.map((w) => w.pid),
-      agent: [agent.pid],
     };
-    say(`ceiling ${ceilingMs / 1000} s; rollout …`);
+    const ceiling = await shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement });
+    const ceilingMs = ceiling.ms;
+    const watched = { ...serverPids, worker: workers.map((w) => w.pid), agent: [agent.pid] };
+    say(`shaped ceiling ${ceilingMs / 1000} s, ${cpuPerNode(ceiling.cpu, n)} CPU-s a node; waiting for the server to go idle …`);
+    await untilIdle(watched);
+    say('rollout …');
 
     // Full rollout of generation 1 to every node.
     const [cpu0, m0] = [await cpuOf(watched), await serverMetrics(metricsPort)];
@@ -587,6 +695,14 @@ async function runSize(n, mode, serverKind, workerCount) {
       rollout_s: rolloutMs / 1000,
       ceiling_s: ceilingMs / 1000,
       datum_over_ceiling: round(rolloutMs / ceilingMs),
+      // CPU-s per node over the phase, every measured process together (server, PostgreSQL,
+      // controllers, agent): Datum's rollout against the shaped ceiling's.
+      rollout_cpu_s_per_node: cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n),
+      ceiling_cpu_s_per_node: cpuPerNode(ceiling.cpu, n),
+      datum_over_ceiling_cpu: round(cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n) / cpuPerNode(ceiling.cpu, n)),
+      ceiling_events_to_settle_p50: ceiling.events_p50,
+      ceiling_cpu: ceiling.cpu,
+      ceiling_memory_mb: ceiling.memory,
     };
     Object.assign(partial, rolloutFigures);
     say(`rollout ${rolloutMs / 1000} s, ${converged}/${n} CONVERGED; verification pass …`);
@@ -706,6 +822,10 @@ async function runSize(n, mode, serverKind, workerCount) {
       beside_others: others.length,
       server: serverKind,
       server_detail: server.describe,
+      // The shaped ceiling (issue 33); rows before 6 December 2026 measured a plain one: one
+      // in-process worker, one queue, 200 workflows in flight, no agent process, no CPU read.
+      ceiling_kind: 'shaped',
+      placement: placement.describe,
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       workers: workerCount,
       // The controller's workflow cache (datum worker --max-cached-workflows), which bounds its RSS.
@@ -948,6 +1068,9 @@ function markdown(rows, soaked) {
     ['ceiling_s', 'ceiling s'],
     ['datum_over_floor', 'Datum/floor'],
     ['datum_over_ceiling', 'Datum/ceiling'],
+    ['rollout_cpu_s_per_node', 'rollout CPU-s/node'],
+    ['ceiling_cpu_s_per_node', 'ceiling CPU-s/node'],
+    ['datum_over_ceiling_cpu', 'Datum/ceiling (CPU)'],
     ['convergence_p50_s', 'conv p50 s'],
     ['convergence_p99_s', 'conv p99 s'],
     ['verification_pass_s', 'verify s'],

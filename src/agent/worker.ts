@@ -133,6 +133,20 @@ async function takeRoots(configs: Array<{ file: string; config: AgentConfig }>):
   }
 }
 
+/**
+ * A node's worker's tuning, apart from what it runs. A node's loop runs one watch and one observe
+ * or apply at a time. The SDK's defaults (100 slots, 10 long polls per worker) would have an agent
+ * serving 1000 virtual nodes hold 10,000 polls open on the server for work that rarely comes. The
+ * bench's shaped ceiling (bench/ceiling-agent.js) serves its no-op nodes with the same.
+ */
+export function nodeWorkerTuning() {
+  return {
+    maxConcurrentActivityTaskExecutions: NODE_ACTIVITY_SLOTS,
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
+    maxHeartbeatThrottleInterval: MAX_HEARTBEAT_THROTTLE,
+  } as const;
+}
+
 export async function runAgents(options: RunAgentsOptions): Promise<RunningAgents> {
   const configs = await loadDistinctConfigs(options.configPaths);
   for (const { config } of configs) await makeDirs(config.root);
@@ -176,12 +190,7 @@ async function serve(
           identity: `datum-agent/${config.node}@${process.pid}`,
           dataConverter,
           interceptors: { activity: tracing.activityInterceptors },
-          // A node's loop runs one watch and one observe or apply at a time. The SDK's defaults
-          // (100 slots, 10 long polls per worker) would have an agent serving 1000 virtual nodes
-          // hold 10,000 polls open on the server for work that rarely comes.
-          maxConcurrentActivityTaskExecutions: NODE_ACTIVITY_SLOTS,
-          activityTaskPollerBehavior: { type: 'simple-maximum', maximum: NODE_ACTIVITY_POLLS },
-          maxHeartbeatThrottleInterval: MAX_HEARTBEAT_THROTTLE,
+          ...nodeWorkerTuning(),
         }),
       );
     }

@@ -46,6 +46,21 @@ export interface ControllerOptions {
   loopCacheLog?: { warn(message: string): void; info(message: string): void };
 }
 
+/**
+ * The controller worker's tuning, apart from what it runs: its cache of loops, how long a loop's
+ * next task waits for it on its sticky queue, and its shutdown times. The bench's shaped ceiling
+ * (bench/ceiling-controller.js) runs its no-op loops with the same.
+ */
+export function controllerWorkerTuning(maxCachedWorkflows?: number) {
+  return {
+    maxCachedWorkflows: maxCachedWorkflows ?? cacheSizeForHeap(),
+    stickyQueueScheduleToStartTimeout: STICKY_QUEUE_WAIT,
+    // Within the stop timeout the deployments give (src/worker/shutdown.ts).
+    shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,
+    shutdownForceTime: SHUTDOWN_FORCE_TIME_MS,
+  };
+}
+
 /** The controller worker: the reconcileNode, rollout and workItem workflows plus their activities, on datum-control. */
 export async function createControllerWorker(options: ControllerOptions): Promise<Worker> {
   // OpenTelemetry when this process traces (src/tracing), in the activities and in the workflow
@@ -67,8 +82,7 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     // Datum's workflow metrics, labelled like core's (task_queue, workflow_type): workflow-metrics.ts;
     // the old branches replaying runs still take: workflow-patches.ts.
     sinks: { ...workflowMetricSinks(), ...workflowPatchSinks(), ...tracing.sinks },
-    maxCachedWorkflows: options.maxCachedWorkflows ?? cacheSizeForHeap(),
-    stickyQueueScheduleToStartTimeout: STICKY_QUEUE_WAIT,
+    ...controllerWorkerTuning(options.maxCachedWorkflows),
     activities: createControlActivities({
       fleetDir: options.fleetDir,
       client: options.client,
@@ -77,9 +91,6 @@ export async function createControllerWorker(options: ControllerOptions): Promis
       loopQueueBase: options.loopQueueBase ?? options.taskQueue ?? CONTROL_TASK_QUEUE,
       ...(options.workEscalateAfter ? { workEscalateAfter: options.workEscalateAfter } : {}),
     }),
-    // Within the stop timeout the deployments give (src/worker/shutdown.ts).
-    shutdownGraceTime: SHUTDOWN_GRACE_TIME_MS,
-    shutdownForceTime: SHUTDOWN_FORCE_TIME_MS,
     // The payload codec, when configured (DATUM_CODEC_KEYS); it runs outside the workflow sandbox.
     dataConverter: codecDataConverter(),
   });
