@@ -1,9 +1,19 @@
 import { promises as fs } from 'node:fs';
 import type { Client } from '@temporalio/client';
-import { FLEET_WORK_CONDITIONS, canonicalJson, fleetConditions, fleetFingerprint, sha256Hex, type DeclaredNode } from '../domain';
+import {
+  FLEET_WORK_CONDITIONS,
+  canonicalJson,
+  fleetConditions,
+  fleetFingerprint,
+  sha256Hex,
+  type DeclaredNode,
+  type UnservedShard,
+} from '../domain';
 import {
   MEMO_VERIFIED_EVERY_MS,
+  CONTROL_TASK_QUEUE,
   isNodeId,
+  shardOfQueue,
   workQuery,
   type FleetLook,
   type FleetLookInput,
@@ -11,7 +21,7 @@ import {
   type WorkTargetInput,
 } from '../contract';
 import { reportWork } from './work';
-import { listNodes, missingLoops } from '../worker/fleet-loops';
+import { listNodes, missingLoops, workflowPollersOn } from '../worker/fleet-loops';
 import type { DesiredStateAuthority } from './authority';
 import { mapLimit } from './map-limit';
 
@@ -57,7 +67,15 @@ export async function lookAtFleet(
   const names = declared.map((d) => d.node);
   const missing = await missingLoops(c, names, new Set(loops.map((l) => l.node)), true, memory.closes);
   const now = new Date().toISOString();
-  const { drafts, counts } = fleetConditions({ declared, loops, missing, now, memo_lag_ms: MEMO_VERIFIED_EVERY_MS });
+  const unserved = await unservedShards(c, loops);
+  const { drafts, counts } = fleetConditions({
+    declared,
+    loops,
+    missing,
+    now,
+    memo_lag_ms: MEMO_VERIFIED_EVERY_MS,
+    unserved_shards: unserved,
+  });
   const fingerprint = fleetFingerprint(drafts);
   const seen = declared.map((d) => [d.node, d.generation, d.digest]);
   return {
@@ -67,6 +85,28 @@ export async function lookAtFleet(
     fingerprint,
     conditions: fingerprint === known ? null : drafts,
   };
+}
+
+/**
+ * The loop shards' queues (`<queue>-loops-<k>`) where the server has seen no controller poll for
+ * workflow tasks lately: one DescribeTaskQueue per shard that has loops. A shard's queue has one
+ * partition, whose pollers the call reads; datum-control may have several
+ * (deploy/temporal/dynamicconfig/production.yaml), and `datum status` already says when no
+ * controller polls it (the fleet is then unwatched). A queue the server could not describe is
+ * left out: the look claims only what it saw.
+ */
+async function unservedShards(c: Client, loops: Array<{ task_queue: string }>): Promise<UnservedShard[]> {
+  const shards = [...new Set(loops.map((l) => l.task_queue))].sort().flatMap((queue): UnservedShard[] => {
+    const shard = shardOfQueue(queue);
+    if (shard === null) return [];
+    const base = queue.slice(0, -`-loops-${shard}`.length);
+    return [{ queue, shard, base, fleet_queue: base === CONTROL_TASK_QUEUE }];
+  });
+  const unserved = await mapLimit(shards, 8, async (s) => {
+    const polling = await workflowPollersOn(c, s.queue).catch(() => null);
+    return polling?.count === 0 ? s : null;
+  });
+  return unserved.filter((s) => s !== null);
 }
 
 /** Every declared node's generation, digest and policy; a file is read again only when its stat changed. */

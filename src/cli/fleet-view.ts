@@ -16,6 +16,7 @@ import { fleetWatched, mergeFleetConditions } from '../domain';
 import { DesiredStateAuthority } from '../activities/authority';
 import { lookAtFleet, lookMemory } from '../activities/fleet';
 import { fleetDirFrom } from './dirs';
+import { workflowPollersOn } from '../worker/fleet-loops';
 
 /*
  * What `datum status` and `datum nodes` know of the fleet beyond the running loops: the fleet
@@ -28,8 +29,6 @@ import { fleetDirFrom } from './dirs';
 export { FLEET_CONDITION_TYPES } from '../contract';
 export const NO_RUNNING_LOOP = 'NO_RUNNING_LOOP';
 
-/** A poller the server saw this recently is alive: a long poll returns at least once a minute. */
-const POLLER_FRESH_MS = 90_000;
 /** How long a query of the fleet workflow may take before the view counts as unreadable. */
 const QUERY_DEADLINE_MS = 10_000;
 
@@ -112,21 +111,7 @@ async function fleetWorkflow(client: Client): Promise<FleetWorkflowSeen> {
 }
 
 /** Controller workers polling datum-control for workflow tasks, and when the last one was seen. */
-async function controllersPolling(client: Client): Promise<{ count: number; last: string | null }> {
-  const { pollers } = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: CONTROL_TASK_QUEUE },
-    taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
-  });
-  const seen = (pollers ?? [])
-    .map((p) => (p.lastAccessTime?.seconds ? Number(p.lastAccessTime.seconds) * 1000 : 0))
-    .filter((ms) => ms > 0);
-  const last = seen.length > 0 ? Math.max(...seen) : null;
-  return {
-    count: seen.filter((ms) => Date.now() - ms <= POLLER_FRESH_MS).length,
-    last: last === null ? null : new Date(last).toISOString(),
-  };
-}
+const controllersPolling = (client: Client) => workflowPollersOn(client, CONTROL_TASK_QUEUE);
 
 const START_WORKER = 'start a controller worker (`datum worker`) on datum-control: it starts the fleet workflow and looks';
 

@@ -26,7 +26,12 @@ export const FLEET_GRACE_SHARE = 0.5;
 export const FLEET_GRACE_MIN_MS = 5_000;
 
 /** The fleet's conditions: what only a view across the loops can see. */
-export const FLEET_CONDITION_TYPES = ['NO_RUNNING_LOOP', 'VERIFICATION_OVERDUE', 'NO_DESIRED_STATE'] as const;
+export const FLEET_CONDITION_TYPES = [
+  'NO_RUNNING_LOOP',
+  'VERIFICATION_OVERDUE',
+  'NO_DESIRED_STATE',
+  'LOOP_QUEUE_UNSERVED',
+] as const;
 export type FleetConditionType = (typeof FLEET_CONDITION_TYPES)[number];
 export const FLEET_CONDITION_MEANINGS: Record<FleetConditionType, string> = {
   NO_RUNNING_LOOP:
@@ -34,6 +39,8 @@ export const FLEET_CONDITION_MEANINGS: Record<FleetConditionType, string> = {
   VERIFICATION_OVERDUE:
     "the node's loop runs but has not verified the node within its policy's bound: its worker or its agent is silent",
   NO_DESIRED_STATE: 'a reconcile loop runs for a node the authority no longer declares',
+  LOOP_QUEUE_UNSERVED:
+    "the node's loop runs on a task queue no controller worker polls (a loop shard no controller serves, or every controller stopped): its next pass waits until one does",
 };
 
 /** How a node's last reconcile loop ended, or that it never had one. */

@@ -43,6 +43,17 @@ export interface LoopSeen {
   last_verified_at: string | null;
   /** When the loop at this generation started. */
   since: string;
+  /** The task queue its workflow tasks go to (its loop shard's, or the controller's own). */
+  task_queue?: string;
+}
+
+/** A loop shard's queue no controller polls: `<base>-loops-<shard>`, base the controllers' own queue. */
+export interface UnservedShard {
+  queue: string;
+  shard: number;
+  base: string;
+  /** Whether base is datum-control, the fleet's own controller queue. */
+  fleet_queue: boolean;
 }
 
 export interface FleetSeen {
@@ -52,6 +63,8 @@ export interface FleetSeen {
   now: string;
   /** How far the memo's last_verified_at may lag the loop's own (MEMO_VERIFIED_EVERY_MS). */
   memo_lag_ms: number;
+  /** The loop shards' queues on which the server has seen no controller poll lately. */
+  unserved_shards?: UnservedShard[];
 }
 
 /** Policy defaults where a file does not read: the bound is then the defaults' (docs/configuration.md). */
@@ -69,6 +82,8 @@ const WHO: Record<FleetConditionType, { resolver: Resolver; needs_judgement: boo
   VERIFICATION_OVERDUE: { resolver: 'operator', needs_judgement: false },
   // Decommissioned on purpose, or a file deleted by mistake: only a person knows.
   NO_DESIRED_STATE: { resolver: 'operator', needs_judgement: true },
+  // A controller to start, or a shard to add to one: a repair of the infrastructure.
+  LOOP_QUEUE_UNSERVED: { resolver: 'operator', needs_judgement: false },
 };
 
 function fleetDraft(
@@ -106,6 +121,8 @@ export function fleetConditions(seen: FleetSeen): { drafts: FleetConditionDraft[
       continue;
     }
     running++;
+    const unserved = seen.unserved_shards?.find((u) => u.queue === loop.task_queue);
+    if (unserved) drafts.push(unservedDraft(loop, unserved));
     const overdue = overdueDraft(loop, d, seen);
     if (overdue) drafts.push(overdue);
     else if (loop.last_verified_at !== null) verified++;
@@ -161,6 +178,28 @@ function overdueDraft(loop: LoopSeen, d: DeclaredNode, seen: FleetSeen): FleetCo
       loop_since: loop.since,
       bound: formatDuration(boundMs),
     },
+  );
+}
+
+/**
+ * A loop on a queue no controller polls: said at the first look that sees it, before its
+ * verification falls overdue (issue 33: a loop shard no controller serves reported nothing until
+ * then). The server forgets a poller some minutes after its last poll, which bounds how late a
+ * controller that died is seen.
+ */
+function unservedDraft(loop: LoopSeen, { queue, shard, base, fleet_queue }: UnservedShard): FleetConditionDraft {
+  const worker = `datum worker${fleet_queue ? '' : ` --task-queue ${base}`} --loop-shards N --serve-shards ${shard}`;
+  const serve = `start a controller worker that serves shard ${shard}: \`${worker}\` with the fleet's shard count N, or without --serve-shards to serve every shard`;
+  return fleetDraft(
+    'LOOP_QUEUE_UNSERVED',
+    loop.node,
+    loop.workflow_id,
+    null,
+    withFix(
+      `no controller worker polls ${queue}, where ${loop.workflow_id} runs: its next pass waits until one does`,
+      `${serve}; \`temporal task-queue describe --task-queue ${queue}\` lists the queue's pollers`,
+    ),
+    { workflow_id: loop.workflow_id, task_queue: queue },
   );
 }
 

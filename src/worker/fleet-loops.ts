@@ -183,6 +183,8 @@ export interface NodeRow {
   /** When the loop at this generation started (its memo), else when its current run did. */
   since: string;
   summary: string | null;
+  /** The task queue its workflow tasks go to: its loop shard's, or the controller's own. */
+  task_queue: string;
 }
 
 /** What `datum nodes` and `datum status` may filter on, all in the visibility query. */
@@ -229,6 +231,7 @@ function rowOf(w: WorkflowExecutionInfo): NodeRow | null {
     last_verified_at: text(memo[MEMO_LAST_VERIFIED]),
     since: text(memo[MEMO_SINCE]) ?? w.startTime.toISOString(),
     summary,
+    task_queue: w.taskQueue,
   };
 }
 
@@ -246,4 +249,27 @@ export async function listNodes(client: Client, filter: NodeFilter = {}): Promis
     if (!prior || prior.generation < row.generation) rows.set(row.node, row);
   }
   return [...rows.values()].sort((a, b) => a.node.localeCompare(b.node));
+}
+
+/** A poller the server saw this recently is alive: a long poll returns at least once a minute. */
+const POLLER_FRESH_MS = 90_000;
+
+/**
+ * The workers polling `queue` for workflow tasks that the server saw within POLLER_FRESH_MS, and
+ * when it saw the last one. The queue's root partition, as DescribeTaskQueue reads it.
+ */
+export async function workflowPollersOn(client: Client, queue: string): Promise<{ count: number; last: string | null }> {
+  const { pollers } = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: queue },
+    taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
+  });
+  const seen = (pollers ?? [])
+    .map((p) => (p.lastAccessTime?.seconds ? Number(p.lastAccessTime.seconds) * 1000 : 0))
+    .filter((ms) => ms > 0);
+  const last = seen.length > 0 ? Math.max(...seen) : null;
+  return {
+    count: seen.filter((ms) => Date.now() - ms <= POLLER_FRESH_MS).length,
+    last: last === null ? null : new Date(last).toISOString(),
+  };
 }

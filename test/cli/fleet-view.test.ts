@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type ReconcileNodeWorkflow } from '../../src/contract';
+import {
+  CONTROL_TASK_QUEUE,
+  WORKFLOW_TYPES,
+  loopShardQueue,
+  reconcileWorkflowId,
+  type ReconcileNodeWorkflow,
+} from '../../src/contract';
 import { nodesWithoutLoop } from '../../src/worker/fleet-metrics';
 import { useStack } from '../helpers/stack';
 import { until } from '../helpers/until';
@@ -129,6 +135,42 @@ describe('datum status and datum nodes from the fleet workflow, with no fleet di
     });
     expect((JSON.parse(after.stdout) as StatusReport).conditions.map((c) => c.node)).toEqual(['F-2', 'F-4', 'F-5']);
     for (const h of [right, again]) await h.terminate('test done');
+  });
+
+  it('a loop on a shard queue no controller serves is LOOP_QUEUE_UNSERVED at the next look, and clears once one does (issue 33)', async () => {
+    // S-1's loop starts on shard 1's queue, as a rollout on a fleet of two shards would put it,
+    // while the only controller serves datum-control.
+    const shard = loopShardQueue(1);
+    await stack.fleet.writeDesired('S-1', 1);
+    await stack.fleet.writeAgent('S-1');
+    await stack.startAgent('S-1');
+    const loop = await stack.startNode('S-1', 1, shard);
+    const unserved = await until(() => datum('status', '--condition', 'LOOP_QUEUE_UNSERVED', '--json'), {
+      what: 'status to name S-1 as LOOP_QUEUE_UNSERVED',
+      accept: (r) => r.stdout.includes('"node": "S-1"'),
+      timeoutMs: 30_000,
+    });
+    expect(unserved.code).toBe(1);
+    const [condition] = (JSON.parse(unserved.stdout) as StatusReport).conditions;
+    expect([condition.node, condition.type, condition.workflow_id]).toEqual(['S-1', 'LOOP_QUEUE_UNSERVED', loop.workflowId]);
+    expect(condition.message).toMatch(
+      /^no controller worker polls datum-control-loops-1, where datum\/S-1\/gen-1 runs: .* — fix: start a controller worker that serves shard 1: `datum worker --loop-shards N --serve-shards 1`/,
+    );
+    // The human view names it too, and nothing says the fleet is right.
+    const human = await datum('status', '--condition', 'LOOP_QUEUE_UNSERVED');
+    expect(human.stdout).toMatch(/S-1.*LOOP_QUEUE_UNSERVED/);
+    expect(human.stdout).not.toMatch(/the fleet is right/);
+
+    // A controller on that shard's queue: the loop runs, and the next look closes the condition.
+    await stack.startController({ taskQueue: shard });
+    await stack.waitFor(loop, (s) => s.convergence_status === 'CONVERGED');
+    await until(() => datum('status', '--condition', 'LOOP_QUEUE_UNSERVED', '--json'), {
+      what: 'status to drop S-1 from LOOP_QUEUE_UNSERVED',
+      accept: (r) => (JSON.parse(r.stdout) as StatusReport).conditions.length === 0,
+      timeoutMs: 30_000,
+    });
+    await loop.terminate('test done');
+    await stack.stopAgent('S-1');
   });
 
   it('with every controller worker stopped the fleet is unwatched (exit 3); with Temporal stopped, a clear error', async () => {

@@ -59,6 +59,48 @@ describe('the fleet look', () => {
     expect(counts).toEqual({ declared: 3, running: 2, verified: 1, loops: 2 });
   });
 
+  it('a loop on a shard queue no controller polls is LOOP_QUEUE_UNSERVED at once, before its verification is overdue', () => {
+    const onShard = (node: string, shard: number): LoopSeen => ({ ...loop(node, 1), task_queue: `datum-control-loops-${shard}` });
+    const { drafts, counts } = fleetConditions({
+      declared: ['A', 'B', 'C'].map(declared),
+      loops: [onShard('A', 0), onShard('B', 1), { ...loop('Z', 1), task_queue: 'datum-control-loops-1' }],
+      missing: [{ node: 'C', end: 'NEVER_STARTED', last_loop: null }],
+      now: NOW,
+      memo_lag_ms: 5 * 60_000,
+      unserved_shards: [{ queue: 'datum-control-loops-1', shard: 1, base: 'datum-control', fleet_queue: true }],
+    });
+    // B's shard has no poller; A's has. Z is undeclared: that is its condition, not its queue.
+    expect(drafts.map((d) => `${d.node}:${d.type}`)).toEqual([
+      'B:LOOP_QUEUE_UNSERVED',
+      'C:NO_RUNNING_LOOP',
+      'Z:NO_DESIRED_STATE',
+    ]);
+    const b = drafts[0];
+    expect(b.message).toBe(
+      "no controller worker polls datum-control-loops-1, where datum/B/gen-1 runs: its next pass waits until one does — fix: start a controller worker that serves shard 1: `datum worker --loop-shards N --serve-shards 1` with the fleet's shard count N, or without --serve-shards to serve every shard; `temporal task-queue describe --task-queue datum-control-loops-1` lists the queue's pollers",
+    );
+    expect([b.resolver, b.needs_judgement, b.evidence]).toEqual([
+      'operator',
+      false,
+      { workflow_id: 'datum/B/gen-1', task_queue: 'datum-control-loops-1' },
+    ]);
+    // Verified a minute ago: still counted as verified, as it is.
+    expect(counts).toEqual({ declared: 3, running: 2, verified: 2, loops: 3 });
+  });
+
+  it("names a separate controller's queue in the fix of its unserved shard", () => {
+    const { drafts } = fleetConditions({
+      declared: [declared('A')],
+      loops: [{ ...loop('A', 1), task_queue: 'datum-staging-loops-0' }],
+      missing: [],
+      now: NOW,
+      memo_lag_ms: 5 * 60_000,
+      unserved_shards: [{ queue: 'datum-staging-loops-0', shard: 0, base: 'datum-staging', fleet_queue: false }],
+    });
+    expect(drafts.map((d) => d.type)).toEqual(['LOOP_QUEUE_UNSERVED']);
+    expect(drafts[0].message).toContain('`datum worker --task-queue datum-staging --loop-shards N --serve-shards 0`');
+  });
+
   it('a loop for a node the authority no longer declares is NO_DESIRED_STATE', () => {
     const { drafts } = look([loop('A', 1), loop('Z', 1)], [], ['A']);
     expect(drafts.map((d) => `${d.node}:${d.type}:${d.needs_judgement}`)).toEqual(['Z:NO_DESIRED_STATE:true']);
