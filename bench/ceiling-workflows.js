@@ -83,7 +83,7 @@ async function shapedLoop(input) {
   upsertSearchAttributes([{ key: DatumStatus, value: 'VERIFYING' }]);
   patched('bench-loop-settled');
   upsertSearchAttributes([{ key: DatumStatus, value: 'CONVERGED' }]);
-  upsertMemo({ decision: { status: 'CONVERGED', at: new Date().toISOString() } });
+  upsertMemo({ decision: { status: 'CONVERGED' } });
   await control.noop();
   await control.noop();
   const told = getExternalWorkflowHandle(input.report_to).signal(settledSignal, { workflow_id: workflowInfo().workflowId });

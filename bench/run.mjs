@@ -24,7 +24,7 @@ import { writeChart } from './chart.mjs';
 import { benchFleet, pct } from './fleet.mjs';
 import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
-import { SERVERS, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
+import { SERVERS, childrenOf, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
 import { benchStart, fail, memoryMb } from './provenance.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
@@ -179,15 +179,11 @@ function placementFor(spec) {
 async function pinServer(server) {
   for (const pid of Object.values(server.pids).filter(Boolean)) {
     placement.pin(pid, 'rest');
-    for (const p of await readdir('/proc').catch(() => [])) {
-      if (!/^\d+$/.test(p)) continue;
-      const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => null);
-      if (stat && Number(stat.split(') ')[1].split(' ')[1]) === pid) {
-        try {
-          placement.pin(Number(p), 'rest');
-        } catch {
-          // A backend that exited meanwhile.
-        }
+    for (const child of await childrenOf(pid)) {
+      try {
+        placement.pin(child.pid, 'rest');
+      } catch {
+        // A backend that exited meanwhile.
       }
     }
   }

@@ -152,25 +152,31 @@ export function startServer(kind, dir, logs, options) {
   throw new Error(`unknown server ${kind}: one of ${SERVERS.join(', ')}`);
 }
 
-/** utime + stime of `pid`, and of its children (living, and reaped: PostgreSQL's backends are the postmaster's). */
-export async function treeCpuSeconds(pid) {
-  const stat = async (p) => {
-    const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1].split(' ');
-    return {
-      ppid: Number(fields[1]),
-      own: Number(fields[11]) + Number(fields[12]),
-      reaped: Number(fields[13]) + Number(fields[14]),
-    };
+/** A process's parent and CPU ticks from /proc: its own (utime + stime) and its reaped children's. */
+async function procStat(pid) {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+  return {
+    pid: Number(pid),
+    ppid: Number(fields[1]),
+    own: Number(fields[11]) + Number(fields[12]),
+    reaped: Number(fields[13]) + Number(fields[14]),
   };
+}
+
+/** The living children of `pid` (PostgreSQL's backends are the postmaster's), each with its stat. */
+export async function childrenOf(pid) {
+  const stats = await Promise.all(
+    (await readdir('/proc')).filter((p) => /^\d+$/.test(p) && Number(p) !== pid).map((p) => procStat(p).catch(() => null)),
+  );
+  return stats.filter((s) => s !== null && s.ppid === pid);
+}
+
+/** utime + stime of `pid`, and of its children (living, and reaped). */
+export async function treeCpuSeconds(pid) {
   try {
-    const top = await stat(pid);
-    let ticks = top.own + top.reaped;
-    for (const p of await readdir('/proc')) {
-      if (!/^\d+$/.test(p) || Number(p) === pid) continue;
-      const s = await stat(p).catch(() => null);
-      if (s && s.ppid === pid) ticks += s.own;
-    }
-    return ticks / 100;
+    const top = await procStat(pid);
+    const children = await childrenOf(pid);
+    return (top.own + top.reaped + children.reduce((sum, c) => sum + c.own, 0)) / 100;
   } catch {
     return null;
   }

@@ -97,10 +97,8 @@ export async function lookAtFleet(
  */
 async function unservedShards(c: Client, loops: Array<{ task_queue: string }>): Promise<UnservedShard[]> {
   const shards = [...new Set(loops.map((l) => l.task_queue))].sort().flatMap((queue): UnservedShard[] => {
-    const shard = shardOfQueue(queue);
-    if (shard === null) return [];
-    const base = queue.slice(0, -`-loops-${shard}`.length);
-    return [{ queue, shard, base, fleet_queue: base === CONTROL_TASK_QUEUE }];
+    const parts = shardOfQueue(queue);
+    return parts ? [{ queue, ...parts, fleet_queue: parts.base === CONTROL_TASK_QUEUE }] : [];
   });
   const unserved = await mapLimit(shards, 8, async (s) => {
     const polling = await workflowPollersOn(c, s.queue).catch(() => null);

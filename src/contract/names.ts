@@ -25,10 +25,10 @@ export const loopShardOf = (node: string, shards: number) => fnv1a32(node) % sha
 
 /** The task queue of shard `shard` of the loops a controller queue starts: <base>-loops-<shard>. */
 export const loopShardQueue = (shard: number, base: string = CONTROL_TASK_QUEUE) => `${base}-loops-${shard}`;
-/** The shard of a loop shard's queue (loopShardQueue), or null for any other queue. */
-export const shardOfQueue = (queue: string): number | null => {
-  const m = /-loops-(\d+)$/.exec(queue);
-  return m ? Number(m[1]) : null;
+/** A loop shard's queue (loopShardQueue) taken apart: its base queue and shard; null for any other queue. */
+export const shardOfQueue = (queue: string): { base: string; shard: number } | null => {
+  const m = /^(.+)-loops-(\d+)$/.exec(queue);
+  return m ? { base: m[1], shard: Number(m[2]) } : null;
 };
 
 /**
