@@ -27,8 +27,8 @@ export const loopShardOf = (node: string, shards: number) => fnv1a32(node) % sha
 export const loopShardQueue = (shard: number, base: string = CONTROL_TASK_QUEUE) => `${base}-loops-${shard}`;
 /** A loop shard's queue (loopShardQueue) taken apart: its base queue and shard; null for any other queue. */
 export const shardOfQueue = (queue: string): { base: string; shard: number } | null => {
-  const m = /^(.+)-loops-(\d+)$/.exec(queue);
-  return m ? { base: m[1], shard: Number(m[2]) } : null;
+  const [, base, shard] = /^(.+)-loops-(\d+)$/.exec(queue) ?? [];
+  return base !== undefined && shard !== undefined ? { base, shard: Number(shard) } : null;
 };
 
 /**
