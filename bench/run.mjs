@@ -514,11 +514,29 @@ async function eventsSince(handle, sinceMs) {
     const timeout = e.workflowTaskTimedOutEventAttributes?.timeoutType;
     const what =
       e.activityTaskScheduledEventAttributes?.activityType?.name ??
-      e.workflowTaskScheduledEventAttributes?.taskQueue?.name ??
+      workflowTaskScheduled(e.workflowTaskScheduledEventAttributes) ??
       (timeout === undefined ? '' : String(temporalProto.temporal.api.enums.v1.TimeoutType[timeout] ?? timeout));
     out.push({ offset_s: (at - sinceMs) / 1000, type, what });
   }
   return out;
+}
+
+/**
+ * A workflow task's queue, and past its first attempt the attempt and its start-to-close timeout.
+ * A task retried on the normal queue (attempt 2 on) is transient: the server writes its events
+ * only once an attempt completes, and from attempt 4 on it lengthens each attempt's timeout
+ * (history.workflowTaskRetryMaxInterval: 5 s doubling, up to 10 minutes more). A long gap before
+ * such a task started can be the attempts it took rather than a wait in the queue; these two
+ * fields tell which.
+ */
+function workflowTaskScheduled(attributes) {
+  if (!attributes) return undefined;
+  const queue = attributes.taskQueue?.name ?? '';
+  const attempt = Number(attributes.attempt ?? 1);
+  if (attempt <= 1) return queue;
+  const timeout = attributes.startToCloseTimeout;
+  const timeoutS = timeout ? Number(timeout.seconds ?? 0) + (timeout.nanos ?? 0) / 1e9 : null;
+  return `${queue} attempt ${attempt}${timeoutS === null ? '' : ` start-to-close ${timeoutS} s`}`;
 }
 
 const eventLine = (e) => `+${e.offset_s.toFixed(3)} s ${e.type} ${e.what}`.trim();

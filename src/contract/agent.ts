@@ -43,6 +43,13 @@ export interface WatchRequest {
    * null here are compared with what the watch reads first. Absent in requests of older loops.
    */
   baseline?: Record<string, string | null>;
+  /**
+   * Where given, a watch that returns a change also observes the node, as `observe` would for this
+   * generation (through the same gate, moving the same fence), and hands the snapshot back
+   * (WatchResult.observation): the pass the change wakes decides on it instead of asking for
+   * another. Absent in requests of older loops, which observe for themselves.
+   */
+  observe_on_change?: { generation: number };
 }
 
 export interface WatchResult {
@@ -54,6 +61,11 @@ export interface WatchResult {
    * 'agent restarted': the agent running it died, and the next agent on the node ended it when it started.
    */
   reason: 'changed' | 'changed since observation' | 'window elapsed' | 'cancelled' | 'agent restarted';
+  /**
+   * The snapshot taken after the change, when the request asked for one (observe_on_change) and
+   * the observation succeeded; absent otherwise, and from older agents: the loop then observes.
+   */
+  observation?: Observation;
 }
 
 export interface AgentActivities {

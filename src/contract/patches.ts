@@ -34,6 +34,7 @@ export const WORKFLOW_PATCH = {
   observationBound: 'observation-bound',
   nodeHolds: 'node-holds',
   rolloutHearsSettled: 'rollout-hears-settled',
+  watchHandsBackObservation: 'watch-hands-back-observation',
 } as const;
 
 /**
@@ -251,6 +252,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "A rollout read every node's state each second: one visibility list and a query per settled node per second, for as long as the rollout ran (issue 33, item 3).",
+  },
+  [WORKFLOW_PATCH.watchHandsBackObservation]: {
+    since: UNRELEASED,
+    changes:
+      'Asked once as each run starts. In force, each watch asks its agent to observe the node once it sees a change (WatchRequest.observe_on_change), and the pass that change wakes decides on that snapshot, when it is at most half of observation_ttl old and no pass began while the watch ran, instead of scheduling an observe of its own: one activity and one workflow task fewer per drift. A run that began before it observes for itself until it continues as new.',
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      'A watch only said that something changed; the pass it woke then sent an observe to the same agent and waited for it in a workflow task of its own, which is most of a drift pass past the ceiling (issue 33, item 2).',
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

@@ -1,6 +1,7 @@
 import { WATCH_RULE, type WatchRule } from '../contract/patches';
 import { durationMs } from './duration';
 import type { BoundIntent } from '../contract/desired';
+import type { Observation } from '../contract/observation';
 import type { ConvergenceStatus } from '../contract/vocabulary';
 
 /*
@@ -32,6 +33,16 @@ export interface WatchState {
    * pass per real change instead of a pass after pass.
    */
   baseline_trusted: boolean;
+  /**
+   * The snapshot the last watch took after the change it reported (WatchRequest.observe_on_change),
+   * for the pass that change wakes to decide on; null once a pass observed, or when there is none.
+   */
+  handed: Observation | null;
+  /**
+   * A pass began while the current watch ran: what that watch hands back may have been read
+   * before that pass's own observations, so it is not handed on (the next pass observes).
+   */
+  overlapped: boolean;
 }
 
 export const IDLE_WATCH: WatchState = {
@@ -42,6 +53,8 @@ export const IDLE_WATCH: WatchState = {
   restart_due: false,
   baseline: null,
   baseline_trusted: true,
+  handed: null,
+  overlapped: false,
 };
 
 export type WatchEvent =
@@ -51,8 +64,13 @@ export type WatchEvent =
   | { kind: 'observed'; markers: Markers | null }
   /** The loop waits for evidence: a watch starts if one may. */
   | { kind: 'wait' }
-  /** Watch number `watch` returned: the keys whose marker moved (none: its window ran out or its agent shut down). */
-  | { kind: 'ended'; watch: number; changed: readonly string[]; against_baseline: boolean }
+  /**
+   * Watch number `watch` returned: the keys whose marker moved (none: its window ran out or its
+   * agent shut down), and the snapshot it took after the change where it took one.
+   */
+  | { kind: 'ended'; watch: number; changed: readonly string[]; against_baseline: boolean; observation?: Observation }
+  /** The loop was bound to other resources (a refreshDesired): a snapshot handed back for the old ones is not theirs. */
+  | { kind: 'rebound' }
   /** Watch number `watch` failed: its agent died, missed a heartbeat, or refused. */
   | { kind: 'failed'; watch: number };
 
@@ -80,9 +98,11 @@ export function watchStep(
 ): { state: WatchState; effects: WatchEffect[] } {
   switch (event.kind) {
     case 'pass':
-      return { state: { ...state, fired: false }, effects: [] };
+      return { state: { ...state, fired: false, overlapped: state.overlapped || state.running }, effects: [] };
     case 'observed':
-      return { state: { ...state, baseline: event.markers }, effects: [] };
+      return { state: { ...state, baseline: event.markers, handed: null }, effects: [] };
+    case 'rebound':
+      return { state: { ...state, handed: null }, effects: [] };
     case 'wait':
       return waitStep(state, ctx);
     case 'ended':
@@ -109,7 +129,7 @@ function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; ef
     const watch = state.started + 1;
     const baseline = state.baseline && state.baseline_trusted ? { baseline: state.baseline } : {};
     return {
-      state: { ...state, started: watch, running: true, restart_due: false },
+      state: { ...state, started: watch, running: true, restart_due: false, overlapped: false },
       effects: [{ kind: 'start', watch, ...baseline }],
     };
   }
@@ -118,13 +138,17 @@ function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; ef
 }
 
 /**
- * A change wakes the loop. A watch that saw nothing (its agent shut down, or its window ran out) is
+ * A change wakes the loop, with the snapshot the watch took after it when there is one and no pass
+ * began while the watch ran. A watch that saw nothing (its agent shut down, or its window ran out) is
  * started again by the wait at once: its baseline, the last observation, still catches a change
  * made in between.
  */
 function ended(state: WatchState, event: Extract<WatchEvent, { kind: 'ended' }>, ctx: WatchContext): WatchState {
   const next = { ...state, running: false, baseline_trusted: !event.against_baseline };
-  if (event.changed.length > 0) return { ...next, fired: true };
+  if (event.changed.length > 0) {
+    const handed = event.observation && !state.overlapped ? event.observation : null;
+    return { ...next, fired: true, handed };
+  }
   if (ctx.rules(WATCH_RULE.failureRetriesSoon)) return { ...next, restart_due: true };
   return next;
 }

@@ -63,6 +63,14 @@ const WATCH_HEARTBEAT_TIMEOUT = '5m';
 /** How long one watch runs before it returns "nothing changed" and the loop starts another. */
 const WATCH_WINDOW_MS = 10 * 60_000;
 
+/** The patches asked as a run starts that shape how it reaches its agent. */
+export interface AgentPatches {
+  /** observation-bound: an observation has node_timeout + observation_ttl to come back. */
+  bounded: boolean;
+  /** watch-hands-back-observation: a watch that sees a change observes, and the pass it wakes decides on that. */
+  handBack: boolean;
+}
+
 export interface NodeAgents {
   agent: ActivityInterfaceFor<AgentActivities>;
   observer: ActivityInterfaceFor<AgentActivities>;
@@ -71,6 +79,8 @@ export interface NodeAgents {
   observationTtl: string;
   /** What the agents are asked about: the bound intent's resources, artifacts where the controller resolved them. */
   resources: BoundIntent['resources'];
+  /** Asked of each watch, when the run hands back observations: observe this generation after a change. */
+  observeOnChange: WatchRequest['observe_on_change'];
 }
 
 /**
@@ -80,7 +90,7 @@ export interface NodeAgents {
  * is long-lived, beats rarely and is never retried by Temporal; the loop decides when to start
  * the next one.
  */
-export function nodeAgents(node: string, intent: BoundIntent, bounded: boolean): NodeAgents {
+export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBack }: AgentPatches): NodeAgents {
   const nodeTimeout = intent.policy.node_timeout;
   const base = {
     taskQueue: agentTaskQueue(node),
@@ -103,6 +113,7 @@ export function nodeAgents(node: string, intent: BoundIntent, bounded: boolean):
     nodeTimeout,
     observationTtl: intent.policy.observation_ttl,
     resources: agentResources(intent),
+    observeOnChange: handBack ? { generation: intent.generation } : undefined,
   };
 }
 
@@ -122,6 +133,11 @@ export function passPorts(loop: Watched): PassPorts {
   let acted = false;
   return {
     observe: async (): Promise<Snapshot> => {
+      const handed = acted ? null : handedObservation(loop);
+      if (handed) {
+        watchEvent(loop, { kind: 'observed', markers: markersOf(handed) });
+        return { observation: handed, unreachable: null };
+      }
       const summary = summaryLine(`${acted ? 'probe' : 'observe'} ${node}`);
       try {
         const observation = await agents.observer.observe.executeWithOptions({ summary }, [
@@ -152,6 +168,20 @@ export function passPorts(loop: Watched): PassPorts {
   };
 }
 
+/**
+ * The snapshot the watch took after the change that woke this pass, while it is young enough to
+ * decide on: at most half of observation_ttl old, so the decision finds it fresh with room to
+ * spare (an older one, from a wake the controller took long to serve, is observed again). The
+ * watch hands one back only for the resources it watched and only when no pass began meanwhile
+ * (src/domain/watch.ts).
+ */
+function handedObservation(loop: Watched): Observation | null {
+  const handed = loop.watch.handed;
+  if (!handed) return null;
+  const age = Date.now() - Date.parse(handed.observed_at);
+  return age <= durationMs(loop.agents.observationTtl) / 2 ? handed : null;
+}
+
 /** The change marker of each observed resource, as the watch compares them. */
 function markersOf(observation: Observation): Markers {
   return Object.fromEntries(Object.entries(observation.resources).map(([key, r]) => [key, r.marker]));
@@ -171,8 +201,10 @@ export function watchEvent(loop: Watched, event: WatchEvent, nowMs = Date.now())
 
 /** Event-driven observation: its return (a change, or an end without one) is the watch's next event. */
 function startWatch(loop: Watched, effect: WatchEffect): void {
-  const request: WatchRequest = { node: loop.node, resources: loop.agents.resources, window_ms: WATCH_WINDOW_MS };
+  const { resources, observeOnChange } = loop.agents;
+  const request: WatchRequest = { node: loop.node, resources, window_ms: WATCH_WINDOW_MS };
   if (effect.baseline) request.baseline = effect.baseline;
+  if (observeOnChange) request.observe_on_change = observeOnChange;
   const watch = effect.watch;
   void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
     (result) =>
@@ -181,6 +213,10 @@ function startWatch(loop: Watched, effect: WatchEffect): void {
         watch,
         changed: result.changed,
         against_baseline: result.reason === 'changed since observation',
+        // Only what this run asked for: a snapshot of the resources the loop is still bound to.
+        ...(observeOnChange && result.observation && loop.agents.resources === resources
+          ? { observation: result.observation }
+          : {}),
       }),
     () => watchEvent(loop, { kind: 'failed', watch }),
   );

@@ -18,6 +18,7 @@ import {
   ruleOf,
   type BoundIntent,
   type RecordDecisionRequest,
+  type WatchState,
 } from '../domain';
 import {
   WORKFLOW_PATCH,
@@ -44,7 +45,7 @@ import {
   type RequesterNote,
 } from '../contract';
 import { handOverAttributes, rebindAttributes } from './attributes';
-import { nodeAgents, recordDecisions, type NodeAgents } from './agents';
+import { nodeAgents, recordDecisions, watchEvent, type AgentPatches, type NodeAgents } from './agents';
 import { authorityView, readAuthority } from './intent';
 import { PASS_FOLLOWS_NOW, flushLedger, note, nowIso, type Recorder } from './ledger';
 import { inForce } from './patches';
@@ -82,8 +83,9 @@ export interface Signalled extends Recorder, Holdable {
   intent: BoundIntent;
   agents: NodeAgents;
   readonly inbox: Inbox;
-  /** The observation-bound patch is in force for this run (agents.ts). */
-  readonly observeBound: boolean;
+  /** The patches that shape how this run reaches its agent (agents.ts). */
+  readonly agentPatches: AgentPatches;
+  watch: WatchState;
 }
 
 export function installHandlers(loop: Signalled): void {
@@ -381,7 +383,8 @@ async function rebindToAuthority(loop: Signalled): Promise<string | null> {
 
 function rebind(loop: Signalled, intent: BoundIntent): void {
   loop.intent = intent;
-  loop.agents = nodeAgents(loop.node, intent, loop.observeBound);
+  loop.agents = nodeAgents(loop.node, intent, loop.agentPatches);
+  watchEvent(loop, { kind: 'rebound' });
   rebindAttributes(loop.attributes, intent);
 }
 

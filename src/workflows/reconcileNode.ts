@@ -10,7 +10,7 @@ import {
   type ReconcileResult,
   type SettledReport,
 } from '../contract';
-import { nodeAgents, passPorts, recordDecisions, watchEvent, type NodeAgents } from './agents';
+import { nodeAgents, passPorts, recordDecisions, watchEvent, type AgentPatches, type NodeAgents } from './agents';
 import { bindAttributes, openAttributes, type AttributeWriter } from './attributes';
 import { acceptRecheck, emptyInbox, handleSignals, installHandlers, type Inbox } from './handlers';
 import { openIntent } from './intent';
@@ -84,9 +84,9 @@ interface Loop {
   readonly attributes: AttributeWriter;
   /** The node's work items this loop tells, and whether this run tells them at all. */
   readonly work: LoopWork;
-  /** The patches asked as the run starts: holds taken (holds.ts), observations bounded (agents.ts). */
+  /** The patches asked as the run starts: holds taken (holds.ts), how the agent is reached (agents.ts). */
   readonly holdsLive: boolean;
-  readonly observeBound: boolean;
+  readonly agentPatches: AgentPatches;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
   readonly passes: PassCount;
   /** The rollout this loop tells when it settles (report-settled.ts). */
@@ -96,8 +96,9 @@ interface Loop {
 async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   // Every patch a run asks at its start, before its first local activity (the registry's story).
   const workLive = workItemsLive();
-  const observeBound = inForce(WORKFLOW_PATCH.observationBound);
+  const bounded = inForce(WORKFLOW_PATCH.observationBound);
   const holdsLive = inForce(WORKFLOW_PATCH.nodeHolds);
+  const agentPatches: AgentPatches = { bounded, handBack: inForce(WORKFLOW_PATCH.watchHandsBackObservation) };
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -111,11 +112,11 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     ledger,
     inbox: emptyInbox(),
     watch: IDLE_WATCH,
-    agents: nodeAgents(input.node, intent, observeBound),
+    agents: nodeAgents(input.node, intent, agentPatches),
     attributes: openAttributes(),
     work: openWork(workLive, carry),
     holdsLive,
-    observeBound,
+    agentPatches,
     passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
     report: openReport(input.report_to, carry?.report),
   };

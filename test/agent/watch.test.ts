@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { desiredValue, fileBytes, type ResourceSpec } from '../../src/domain';
 import type { Observation, WatchRequest, WatchResult } from '../../src/contract';
 import { watchNode } from '../../src/agent/watch';
+import { AgentJournal } from '../../src/agent/node/journal';
 import { action, buildArtifact, cleanupNodes, fileAction, makeNode, releaseAction, runActivity, type TestNode } from './helpers';
 
 afterEach(cleanupNodes);
@@ -126,4 +127,44 @@ describe('the watch against the last observation', () => {
     // Ended: its task token is no longer kept, so a restarted agent has nothing to end.
     expect(await fs.readdir(path.join(t.root, '.datum/watches'))).toEqual([]);
   }, 60_000);
+});
+
+describe('the watch hands back the observation it takes after a change (observe_on_change)', () => {
+  it('returns the snapshot of the changed node, read as observe reads it, and moves the fence as observe does', async () => {
+    const { t, resources } = await convergedNode();
+    const observed = await t.observe(resources);
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), fileBytes({ workers: 99 }));
+    const result = await watch(t, {
+      resources,
+      window_ms: 60_000,
+      baseline: baselineOf(observed),
+      observe_on_change: { generation: 13 },
+    });
+    expect(result).toMatchObject({ changed: ['config'], reason: 'changed since observation' });
+    const handed = result.observation!;
+    // The other writer's bytes, as a plain observe reads them now: same markers for every resource.
+    const again = await t.observe(resources);
+    expect(baselineOf(handed)).toEqual(baselineOf(again));
+    expect(handed.resources.config.marker).not.toBe(observed.resources.config.marker);
+    expect(Date.parse(handed.observed_at)).toBeGreaterThanOrEqual(Date.parse(result.at) - 1_000);
+    // Observing generation 13 fenced the node at 13 (its writes were 12's), as an observe of 13 does.
+    expect(await new AgentJournal(t.root).acceptedGeneration()).toMatchObject({ generation: 13, by: 'observe' });
+  });
+
+  it('hands back nothing when nothing changed, or when the loop did not ask', async () => {
+    const { t, resources } = await convergedNode();
+    const observed = await t.observe(resources);
+    const quiet = await watch(t, {
+      resources,
+      window_ms: 300,
+      baseline: baselineOf(observed),
+      observe_on_change: { generation: 1 },
+    });
+    expect(quiet).toMatchObject({ changed: [], reason: 'window elapsed' });
+    expect(quiet).not.toHaveProperty('observation');
+    await fs.writeFile(path.join(t.root, CONFIG_PATH), fileBytes({ workers: 5 }));
+    const unasked = await watch(t, { resources, window_ms: 60_000, baseline: baselineOf(observed) });
+    expect(unasked.changed).toEqual(['config']);
+    expect(unasked).not.toHaveProperty('observation');
+  });
 });

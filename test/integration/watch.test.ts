@@ -59,6 +59,24 @@ describe('event-driven observation', () => {
     await handle.terminate('test done');
   });
 
+  it('the pass a watch wakes decides on the snapshot the watch took: no observe of its own, only the probe', async () => {
+    const node = 'E-1H';
+    const handle = await convergedNode(node, true);
+    const before = await stack.historyCounts(handle);
+    const changedAt = Date.now();
+    await fs.writeFile(configOf(node), fileBytes({ workers: 99 }));
+    await stack.waitFor(handle, (_s, ledger) => ledger.some(repairAfter(changedAt)), 10_000);
+    const repair = (await stack.ledger(handle)).find(repairAfter(changedAt))!;
+    expect(repair.convergence_status).toBe('CONVERGED');
+    expect(await fs.readFile(configOf(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
+    // The watch returned the other writer's bytes with its snapshot: the repair was planned from
+    // it, so the run scheduled one observe since (the probe after the write), not two.
+    const after = await stack.historyCounts(handle);
+    expect((after.scheduled.observe ?? 0) - (before.scheduled.observe ?? 0)).toBe(1);
+    expect((after.scheduled.apply ?? 0) - (before.scheduled.apply ?? 0)).toBe(1);
+    await handle.terminate('test done');
+  });
+
   it('with watch off, the same change waits for the resync', async () => {
     // E-2 without a watch, and E-2W with one as the control: the same change on both at once.
     const [handle, control] = await Promise.all([convergedNode('E-2', false), convergedNode('E-2W', true)]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WATCH_RULE, type WatchRule } from '../../src/contract';
+import { WATCH_RULE, type Observation, type WatchRule } from '../../src/contract';
 import {
   IDLE_WATCH,
   WATCH_RETRY_MAX_MS,
@@ -10,7 +10,7 @@ import {
   type WatchEvent,
   type WatchState,
 } from '../../src/domain';
-import { NOW, n24 } from './fixtures';
+import { NOW, n24, n24After, snapshot } from './fixtures';
 
 /*
  * The watch's state machine (src/domain/watch.ts), one row per scenario: the state before, one
@@ -22,6 +22,8 @@ const nowMs = Date.parse(NOW);
 const policy = n24(12, { policy: { resync_interval: '30s' } }).policy;
 const OBSERVED = { build: 'link:7.4', config: 'ino:1,mtime:2', app: null };
 const RETRY_SOON = WATCH_RULE.failureRetriesSoon;
+/** A snapshot as an agent hands one back with a watch's change. */
+const HANDED: Observation = snapshot(n24After());
 
 interface Row {
   name: string;
@@ -175,6 +177,58 @@ const rows: Row[] = [
     state: { baseline: OBSERVED },
     event: { kind: 'observed', markers: null },
     next: { baseline: null },
+  },
+
+  // The snapshot a watch hands back (WatchRequest.observe_on_change).
+  {
+    name: 'a watch that saw a change hands back the snapshot it took: the pass it wakes decides on it',
+    state: { started: 1, running: true },
+    event: { kind: 'ended', watch: 1, changed: ['config'], against_baseline: false, observation: HANDED },
+    next: { running: false, fired: true, handed: HANDED },
+  },
+  {
+    name: 'a watch that ran while a pass began hands nothing on: it may have read the node before that pass did',
+    state: { started: 1, running: true, overlapped: true },
+    event: { kind: 'ended', watch: 1, changed: ['config'], against_baseline: false, observation: HANDED },
+    next: { running: false, fired: true, handed: null },
+  },
+  {
+    name: 'a pass that begins while the watch runs marks it overlapped',
+    state: { started: 1, running: true },
+    event: { kind: 'pass' },
+    next: { overlapped: true },
+  },
+  {
+    name: 'a pass that begins after the watch ended keeps what it handed back, for that pass to take',
+    state: { started: 1, fired: true, handed: HANDED },
+    event: { kind: 'pass' },
+    next: { fired: false },
+  },
+  {
+    name: 'the next watch starts clear of the last one overlapping a pass',
+    state: { started: 1, overlapped: true, baseline: OBSERVED },
+    event: { kind: 'wait' },
+    next: { started: 2, running: true, overlapped: false },
+    effects: [{ kind: 'start', watch: 2, baseline: OBSERVED }],
+  },
+  {
+    name: 'once a pass observed (the handed snapshot or its own), nothing stays handed',
+    state: { handed: HANDED },
+    event: { kind: 'observed', markers: OBSERVED },
+    next: { baseline: OBSERVED, handed: null },
+  },
+  {
+    name: 'a loop bound to other resources drops a snapshot handed back for the old ones',
+    state: { handed: HANDED, fired: true },
+    event: { kind: 'rebound' },
+    next: { handed: null },
+  },
+  {
+    name: 'a watch that ended without a change hands nothing back',
+    state: { started: 1, running: true },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, observation: HANDED },
+    next: { running: false, restart_due: true },
+    asked: [RETRY_SOON],
   },
 ];
 

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
-import type { AgentActivities } from '../../contract';
+import type { AgentActivities, Observation, ObserveRequest, WatchRequest, WatchResult } from '../../contract';
 import { agentGate } from '../gate';
 import { beatingOnceAdmitted } from '../heartbeat';
 import { countedApply } from '../metrics';
@@ -48,7 +48,10 @@ export function createAgentActivities(configPath: string): AgentActivities {
     observe: (request) => gated('observe', () => loggedObserve(request, () => observeNode(config, request))),
     apply: (request) =>
       gated('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
-    watch: (request) => watchNode(config, request),
+    watch: (request) =>
+      handingBack(request, watchNode(config, request), (observe) =>
+        gated('observe', () => loggedObserve(observe, () => observeNode(config, observe))),
+      ),
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
     // A read like observe, through the same gate: an import of a busy node waits its turn.
     inventory: (request) => gated('observe', () => inventoryNode(config, request)),
@@ -56,6 +59,27 @@ export function createAgentActivities(configPath: string): AgentActivities {
     planRemoval: (request) => gated('observe', () => planRemoval(config, request)),
     removeTargets: (request) => gated('apply', () => removeTargets(config, request)),
   };
+}
+
+/**
+ * A watch that saw a change observes the node at once when its loop asks (observe_on_change), so
+ * the pass the change wakes decides on that snapshot instead of sending another observe round
+ * trip. An observation that fails is left out: the loop then observes for itself, and hears why.
+ */
+async function handingBack(
+  request: WatchRequest,
+  watching: Promise<WatchResult>,
+  observe: (request: ObserveRequest) => Promise<Observation>,
+): Promise<WatchResult> {
+  const result = await watching;
+  const asked = request.observe_on_change;
+  if (!asked || result.changed.length === 0) return result;
+  try {
+    const observation = await observe({ node: request.node, resources: request.resources, generation: asked.generation });
+    return { ...result, observation };
+  } catch {
+    return result;
+  }
 }
 
 export { applyAction } from './apply';
