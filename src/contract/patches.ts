@@ -256,7 +256,7 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
   [WORKFLOW_PATCH.watchHandsBackObservation]: {
     since: UNRELEASED,
     changes:
-      'Asked once as each run starts. In force, each watch asks its agent to observe the node once it sees a change (WatchRequest.observe_on_change), and the pass that change wakes decides on that snapshot, when it is at most half of observation_ttl old and no pass began while the watch ran, instead of scheduling an observe of its own: one activity and one workflow task fewer per drift. A run that began before it observes for itself until it continues as new.',
+      'Asked once as each run starts. In force, each watch asks its agent to observe the node once it sees a change (WatchRequest.observe_on_change), and the pass that change wakes decides on that snapshot, when it is at most half of observation_ttl old and the loop saw nothing else while the watch ran, instead of scheduling an observe of its own: one activity and one workflow task fewer per drift. A run that began before it observes for itself until it continues as new.',
     histories: EVERY_0_1_0,
     stage: 'patched',
     story:

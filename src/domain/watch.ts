@@ -38,9 +38,13 @@ export interface WatchState {
    * for the pass that change wakes to decide on; null once a pass observed, or when there is none.
    */
   handed: Observation | null;
+  /** The markers the current watch compares with (its request's baseline); null: what it read first. */
+  watching_from: Markers | null;
   /**
-   * A pass began while the current watch ran: what that watch hands back may have been read
-   * before that pass's own observations, so it is not handed on (the next pass observes).
+   * While the current watch ran, the loop observed the node other than the watch saw it start:
+   * the snapshot the watch hands back may have been read before that observation, so it is not
+   * handed on (the next pass observes). An observation that found the node as the watch started
+   * from leaves it handing back: the change the watch reports came after it.
    */
   overlapped: boolean;
 }
@@ -54,6 +58,7 @@ export const IDLE_WATCH: WatchState = {
   baseline: null,
   baseline_trusted: true,
   handed: null,
+  watching_from: null,
   overlapped: false,
 };
 
@@ -98,9 +103,11 @@ export function watchStep(
 ): { state: WatchState; effects: WatchEffect[] } {
   switch (event.kind) {
     case 'pass':
-      return { state: { ...state, fired: false, overlapped: state.overlapped || state.running }, effects: [] };
-    case 'observed':
-      return { state: { ...state, baseline: event.markers, handed: null }, effects: [] };
+      return { state: { ...state, fired: false }, effects: [] };
+    case 'observed': {
+      const overlapped = state.overlapped || (state.running && !sameMarkers(event.markers, state.watching_from));
+      return { state: { ...state, baseline: event.markers, handed: null, overlapped }, effects: [] };
+    }
     case 'rebound':
       return { state: { ...state, handed: null }, effects: [] };
     case 'wait':
@@ -112,6 +119,13 @@ export function watchStep(
       if (event.watch !== state.started) return { state, effects: [] };
       return { state: failed(state, ctx), effects: [] };
   }
+}
+
+/** Two observations' markers are the same, key for key; an observation that failed (null) matches nothing. */
+function sameMarkers(a: Markers | null, b: Markers | null): boolean {
+  if (!a || !b) return false;
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].every((k) => Object.hasOwn(a, k) && Object.hasOwn(b, k) && a[k] === b[k]);
 }
 
 /**
@@ -127,9 +141,10 @@ function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; ef
   const wanted = watchWanted(ctx);
   if (wanted && !state.running && ctx.now_ms >= state.retry_at_ms) {
     const watch = state.started + 1;
-    const baseline = state.baseline && state.baseline_trusted ? { baseline: state.baseline } : {};
+    const given = state.baseline && state.baseline_trusted ? state.baseline : null;
+    const baseline = given ? { baseline: given } : {};
     return {
-      state: { ...state, started: watch, running: true, restart_due: false, overlapped: false },
+      state: { ...state, started: watch, running: true, restart_due: false, watching_from: given, overlapped: false },
       effects: [{ kind: 'start', watch, ...baseline }],
     };
   }
@@ -138,8 +153,8 @@ function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; ef
 }
 
 /**
- * A change wakes the loop, with the snapshot the watch took after it when there is one and no pass
- * began while the watch ran. A watch that saw nothing (its agent shut down, or its window ran out) is
+ * A change wakes the loop, with the snapshot the watch took after it when there is one and the
+ * loop saw nothing else while the watch ran. A watch that saw nothing (its agent shut down, or its window ran out) is
  * started again by the wait at once: its baseline, the last observation, still catches a change
  * made in between.
  */

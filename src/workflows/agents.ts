@@ -172,8 +172,8 @@ export function passPorts(loop: Watched): PassPorts {
  * The snapshot the watch took after the change that woke this pass, while it is young enough to
  * decide on: at most half of observation_ttl old, so the decision finds it fresh with room to
  * spare (an older one, from a wake the controller took long to serve, is observed again). The
- * watch hands one back only for the resources it watched and only when no pass began meanwhile
- * (src/domain/watch.ts).
+ * watch hands one back only for the resources it watched and only when every observation the loop
+ * took meanwhile found the node as the watch started from (src/domain/watch.ts).
  */
 function handedObservation(loop: Watched): Observation | null {
   const handed = loop.watch.handed;

@@ -44,7 +44,7 @@ const rows: Row[] = [
     name: 'the loop waits, idle and converged: a watch starts, against the last observation',
     state: { baseline: OBSERVED },
     event: { kind: 'wait' },
-    next: { started: 1, running: true },
+    next: { started: 1, running: true, watching_from: OBSERVED },
     effects: [{ kind: 'start', watch: 1, baseline: OBSERVED }],
   },
   {
@@ -52,7 +52,7 @@ const rows: Row[] = [
     state: { baseline: OBSERVED },
     event: { kind: 'wait' },
     ctx: { status: null },
-    next: { started: 1, running: true },
+    next: { started: 1, running: true, watching_from: OBSERVED },
     effects: [{ kind: 'start', watch: 1, baseline: OBSERVED }],
   },
   {
@@ -84,7 +84,7 @@ const rows: Row[] = [
     name: 'the pause is over: the wait starts the watch that was due',
     state: { started: 1, retry_at_ms: nowMs, restart_due: true, baseline: OBSERVED },
     event: { kind: 'wait' },
-    next: { started: 2, running: true, restart_due: false },
+    next: { started: 2, running: true, restart_due: false, watching_from: OBSERVED },
     effects: [{ kind: 'start', watch: 2, baseline: OBSERVED }],
   },
   {
@@ -187,16 +187,39 @@ const rows: Row[] = [
     next: { running: false, fired: true, handed: HANDED },
   },
   {
-    name: 'a watch that ran while a pass began hands nothing on: it may have read the node before that pass did',
+    name: 'a watch during which the loop saw the node otherwise hands nothing on: it may have read the node before the loop did',
     state: { started: 1, running: true, overlapped: true },
     event: { kind: 'ended', watch: 1, changed: ['config'], against_baseline: false, observation: HANDED },
     next: { running: false, fired: true, handed: null },
   },
   {
-    name: 'a pass that begins while the watch runs marks it overlapped',
-    state: { started: 1, running: true },
+    name: 'an observation while the watch runs that differs from what the watch started from marks it overlapped',
+    state: { started: 1, running: true, watching_from: OBSERVED },
+    event: { kind: 'observed', markers: { ...OBSERVED, config: 'ino:9,mtime:9' } },
+    next: { baseline: { ...OBSERVED, config: 'ino:9,mtime:9' }, overlapped: true },
+  },
+  {
+    name: 'an observation while the watch runs that finds the node as the watch started from leaves it handing back',
+    state: { started: 1, running: true, watching_from: OBSERVED },
+    event: { kind: 'observed', markers: { ...OBSERVED } },
+    next: { baseline: OBSERVED },
+  },
+  {
+    name: 'a watch started without a baseline: any observation while it runs marks it overlapped',
+    state: { started: 1, running: true, watching_from: null },
+    event: { kind: 'observed', markers: OBSERVED },
+    next: { baseline: OBSERVED, overlapped: true },
+  },
+  {
+    name: 'an observation that failed while the watch runs marks it overlapped',
+    state: { started: 1, running: true, watching_from: OBSERVED },
+    event: { kind: 'observed', markers: null },
+    next: { baseline: null, overlapped: true },
+  },
+  {
+    name: 'a pass that begins while the watch runs does not by itself stop it handing back',
+    state: { started: 1, running: true, watching_from: OBSERVED },
     event: { kind: 'pass' },
-    next: { overlapped: true },
   },
   {
     name: 'a pass that begins after the watch ended keeps what it handed back, for that pass to take',
@@ -205,10 +228,10 @@ const rows: Row[] = [
     next: { fired: false },
   },
   {
-    name: 'the next watch starts clear of the last one overlapping a pass',
+    name: 'the next watch starts clear of the last one overlapping, from the last observation',
     state: { started: 1, overlapped: true, baseline: OBSERVED },
     event: { kind: 'wait' },
-    next: { started: 2, running: true, overlapped: false },
+    next: { started: 2, running: true, overlapped: false, watching_from: OBSERVED },
     effects: [{ kind: 'start', watch: 2, baseline: OBSERVED }],
   },
   {
