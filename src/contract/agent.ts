@@ -29,7 +29,17 @@ export interface ApplyRequest {
    * file is not signed, and in requests of older loops.
    */
   signed?: SignedIntent;
+  /**
+   * Where given (on the last action of a pass), once the action is carried out the agent observes
+   * the node, as `observe` would for this generation and these resources, and hands the snapshot
+   * back with the evidence (ApplyAnswer.probe): the pass's post-action probe without another
+   * round trip. Absent in requests of older loops, which probe for themselves.
+   */
+  probe_after?: ObserveRequest;
 }
+
+/** What apply answers: the action's evidence and, when asked (probe_after), the snapshot after it. */
+export type ApplyAnswer = ExecutionEvidence & { probe?: Observation };
 
 export interface WatchRequest {
   node: string;
@@ -70,7 +80,7 @@ export interface WatchResult {
 
 export interface AgentActivities {
   observe: (request: ObserveRequest) => Promise<Observation>;
-  apply: (request: ApplyRequest) => Promise<ExecutionEvidence>;
+  apply: (request: ApplyRequest) => Promise<ApplyAnswer>;
   /** Event-driven observation: returns when something the node manages changes (see src/agent/watch.ts). */
   watch: (request: WatchRequest) => Promise<WatchResult>;
   /**

@@ -35,6 +35,7 @@ export const WORKFLOW_PATCH = {
   nodeHolds: 'node-holds',
   rolloutHearsSettled: 'rollout-hears-settled',
   watchHandsBackObservation: 'watch-hands-back-observation',
+  applyHandsBackProbe: 'apply-hands-back-probe',
 } as const;
 
 /**
@@ -261,6 +262,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'A watch only said that something changed; the pass it woke then sent an observe to the same agent and waited for it in a workflow task of its own, which is most of a drift pass past the ceiling (issue 33, item 2).',
+  },
+  [WORKFLOW_PATCH.applyHandsBackProbe]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each run starts. In force, a pass's last action asks its agent to observe the node once it is carried out (ApplyRequest.probe_after), and the pass judges that snapshot as its post-action probe, when it is at most half of observation_ttl old, instead of scheduling an observe of its own: one activity and one workflow task fewer per pass that acts. A refused or failed action, or an agent from before this, leaves the pass to probe as before. A run that began before it probes for itself until it continues as new.",
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      'Every pass that acted sent the probe as an activity of its own to the agent that had just carried out the action, and waited a workflow task for it: six events of a drift pass past what its evidence needs (issue 33, item 2).',
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

@@ -19,7 +19,8 @@ export interface Snapshot {
 export interface PassPorts {
   observe(): Promise<Snapshot>;
   readAuthority(): Promise<AuthorityView>;
-  apply(action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure>;
+  /** `last`: no action of the pass comes after this one, so the snapshot after it may be the probe. */
+  apply(action: AuthorizedAction, position: { last: boolean }): Promise<ExecutionEvidence | ApplyFailure>;
   now(): string;
   /** Whether a decision rule added after a loop started is in force for it (the workflow asks patched()); default: yes. */
   ruleInForce?(rule: DecisionRule): boolean;
@@ -75,12 +76,12 @@ export async function runPass(ports: PassPorts, intent: BoundIntent, history: Hi
 async function act(ports: PassPorts, actions: AuthorizedAction[]): Promise<ExecutionEvidence[]> {
   const evidence: ExecutionEvidence[] = [];
   let stoppedBy: ExecutionEvidence | null = null;
-  for (const action of actions) {
+  for (const [i, action] of actions.entries()) {
     if (stoppedBy) {
       evidence.push(evidenceOfSkip(action, stoppedBy, ports.now()));
       continue;
     }
-    const answer = await ports.apply(action);
+    const answer = await ports.apply(action, { last: i === actions.length - 1 });
     const ev = 'kind' in answer ? evidenceOfFailure(action, answer, ports.now()) : answer;
     if ('kind' in answer) stoppedBy = ev;
     evidence.push(ev);

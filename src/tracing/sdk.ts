@@ -61,18 +61,8 @@ export function createTracing(config: Extract<TracingConfig, { on: true }>, opti
         callDuringReplay: false,
       },
     },
-    inRootSpan: (name, fn) =>
-      tracer.startActiveSpan(name, { root: true, kind: otel.SpanKind.CLIENT }, async (span) => {
-        try {
-          return await fn(span);
-        } catch (error) {
-          span.recordException(error as Error);
-          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
-          throw error;
-        } finally {
-          span.end();
-        }
-      }),
+    inRootSpan: (name, fn) => inSpan(tracer, name, { root: true, kind: otel.SpanKind.CLIENT }, fn),
+    inSpan: (name, fn) => inSpan(tracer, name, { kind: otel.SpanKind.INTERNAL }, () => fn()),
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -82,6 +72,26 @@ export function createTracing(config: Extract<TracingConfig, { on: true }>, opti
       clearTimeout(timer);
     },
   };
+}
+
+/** `fn` in an active span that records its failure and ends with it. */
+function inSpan<T>(
+  tracer: otel.Tracer,
+  name: string,
+  options: otel.SpanOptions,
+  fn: (span: otel.Span) => Promise<T>,
+): Promise<T> {
+  return tracer.startActiveSpan(name, options, async (span) => {
+    try {
+      return await fn(span);
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
 }
 
 function runOf(info: WorkflowInfo): WorkflowInfo {

@@ -34,6 +34,8 @@ export interface Tracing {
   readonly workflowExporter: InjectedSinks<OpenTelemetrySinks>['exporter'];
   /** Runs `fn` in a new trace whose root span is `name` (a CLI command). */
   inRootSpan<T>(name: string, fn: (span: Span) => Promise<T>): Promise<T>;
+  /** Runs `fn` in a span `name` under the active one (within an activity: its RunActivity span). */
+  inSpan<T>(name: string, fn: () => Promise<T>): Promise<T>;
   /** Sends the spans still buffered (bounded in time) and stops. */
   shutdown(): Promise<void>;
 }

@@ -37,6 +37,7 @@ import {
   agentTaskQueue,
   outcomeOfFailure,
   type AgentActivities,
+  type ApplyRequest,
   type RecordDecisionResult,
   type WatchRequest,
 } from '../contract';
@@ -69,6 +70,8 @@ export interface AgentPatches {
   bounded: boolean;
   /** watch-hands-back-observation: a watch that sees a change observes, and the pass it wakes decides on that. */
   handBack: boolean;
+  /** apply-hands-back-probe: the last action of a pass observes after it, and that snapshot is the probe. */
+  probeInApply: boolean;
 }
 
 export interface NodeAgents {
@@ -81,6 +84,8 @@ export interface NodeAgents {
   resources: BoundIntent['resources'];
   /** Asked of each watch, when the run hands back observations: observe this generation after a change. */
   observeOnChange: WatchRequest['observe_on_change'];
+  /** Asked of a pass's last action, when the run takes its probe from it: observe this generation after it. */
+  probeAfter: ApplyRequest['probe_after'];
 }
 
 /**
@@ -90,7 +95,7 @@ export interface NodeAgents {
  * is long-lived, beats rarely and is never retried by Temporal; the loop decides when to start
  * the next one.
  */
-export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBack }: AgentPatches): NodeAgents {
+export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBack, probeInApply }: AgentPatches): NodeAgents {
   const nodeTimeout = intent.policy.node_timeout;
   const base = {
     taskQueue: agentTaskQueue(node),
@@ -114,6 +119,7 @@ export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBac
     observationTtl: intent.policy.observation_ttl,
     resources: agentResources(intent),
     observeOnChange: handBack ? { generation: intent.generation } : undefined,
+    probeAfter: probeInApply ? { node, resources: agentResources(intent), generation: intent.generation } : undefined,
   };
 }
 
@@ -131,9 +137,12 @@ export function passPorts(loop: Watched): PassPorts {
   const generation = loop.intent.generation;
   // The observation after an apply is the pass's proof: the UI names it the probe.
   let acted = false;
+  // The snapshot the pass's last action took after it (probe_after), while it is the newest one.
+  let probed: Observation | null = null;
   return {
     observe: async (): Promise<Snapshot> => {
-      const handed = acted ? null : handedObservation(loop);
+      const handed = acted ? youngEnough(loop, probed) : handedObservation(loop);
+      probed = null;
       if (handed) {
         watchEvent(loop, { kind: 'observed', markers: markersOf(handed) });
         return { observation: handed, unreachable: null };
@@ -151,14 +160,20 @@ export function passPorts(loop: Watched): PassPorts {
       }
     },
     readAuthority: async () => authorityView(await readAuthority(node)),
-    apply: async (action: AuthorizedAction): Promise<ExecutionEvidence | ApplyFailure> => {
+    apply: async (action: AuthorizedAction, { last }): Promise<ExecutionEvidence | ApplyFailure> => {
       acted = true;
+      probed = null;
+      const request: ApplyRequest = { node, action };
+      // The signed bytes as the authority holds them, for a host that verifies them.
+      if (loop.intent.signed) request.signed = loop.intent.signed;
+      if (last && agents.probeAfter) request.probe_after = agents.probeAfter;
       try {
-        return await agents.agent.apply.executeWithOptions(
-          { summary: summaryLine(`apply ${action.action} ${action.resource_key}`) },
-          // The signed bytes as the authority holds them, for a host that verifies them.
-          [{ node, action, ...(loop.intent.signed ? { signed: loop.intent.signed } : {}) }],
+        const { probe, ...evidence } = await agents.agent.apply.executeWithOptions(
+          { summary: summaryLine(`apply ${action.action} ${action.resource_key}${request.probe_after ? ', then probe' : ''}`) },
+          [request],
         );
+        probed = probe ?? null;
+        return evidence;
       } catch (error) {
         return applyFailure(error, agents);
       }
@@ -176,10 +191,14 @@ export function passPorts(loop: Watched): PassPorts {
  * took meanwhile found the node as the watch started from (src/domain/watch.ts).
  */
 function handedObservation(loop: Watched): Observation | null {
-  const handed = loop.watch.handed;
-  if (!handed) return null;
-  const age = Date.now() - Date.parse(handed.observed_at);
-  return age <= durationMs(loop.agents.observationTtl) / 2 ? handed : null;
+  return youngEnough(loop, loop.watch.handed);
+}
+
+/** A snapshot the agent handed back, if at most half of observation_ttl old now; else the pass observes. */
+function youngEnough(loop: Pick<Watched, 'agents'>, snapshot: Observation | null): Observation | null {
+  if (!snapshot) return null;
+  const age = Date.now() - Date.parse(snapshot.observed_at);
+  return age <= durationMs(loop.agents.observationTtl) / 2 ? snapshot : null;
 }
 
 /** The change marker of each observed resource, as the watch compares them. */

@@ -98,7 +98,11 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
   const workLive = workItemsLive();
   const bounded = inForce(WORKFLOW_PATCH.observationBound);
   const holdsLive = inForce(WORKFLOW_PATCH.nodeHolds);
-  const agentPatches: AgentPatches = { bounded, handBack: inForce(WORKFLOW_PATCH.watchHandsBackObservation) };
+  const agentPatches: AgentPatches = {
+    bounded,
+    handBack: inForce(WORKFLOW_PATCH.watchHandsBackObservation),
+    probeInApply: inForce(WORKFLOW_PATCH.applyHandsBackProbe),
+  };
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {

@@ -30,7 +30,8 @@ export interface TestNode {
     extra?: Partial<{ mode: 'observe' | 'enforce'; resources: Record<string, 'observe'>; overrides: Record<string, Json> }>,
   ): Promise<void>;
   observe(resources: ObserveRequest['resources'], acts?: AgentActivities): ReturnType<AgentActivities['observe']>;
-  apply(action: AuthorizedAction, acts?: AgentActivities): ReturnType<AgentActivities['apply']>;
+  /** `extra`: more of the request, as a loop sends it (probe_after, signed). */
+  apply(action: AuthorizedAction, acts?: AgentActivities, extra?: Partial<ApplyRequest>): ReturnType<AgentActivities['apply']>;
   /** agent.yaml as the agent reads it now. */
   config(): Promise<AgentConfig>;
   cleanup(): Promise<void>;
@@ -64,8 +65,8 @@ export async function makeNode(options: { node?: string; mode?: 'observe' | 'enf
       await fs.writeFile(configPath, JSON.stringify(doc, null, 2)); // JSON is YAML
     },
     observe: (resources, acts = t.acts) => runActivity((r: ObserveRequest) => acts.observe(r), { node, resources }),
-    apply: async (action, acts = t.acts) =>
-      await runActivity((r: ApplyRequest) => acts.apply(r), { node, action: await asPlanned(t, action) }),
+    apply: async (action, acts = t.acts, extra = {}) =>
+      await runActivity((r: ApplyRequest) => acts.apply(r), { ...extra, node, action: await asPlanned(t, action) }),
     config: () => loadAgentConfig(configPath),
     async cleanup() {
       await stopServices(root);

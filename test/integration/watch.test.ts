@@ -59,7 +59,7 @@ describe('event-driven observation', () => {
     await handle.terminate('test done');
   });
 
-  it('the pass a watch wakes decides on the snapshot the watch took: no observe of its own, only the probe', async () => {
+  it('the pass a watch wakes decides on the snapshot the watch took, and proves its write by the one its apply took: no observe of its own', async () => {
     const node = 'E-1H';
     const handle = await convergedNode(node, true);
     const before = await stack.historyCounts(handle);
@@ -69,10 +69,11 @@ describe('event-driven observation', () => {
     const repair = (await stack.ledger(handle)).find(repairAfter(changedAt))!;
     expect(repair.convergence_status).toBe('CONVERGED');
     expect(await fs.readFile(configOf(node), 'utf8')).toBe(fileBytes({ workers: 8 }));
-    // The watch returned the other writer's bytes with its snapshot: the repair was planned from
-    // it, so the run scheduled one observe since (the probe after the write), not two.
+    // The watch returned the other writer's bytes with its snapshot, and the repair was planned
+    // from it; the apply returned the snapshot after its write, and the repair was proved by it
+    // (CONVERGED above): the run scheduled no observe since, where it used to schedule two.
     const after = await stack.historyCounts(handle);
-    expect((after.scheduled.observe ?? 0) - (before.scheduled.observe ?? 0)).toBe(1);
+    expect((after.scheduled.observe ?? 0) - (before.scheduled.observe ?? 0)).toBe(0);
     expect((after.scheduled.apply ?? 0) - (before.scheduled.apply ?? 0)).toBe(1);
     await handle.terminate('test done');
   });

@@ -130,7 +130,8 @@ describe('one trace from `datum rollout start` to the node', () => {
     expect(reconcile.attributes).toMatchObject({ workflowId: reconcileWorkflowId('T-1', 1), workflowType: 'reconcileNode' });
     expect(only('RunWorkflow:rollout').attributes).toMatchObject({ workflowId: rolloutWorkflowId(1, ['T-1']) });
 
-    // The pass, in order: observe, the four applies, the probe (an observe after acting).
+    // The pass, in order: observe and the four applies; the last apply takes the probe (an observe
+    // after acting) in a span of its own under the apply's.
     const agentCalls = receiver
       .children(reconcile)
       .filter((s) => /^StartActivity:(observe|apply)$/.test(s.name))
@@ -141,11 +142,10 @@ describe('one trace from `datum rollout start` to the node', () => {
       'StartActivity:apply',
       'StartActivity:apply',
       'StartActivity:apply',
-      'StartActivity:observe',
     ]);
     for (const kind of ['observe', 'apply']) {
       const executions = named(`RunActivity:${kind}`);
-      expect(executions.length).toBe(kind === 'observe' ? 2 : 4);
+      expect(executions.length).toBe(kind === 'observe' ? 1 : 4);
       for (const s of executions) {
         expect(receiver.lineage(s)).toEqual([
           ...toReconcile,
@@ -155,14 +155,22 @@ describe('one trace from `datum rollout start` to the node', () => {
         expect(s.attributes).toMatchObject({ temporalWorkflowId: reconcileWorkflowId('T-1', 1) });
       }
     }
+    const probe = only('probe');
+    expect(receiver.lineage(probe)).toEqual([
+      ...toReconcile,
+      'datum-worker StartActivity:apply',
+      'datum-agent RunActivity:apply',
+      'datum-agent probe',
+    ]);
     // The watch the pass left running ended when the agent stopped: flushed on the way out.
     expect(named('RunActivity:watch').map((s) => s.service)).toEqual(['datum-agent']);
   });
 
   it('traces the first pass only: later passes ran, and are not in the trace', () => {
     expect(observes.atStop).toBeGreaterThanOrEqual(observes.atConvergence + 3);
-    expect(named('RunActivity:observe').length).toBe(2);
-    expect(named('StartActivity:observe').length).toBe(2);
+    expect(named('RunActivity:observe').length).toBe(1);
+    expect(named('StartActivity:observe').length).toBe(1);
+    expect(named('probe').length).toBe(1);
   });
 
   it("workflow spans name their run, never the workflow's memo or search attributes", () => {

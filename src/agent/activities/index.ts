@@ -1,6 +1,16 @@
 import path from 'node:path';
 import { asyncLocalStorage } from '@temporalio/activity';
-import type { AgentActivities, Observation, ObserveRequest, WatchRequest, WatchResult } from '../../contract';
+import type {
+  AgentActivities,
+  ApplyAnswer,
+  ApplyRequest,
+  Observation,
+  ObserveRequest,
+  WatchRequest,
+  WatchResult,
+} from '../../contract';
+import type { ExecutionEvidence } from '../../domain';
+import { activeTracing } from '../../tracing';
 import { agentGate } from '../gate';
 import { beatingOnceAdmitted } from '../heartbeat';
 import { countedApply } from '../metrics';
@@ -44,14 +54,16 @@ export function createAgentActivities(configPath: string): AgentActivities {
         { node: config, signal: asyncLocalStorage.getStore()?.cancellationSignal },
       ),
     );
+  const observe = (request: ObserveRequest) => gated('observe', () => loggedObserve(request, () => observeNode(config, request)));
   return {
-    observe: (request) => gated('observe', () => loggedObserve(request, () => observeNode(config, request))),
+    observe,
     apply: (request) =>
-      gated('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
-    watch: (request) =>
-      handingBack(request, watchNode(config, request), (observe) =>
-        gated('observe', () => loggedObserve(observe, () => observeNode(config, observe))),
+      probingAfter(
+        request,
+        gated('apply', () => countedApply(request, () => loggedApply(request, () => applyAction(config, request)))),
+        observe,
       ),
+    watch: (request) => handingBack(request, watchNode(config, request), observe),
     recordDecision: (request) => loggedDecision(request, () => recordDecision(config, request)),
     // A read like observe, through the same gate: an import of a busy node waits its turn.
     inventory: (request) => gated('observe', () => inventoryNode(config, request)),
@@ -79,6 +91,30 @@ async function handingBack(
     return { ...result, observation };
   } catch {
     return result;
+  }
+}
+
+/**
+ * The last action of a pass observes the node once it is carried out, when its loop asks
+ * (probe_after): that snapshot is the pass's post-action probe, taken after every write of the
+ * pass, without another activity. A refused or failed action throws as before (the loop probes
+ * for itself), and so does nothing here: an observation that fails is left out.
+ */
+async function probingAfter(
+  request: ApplyRequest,
+  applying: Promise<ExecutionEvidence>,
+  observe: (request: ObserveRequest) => Promise<Observation>,
+): Promise<ApplyAnswer> {
+  const evidence = await applying;
+  const asked = request.probe_after;
+  if (!asked) return evidence;
+  const probe = () => observe(asked);
+  try {
+    // A span of its own under the apply's, where tracing is on: the trace still shows the probe.
+    const tracing = activeTracing();
+    return { ...evidence, probe: await (tracing ? tracing.inSpan('probe', probe) : probe()) };
+  } catch {
+    return evidence;
   }
 }
 
