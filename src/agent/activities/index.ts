@@ -73,48 +73,42 @@ export function createAgentActivities(configPath: string): AgentActivities {
   };
 }
 
+type Observe = (request: ObserveRequest) => Promise<Observation>;
+
 /**
  * A watch that saw a change observes the node at once when its loop asks (observe_on_change), so
  * the pass the change wakes decides on that snapshot instead of sending another observe round
- * trip. An observation that fails is left out: the loop then observes for itself, and hears why.
+ * trip.
  */
-async function handingBack(
-  request: WatchRequest,
-  watching: Promise<WatchResult>,
-  observe: (request: ObserveRequest) => Promise<Observation>,
-): Promise<WatchResult> {
+async function handingBack(request: WatchRequest, watching: Promise<WatchResult>, observe: Observe): Promise<WatchResult> {
   const result = await watching;
   const asked = request.observe_on_change;
   if (!asked || result.changed.length === 0) return result;
-  try {
-    const observation = await observe({ node: request.node, resources: request.resources, generation: asked.generation });
-    return { ...result, observation };
-  } catch {
-    return result;
-  }
+  const observation = await handedBack(() => observe({ node: request.node, resources: request.resources, ...asked }));
+  return observation ? { ...result, observation } : result;
 }
 
 /**
  * The last action of a pass observes the node once it is carried out, when its loop asks
  * (probe_after): that snapshot is the pass's post-action probe, taken after every write of the
- * pass, without another activity. A refused or failed action throws as before (the loop probes
- * for itself), and so does nothing here: an observation that fails is left out.
+ * pass, without another activity. A refused or failed action throws as before, and the loop
+ * probes for itself. Where tracing is on the probe has a span of its own, under the apply's.
  */
-async function probingAfter(
-  request: ApplyRequest,
-  applying: Promise<ExecutionEvidence>,
-  observe: (request: ObserveRequest) => Promise<Observation>,
-): Promise<ApplyAnswer> {
+async function probingAfter(request: ApplyRequest, applying: Promise<ExecutionEvidence>, observe: Observe): Promise<ApplyAnswer> {
   const evidence = await applying;
   const asked = request.probe_after;
   if (!asked) return evidence;
-  const probe = () => observe(asked);
+  const tracing = activeTracing();
+  const probe = await handedBack(() => (tracing ? tracing.inSpan('probe', () => observe(asked)) : observe(asked)));
+  return probe ? { ...evidence, probe } : evidence;
+}
+
+/** A snapshot to hand back with another answer; none when the observation fails (the loop then observes, and hears why). */
+async function handedBack(observe: () => Promise<Observation>): Promise<Observation | null> {
   try {
-    // A span of its own under the apply's, where tracing is on: the trace still shows the probe.
-    const tracing = activeTracing();
-    return { ...evidence, probe: await (tracing ? tracing.inSpan('probe', probe) : probe()) };
+    return await observe();
   } catch {
-    return evidence;
+    return null;
   }
 }
 
