@@ -1,8 +1,8 @@
 // The engine's shaped ceiling for the bench (issue 33): a rollout and a loop per node with the
 // event shape of Datum's, whose activities do nothing. The loop's first pass records what a
 // Datum loop's rollout pass records (bench/run.mjs, `temporal workflow show` of a loop): patch
-// markers and search-attribute upserts, the control reads as local activities, an observe, the
-// applies and an observe on the node's own queue, a memo, the settled signal to the rollout, the
+// markers and search-attribute upserts, the control reads as local activities, an observe and
+// the applies on the node's own queue (the last apply brings the probe back), a memo, the settled signal to the rollout, the
 // watch (watch mode) and the resync timer; each later pass, a local activity, an observe, a
 // local activity and an upsert, as a Datum loop's steady pass. The rollout starts the loops from
 // an activity, all of them in flight at once, and ends when every loop has said it settled.
@@ -78,8 +78,8 @@ async function shapedLoop(input) {
   for (let i = 0; i < 3; i++) await control.noop();
   await agent.observe();
   await control.noop();
+  // The last apply carries the probe back (Datum's apply-hands-back-probe): no observe after it.
   for (let i = 0; i < input.applies; i++) await agent.apply();
-  await agent.observe();
   upsertSearchAttributes([{ key: DatumStatus, value: 'VERIFYING' }]);
   patched('bench-loop-settled');
   upsertSearchAttributes([{ key: DatumStatus, value: 'CONVERGED' }]);
