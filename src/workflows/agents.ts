@@ -97,6 +97,7 @@ export interface NodeAgents {
  */
 export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBack, probeInApply }: AgentPatches): NodeAgents {
   const nodeTimeout = intent.policy.node_timeout;
+  const resources = agentResources(intent);
   const base = {
     taskQueue: agentTaskQueue(node),
     scheduleToStartTimeout: durationMs(nodeTimeout),
@@ -117,9 +118,9 @@ export function nodeAgents(node: string, intent: BoundIntent, { bounded, handBac
     }),
     nodeTimeout,
     observationTtl: intent.policy.observation_ttl,
-    resources: agentResources(intent),
+    resources,
     observeOnChange: handBack ? { generation: intent.generation } : undefined,
-    probeAfter: probeInApply ? { node, resources: agentResources(intent), generation: intent.generation } : undefined,
+    probeAfter: probeInApply ? { node, resources, generation: intent.generation } : undefined,
   };
 }
 
