@@ -22,6 +22,7 @@
  * `node:fs` is imported only in fs/ and in these files, each for a reason (eslint.config.mjs
  * holds the same list, and test/unit/agent-zones.test.ts checks the two agree):
  *
+ *   dpkg/busy.ts           reads /proc/locks and stats dpkg's lock files under packages.root: whether a dpkg works there
  *   services/identity.ts   reads /proc/<pid>/ to know a service's process: the kernel's, not a root's
  *   services/systemd.ts    reads /proc/1/comm and /run/systemd/system: whether systemd runs the host
  *

@@ -4,6 +4,7 @@
 // come before dpkg runs (or before anything is fetched). The host's own packages are never
 // touched: the file checks /var/lib/dpkg/status and /var/log/dpkg.log at the end.
 
+import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,10 +14,12 @@ import { desiredValue, type AuthorizedAction, type Json, type PackageSpec } from
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { packageProvider } from '../../src/agent/providers/package';
 import { runTool, type ToolRun } from '../../src/agent/dpkg/run';
+import { dpkgHolders, untilDpkgIdle } from '../../src/agent/dpkg/busy';
 import { agentConfig, resourceSpec } from '../../src/schemas';
 import type { BuildDebOptions } from '../../scripts/build-deb.mjs' with { 'resolution-mode': 'import' };
 import { confinedApt, dpkgIn, dpkgUnavailable, emptyDpkgRoot, hostDpkgUntouched, queryIn, selectIn } from '../helpers/dpkg';
 import { action, cleanupNodes, expectRefusal, makeNode, type TestNode } from './helpers';
+import { until } from '../helpers/until';
 
 afterEach(cleanupNodes);
 
@@ -179,6 +182,55 @@ describe.skipIf(dpkgUnavailable())('package provider (real dpkg, confined databa
         path.join(t.dpkg, 'var/lib/dpkg'),
         path.join(t.dpkg, 'var/lib/dpkg/updates'),
       ]);
+    });
+    it('waits for a dpkg at work on the database to finish, and reads the package where that run left it (not mid-run)', async () => {
+      const t = await packageNode();
+      const slow = await t.deb({ name: 'dtest-slow', version: '1.0-1', scripts: { postinst: '#!/bin/sh\nsleep 2\n' } });
+      // Another writer's real dpkg, its postinst run outside the root (which has no /bin/sh): about two seconds under dpkg's locks.
+      const other = spawn(
+        'dpkg',
+        [
+          `--root=${t.dpkg}`,
+          `--log=${path.join(t.dpkg, 'var/log/dpkg.log')}`,
+          '--force-script-chrootless',
+          '--install',
+          slow.artifact,
+        ],
+        { stdio: 'ignore' },
+      );
+      const exited = new Promise<number | null>((resolve) => other.on('exit', resolve));
+      await until(() => dpkgHolders(t.dpkg), { what: "dpkg's locks taken", accept: (pids) => pids.includes(other.pid!) });
+      const seen = (await t.observe({ slow: spec('dtest-slow', '1.0-1') })).resources.slow;
+      expect(await exited).toBe(0);
+      expect(seen.value).toEqual({ version: '1.0-1', status: 'installed' });
+      expect(seen.detail).not.toHaveProperty('dpkg_busy');
+    });
+
+    it('gives up waiting on a lock held past its bound, and then names who holds it', async () => {
+      const t = await packageNode();
+      await fs.writeFile(path.join(t.dpkg, 'var/lib/dpkg/lock'), '');
+      // A process holding dpkg's lock as dpkg does (an fcntl write lock), and never letting go.
+      const holder = spawn(
+        'python3',
+        [
+          '-c',
+          'import fcntl,sys,time; f=open(sys.argv[1],"w"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)',
+          path.join(t.dpkg, 'var/lib/dpkg/lock'),
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        await new Promise((resolve) => holder.stdout.once('data', resolve));
+        expect(await dpkgHolders(t.dpkg)).toEqual([holder.pid]);
+        const started = Date.now();
+        expect(await untilDpkgIdle(t.dpkg, 300)).toEqual([holder.pid]);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+      } finally {
+        holder.kill('SIGKILL');
+        await new Promise((resolve) => holder.once('exit', resolve));
+      }
+      expect(await dpkgHolders(t.dpkg)).toEqual([]);
+      expect(await untilDpkgIdle(t.dpkg, 300)).toEqual([]);
     });
   });
 

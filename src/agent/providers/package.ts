@@ -23,6 +23,7 @@ import {
   type PackageEntry,
   type PackageRecord,
   type ToolRun,
+  untilDpkgIdle,
 } from '../dpkg';
 import { AgentRefusal, PACKAGE_INSTALL_FAILED } from '../refusal';
 import { packageInstallSpec, type AgentConfig } from '../../schemas';
@@ -41,6 +42,12 @@ import { observed, short, specOf, type ApplyResult, type AtWrite, type NodeConte
  */
 
 type InstallSpec = z.infer<typeof packageInstallSpec>;
+
+/**
+ * How long an observation waits for a dpkg or apt run on the database to end before it reads the
+ * package mid-run: inside the observe's minute, with time left for the rest of the node.
+ */
+const DPKG_WAIT_MS = 20_000;
 
 /** The root dpkg works on for this node: agent.yaml's packages.root. */
 const dpkgRoot = (config: AgentConfig | undefined) => config?.packages.root ?? '/';
@@ -114,6 +121,9 @@ export async function observePackage(ctx: NodeContext, spec: Pick<PackageSpec, '
       detail,
       withFix(`"${spec.name}" ${nameProblem}`, 'name the package correctly in desired state'),
     );
+  // What a dpkg or apt still at work on the database has not finished is read once it has (busy.ts).
+  const busy = await untilDpkgIdle(root, DPKG_WAIT_MS);
+  if (busy.length > 0) detail.dpkg_busy = `dpkg or apt (pid ${busy.join(', ')}) still works on this database: read mid-run`;
   let record: PackageRecord;
   try {
     record = await packageRecord(root, spec.name);
