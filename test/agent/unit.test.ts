@@ -326,6 +326,26 @@ describe('the unit provider against a real systemd manager', () => {
     expect(calls.filter((argv) => argv.includes('is-enabled'))).toEqual([['--user', 'is-enabled', '--', instance]]);
   }, 60_000);
 
+  it('reads a unit another writer is restarting once the restart is done, not as stopped mid-way', async (ctx) => {
+    skipUnless(ctx);
+    const t = await makeNode();
+    await configure(t);
+    const name = unitName('slow');
+    const daemon = await writeDaemon(t.base);
+    const unit = daemonUnit(daemon, await freePort(), path.join(t.root, CONFIG), 'ExecStartPre=/bin/sleep 2\n');
+    await fs.writeFile(path.join(H().vendor, name), unit);
+    expect(systemctl('daemon-reload').status).toBe(0);
+    expect(systemctl('start', '--', name).status).toBe(0);
+    const resources: Record<string, ResourceSpec> = { slow: { type: 'unit', name, active: true } };
+    const before = mainPid(name);
+    // Another writer's restart, queued: the manager stops the unit, then runs its two-second ExecStartPre.
+    expect(systemctl('restart', '--no-block', '--', name).status).toBe(0);
+    const seen = (await t.observe(resources)).resources.slow;
+    expect(seen.value).toEqual({ active: true });
+    expect(seen.detail).toMatchObject({ active_state: 'active' });
+    expect(mainPid(name)).not.toBe(before);
+  }, 60_000);
+
   it("wakes the watch when the unit stops (a state observe's marker leaves out), and not for an unchanged unit", async (ctx) => {
     skipUnless(ctx);
     const w = await webNode();

@@ -18,6 +18,7 @@ import {
   changeArgv,
   readUnitState,
   reloadArgv,
+  jobUnderWay,
   showUnit,
   type Manager,
 } from './systemctl';
@@ -293,11 +294,7 @@ async function startOrRestart(
 async function settle(manager: Manager, view: UnitView): Promise<void> {
   const deadline = Date.now() + START_WAIT_MS;
   for (;;) {
-    const show = await showUnit(manager, view.name, ['ActiveState', 'SubState', 'Job']);
-    // A unit waiting to be restarted after a crash (auto-restart) is settled: it failed, and the observe says so.
-    const moving = (show.ActiveState === 'activating' || show.ActiveState === 'deactivating') && show.SubState !== 'auto-restart';
-    const busy = moving || (show.Job ?? '') !== '';
-    if (!busy) break;
+    if (!jobUnderWay(await showUnit(manager, view.name, ['ActiveState', 'SubState', 'Job']))) break;
     if (Date.now() >= deadline) return;
     await sleep(100);
   }

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { canonicalJson, sha256Hex, unitNameProblem, type Json, type ObservedResource, type UnitProbe } from '../../domain';
 import { withFix } from '../../contract';
 import { probeAllowed, probeSpelling } from '../allow';
@@ -6,7 +7,15 @@ import { observed } from '../providers/types';
 import type { AgentConfig } from '../../schemas';
 import { ownMarker, ownPath, readNodeFile, readOwnFile, unitsDir, type InTheWay, type Read, type UnitsDir } from './files';
 import { runProbe, type ProbeOutcome } from './probe';
-import { ManagerUnreachable, UNIT_PROPERTIES, formatTimestampUs, parseTimestampUs, readUnitState, unitPath } from './systemctl';
+import {
+  ManagerUnreachable,
+  UNIT_PROPERTIES,
+  formatTimestampUs,
+  jobUnderWay,
+  parseTimestampUs,
+  readUnitState,
+  unitPath,
+} from './systemctl';
 
 /*
  * A unit as its manager and its files show it, in the shape the domain's desiredValue gives
@@ -37,6 +46,10 @@ interface Seen {
 
 const LIVE = new Set(['active', 'reloading']);
 
+/** How long an observation waits for a start or stop under way to end; inside the observe's minute. */
+const JOB_WAIT_MS = 10_000;
+const JOB_POLL_MS = 100;
+
 export async function observeUnit(config: AgentConfig | undefined, root: string, view: UnitView): Promise<ObservedResource> {
   const problem = unitNameProblem(view.name);
   if (problem !== null)
@@ -58,7 +71,7 @@ export async function observeUnit(config: AgentConfig | undefined, root: string,
 }
 
 async function readUnit(config: AgentConfig | undefined, root: string, view: UnitView, units: UnitsDir): Promise<Seen> {
-  const show = await readUnitState(units.manager, view.name, [...UNIT_PROPERTIES, ...view.properties]);
+  const show = await settledState(units, view);
   const own = view.own === null ? null : await readOwnFile(units, view.own.rel);
   const inputs = await Promise.all(view.restartOn.map(async (r) => ({ key: r.key, read: await readNodeFile(root, r.path) })));
   let probe: Seen['probe'] = null;
@@ -67,6 +80,22 @@ async function readUnit(config: AgentConfig | undefined, root: string, view: Uni
       ? await runProbe(view.probe)
       : { refused: `not run: ${probeSpelling(view.probe)} is not in this host's allow.probes` };
   return { units, show, own, inputs, probe };
+}
+
+/**
+ * The unit's state once a job the manager is carrying out on it is done (at most JOB_WAIT_MS):
+ * read mid-start, a unit another writer is restarting would look stopped, and the watch that saw
+ * the restart would hand that moment back as drift. What is still under way then is read as it is.
+ */
+async function settledState(units: UnitsDir, view: UnitView): Promise<Record<string, string>> {
+  const properties = [...UNIT_PROPERTIES, 'Job', ...view.properties];
+  const until = Date.now() + JOB_WAIT_MS;
+  let show = await readUnitState(units.manager, view.name, properties);
+  while (jobUnderWay(show) && Date.now() < until) {
+    await sleep(JOB_POLL_MS);
+    show = await readUnitState(units.manager, view.name, properties);
+  }
+  return show;
 }
 
 /**

@@ -31,6 +31,15 @@ export const UNIT_PROPERTIES = [
   'InvocationID',
 ] as const;
 
+/**
+ * Whether the manager is still carrying out a job on the unit, a start or a stop under way (its
+ * `show` with ActiveState, SubState and Job). A unit waiting to be restarted after a crash
+ * (auto-restart) is not: it failed, and that is what there is to see.
+ */
+export const jobUnderWay = (show: Record<string, string | undefined>): boolean =>
+  ((show.ActiveState === 'activating' || show.ActiveState === 'deactivating') && show.SubState !== 'auto-restart') ||
+  (show.Job ?? '') !== '';
+
 /** The argv of `systemctl show` for units: the properties given, timestamps in µs UTC, the names after "--". */
 export const showArgv = (manager: Manager, names: string | readonly string[], properties: readonly string[]): string[] => [
   ...managerFlag(manager),
