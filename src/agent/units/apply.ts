@@ -18,6 +18,7 @@ import {
   changeArgv,
   readUnitState,
   reloadArgv,
+  afterJob,
   jobUnderWay,
   showUnit,
   type Manager,
@@ -292,12 +293,8 @@ async function startOrRestart(
  * not so then is what the next observe reports.
  */
 async function settle(manager: Manager, view: UnitView): Promise<void> {
-  const deadline = Date.now() + START_WAIT_MS;
-  for (;;) {
-    if (!jobUnderWay(await showUnit(manager, view.name, ['ActiveState', 'SubState', 'Job']))) break;
-    if (Date.now() >= deadline) return;
-    await sleep(100);
-  }
+  const show = await afterJob(() => showUnit(manager, view.name, ['ActiveState', 'SubState', 'Job']), START_WAIT_MS);
+  if (jobUnderWay(show)) return;
   if (view.probe === null) return;
   const ready = Date.now() + READY_WAIT_MS;
   while (!(await runProbe(view.probe)).answers && Date.now() < ready) await sleep(150);

@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { canonicalJson, sha256Hex, unitNameProblem, type Json, type ObservedResource, type UnitProbe } from '../../domain';
 import { withFix } from '../../contract';
 import { probeAllowed, probeSpelling } from '../allow';
@@ -10,8 +9,8 @@ import { runProbe, type ProbeOutcome } from './probe';
 import {
   ManagerUnreachable,
   UNIT_PROPERTIES,
+  afterJob,
   formatTimestampUs,
-  jobUnderWay,
   parseTimestampUs,
   readUnitState,
   unitPath,
@@ -48,7 +47,6 @@ const LIVE = new Set(['active', 'reloading']);
 
 /** How long an observation waits for a start or stop under way to end; inside the observe's minute. */
 const JOB_WAIT_MS = 10_000;
-const JOB_POLL_MS = 100;
 
 export async function observeUnit(config: AgentConfig | undefined, root: string, view: UnitView): Promise<ObservedResource> {
   const problem = unitNameProblem(view.name);
@@ -89,13 +87,7 @@ async function readUnit(config: AgentConfig | undefined, root: string, view: Uni
  */
 async function settledState(units: UnitsDir, view: UnitView): Promise<Record<string, string>> {
   const properties = [...UNIT_PROPERTIES, 'Job', ...view.properties];
-  const until = Date.now() + JOB_WAIT_MS;
-  let show = await readUnitState(units.manager, view.name, properties);
-  while (jobUnderWay(show) && Date.now() < until) {
-    await sleep(JOB_POLL_MS);
-    show = await readUnitState(units.manager, view.name, properties);
-  }
-  return show;
+  return await afterJob(() => readUnitState(units.manager, view.name, properties), JOB_WAIT_MS);
 }
 
 /**

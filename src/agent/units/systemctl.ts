@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { withFix } from '../../contract';
 import { AgentRefusal, UNIT_CHANGE_FAILED } from '../refusal';
@@ -39,6 +40,17 @@ export const UNIT_PROPERTIES = [
 export const jobUnderWay = (show: Record<string, string | undefined>): boolean =>
   ((show.ActiveState === 'activating' || show.ActiveState === 'deactivating') && show.SubState !== 'auto-restart') ||
   (show.Job ?? '') !== '';
+
+/** Reads the unit's state again every 100 ms while a job is under way on it, for at most `maxMs`; the last reading. */
+export async function afterJob(read: () => Promise<Record<string, string>>, maxMs: number): Promise<Record<string, string>> {
+  const deadline = Date.now() + maxMs;
+  let show = await read();
+  while (jobUnderWay(show) && Date.now() < deadline) {
+    await sleep(100);
+    show = await read();
+  }
+  return show;
+}
 
 /** The argv of `systemctl show` for units: the properties given, timestamps in µs UTC, the names after "--". */
 export const showArgv = (manager: Manager, names: string | readonly string[], properties: readonly string[]): string[] => [
