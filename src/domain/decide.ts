@@ -15,6 +15,7 @@ import {
 } from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
 import { climb, type Judgement } from './ladder';
+import { onResyncCadence } from './loop';
 import type { DecideInput, DecideResult } from './inputs';
 import { idempotencyKey } from './plan';
 import { decisionsToRecord, heldDecisions, newIntentSentence, seedDecisions, type SeededHistory } from './decisions';
@@ -232,7 +233,7 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
     convergence_status: verdict.status,
     reason: verdict.reason,
     reason_detail: verdict.detail,
-    recheck_trigger: verdict.recheck,
+    recheck_trigger: onResyncCadence(verdict.recheck, verdict.status, pass.input.resync_at, now),
     conditions,
     ...episodeRecord(intent, episode),
   };

@@ -31,6 +31,11 @@ export interface DecideInput {
   history: History;
   now: string;
   acted?: ActedPass | null;
+  /**
+   * When the loop's resync timer is due, where one already runs (patch keep-resync-timer): a
+   * CONVERGED decision's not_before (onResyncCadence in loop.ts). Absent: resync_interval from now.
+   */
+  resync_at?: string | null;
   /** Whether a rule added after a loop started is in force for it; default: every rule is. */
   rules?: ((rule: DecisionRule) => boolean) | undefined;
 }

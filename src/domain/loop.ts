@@ -1,7 +1,8 @@
 import { durationMs } from './duration';
 import { decisionFingerprint } from './signals';
 import type { BoundIntent } from '../contract/desired';
-import type { AuthorizedAction, Decision, ExecutionEvidence } from '../contract/ledger';
+import type { AuthorizedAction, Decision, ExecutionEvidence, RecheckTrigger } from '../contract/ledger';
+import type { ConvergenceStatus } from '../contract/vocabulary';
 
 /*
  * The loop's own rules, apart from the judgement in decide.ts: when the next pass runs, how a
@@ -26,6 +27,54 @@ export function nextWakeMs(decision: Decision | null, policy: Policy, nowMs: num
   if (!notBefore) return resync;
   const cap = decision.convergence_status === 'RETRY' ? Number.MAX_SAFE_INTEGER : resync;
   return Math.max(0, Math.min(Date.parse(notBefore) - nowMs, cap));
+}
+
+/**
+ * Whether the decision's wait is the resync, not a time it set itself (a backoff, a retake): a
+ * decision without a time, or a CONVERGED one, whose time is the resync.
+ */
+export function waitsForResync(decision: Decision | null): boolean {
+  return !decision?.recheck_trigger.not_before || decision.convergence_status === 'CONVERGED';
+}
+
+/** The wake timer a loop has running: when it is due, and whether it was started for the resync. */
+export interface RunningTimer {
+  due_at_ms: number;
+  resync: boolean;
+}
+
+/**
+ * Whether the timer running serves as the next wake, at `wakeAtMs`, instead of a new one (patch
+ * keep-resync-timer; a new one costs two history events, the old one's cancel and its own
+ * start). It does when it fires at that wake: due at that very time (a CONVERGED decision took
+ * the resync timer's time, see onResyncCadence; a note copied the last trigger), or both already
+ * past. A resync timer also serves a decision that set no time (it waits for evidence and
+ * re-observes at resync) when it is due no later. A time the decision set itself (a backoff, a
+ * retake) gets a timer of its own, so it is never cut short.
+ */
+export function keepsTimer(running: RunningTimer, decision: Decision | null, wakeAtMs: number, nowMs: number): boolean {
+  if (running.due_at_ms === wakeAtMs || (running.due_at_ms <= nowMs && wakeAtMs <= nowMs)) return true;
+  return running.resync && !decision?.recheck_trigger.not_before && running.due_at_ms <= wakeAtMs;
+}
+
+/**
+ * A CONVERGED decision's recheck is the loop's resync. Where a resync timer already runs (patch
+ * keep-resync-timer), due at `resyncAt`, that time is the decision's not_before: the resync is a
+ * cadence, resync_interval after the last resync rather than after every pass, and the ledger
+ * says when the loop looks next. Any other decision, or a timer due past the interval, keeps its
+ * trigger as it is.
+ */
+export function onResyncCadence(
+  trigger: RecheckTrigger,
+  status: ConvergenceStatus,
+  resyncAt: string | null | undefined,
+  now: string,
+): RecheckTrigger {
+  const notBefore = trigger.not_before;
+  if (status !== 'CONVERGED' || !notBefore || !resyncAt) return trigger;
+  const at = Date.parse(resyncAt);
+  if (!(at > Date.parse(now) && at <= Date.parse(notBefore))) return trigger;
+  return { ...trigger, not_before: new Date(at).toISOString() };
 }
 
 /**

@@ -22,6 +22,8 @@ export interface PassPorts {
   /** `last`: no action of the pass comes after this one, so the snapshot after it may be the probe. */
   apply(action: AuthorizedAction, position: { last: boolean }): Promise<ExecutionEvidence | ApplyFailure>;
   now(): string;
+  /** When the loop's resync timer is due, where one runs (DecideInput.resync_at); default: none. */
+  resyncAt?(): string | null;
   /** Whether a decision rule added after a loop started is in force for it (the workflow asks patched()); default: yes. */
   ruleInForce?(rule: DecisionRule): boolean;
 }
@@ -56,6 +58,7 @@ export async function runPass(ports: PassPorts, intent: BoundIntent, history: Hi
       unreachable: snapshot.unreachable,
       history,
       now: ports.now(),
+      resync_at: ports.resyncAt?.() ?? null,
       rules: ports.ruleInForce?.bind(ports),
       acted,
     });

@@ -1,5 +1,14 @@
 import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
-import { IDLE_WATCH, nextWakeMs, runPass, type BoundIntent, type Decision, type History, type WatchState } from '../domain';
+import {
+  IDLE_WATCH,
+  nextWakeMs,
+  runPass,
+  waitsForResync,
+  type BoundIntent,
+  type Decision,
+  type History,
+  type WatchState,
+} from '../domain';
 import {
   MAX_HISTORY_EVENTS,
   WORKFLOW_PATCH,
@@ -20,6 +29,7 @@ import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from '
 import { openReport, tellRollout } from './report-settled';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
+import { resyncAt, wakeTimer, type WakeTimer } from './resync';
 import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from './work-loop';
 
 /**
@@ -41,7 +51,7 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     loop.passes.started++;
     watchEvent(loop, { kind: 'pass' });
     acceptRecheck(loop);
-    const { final } = await runPass(passPorts(loop), loop.intent, loop.history);
+    const { final } = await runPass({ ...passPorts(loop), resyncAt: () => resyncAt(loop.wake) }, loop.intent, loop.history);
     loop.history = final.history;
     const seq = loop.ledger.nextSeq;
     record(loop, final.decision, 'pass');
@@ -87,6 +97,9 @@ interface Loop {
   /** The patches asked as the run starts: holds taken (holds.ts), how the agent is reached (agents.ts). */
   readonly holdsLive: boolean;
   readonly agentPatches: AgentPatches;
+  /** Patch keep-resync-timer: the wait keeps `wake` across passes while it serves (resync.ts). */
+  readonly keepsResync: boolean;
+  wake: WakeTimer | null;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
   readonly passes: PassCount;
   /** The rollout this loop tells when it settles (report-settled.ts). */
@@ -103,6 +116,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     handBack: inForce(WORKFLOW_PATCH.watchHandsBackObservation),
     probeInApply: inForce(WORKFLOW_PATCH.applyHandsBackProbe),
   };
+  const keepsResync = inForce(WORKFLOW_PATCH.keepResyncTimer);
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -121,6 +135,8 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     work: openWork(workLive, carry),
     holdsLive,
     agentPatches,
+    keepsResync,
+    wake: null,
     passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
     report: openReport(input.report_to, carry?.report),
   };
@@ -179,7 +195,8 @@ async function waitForEvidence(loop: Loop): Promise<void> {
     Date.now() + nextWakeMs(loop.lastDecision, loop.intent.policy, Date.now()),
     holdEndsAt(loop) ?? Infinity,
   );
-  const evidence = () => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
+  if (loop.keepsResync) return waitOnKeptTimer(loop, wakeAt);
+  const evidence = () => hasEvidence(loop);
   // The time a fired timer was due: the clock reads at least that from then on (see below).
   let floor = 0;
   const now = () => Math.max(Date.now(), floor);
@@ -200,5 +217,41 @@ async function waitForEvidence(loop: Loop): Promise<void> {
     // same task reads the task's own time: a decision taken from the lagging clock would not replay.
     if (!woken) floor = Math.max(floor, dueAt);
     if (evidence() || now() >= wakeAt) return;
+  }
+}
+
+const hasEvidence = (loop: Loop) => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
+
+/**
+ * The same wait on the timer kept across passes (patch keep-resync-timer): neither a pass woken by
+ * evidence nor a watch restarted at the end of its window cancels it while it fires at the wake
+ * (keepsTimer). Only a failed watch's retry, due before it, waits on a timer of its own.
+ */
+async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
+  const wake = {
+    at: wakeAt,
+    resync: waitsForResync(loop.lastDecision) && wakeAt !== holdEndsAt(loop),
+    summary: waitSummary(loop.lastDecision, loop.history, loop.intent.policy),
+  };
+  let timer: WakeTimer | null = null;
+  const evidence = () => hasEvidence(loop) || timer?.fired === true;
+  // As in waitForEvidence: a retry timer that fired has run its time, whatever the clock says.
+  let floor = 0;
+  const now = () => Math.max(Date.now(), floor);
+  for (;;) {
+    watchEvent(loop, { kind: 'wait' }, now());
+    // The timer after the watch: a traced run ends at its first timer (interceptors/tracing.ts),
+    // and the first pass's trace shows the watch it left running.
+    timer ??= loop.wake = wakeTimer(loop.wake, loop.lastDecision, wake);
+    const restarting = loop.watch.restart_due;
+    if (restarting && loop.watch.retry_at_ms < timer.dueAt) {
+      const retryIn = Math.max(0, loop.watch.retry_at_ms - now());
+      const dueAt = now() + retryIn;
+      const summary = `watch ${loop.node} again after a failed watch`;
+      if (!(await condition(evidence, retryIn, { summary }))) floor = Math.max(floor, dueAt);
+    } else {
+      await condition(() => evidence() || (!restarting && loop.watch.restart_due));
+    }
+    if (evidence()) return;
   }
 }

@@ -7,7 +7,7 @@
  * Resource keys and node names come from outside; a summary is cut to one short line so a hostile
  * name can neither break the UI's layout nor grow every scheduled command.
  */
-import type { Decision, History, Policy } from '../domain';
+import { waitsForResync, type Decision, type History, type Policy } from '../domain';
 
 /** Longest summary, in characters: the UI's timeline shows about this much. */
 const MAX_SUMMARY = 120;
@@ -25,7 +25,7 @@ export function summaryLine(text: string): string {
  * interval ("resync", which is what every CONVERGED decision and a decision without a time asks).
  */
 export function waitSummary(decision: Decision | null, history: History, policy: Policy): string {
-  if (!decision?.recheck_trigger.not_before || decision.convergence_status === 'CONVERGED') return 'resync';
+  if (!decision || waitsForResync(decision)) return 'resync';
   if (decision.convergence_status === 'RETRY') return `backoff ${history.attempt_count}/${policy.retry_budget}`;
   return summaryLine(`recheck ${decision.reason}`);
 }

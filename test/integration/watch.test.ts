@@ -47,6 +47,7 @@ describe('event-driven observation', () => {
     const node = 'E-1';
     const handle = await convergedNode(node, true);
     const file = path.join(stack.fleet.root(node), 'etc/app/config.json');
+    const eventsBefore = (await handle.describe()).historyLength;
     const changedAt = Date.now();
     await fs.writeFile(file, fileBytes({ workers: 99 }));
     const repairOf = (e: { decided_at: string; execution_evidence: Array<{ resource_key: string }> }) =>
@@ -56,6 +57,11 @@ describe('event-driven observation', () => {
     expect(Date.parse(repair.observed_at!) - changedAt).toBeLessThan(5000);
     expect(repair.convergence_status).toBe('CONVERGED');
     expect(await fs.readFile(file, 'utf8')).toBe(fileBytes({ workers: 8 }));
+    // The pass the watch woke left the resync timer running (patch keep-resync-timer): no cancel
+    // and restart of it in the drift pass, from the watch's return to the next watch running.
+    await stack.waitForWatch(handle);
+    const driftPass = ((await handle.fetchHistory()).events ?? []).slice(eventsBefore);
+    expect(driftPass.filter((e) => e.timerStartedEventAttributes || e.timerCanceledEventAttributes)).toEqual([]);
     await handle.terminate('test done');
   });
 

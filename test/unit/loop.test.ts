@@ -3,7 +3,9 @@ import {
   decisionFingerprint,
   evidenceOfFailure,
   evidenceOfSkip,
+  keepsTimer,
   nextWakeMs,
+  onResyncCadence,
   shouldWrite,
   verifiedAt,
   type AuthorizedAction,
@@ -59,6 +61,88 @@ describe('nextWakeMs: when the next pass runs', () => {
     { name: 'a time already passed: at once, never negative', decision: () => decisionWith('CONVERGED', at(-1000)), wake: 0 },
   ];
   for (const row of rows) it(row.name, () => expect(nextWakeMs(row.decision(), policy, nowMs)).toBe(row.wake));
+});
+
+describe('keepsTimer: whether the timer running serves as the next wake', () => {
+  // The timer runs to nowMs + 20 s; the wake the decision asks for is nowMs + 30 s unless said.
+  const due = nowMs + 20_000;
+  const resyncTimer = { due_at_ms: due, resync: true };
+  const backoffTimer = { due_at_ms: due, resync: false };
+  const rows: { name: string; timer?: typeof resyncTimer; decision: () => Decision | null; wakeAt?: number; keeps: boolean }[] = [
+    {
+      name: "a CONVERGED decision that took the resync timer's time (onResyncCadence): kept",
+      decision: () => decisionWith('CONVERGED', at(20_000)),
+      wakeAt: due,
+      keeps: true,
+    },
+    {
+      name: "a CONVERGED decision whose time is not the timer's (no timer ran as it decided): a new timer",
+      decision: () => decisionWith('CONVERGED', at(30_000)),
+      keeps: false,
+    },
+    { name: 'no decision yet: the resync timer, due sooner, kept', decision: () => null, keeps: true },
+    {
+      name: 'a trigger without a time (waiting for evidence): the resync timer, due sooner, kept',
+      decision: () => decisionWith('BLOCKED', null),
+      keeps: true,
+    },
+    {
+      name: 'a trigger without a time, and a backoff timer running: a new timer (a backoff is no resync)',
+      timer: backoffTimer,
+      decision: () => decisionWith('BLOCKED', null),
+      keeps: false,
+    },
+    {
+      name: 'a backoff the decision set, due when the running one is (a note copied the trigger): kept',
+      timer: backoffTimer,
+      decision: () => decisionWith('RETRY', at(20_000)),
+      wakeAt: due,
+      keeps: true,
+    },
+    {
+      name: "a RETRY's own backoff, later than the timer: a new timer, never cut short",
+      decision: () => decisionWith('RETRY', at(30_000)),
+      keeps: false,
+    },
+    {
+      name: 'a stale snapshot re-taken at its own time: a new timer',
+      decision: () => decisionWith('BLOCKED', at(30_000)),
+      keeps: false,
+    },
+    {
+      name: 'a wake due before the timer (a hold ending): a new timer',
+      decision: () => null,
+      wakeAt: nowMs + 10_000,
+      keeps: false,
+    },
+    {
+      name: 'timer and wake both past (the timer is about to fire): kept',
+      timer: { due_at_ms: nowMs - 5, resync: true },
+      decision: () => decisionWith('CONVERGED', at(-1000)),
+      wakeAt: nowMs,
+      keeps: true,
+    },
+  ];
+  for (const row of rows)
+    it(row.name, () =>
+      expect(keepsTimer(row.timer ?? resyncTimer, row.decision(), row.wakeAt ?? nowMs + 30_000, nowMs)).toBe(row.keeps),
+    );
+});
+
+describe("onResyncCadence: a CONVERGED decision's recheck is the running resync timer's time", () => {
+  const trigger = { trigger: 'TIMER' as const, not_before: at(30_000), detail: 'resync every 30s' };
+  it('a resync timer due sooner than the interval: its time', () =>
+    expect(onResyncCadence(trigger, 'CONVERGED', at(12_000), NOW)).toEqual({ ...trigger, not_before: at(12_000) }));
+  it('no timer running (a resync pass, a new run): resync_interval from now', () =>
+    expect(onResyncCadence(trigger, 'CONVERGED', null, NOW)).toBe(trigger));
+  it('any status but CONVERGED keeps the time it set itself', () => {
+    for (const status of ['RETRY', 'BLOCKED', 'DRIFTED', 'CONFLICT'] as ConvergenceStatus[])
+      expect(onResyncCadence(trigger, status, at(12_000), NOW)).toBe(trigger);
+  });
+  it('a timer already due, or due past the interval, is not a time to promise', () => {
+    expect(onResyncCadence(trigger, 'CONVERGED', NOW, NOW)).toBe(trigger);
+    expect(onResyncCadence(trigger, 'CONVERGED', at(31_000), NOW)).toBe(trigger);
+  });
 });
 
 describe('evidence of an apply that did not answer', () => {

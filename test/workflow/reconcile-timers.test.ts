@@ -1,10 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../../src/domain';
 import { workflowBundleOptions } from '../../src/worker/bundle';
-import { WORKFLOW_TYPES, agentTaskQueue, ledgerQuery, stateQuery, type ReconcileNodeWorkflow } from '../../src/contract';
+import {
+  WORKFLOW_TYPES,
+  agentTaskQueue,
+  ledgerQuery,
+  recheckSignal,
+  stateQuery,
+  type ReconcileNodeWorkflow,
+} from '../../src/contract';
 import { fakeAuthority, fakeNode, type FakeAuthority, type FakeNode } from '../helpers/fake-node';
 import { startTimeSkippingEnv } from '../helpers/temporal';
 import { n24 } from '../unit/fixtures';
@@ -58,7 +67,41 @@ async function startWorkers(node: FakeNode, authority: FakeAuthority) {
   return { taskQueue, agent };
 }
 
+/**
+ * Events of a pass woken by a recheck, measured with the resync timer kept: 2 fewer each than
+ * with it cancelled and restarted (13 and 33 here; 13 and 29 in the bench's passes).
+ */
+const [STEADY_EVENTS, DRIFT_EVENTS] = [11, 31];
+
+/** N-24's loop at generation 12, on the controller queue startWorkers made. */
+const startLoop = ({ taskQueue }: { taskQueue: string }) =>
+  env.client.workflow.start<ReconcileNodeWorkflow>(WORKFLOW_TYPES.reconcileNode, {
+    taskQueue,
+    workflowId: `datum/N-24/gen-12-${randomUUID()}`,
+    args: [{ node: 'N-24', generation: 12 }],
+  });
+
+/** N-24's loop with a 10 m resync, after its first pass (1 minute of skipped time). */
+async function convergedLoop(node: FakeNode) {
+  const handle = await startLoop(
+    await startWorkers(node, fakeAuthority(n24(12, { policy: { watch: false, resync_interval: '10m' } }))),
+  );
+  await env.sleep('1 minute');
+  return handle;
+}
+
 const statuses = (ledger: LedgerEntry[]) => ledger.map((e) => `${e.convergence_status}/${e.reason}`);
+
+/** The history events a recheck's pass adds, by type (EVENT_TYPE_ cut), as the bench counts a pass. */
+async function recheckPassEvents(handle: WorkflowHandle<ReconcileNodeWorkflow>): Promise<string[]> {
+  const before = (await handle.describe()).historyLength;
+  await handle.signal(recheckSignal, {});
+  await env.sleep('1 minute');
+  const { events } = await handle.fetchHistory();
+  return (events ?? [])
+    .slice(before)
+    .map((e) => (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)).replace('EVENT_TYPE_', ''));
+}
 
 describe('reconcileNode timers (time-skipping)', () => {
   it('probe 4 on the clock: backoff 5s then 10s, and BLOCKED when the budget of 3 is spent', async () => {
@@ -210,6 +253,64 @@ describe('reconcileNode timers (time-skipping)', () => {
     expect(Date.parse(state.recheck_trigger!.not_before!) - Date.parse(state.last_verified_at!)).toBeGreaterThan(4 * 60_000);
     expect(await handle.query(ledgerQuery)).toHaveLength(1);
     await handle.terminate('test done');
+  });
+
+  it('a pass woken by a recheck keeps the resync timer: 2 events fewer per pass, the next resync at its time', async () => {
+    const node = fakeNode();
+    const handle = await convergedLoop(node);
+    try {
+      expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
+      const resyncDue = node.calls.filter((c) => c.name === 'observe').at(-1)!.at + 10 * 60_000;
+      // A steady pass (the bench's verification pass) and a drift pass, both woken by a recheck.
+      const steady = await recheckPassEvents(handle);
+      Object.assign(node.state, { build: '7.3', app: { build: '7.3', config_sha256: node.state.config } });
+      const drift = await recheckPassEvents(handle);
+      const ledger = await handle.query(ledgerQuery);
+      expect(statuses(ledger)).toEqual(['CONVERGED/CONVERGED_AFTER_REPAIR', 'CONVERGED/CONVERGED_AFTER_REPAIR']);
+      // The ledger says when the loop looks next: the repair the recheck found promises the kept
+      // timer's time (the first pass's), not resync_interval after itself.
+      const [first, repair] = ledger.map((e) => e.recheck_trigger.not_before);
+      expect(repair).toBe(first);
+      expect(Date.parse(repair!)).toBeLessThan(Date.parse(ledger[1].decided_at) + 10 * 60_000);
+      expect((await handle.query(stateQuery)).recheck_trigger?.not_before).toBe(first);
+      // Before the patch each also cancelled the resync timer and started another.
+      expect(steady.filter((t) => t.startsWith('TIMER'))).toEqual([]);
+      expect(drift.filter((t) => t.startsWith('TIMER'))).toEqual([]);
+      expect([steady.length, drift.length]).toEqual([STEADY_EVENTS, DRIFT_EVENTS]);
+      // The next resync comes when the kept timer was set for, not resync_interval after the recheck.
+      const lastPass = node.calls.at(-1)!.at;
+      await env.sleep('9 minutes');
+      const resyncs = node.calls.filter((c) => c.name === 'observe' && c.at > lastPass).map((c) => c.at);
+      expect(resyncs).toHaveLength(1);
+      expect(resyncs[0]).toBeGreaterThanOrEqual(resyncDue);
+      expect(resyncs[0]).toBeGreaterThanOrEqual(Date.parse(first!));
+      expect(resyncs[0]).toBeLessThan(lastPass + 10 * 60_000);
+    } finally {
+      await handle.terminate('test done');
+    }
+  });
+
+  it('a run that continues as new while the kept resync timer runs leaves it behind: the new run resyncs on its own', async () => {
+    const node = fakeNode();
+    const handle = await convergedLoop(node);
+    try {
+      const firstRun = (await handle.describe()).runId;
+      // Rechecks, a pass each, until the run's history is long enough to continue as new: the
+      // wait a recheck ends leaves the timer running, so the run continues as new with it pending.
+      for (let i = 0; i < 400 && (await handle.describe()).runId === firstRun; i++) {
+        await handle.signal(recheckSignal, {});
+        await env.sleep('1 second');
+      }
+      expect((await handle.describe()).runId).not.toBe(firstRun);
+      // The new run's first pass, at once; then only its own resync timer wakes it.
+      await env.sleep('1 second');
+      const continuedAt = node.calls.at(-1)!.at;
+      await env.sleep('11 minutes');
+      expect(node.calls.filter((c) => c.name === 'observe' && c.at > continuedAt)).toHaveLength(1);
+      expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
+    } finally {
+      await handle.terminate('test done');
+    }
   });
 
   it('continue-as-new keeps the ledger tail and the open conditions', async () => {
