@@ -36,7 +36,7 @@ export const WORKFLOW_PATCH = {
   rolloutHearsSettled: 'rollout-hears-settled',
   watchHandsBackObservation: 'watch-hands-back-observation',
   applyHandsBackProbe: 'apply-hands-back-probe',
-  keepResyncTimer: 'keep-resync-timer',
+  keepWakeTimer: 'keep-wake-timer',
 } as const;
 
 /**
@@ -273,14 +273,14 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     story:
       'Every pass that acted sent the probe as an activity of its own to the agent that had just carried out the action, and waited a workflow task for it: six events of a drift pass past what its evidence needs (issue 33, item 2).',
   },
-  [WORKFLOW_PATCH.keepResyncTimer]: {
+  [WORKFLOW_PATCH.keepWakeTimer]: {
     since: UNRELEASED,
     changes:
       "Asked once as each run starts. In force, the loop keeps its wake timer across passes: a pass woken by evidence (a signal, the watch) that ends CONVERGED while a resync timer runs takes that timer's time as its recheck's not_before, and the wait keeps the timer that fires at the next wake instead of cancelling it and starting another. Resync becomes a cadence, resync_interval after the last resync rather than after every pass. A time the decision set itself (a backoff, a retake, a hold's end) still gets a timer of its own. A run that began before it cancels and restarts the timer until it continues as new.",
     histories: EVERY_0_1_0,
     stage: 'patched',
     story:
-      'Every pass woken by evidence cancelled the resync timer and started another, two history events per pass for the same wait (issue 33, item 2). A first version (reverted in c1e41ef) kept the timer while the ledger still promised resync_interval after the pass, and started the timer before the watch, so a traced first pass ended before its watch.',
+      'Every pass woken by evidence cancelled the resync timer and started another, two history events per pass for the same wait (issue 33, item 2). A first version, patch keep-resync-timer (174b902, reverted in c1e41ef; the id is not reused, since runs recorded under it start the timer before the watch), kept the timer while the ledger still promised resync_interval after the pass, and started the timer before the watch, so a traced first pass ended before its watch.',
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

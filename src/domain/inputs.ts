@@ -32,7 +32,7 @@ export interface DecideInput {
   now: string;
   acted?: ActedPass | null;
   /**
-   * When the loop's resync timer is due, where one already runs (patch keep-resync-timer): a
+   * When the loop's resync timer is due, where one already runs (patch keep-wake-timer): a
    * CONVERGED decision's not_before (onResyncCadence in loop.ts). Absent: resync_interval from now.
    */
   resync_at?: string | null;

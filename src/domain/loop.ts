@@ -45,21 +45,20 @@ export interface RunningTimer {
 
 /**
  * Whether the timer running serves as the next wake, at `wakeAtMs`, instead of a new one (patch
- * keep-resync-timer; a new one costs two history events, the old one's cancel and its own
+ * keep-wake-timer; a new one costs two history events, the old one's cancel and its own
  * start). It does when it fires at that wake: due at that very time (a CONVERGED decision took
- * the resync timer's time, see onResyncCadence; a note copied the last trigger), or both already
- * past. A resync timer also serves a decision that set no time (it waits for evidence and
+ * the resync timer's time, see onResyncCadence; a note copied the last trigger). A resync timer also serves a decision that set no time (it waits for evidence and
  * re-observes at resync) when it is due no later. A time the decision set itself (a backoff, a
  * retake) gets a timer of its own, so it is never cut short.
  */
-export function keepsTimer(running: RunningTimer, decision: Decision | null, wakeAtMs: number, nowMs: number): boolean {
-  if (running.due_at_ms === wakeAtMs || (running.due_at_ms <= nowMs && wakeAtMs <= nowMs)) return true;
+export function keepsTimer(running: RunningTimer, decision: Decision | null, wakeAtMs: number): boolean {
+  if (running.due_at_ms === wakeAtMs) return true;
   return running.resync && !decision?.recheck_trigger.not_before && running.due_at_ms <= wakeAtMs;
 }
 
 /**
  * A CONVERGED decision's recheck is the loop's resync. Where a resync timer already runs (patch
- * keep-resync-timer), due at `resyncAt`, that time is the decision's not_before: the resync is a
+ * keep-wake-timer), due at `resyncAt`, that time is the decision's not_before: the resync is a
  * cadence, resync_interval after the last resync rather than after every pass, and the ledger
  * says when the loop looks next. Any other decision, or a timer due past the interval, keeps its
  * trigger as it is.

@@ -97,7 +97,7 @@ interface Loop {
   /** The patches asked as the run starts: holds taken (holds.ts), how the agent is reached (agents.ts). */
   readonly holdsLive: boolean;
   readonly agentPatches: AgentPatches;
-  /** Patch keep-resync-timer: the wait keeps `wake` across passes while it serves (resync.ts). */
+  /** Patch keep-wake-timer: the wait keeps `wake` across passes while it serves (resync.ts). */
   readonly keepsResync: boolean;
   wake: WakeTimer | null;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
@@ -116,7 +116,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     handBack: inForce(WORKFLOW_PATCH.watchHandsBackObservation),
     probeInApply: inForce(WORKFLOW_PATCH.applyHandsBackProbe),
   };
-  const keepsResync = inForce(WORKFLOW_PATCH.keepResyncTimer);
+  const keepsResync = inForce(WORKFLOW_PATCH.keepWakeTimer);
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -223,7 +223,7 @@ async function waitForEvidence(loop: Loop): Promise<void> {
 const hasEvidence = (loop: Loop) => loop.inbox.pending.length > 0 || loop.inbox.recheckRequested || loop.watch.fired;
 
 /**
- * The same wait on the timer kept across passes (patch keep-resync-timer): neither a pass woken by
+ * The same wait on the timer kept across passes (patch keep-wake-timer): neither a pass woken by
  * evidence nor a watch restarted at the end of its window cancels it while it fires at the wake
  * (keepsTimer). Only a failed watch's retry, due before it, waits on a timer of its own.
  */
@@ -240,6 +240,8 @@ async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
   const now = () => Math.max(Date.now(), floor);
   for (;;) {
     watchEvent(loop, { kind: 'wait' }, now());
+    // Evidence already here (the watch fired during the pass): the next pass decides the wake.
+    if (evidence()) return;
     // The timer after the watch: a traced run ends at its first timer (interceptors/tracing.ts),
     // and the first pass's trace shows the watch it left running.
     timer ??= loop.wake = wakeTimer(loop.wake, loop.lastDecision, wake);

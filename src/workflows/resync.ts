@@ -1,5 +1,5 @@
 /*
- * The wake timer a loop keeps across passes (patch keep-resync-timer). A pass woken by evidence
+ * The wake timer a loop keeps across passes (patch keep-wake-timer). A pass woken by evidence
  * (a signal, the watch) leaves it running when it still fires at the next wake (keepsTimer in
  * src/domain), and a CONVERGED pass takes a running resync timer's time as its recheck
  * (onResyncCadence): the history holds one start and one fire per resync, not a cancel and a
@@ -30,7 +30,7 @@ export function wakeTimer(
   wake: { at: number; resync: boolean; summary: string },
 ): WakeTimer {
   if (running && !running.fired) {
-    if (keepsTimer({ due_at_ms: running.dueAt, resync: running.resync }, decision, wake.at, Date.now())) return running;
+    if (keepsTimer({ due_at_ms: running.dueAt, resync: running.resync }, decision, wake.at)) return running;
     running.cancel();
   }
   return startTimer(wake);

@@ -57,7 +57,7 @@ describe('event-driven observation', () => {
     expect(Date.parse(repair.observed_at!) - changedAt).toBeLessThan(5000);
     expect(repair.convergence_status).toBe('CONVERGED');
     expect(await fs.readFile(file, 'utf8')).toBe(fileBytes({ workers: 8 }));
-    // The pass the watch woke left the resync timer running (patch keep-resync-timer): no cancel
+    // The pass the watch woke left the resync timer running (patch keep-wake-timer): no cancel
     // and restart of it in the drift pass, from the watch's return to the next watch running.
     await stack.waitForWatch(handle);
     const driftPass = ((await handle.fetchHistory()).events ?? []).slice(eventsBefore);
