@@ -37,6 +37,15 @@ export function waitsForResync(decision: Decision | null): boolean {
   return !decision?.recheck_trigger.not_before || decision.convergence_status === 'CONVERGED';
 }
 
+/**
+ * Whether the timer for the wake at `wakeAtMs` is the resync: the decision waits for the resync
+ * and the wake is not a hold's end (`holdEndsAtMs`, a time an operator set, which comes sooner).
+ * Only a resync timer is kept for a later decision that sets no time of its own (keepsTimer).
+ */
+export function wakeIsResync(decision: Decision | null, wakeAtMs: number, holdEndsAtMs: number | null): boolean {
+  return waitsForResync(decision) && wakeAtMs !== holdEndsAtMs;
+}
+
 /** The wake timer a loop has running: when it is due, and whether it was started for the resync. */
 export interface RunningTimer {
   due_at_ms: number;

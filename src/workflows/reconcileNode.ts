@@ -3,7 +3,7 @@ import {
   IDLE_WATCH,
   nextWakeMs,
   runPass,
-  waitsForResync,
+  wakeIsResync,
   type BoundIntent,
   type Decision,
   type History,
@@ -230,7 +230,7 @@ const hasEvidence = (loop: Loop) => loop.inbox.pending.length > 0 || loop.inbox.
 async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
   const wake = {
     at: wakeAt,
-    resync: waitsForResync(loop.lastDecision) && wakeAt !== holdEndsAt(loop),
+    resync: wakeIsResync(loop.lastDecision, wakeAt, holdEndsAt(loop)),
     summary: waitSummary(loop.lastDecision, loop.history, loop.intent.policy),
   };
   let timer: WakeTimer | null = null;

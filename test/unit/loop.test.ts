@@ -8,6 +8,7 @@ import {
   onResyncCadence,
   shouldWrite,
   verifiedAt,
+  wakeIsResync,
   type AuthorizedAction,
   type ConvergenceStatus,
   type Decision,
@@ -120,6 +121,40 @@ describe('keepsTimer: whether the timer running serves as the next wake', () => 
     it(row.name, () =>
       expect(keepsTimer(row.timer ?? resyncTimer, row.decision(), row.wakeAt ?? nowMs + 30_000)).toBe(row.keeps),
     );
+});
+
+describe('wakeIsResync: whether the wake timer is started as the resync', () => {
+  const wake = nowMs + 30_000;
+  const rows: { name: string; decision: () => Decision | null; holdEndsAt: number | null; resync: boolean }[] = [
+    { name: 'no decision yet, no hold: the resync', decision: () => null, holdEndsAt: null, resync: true },
+    {
+      name: 'a CONVERGED decision: the resync',
+      decision: () => decisionWith('CONVERGED', at(30_000)),
+      holdEndsAt: null,
+      resync: true,
+    },
+    {
+      name: 'a trigger without a time: the resync',
+      decision: () => decisionWith('BLOCKED', null),
+      holdEndsAt: null,
+      resync: true,
+    },
+    {
+      name: "a RETRY's backoff: its own time",
+      decision: () => decisionWith('RETRY', at(30_000)),
+      holdEndsAt: null,
+      resync: false,
+    },
+    {
+      name: 'a stale snapshot re-taken: its own time',
+      decision: () => decisionWith('BLOCKED', at(30_000)),
+      holdEndsAt: null,
+      resync: false,
+    },
+    { name: "the wake is a hold's end: the operator's time", decision: () => null, holdEndsAt: wake, resync: false },
+    { name: 'a hold ending after the wake: the resync', decision: () => null, holdEndsAt: wake + 1, resync: true },
+  ];
+  for (const row of rows) it(row.name, () => expect(wakeIsResync(row.decision(), wake, row.holdEndsAt)).toBe(row.resync));
 });
 
 describe("onResyncCadence: a CONVERGED decision's recheck is the running resync timer's time", () => {
