@@ -1,0 +1,161 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/*
+ * bench/median.mjs: the median of single 1000-node runs recorded by separate invocations. What a
+ * reader of bench/results relies on: the figures are the medians with their spread, the row names
+ * every commit it came from, and runs that are not repetitions of one row are refused by name.
+ */
+
+const ROOT = path.resolve(__dirname, '../..');
+const HEAD = execFileSync('git', ['-C', ROOT, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
+const dir = mkdtempSync(path.join(os.tmpdir(), 'datum-median-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+type Row = Record<string, unknown>;
+const run = (rollout: number, detect: number, extra: Row = {}): Row => ({
+  commit: HEAD,
+  dirty: false,
+  server: 'dev',
+  workers: 1,
+  nodes: 1000,
+  mode: 'watch',
+  rollout_s: rollout,
+  detection_p99_s: detect,
+  repetitions: 1,
+  spread: {},
+  ...extra,
+});
+let files = 0;
+function results(...rows: Row[]): string {
+  const file = path.join(dir, `r${++files}.json`);
+  const machine = { cpus: 2, cpu_model: 'test', mem_gb: 24, node: 'v20' };
+  writeFileSync(file, JSON.stringify({ commands: ['npm run bench -- --nodes 1000'], machine, results: rows }));
+  return file;
+}
+function median(...args: string[]) {
+  return medianIn(ROOT, ...args);
+}
+function medianIn(root: string, ...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(root, 'bench/median.mjs'), ...args], { encoding: 'utf8' });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+const ROW = ['--row', 'dev/1000/watch/1'];
+
+describe('bench/median.mjs', () => {
+  it('takes the median of each figure with its spread, and names every commit and file', () => {
+    const [a, b, c] = [results(run(431, 149)), results(run(520, 90)), results(run(470, 120))];
+    const out = median(...ROW, a, b, c);
+    expect(out.stderr).toBe('');
+    expect(out.status).toBe(0);
+    const row = JSON.parse(out.stdout.slice(0, out.stdout.indexOf('\n}') + 2)) as Row & { spread: Row; combined_from: string[] };
+    expect(row).toMatchObject({ repetitions: 3, rollout_s: 470, detection_p99_s: 120, commits: [HEAD, HEAD, HEAD] });
+    expect(row.spread).toMatchObject({ rollout_s: [431, 520], detection_p99_s: [90, 149] });
+    expect(row.combined_from).toHaveLength(3);
+  });
+
+  it("--into replaces that row in the day's file and writes its table again, other rows kept", () => {
+    const other = run(40, 1, { nodes: 100 });
+    const day = results(other, run(999, 9));
+    const out = median(...ROW, '--into', day, results(run(431, 149)), results(run(520, 90)), results(run(470, 120)));
+    expect(out.status).toBe(0);
+    const written = JSON.parse(readFileSync(day, 'utf8')) as { results: Row[]; commands: string[] };
+    expect(written.results.map((r: Row) => [r.nodes, r.rollout_s, r.repetitions])).toEqual([
+      [100, 40, 1],
+      [1000, 470, 3],
+    ]);
+    expect(written.commands.at(-1)).toMatch(/^node bench\/median\.mjs --row dev\/1000\/watch\/1 --into /);
+    const table = readFileSync(day.replace(/\.json$/, '.md'), 'utf8');
+    expect(table).toContain('| 470 (431–520) |');
+  });
+
+  it('refuses runs of different code, naming the files that differ; docs and results may differ', () => {
+    // A repository of its own, so the commits exist whatever the clone's history.
+    const repo = path.join(dir, 'repo');
+    mkdirSync(path.join(repo, 'bench'), { recursive: true });
+    for (const f of ['median.mjs', 'rows.mjs', 'provenance.mjs', 'chart.mjs'])
+      copyFileSync(path.join(ROOT, 'bench', f), path.join(repo, 'bench', f));
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { encoding: 'utf8' }).trim();
+    const commitWith = (file: string, text: string) => {
+      mkdirSync(path.dirname(path.join(repo, file)), { recursive: true });
+      writeFileSync(path.join(repo, file), text);
+      git('add', '-A');
+      git('commit', '-qm', file);
+      return git('rev-parse', 'HEAD');
+    };
+    git('init', '-q');
+    const before = commitWith('src/loop.ts', 'export const a = 1;\n');
+    const code = commitWith('src/loop.ts', 'export const a = 2;\n');
+    const docs = commitWith('docs/performance.md', '# figures\n');
+    const at = (commit: string, rollout: number) => results(run(rollout, 1, { commit }));
+    const refused = medianIn(repo, ...ROW, at(before, 1), at(code, 2));
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(/measured different code: src\/loop\.ts differ/);
+    const taken = medianIn(repo, ...ROW, at(code, 1), at(docs, 2));
+    expect(taken.stderr).toBe('');
+    expect(taken.stdout).toContain(`"commits": [\n    "${code}",\n    "${docs}"\n  ]`);
+  });
+
+  const refusals: { name: string; args: () => string[]; says: RegExp }[] = [
+    { name: 'one file', args: () => [...ROW, results(run(1, 1))], says: /at least two results files/ },
+    {
+      name: 'a row not named as server/nodes/mode/workers',
+      args: () => ['--row', 'dev/1000'],
+      says: /--row dev\/1000 must name a row/,
+    },
+    {
+      name: 'a file that is not JSON',
+      args: () => [...ROW, path.join(dir, 'missing.json'), results(run(1, 1))],
+      says: /missing\.json is not a bench results file/,
+    },
+    {
+      name: 'a file without the row, naming the rows it holds',
+      args: () => [...ROW, results(run(1, 1, { nodes: 100 })), results(run(1, 1))],
+      says: /has no row dev\/1000\/watch\/1; it holds: dev\/100\/watch\/1/,
+    },
+    {
+      name: 'two rows of the key without @commit',
+      args: () => [...ROW, results(run(1, 1), run(2, 2)), results(run(3, 3))],
+      says: /has 2 rows dev\/1000\/watch\/1 .*pick one as .*@<commit>/,
+    },
+    {
+      name: 'a row that is already a median',
+      args: () => [...ROW, results(run(1, 1, { repetitions: 3 })), results(run(2, 2))],
+      says: /already the median of 3 runs; give single runs/,
+    },
+    {
+      name: 'a failed row',
+      args: () => [...ROW, results(run(1, 1, { error: 'server down' })), results(run(2, 2))],
+      says: /the row failed \(server down\)/,
+    },
+    {
+      name: 'a dirty tree',
+      args: () => [...ROW, results(run(1, 1, { dirty: true })), results(run(2, 2))],
+      says: /uncommitted changes/,
+    },
+    {
+      name: 'the same run twice',
+      args: () => {
+        const f = results(run(1, 1));
+        return [...ROW, f, results(run(1, 1))];
+      },
+      says: /hold the same run/,
+    },
+    {
+      name: 'a commit git does not have',
+      args: () => [...ROW, results(run(1, 1)), results(run(2, 2, { commit: 'f'.repeat(40) }))],
+      says: /git cannot compare/,
+    },
+  ];
+  for (const refusal of refusals)
+    it(`refuses ${refusal.name}, saying what to give instead, and prints no row`, () => {
+      const out = median(...refusal.args());
+      expect(out.status).toBe(2);
+      expect(out.stderr).toMatch(refusal.says);
+      expect(out.stdout).toBe('');
+    });
+});
