@@ -37,6 +37,7 @@ export const WORKFLOW_PATCH = {
   watchHandsBackObservation: 'watch-hands-back-observation',
   applyHandsBackProbe: 'apply-hands-back-probe',
   keepWakeTimer: 'keep-wake-timer',
+  rolloutWaitsOutStaleRetake: 'rollout-waits-out-stale-retake',
 } as const;
 
 /**
@@ -281,6 +282,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'Every pass woken by evidence cancelled the resync timer and started another, two history events per pass for the same wait (issue 33, item 2). A first version, patch keep-resync-timer (174b902, reverted in c1e41ef; the id is not reused, since runs recorded under it start the timer before the watch), kept the timer while the ledger still promised resync_interval after the pass, and started the timer before the watch, so a traced first pass ended before its watch.',
+  },
+  [WORKFLOW_PATCH.rolloutWaitsOutStaleRetake]: {
+    since: UNRELEASED,
+    changes:
+      "Asked only where it changes what a rollout counts: at a decision BLOCKED/STALE_OBSERVATION that is the loop's first or second stale snapshot in a row (STALE_RETAKES_A_ROLLOUT_WAITS). In force, the loop does not tell its rollout it settled, the rollout does not count it from its state, and a wave's gate counts it on its way until the gate's deadline: the loop re-takes the snapshot itself, and the rollout counts what that finds. A third in a row is counted BLOCKED as before. A run that began before it counts the first stale snapshot as the node's outcome.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'A fleet-wide rollout on a controller that fell behind ended with nodes BLOCKED/STALE_OBSERVATION (bench, dev, 1000 nodes: 126 of them) that their loops went on to converge by themselves seconds later: the rollout reported an outcome that was only the controller being late, its time left those nodes out, and a wave would have halted on them.',
   },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,

@@ -244,6 +244,11 @@ export interface NodeState {
   hold?: NodeHold | null;
   /** The loop's passes (absent from loops of older releases). */
   passes?: PassCount;
+  /**
+   * Stale snapshots in a row up to the latest decision (0 once one was fresh): a rollout waits out
+   * the loop's own early retakes (settlesRollout). Absent from loops of older releases.
+   */
+  stale_retakes?: number;
 }
 
 /** All ledger entries of this run chain (the tail kept across continue-as-new included). */

@@ -1,6 +1,6 @@
 import { withFix } from '../contract/fix';
-import type { ConvergenceStatus } from '../contract/vocabulary';
-import type { GateEntry, GateNodeVerdict, RolloutWaves, WaveGate } from '../contract/workflows';
+import type { ConvergenceStatus, Reason } from '../contract/vocabulary';
+import { ROLLOUT_SETTLED, type GateEntry, type GateNodeVerdict, type RolloutWaves, type WaveGate } from '../contract/workflows';
 import { parseDuration } from './duration';
 import { selects, type Labels, type Selector } from './selector';
 
@@ -103,6 +103,45 @@ export function maxUnavailable(spec: string | null, waveSize: number): number {
 }
 
 // ---------------------------------------------------------------------------------------------
+// What a rollout counts: a node settles when its loop waits for new evidence, not for itself.
+
+/**
+ * Stale snapshots in a row a rollout waits out before it counts a node BLOCKED/STALE_OBSERVATION
+ * (patch rollout-waits-out-stale-retake). That decision is the loop's own retake, not an outcome:
+ * the loop takes a fresh snapshot itself at its not_before. A controller that fell behind in a
+ * fleet-wide rollout (bench, dev, 1000 nodes: 126 nodes ended the rollout so) has usually caught
+ * up by then. A third in a row is a standing problem, such as a node whose clock runs ahead or an
+ * observation_ttl no observation meets, and the rollout counts it.
+ */
+export const STALE_RETAKES_A_ROLLOUT_WAITS = 2;
+
+/** What settling is judged on: a loop's latest decision, and its stale snapshots in a row (absent from older loops). */
+interface SettlingState {
+  status: ConvergenceStatus | null;
+  reason: Reason | null;
+  stale_retakes?: number;
+}
+
+/** Whether the loop's latest decision is the loop's own early retake of a stale snapshot. */
+function retakesStaleItself(s: SettlingState): boolean {
+  return (
+    s.status === 'BLOCKED' &&
+    s.reason === 'STALE_OBSERVATION' &&
+    s.stale_retakes !== undefined &&
+    s.stale_retakes <= STALE_RETAKES_A_ROLLOUT_WAITS
+  );
+}
+
+/**
+ * Whether a node has settled for its rollout: a status in ROLLOUT_SETTLED, except the loop's own
+ * early retake when `waitsOutRetakes()` (the workflow's patch; asked only then).
+ */
+export function settlesRollout(s: SettlingState, waitsOutRetakes: () => boolean): boolean {
+  if (!s.status || !ROLLOUT_SETTLED.includes(s.status)) return false;
+  return !(retakesStaleItself(s) && waitsOutRetakes());
+}
+
+// ---------------------------------------------------------------------------------------------
 // The gate: each node CONVERGED by a fresh observation, as the ledger records it, in time.
 
 /** Statuses after which nothing more happens without new evidence, short of CONVERGED. */
@@ -111,12 +150,14 @@ const SETTLED_SHORT: readonly ConvergenceStatus[] = ['BLOCKED', 'CONFLICT', 'DRI
 /**
  * One node of a wave, judged on its loop's latest recorded decision (a note never counts): its
  * generation and digest, a fresh observation, CONVERGED. Not that within the deadline counted
- * from its start is `late`; settled anywhere else is `settled` (it waits for new evidence).
+ * from its start is `late`; settled anywhere else is `settled` (it waits for new evidence), save
+ * a stale snapshot its loop re-takes itself when `waitsOutRetakes()` (asked only then).
  */
 export function judgeGateNode(
   latest: GateEntry | null,
   bound: { generation: number; digest: string },
   clock: { startedAtMs: number; deadlineMs: number; nowMs: number },
+  waitsOutRetakes: () => boolean,
 ): GateNodeVerdict {
   const ours = latest !== null && latest.generation === bound.generation && latest.digest === bound.digest;
   if (ours && latest.status === 'CONVERGED' && latest.observation_fresh) return { verdict: 'converged', why: null };
@@ -127,7 +168,10 @@ export function judgeGateNode(
         ? `not CONVERGED within the gate's deadline: its loop last recorded ${latest.status}/${latest.reason}`
         : `no decision of its loop at generation ${bound.generation} within the gate's deadline`,
     };
-  if (ours && SETTLED_SHORT.includes(latest.status))
+  // A stale snapshot the loop re-takes itself is on its way, within the deadline (the ledger does
+  // not say how many came in a row; the deadline bounds the wait): patch rollout-waits-out-stale-retake.
+  const retake = ours && latest.status === 'BLOCKED' && latest.reason === 'STALE_OBSERVATION';
+  if (ours && SETTLED_SHORT.includes(latest.status) && !(retake && waitsOutRetakes()))
     return { verdict: 'settled', why: `its loop recorded ${latest.status}/${latest.reason}: ${latest.reason_detail}` };
   return { verdict: 'waiting', why: null };
 }

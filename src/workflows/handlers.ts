@@ -168,6 +168,7 @@ function stateOf(loop: Signalled): NodeState {
     superseded_by: loop.inbox.supersededBy,
     hold: loop.history.hold ?? null,
     passes: { ...loop.passes },
+    stale_retakes: loop.history.stale_retakes ?? 0,
   };
 }
 

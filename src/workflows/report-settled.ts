@@ -1,6 +1,7 @@
 import { getExternalWorkflowHandle } from '@temporalio/workflow';
-import { ROLLOUT_SETTLED, nodeSettledSignal, type SettledReport } from '../contract';
-import type { Decision } from '../domain';
+import { WORKFLOW_PATCH, nodeSettledSignal, type SettledReport } from '../contract';
+import { settlesRollout, type Decision, type History } from '../domain';
+import { inForce } from './patches';
 
 /** A rollout's id, as rolloutWorkflowId spells it: a loop tells no other workflow. */
 export const isRolloutId = (id: unknown): id is string =>
@@ -15,6 +16,7 @@ export function openReport(reportTo: unknown, carried: SettledReport | null | un
 export interface Reporting {
   readonly workflowId: string;
   readonly lastDecision: Decision | null;
+  readonly history: Pick<History, 'stale_retakes'>;
   report: SettledReport | null;
 }
 
@@ -27,7 +29,10 @@ export interface Reporting {
  */
 export function tellRollout(loop: Reporting): void {
   const { report, lastDecision: d } = loop;
-  if (!report || !d || !ROLLOUT_SETTLED.includes(d.convergence_status)) return;
+  if (!report || !d) return;
+  // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
+  const state = { status: d.convergence_status, reason: d.reason, stale_retakes: loop.history.stale_retakes ?? 0 };
+  if (!settlesRollout(state, () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake))) return;
   loop.report = null;
   // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
   getExternalWorkflowHandle(report.to)

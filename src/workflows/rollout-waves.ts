@@ -15,6 +15,7 @@ import {
 import { TypedSearchAttributes } from '@temporalio/common';
 import { durationMs, judgeGateNode, maxUnavailable, waveGate } from '../domain';
 import { clip, echo } from '../domain/bounds';
+import { inForce } from './patches';
 import {
   CONTROL_TASK_QUEUE,
   DatumConditions,
@@ -23,6 +24,7 @@ import {
   MEMO_ROLLOUT_CANCELLED,
   MEMO_SUMMARY,
   ROLLOUT_OUTCOMES,
+  WORKFLOW_PATCH,
   WORKFLOW_TYPES,
   WORK_ESCALATE_AFTER_DEFAULT,
   gateItemId,
@@ -219,6 +221,7 @@ async function judge(run: Run, wave: WaveProgress): Promise<void> {
       entry,
       { generation: wave.generation, digest: n.digest ?? '' },
       { startedAtMs: Date.parse(n.started_at!), deadlineMs: run.deadlineMs, nowMs },
+      () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake),
     );
     Object.assign(n, { state: verdict.verdict, why: verdict.why, entry });
   }

@@ -14,14 +14,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { echo } from '../domain/bounds';
-import { wavesProblems } from '../domain';
+import { settlesRollout, wavesProblems } from '../domain';
 import { rolloutInWaves } from './rollout-waves';
 import { inForce } from './patches';
 import { summaryLine } from './summaries';
 import {
   MEMO_ROLLOUT_CANCELLED,
   ROLLOUT_OUTCOMES,
-  ROLLOUT_SETTLED,
   WORKFLOW_PATCH,
   isNodeId,
   nodeSettledSignal,
@@ -155,7 +154,9 @@ function settle(
 ): void {
   const s = report.state;
   if (!s || s.desired_generation !== input.generation || !s.convergence_status) return;
-  if (!ROLLOUT_SETTLED.includes(s.convergence_status)) return;
+  // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
+  const settling = { status: s.convergence_status, reason: s.reason, stale_retakes: s.stale_retakes };
+  if (!settlesRollout(settling, () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake))) return;
   outcomes.set(p.node, {
     node: p.node,
     outcome: ROLLOUT_OUTCOMES.reported,

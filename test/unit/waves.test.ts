@@ -6,6 +6,8 @@ import {
   parseWaveSizes,
   planWaves,
   selects,
+  settlesRollout,
+  STALE_RETAKES_A_ROLLOUT_WAITS,
   waveGate,
   wavesProblems,
   type Selector,
@@ -127,30 +129,52 @@ describe('the gate', () => {
     observation_fresh: true,
     ...over,
   });
+  // The patch (rollout-waits-out-stale-retake), asked only where it changes the verdict.
+  let askedFor = 0;
+  const asked = () => (askedFor++, true);
   const early = { startedAtMs: 0, deadlineMs: 60_000, nowMs: 10_000 };
   const late = { startedAtMs: 0, deadlineMs: 60_000, nowMs: 61_000 };
 
   it('a node passes only on CONVERGED, from a fresh observation, at its generation and digest', () => {
-    expect(judgeGateNode(entry(), bound, early).verdict).toBe('converged');
-    expect(judgeGateNode(entry({ observation_fresh: false }), bound, early).verdict).toBe('waiting');
-    expect(judgeGateNode(entry({ digest: 'sha256:bb' }), bound, early).verdict).toBe('waiting');
-    expect(judgeGateNode(entry({ generation: 3 }), bound, early).verdict).toBe('waiting');
-    expect(judgeGateNode(null, bound, early).verdict).toBe('waiting');
+    expect(judgeGateNode(entry(), bound, early, asked).verdict).toBe('converged');
+    expect(judgeGateNode(entry({ observation_fresh: false }), bound, early, asked).verdict).toBe('waiting');
+    expect(judgeGateNode(entry({ digest: 'sha256:bb' }), bound, early, asked).verdict).toBe('waiting');
+    expect(judgeGateNode(entry({ generation: 3 }), bound, early, asked).verdict).toBe('waiting');
+    expect(judgeGateNode(null, bound, early, asked).verdict).toBe('waiting');
   });
 
   it('settled short of CONVERGED fails; past the deadline it is late', () => {
-    expect(judgeGateNode(entry({ status: 'BLOCKED', reason: 'ACTION_REFUSED' }), bound, early)).toEqual({
+    expect(judgeGateNode(entry({ status: 'BLOCKED', reason: 'ACTION_REFUSED' }), bound, early, asked)).toEqual({
       verdict: 'settled',
       why: 'its loop recorded BLOCKED/ACTION_REFUSED: ',
     });
-    expect(judgeGateNode(entry({ status: 'RETRY', reason: 'ACTION_FAILED' }), bound, early).verdict).toBe('waiting');
-    expect(judgeGateNode(entry({ status: 'RETRY', reason: 'ACTION_FAILED' }), bound, late)).toEqual({
+    expect(judgeGateNode(entry({ status: 'RETRY', reason: 'ACTION_FAILED' }), bound, early, asked).verdict).toBe('waiting');
+    expect(judgeGateNode(entry({ status: 'RETRY', reason: 'ACTION_FAILED' }), bound, late, asked)).toEqual({
       verdict: 'late',
       why: "not CONVERGED within the gate's deadline: its loop last recorded RETRY/ACTION_FAILED",
     });
-    expect(judgeGateNode(null, bound, late).why).toBe("no decision of its loop at generation 4 within the gate's deadline");
+    expect(judgeGateNode(null, bound, late, asked).why).toBe(
+      "no decision of its loop at generation 4 within the gate's deadline",
+    );
     // A converged node is never late.
-    expect(judgeGateNode(entry(), bound, late).verdict).toBe('converged');
+    expect(judgeGateNode(entry(), bound, late, asked).verdict).toBe('converged');
+  });
+
+  it('a stale snapshot its loop re-takes itself is on its way until the deadline, and only it asks the patch', () => {
+    const stale = entry({ status: 'BLOCKED', reason: 'STALE_OBSERVATION', reason_detail: 'the snapshot was stale' });
+    askedFor = 0;
+    expect(judgeGateNode(stale, bound, early, asked)).toEqual({ verdict: 'waiting', why: null });
+    expect(askedFor).toBe(1);
+    expect(judgeGateNode(stale, bound, late, asked)).toEqual({
+      verdict: 'late',
+      why: "not CONVERGED within the gate's deadline: its loop last recorded BLOCKED/STALE_OBSERVATION",
+    });
+    // A run from before the patch counts it settled, as it did.
+    expect(judgeGateNode(stale, bound, early, () => false).verdict).toBe('settled');
+    askedFor = 0;
+    judgeGateNode(entry({ status: 'BLOCKED', reason: 'ACTION_REFUSED' }), bound, early, asked);
+    judgeGateNode(entry(), bound, early, asked);
+    expect(askedFor).toBe(0);
   });
 
   it('the wave passes when all converged; a failure waits for the nodes on their way, a late node halts at once', () => {
@@ -164,6 +188,60 @@ describe('the gate', () => {
     expect(v('late', 'waiting')).toBe('failed');
     expect(v('converged', 'unstarted')).toBe('waiting');
   });
+});
+
+describe('settlesRollout: what a rollout counts a node by', () => {
+  type Row = { name: string; state: Parameters<typeof settlesRollout>[0]; settles: boolean; asks: boolean };
+  const stale = (stale_retakes?: number) => ({ status: 'BLOCKED' as const, reason: 'STALE_OBSERVATION' as const, stale_retakes });
+  const rows: Row[] = [
+    {
+      name: 'CONVERGED',
+      state: { status: 'CONVERGED', reason: 'CONVERGED_AFTER_REPAIR', stale_retakes: 0 },
+      settles: true,
+      asks: false,
+    },
+    {
+      name: 'BLOCKED for a refusal',
+      state: { status: 'BLOCKED', reason: 'ACTION_REFUSED', stale_retakes: 0 },
+      settles: true,
+      asks: false,
+    },
+    {
+      name: 'CONFLICT',
+      state: { status: 'CONFLICT', reason: 'CONFLICTING_WRITER', stale_retakes: 0 },
+      settles: true,
+      asks: false,
+    },
+    {
+      name: 'RETRY: the loop retries on its own',
+      state: { status: 'RETRY', reason: 'ACTION_FAILED' },
+      settles: false,
+      asks: false,
+    },
+    { name: 'no decision yet', state: { status: null, reason: null }, settles: false, asks: false },
+    { name: 'the first stale snapshot: the loop re-takes it itself', state: stale(1), settles: false, asks: true },
+    {
+      name: 'the second in a row: still its own retake',
+      state: stale(STALE_RETAKES_A_ROLLOUT_WAITS),
+      settles: false,
+      asks: true,
+    },
+    {
+      name: 'the third in a row: a standing problem, counted',
+      state: stale(STALE_RETAKES_A_ROLLOUT_WAITS + 1),
+      settles: true,
+      asks: false,
+    },
+    { name: 'a loop from before the count (no stale_retakes): counted, as before', state: stale(), settles: true, asks: false },
+  ];
+  for (const row of rows)
+    it(row.name, () => {
+      let asked = 0;
+      expect(settlesRollout(row.state, () => (asked++, true))).toBe(row.settles);
+      expect(asked).toBe(row.asks ? 1 : 0);
+    });
+  it('a run from before the patch counts the first stale snapshot, as it did', () =>
+    expect(settlesRollout(stale(1), () => false)).toBe(true));
 });
 
 describe('selectors', () => {
