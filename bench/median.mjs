@@ -3,9 +3,10 @@
 // results file, refuses runs of different code, and combines them as `--repeat` does (rows.mjs).
 //
 //   node bench/median.mjs --row dev/1000/watch/1 [--into bench/results/<day>.json] \
-//     bench/results/a.json[@commit] bench/results/b.json[@commit] …
+//     bench/results/a.json[@commit][#n] bench/results/b.json[@commit][#n] …
 //
-// `@commit` (a prefix) picks the row when a file holds several of the same key. Without --into
+// `@commit` (a prefix) picks the row when a file holds several of the same key, and `#n` the
+// n-th of those (from 1) when several ran the same commit. Without --into
 // it prints the combined row's JSON and table; with it, the row replaces that key's row in the
 // day's file, and its table and chart are written again.
 
@@ -17,7 +18,8 @@ import { fail } from './provenance.mjs';
 import { combineRuns, markdown, replaceRows, rowKey, writeDay } from './rows.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const USAGE = 'usage: node bench/median.mjs --row dev/1000/watch/1 [--into bench/results/<day>.json] <results.json[@commit]> …';
+const USAGE =
+  'usage: node bench/median.mjs --row dev/1000/watch/1 [--into bench/results/<day>.json] <results.json[@commit][#n]> …';
 
 const { values, positionals } = parseArgs({
   options: { row: { type: 'string' }, into: { type: 'string' }, help: { type: 'boolean' } },
@@ -35,19 +37,20 @@ if (positionals.length < 2) fail(`give at least two results files to take a medi
 
 const runs = [];
 for (const spec of positionals) {
-  const [file, commit] = spec.split('@');
+  const [, file, commit, nth] = /^(.+?)(?:@([0-9a-f]+))?(?:#(\d+))?$/.exec(spec);
   const data = await readFile(file, 'utf8').then(JSON.parse, (err) =>
     fail(`${file} is not a bench results file (${err.message.split('\n')[0]}): give a bench/results/*.json`),
   );
-  const rows = (data.results ?? []).filter((r) => rowKey(r) === values.row && (!commit || r.commit?.startsWith(commit)));
-  const named = `${file}${commit ? ` at commit ${commit}` : ''}`;
+  const keyed = (data.results ?? []).filter((r) => rowKey(r) === values.row && (!commit || r.commit?.startsWith(commit)));
+  const named = `${file}${commit ? ` at commit ${commit}` : ''}${nth ? `, row ${nth} of them` : ''}`;
+  const rows = nth ? keyed.slice(Number(nth) - 1, Number(nth)) : keyed;
   if (rows.length === 0) {
     const held = (data.results ?? []).map((r) => `${rowKey(r)} ${r.commit?.slice(0, 7) ?? 'no commit'}`);
     fail(`${named} has no row ${values.row}; it holds: ${held.join(', ') || 'no rows'}`);
   }
   if (rows.length > 1)
     fail(
-      `${named} has ${rows.length} rows ${values.row} (${rows.map((r) => r.commit?.slice(0, 7)).join(', ')}): pick one as ${file}@<commit>`,
+      `${named} has ${rows.length} rows ${values.row} (${rows.map((r) => r.commit?.slice(0, 7)).join(', ')}): pick one as ${file}@<commit>, or ${file}#<n> for the n-th`,
     );
   const [row] = rows;
   if (row.error) fail(`${named}: the row failed (${row.error}); a failed run has no figures to take a median of`);

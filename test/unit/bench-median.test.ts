@@ -57,6 +57,14 @@ describe('bench/median.mjs', () => {
     expect(row.combined_from).toHaveLength(3);
   });
 
+  it('picks the n-th of several runs of one commit in one file with #n', () => {
+    const both = results(run(431, 149), run(520, 90));
+    const out = median(...ROW, `${both}#1`, `${both}#2`, results(run(470, 120)));
+    expect(out.stderr).toBe('');
+    expect(out.stdout).toContain('"rollout_s": 470');
+    expect(median(...ROW, `${both}#3`, results(run(1, 1))).stderr).toMatch(/row 3 of them has no row dev\/1000\/watch\/1/);
+  });
+
   it("--into replaces that row in the day's file and writes its table again, other rows kept", () => {
     const other = run(40, 1, { nodes: 100 });
     const day = results(other, run(999, 9));
