@@ -122,14 +122,13 @@ interface SettlingState {
   stale_retakes?: number;
 }
 
+/** A decision refused on a stale snapshot, which the loop re-takes itself. */
+const staleRetake = (s: { status: ConvergenceStatus | null; reason: Reason | null }): boolean =>
+  s.status === 'BLOCKED' && s.reason === 'STALE_OBSERVATION';
+
 /** Whether the loop's latest decision is the loop's own early retake of a stale snapshot. */
 function retakesStaleItself(s: SettlingState): boolean {
-  return (
-    s.status === 'BLOCKED' &&
-    s.reason === 'STALE_OBSERVATION' &&
-    s.stale_retakes !== undefined &&
-    s.stale_retakes <= STALE_RETAKES_A_ROLLOUT_WAITS
-  );
+  return staleRetake(s) && s.stale_retakes !== undefined && s.stale_retakes <= STALE_RETAKES_A_ROLLOUT_WAITS;
 }
 
 /**
@@ -170,7 +169,7 @@ export function judgeGateNode(
     };
   // A stale snapshot the loop re-takes itself is on its way, within the deadline (the ledger does
   // not say how many came in a row; the deadline bounds the wait): patch rollout-waits-out-stale-retake.
-  const retake = ours && latest.status === 'BLOCKED' && latest.reason === 'STALE_OBSERVATION';
+  const retake = ours && staleRetake(latest);
   if (ours && SETTLED_SHORT.includes(latest.status) && !(retake && waitsOutRetakes()))
     return { verdict: 'settled', why: `its loop recorded ${latest.status}/${latest.reason}: ${latest.reason_detail}` };
   return { verdict: 'waiting', why: null };

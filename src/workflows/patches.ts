@@ -3,7 +3,7 @@
  * at the stage the registry gives it. Lint refuses `patched` and `deprecatePatch` anywhere else.
  */
 import { deprecatePatch, patched, proxySinks } from '@temporalio/workflow';
-import { PATCHES, PATCH_SINK, type DatumPatchSinks, type PatchId } from '../contract';
+import { PATCHES, PATCH_SINK, WORKFLOW_PATCH, type DatumPatchSinks, type PatchId } from '../contract';
 
 const sink = proxySinks<DatumPatchSinks>()[PATCH_SINK];
 
@@ -21,3 +21,6 @@ export function inForce(id: PatchId): boolean {
   sink.oldBranch(id);
   return false;
 }
+
+/** rollout-waits-out-stale-retake, for settlesRollout and judgeGateNode (asked only where it changes the outcome). */
+export const waitsOutStaleRetakes = (): boolean => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake);

@@ -1,7 +1,7 @@
 import { getExternalWorkflowHandle } from '@temporalio/workflow';
-import { WORKFLOW_PATCH, nodeSettledSignal, type SettledReport } from '../contract';
+import { nodeSettledSignal, type SettledReport } from '../contract';
 import { settlesRollout, type Decision, type History } from '../domain';
-import { inForce } from './patches';
+import { waitsOutStaleRetakes } from './patches';
 
 /** A rollout's id, as rolloutWorkflowId spells it: a loop tells no other workflow. */
 export const isRolloutId = (id: unknown): id is string =>
@@ -32,7 +32,7 @@ export function tellRollout(loop: Reporting): void {
   if (!report || !d) return;
   // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
   const state = { status: d.convergence_status, reason: d.reason, stale_retakes: loop.history.stale_retakes ?? 0 };
-  if (!settlesRollout(state, () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake))) return;
+  if (!settlesRollout(state, waitsOutStaleRetakes)) return;
   loop.report = null;
   // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
   getExternalWorkflowHandle(report.to)

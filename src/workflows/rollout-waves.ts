@@ -15,7 +15,7 @@ import {
 import { TypedSearchAttributes } from '@temporalio/common';
 import { durationMs, judgeGateNode, maxUnavailable, waveGate } from '../domain';
 import { clip, echo } from '../domain/bounds';
-import { inForce } from './patches';
+import { waitsOutStaleRetakes } from './patches';
 import {
   CONTROL_TASK_QUEUE,
   DatumConditions,
@@ -24,7 +24,6 @@ import {
   MEMO_ROLLOUT_CANCELLED,
   MEMO_SUMMARY,
   ROLLOUT_OUTCOMES,
-  WORKFLOW_PATCH,
   WORKFLOW_TYPES,
   WORK_ESCALATE_AFTER_DEFAULT,
   gateItemId,
@@ -53,11 +52,10 @@ import { summaryLine } from './summaries';
 import { requester, thisUpdate } from './update-identity';
 
 /*
- * A rollout in waves (docs/operations.md, "A first production change, in waves"). Each wave
- * starts only when the one before it is settled by the ledger's evidence: every node CONVERGED,
- * by a fresh observation, within the gate's deadline. A failed gate halts the rollout and hands
- * the judgement over as a work item (rolloutGate): continue, abort, or roll back. The loops run
- * as they always do: a wave is the rollout's decision about which loops to start, and when.
+ * A rollout in waves (docs/operations.md, "A first production change, in waves"). A wave starts
+ * when the one before it is settled by the ledger: every node CONVERGED, by a fresh observation,
+ * within the gate's deadline. A failed gate halts the rollout and hands the judgement over as a
+ * work item (rolloutGate). Loops run as always; a wave only decides which loops start, and when.
  */
 
 const acts = proxyActivities<ControlActivities>({
@@ -221,7 +219,7 @@ async function judge(run: Run, wave: WaveProgress): Promise<void> {
       entry,
       { generation: wave.generation, digest: n.digest ?? '' },
       { startedAtMs: Date.parse(n.started_at!), deadlineMs: run.deadlineMs, nowMs },
-      () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake),
+      waitsOutStaleRetakes,
     );
     Object.assign(n, { state: verdict.verdict, why: verdict.why, entry });
   }

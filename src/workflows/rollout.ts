@@ -16,7 +16,7 @@ import {
 import { echo } from '../domain/bounds';
 import { settlesRollout, wavesProblems } from '../domain';
 import { rolloutInWaves } from './rollout-waves';
-import { inForce } from './patches';
+import { inForce, waitsOutStaleRetakes } from './patches';
 import { summaryLine } from './summaries';
 import {
   MEMO_ROLLOUT_CANCELLED,
@@ -156,7 +156,7 @@ function settle(
   if (!s || s.desired_generation !== input.generation || !s.convergence_status) return;
   // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
   const settling = { status: s.convergence_status, reason: s.reason, stale_retakes: s.stale_retakes };
-  if (!settlesRollout(settling, () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake))) return;
+  if (!settlesRollout(settling, waitsOutStaleRetakes)) return;
   outcomes.set(p.node, {
     node: p.node,
     outcome: ROLLOUT_OUTCOMES.reported,

@@ -1,7 +1,5 @@
-import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import { createAgentActivities } from '../../src/agent/activities';
-import { agentTaskQueue } from '../../src/contract';
+import { alteredAgent } from '../helpers/altered-agent';
 import { useStack } from '../helpers/stack';
 
 /*
@@ -18,27 +16,14 @@ const stack = useStack();
 const HOUR = 60 * 60_000;
 
 /** The real agent for `node`, with a clock an hour ahead in what it reports. */
-async function agentAnHourAhead(node: string): Promise<{ stop(): Promise<void> }> {
-  const real = createAgentActivities(stack.fleet.agentFile(node));
+function agentAnHourAhead(node: string): Promise<{ stop(): Promise<void> }> {
   const ahead = (iso: string | null) => (iso === null ? null : new Date(Date.parse(iso) + HOUR).toISOString());
-  const worker = await Worker.create({
-    connection: stack.env.nativeConnection,
-    taskQueue: agentTaskQueue(node),
-    activities: {
-      ...real,
-      observe: async (request: Parameters<typeof real.observe>[0]) => {
-        const seen = await real.observe(request);
-        return { ...seen, observed_at: ahead(seen.observed_at)!, heartbeat_at: ahead(seen.heartbeat_at) };
-      },
+  return alteredAgent(stack.env.nativeConnection, stack.fleet.agentFile(node), node, (real) => ({
+    observe: async (request) => {
+      const seen = await real.observe(request);
+      return { ...seen, observed_at: ahead(seen.observed_at)!, heartbeat_at: ahead(seen.heartbeat_at) };
     },
-  });
-  const running = worker.run();
-  return {
-    stop: async () => {
-      worker.shutdown();
-      await running;
-    },
-  };
+  }));
 }
 
 describe('an agent whose clock runs an hour ahead', () => {

@@ -1,21 +1,14 @@
-import { Worker } from '@temporalio/worker';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { describe, expect, it } from 'vitest';
-import { createAgentActivities } from '../../src/agent/activities';
-import {
-  CONTROL_TASK_QUEUE,
-  WORKFLOW_TYPES,
-  agentTaskQueue,
-  reconcileWorkflowId,
-  type RolloutWorkflow,
-} from '../../src/contract';
+import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
+import { alteredAgent } from '../helpers/altered-agent';
 import { useStack } from '../helpers/stack';
 
 /*
  * A rollout counts a node by what its loop settles on, and a stale snapshot the loop re-takes
  * itself is not that (patch rollout-waits-out-stale-retake). The bench found it at 1000 nodes: a
  * controller that fell behind judged 126 snapshots past observation_ttl, the rollout ended with
- * those nodes BLOCKED/STALE_OBSERVATION, and their loops converged them seconds later. Here the
+ * those nodes BLOCKED/STALE_OBSERVATION, a snapshot their loops re-take themselves. Here the
  * real agent's observe is held back past observation_ttl, as a controller that is late to judge
  * it sees it: once for one node, every time for another.
  */
@@ -26,28 +19,15 @@ const stack = useStack();
  * The real agent for `node`, whose first `late` observations come back `holdMs` after they were
  * taken, so the controller judges them older than observation_ttl.
  */
-async function agentLateAtFirst(node: string, late: number, holdMs: number): Promise<{ stop(): Promise<void> }> {
-  const real = createAgentActivities(stack.fleet.agentFile(node));
+function agentLateAtFirst(node: string, late: number, holdMs: number): Promise<{ stop(): Promise<void> }> {
   let observed = 0;
-  const worker = await Worker.create({
-    connection: stack.env.nativeConnection,
-    taskQueue: agentTaskQueue(node),
-    activities: {
-      ...real,
-      observe: async (request: Parameters<typeof real.observe>[0]) => {
-        const seen = await real.observe(request);
-        if (++observed <= late) await new Promise((resolve) => setTimeout(resolve, holdMs));
-        return seen;
-      },
+  return alteredAgent(stack.env.nativeConnection, stack.fleet.agentFile(node), node, (real) => ({
+    observe: async (request) => {
+      const seen = await real.observe(request);
+      if (++observed <= late) await new Promise((resolve) => setTimeout(resolve, holdMs));
+      return seen;
     },
-  });
-  const running = worker.run();
-  return {
-    stop: async () => {
-      worker.shutdown();
-      await running;
-    },
-  };
+  }));
 }
 
 /** When each observe of the loop completed (epoch ms), from its history. */
