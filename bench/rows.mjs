@@ -62,6 +62,8 @@ export function markdown(rows, soaked) {
     ['convergence_p50_s', 'conv p50 s'],
     ['convergence_p99_s', 'conv p99 s'],
     ['verification_pass_s', 'verify s'],
+    ['server_ms_per_node_pass', 'server ms/node-pass'],
+    ['postgres_ms_per_node_pass', 'PostgreSQL ms/node-pass'],
     ['detection_p50_s', 'detect p50 s'],
     ['detection_p99_s', 'detect p99 s'],
     ['detection_during_pass_p99_s', 'detect p99 in a pass s'],
