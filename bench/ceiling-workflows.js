@@ -41,10 +41,18 @@ function nodeActivities(queue) {
   };
 }
 
-/** `{ nodes, applies, watch, resync_ms, batch, lanes }`: every node's loop started, then each one's settled signal. */
+/**
+ * `{ nodes, applies, watch, resync_ms, batch, lanes }`: every node's loop started, then each one's
+ * settled signal. Returns how many settled, and how many of them without reaching their node (as a
+ * Datum loop settles BLOCKED/NODE_UNREACHABLE): the ceiling ends even when the engine drops tasks.
+ */
 async function shapedRollout(input) {
   const told = new Set();
-  setHandler(settledSignal, (payload) => told.add(payload.workflow_id));
+  const unreached = new Set();
+  setHandler(settledSignal, (payload) => {
+    told.add(payload.workflow_id);
+    if (payload.unreached) unreached.add(payload.workflow_id);
+  });
   patched('bench-rollout');
   upsertSearchAttributes([{ key: DatumStatus, value: 'ROLLING_OUT' }]);
   const batches = [];
@@ -59,7 +67,7 @@ async function shapedRollout(input) {
   await Promise.all(Array.from({ length: Math.min(input.lanes, batches.length) }, lane));
   await condition(() => told.size >= input.nodes.length);
   upsertSearchAttributes([{ key: DatumStatus, value: 'SETTLED' }]);
-  return told.size;
+  return { settled: told.size, unreached: unreached.size };
 }
 
 /** `{ node, queue, applies, watch, resync_ms, report_to }`: one node's loop, until it is terminated. */
@@ -76,10 +84,21 @@ async function shapedLoop(input) {
     upsertSearchAttributes([{ key, value }]);
   }
   for (let i = 0; i < 3; i++) await control.noop();
-  await agent.observe();
-  await control.noop();
-  // The last apply carries the probe back (Datum's apply-hands-back-probe): no observe after it.
-  for (let i = 0; i < input.applies; i++) await agent.apply();
+  try {
+    await agent.observe();
+    await control.noop();
+    // The last apply carries the probe back (Datum's apply-hands-back-probe): no observe after it.
+    for (let i = 0; i < input.applies; i++) await agent.apply();
+  } catch {
+    // No agent took the task in time (or it failed): the loop settles unreached, as Datum's
+    // settles BLOCKED/NODE_UNREACHABLE, so the rollout hears from every loop and ends.
+    upsertSearchAttributes([{ key: DatumStatus, value: 'BLOCKED' }]);
+    await getExternalWorkflowHandle(input.report_to).signal(settledSignal, {
+      workflow_id: workflowInfo().workflowId,
+      unreached: true,
+    });
+    return;
+  }
   upsertSearchAttributes([{ key: DatumStatus, value: 'VERIFYING' }]);
   patched('bench-loop-settled');
   upsertSearchAttributes([{ key: DatumStatus, value: 'CONVERGED' }]);

@@ -418,7 +418,7 @@ async function floorRollout(n, services) {
  * settled. CPU seconds are read per process; then its loops are terminated and its processes
  * stopped, and the server is left to go idle before Datum's rollout.
  */
-async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement }) {
+async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement, say }) {
   const taskQueue = 'bench-ceiling';
   const prefix = 'bench-ceiling-node-';
   const queuesFile = path.join(dir, 'ceiling-queues.json');
@@ -441,7 +441,7 @@ async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, lo
     const watched = { ...serverPids, controller: [controller.pid], agent: [agent.pid] };
     const cpu0 = await cpuOf(watched);
     const t0 = Date.now();
-    const settled = await client.workflow.execute('shapedRollout', {
+    const { settled, unreached } = await client.workflow.execute('shapedRollout', {
       taskQueue,
       workflowId: `bench-ceiling-rollout-${t0}`,
       args: [
@@ -462,6 +462,8 @@ async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, lo
     const ms = Date.now() - t0;
     const cpu = cpuDelta(cpu0, await cpuOf(watched), ms);
     if (settled !== nodes.length) throw new Error(`the shaped ceiling heard ${settled} of ${nodes.length} loops settle`);
+    // A ceiling whose loops did not all reach their nodes did less than a rollout: the row says so.
+    if (unreached > 0) say(`the shaped ceiling: ${unreached} of ${nodes.length} loops settled without reaching their node`);
     const memory = { controller: await memoryMb(controller.pid), agent: await memoryMb(agent.pid) };
     // Its loops' events to settling, to set beside Datum's events to first convergence: the shape matches.
     const events = await mapLimit(nodes, 32, async (node) =>
@@ -473,7 +475,7 @@ async function shapedCeiling({ address, client, serverPids, nodes, mode, dir, lo
         .terminate('the shaped ceiling is measured')
         .catch(() => undefined),
     );
-    return { ms, cpu, memory, events_p50: pct(events, 50) };
+    return { ms, cpu, memory, events_p50: pct(events, 50), unreached };
   } finally {
     for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM');
     await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
@@ -634,6 +636,17 @@ async function runSize(n, mode, serverKind, workerCount) {
     await pinServer(server);
     const { address, connection, metricsPort } = server;
     const client = new Client({ connection });
+    // The ceiling first, on the server with nothing else on it: before Datum's controller and
+    // agent start, so neither their polls nor the fleet workflow (which opens a NO_RUNNING_LOOP
+    // work item for every declared node not yet rolled out) compete with it.
+    say('shaped ceiling …');
+    const serverPids = {
+      server: [server.pids.server],
+      ...(server.pids.postgres ? { postgres: [server.pids.postgres] } : {}),
+    };
+    const ceiling = await shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement, say });
+    const ceilingMs = ceiling.ms;
+    say(`shaped ceiling ${ceilingMs / 1000} s, ${cpuPerNode(ceiling.cpu, n)} CPU-s a node; Datum's controller and agent …`);
     const datum = path.join(root, 'bin', 'datum.js');
     const prof = (name) => (values.profile ? ['--cpu-prof', '--cpu-prof-dir', path.join(logs, `${name}-prof`)] : []);
     // Every controller shares the fleet and the ledger: on dev the SQLite file under dir, on the
@@ -676,17 +689,8 @@ async function runSize(n, mode, serverKind, workerCount) {
     await pollerOn(connection, contract.CONTROL_TASK_QUEUE, 1, 'the controller');
     await pollerOn(connection, contract.agentTaskQueue(nodes[n - 1]), 2, 'the agent');
     const agentStartS = (Date.now() - tAgent) / 1000;
-    say(`controller and agent (${n} node workers) polling after ${agentStartS} s; shaped ceiling …`);
-
-    // The ceiling first, on the idle server, so Datum's loops do not compete with it.
-    const serverPids = {
-      server: [server.pids.server],
-      ...(server.pids.postgres ? { postgres: [server.pids.postgres] } : {}),
-    };
-    const ceiling = await shapedCeiling({ address, client, serverPids, nodes, mode, dir, logs, placement });
-    const ceilingMs = ceiling.ms;
+    say(`controller and agent (${n} node workers) polling after ${agentStartS} s; waiting for the processes to go idle …`);
     const watched = { ...serverPids, worker: workers.map((w) => w.pid), agent: [agent.pid] };
-    say(`shaped ceiling ${ceilingMs / 1000} s, ${cpuPerNode(ceiling.cpu, n)} CPU-s a node; waiting for the server to go idle …`);
     await untilIdle(watched);
     say('rollout …');
 
@@ -724,6 +728,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       ceiling_cpu_s_per_node: cpuPerNode(ceiling.cpu, n),
       datum_over_ceiling_cpu: round(cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n) / cpuPerNode(ceiling.cpu, n)),
       ceiling_events_to_settle_p50: ceiling.events_p50,
+      // Ceiling loops that settled without reaching their node (0 when the ceiling did a full rollout).
+      ceiling_unreached: ceiling.unreached,
       ceiling_cpu: ceiling.cpu,
       ceiling_memory_mb: ceiling.memory,
     };
