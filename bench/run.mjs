@@ -544,6 +544,9 @@ const eventLine = (e) => `+${e.offset_s.toFixed(3)} s ${e.type} ${e.what}`.trim(
 /** CPU cores above their baseline below which a row's processes count as idle. */
 const IDLE_CORES = 0.15;
 
+/** Every role's figure together: CPU seconds from cpuOf, or cores from coresOver. */
+const together = (byRole) => Object.values(byRole).reduce((a, b) => a + b, 0);
+
 /** Each watched role's CPU cores over `ms`: what it burns with nothing asked of it. */
 async function coresOver(watched, ms) {
   const before = await cpuOf(watched);
@@ -560,12 +563,11 @@ async function coresOver(watched, ms) {
  * itself, and measured against zero the wait never ended.
  */
 async function untilIdle(watched, baseline = 0, limitMs = 900_000) {
-  const sum = (cpu) => Object.values(cpu).reduce((a, b) => a + b, 0);
   const start = Date.now();
-  let [last, quiet] = [sum(await cpuOf(watched)), 0];
+  let [last, quiet] = [together(await cpuOf(watched)), 0];
   while (Date.now() - start < limitMs) {
     await sleep(1000);
-    const now = sum(await cpuOf(watched));
+    const now = together(await cpuOf(watched));
     quiet = now - last < baseline + IDLE_CORES ? quiet + 1 : 0;
     last = now;
     if (quiet >= 3) return true;
@@ -752,10 +754,7 @@ async function runSize(n, mode, serverKind, workerCount) {
     await mapLimit(handles, 64, (h) => h.signal(contract.recheckSignal, {}));
     // The bench asks nothing of the loops while they verify: it watches the processes' CPU until
     // they are idle, then reads from each loop's history when its pass recorded its decision.
-    const idle = await untilIdle(
-      watched,
-      Object.values(baselineCores).reduce((a, b) => a + b, 0),
-    );
+    const idle = await untilIdle(watched, together(baselineCores));
     const [cpu3, m3] = [await cpuOf(watched), await serverMetrics(metricsPort)];
     const verifyPhaseMs = Date.now() - t1;
     // A loop whose task waits out a sticky schedule-to-start timeout burns no CPU meanwhile: the
