@@ -19,10 +19,16 @@ import { combineRuns, markdown, replaceRows, rowKey, writeDay } from './rows.mjs
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const USAGE =
-  'usage: node bench/median.mjs --row dev/1000/watch/1 [--into bench/results/<day>.json] <results.json[@commit][#n]> …';
+  'usage: node bench/median.mjs --row dev/1000/watch/1 [--into bench/results/<day>.json] [--accept-diff <file> … --because <why>] <results.json[@commit][#n]> …';
 
 const { values, positionals } = parseArgs({
-  options: { row: { type: 'string' }, into: { type: 'string' }, help: { type: 'boolean' } },
+  options: {
+    row: { type: 'string' },
+    into: { type: 'string' },
+    'accept-diff': { type: 'string', multiple: true },
+    because: { type: 'string' },
+    help: { type: 'boolean' },
+  },
   allowPositionals: true,
 });
 if (values.help) {
@@ -34,6 +40,11 @@ if (!values.row || !/^[a-z-]+\/\d+\/(watch|poll)\/\d+$/.test(values.row))
     `--row ${values.row ?? '(missing)'} must name a row as server/nodes/mode/workers, such as --row dev/1000/watch/1\n${USAGE}`,
   );
 if (positionals.length < 2) fail(`give at least two results files to take a median of\n${USAGE}`);
+const accepted = values['accept-diff'] ?? [];
+if (accepted.length > 0 && !values.because?.trim())
+  fail(
+    `--accept-diff ${accepted.join(' ')} needs --because: say why runs that differ in those files measured the same thing (it is recorded in the row)\n${USAGE}`,
+  );
 
 const runs = [];
 for (const spec of positionals) {
@@ -65,9 +76,11 @@ for (const spec of positionals) {
   runs.push({ file, row });
 }
 
-// Runs of different code are not repetitions of one row: only docs and results may differ.
+// Runs of different code are not repetitions of one row: only docs and results may differ, and
+// the files --accept-diff names, for the reason --because gives, which the row then carries.
 const git = (...args) => execFileSync('git', ['-C', ROOT, ...args], { encoding: 'utf8' }).trim();
 const [first] = runs;
+const acceptedDifferences = [];
 for (const { file, row } of runs.slice(1)) {
   let changed;
   try {
@@ -87,10 +100,14 @@ for (const { file, row } of runs.slice(1)) {
       `git cannot compare ${first.row.commit.slice(0, 7)} and ${row.commit.slice(0, 7)} (${err.message.split('\n')[0]}): run from a clone that has both commits`,
     );
   }
-  if (changed)
+  const differing = changed ? changed.split('\n') : [];
+  const unaccepted = differing.filter((f) => !accepted.includes(f));
+  if (unaccepted.length > 0)
     fail(
-      `${first.file} (${first.row.commit.slice(0, 7)}) and ${file} (${row.commit.slice(0, 7)}) measured different code: ${changed.split('\n').join(', ')} differ. Only runs of the same code make a median`,
+      `${first.file} (${first.row.commit.slice(0, 7)}) and ${file} (${row.commit.slice(0, 7)}) measured different code: ${unaccepted.join(', ')} differ. Only runs of the same code make a median; where a file differs in nothing the row measures (a refactor of the bench's own code), name it with --accept-diff and say why with --because`,
     );
+  if (differing.length > 0)
+    acceptedDifferences.push({ between: [first.row.commit, row.commit], files: differing, because: values.because.trim() });
 }
 
 const combined = {
@@ -101,6 +118,7 @@ const combined = {
   ),
   commits: runs.map((r) => r.row.commit),
   combined_from: runs.map((r) => path.relative(ROOT, path.resolve(r.file))),
+  ...(acceptedDifferences.length > 0 ? { accepted_differences: acceptedDifferences } : {}),
 };
 if (!values.into) {
   console.log(JSON.stringify(combined, null, 2));

@@ -504,6 +504,22 @@ async function patiently(read, tries = 6) {
 const ask = (handle, query) => patiently(() => handle.query(query), 12);
 
 /** A loop's history events from `sinceMs` on: offset, type and the activity or task queue it names. */
+/**
+ * Why a rollout ended when it did: the node whose first CONVERGED came last (or never), its
+ * loop's decisions by offset from the rollout's start, and the rollout's last ten events.
+ */
+async function rolloutTail(client, rolloutId, t0, nodes, ledgers, perNode) {
+  const never = perNode.indexOf(null);
+  const last = never >= 0 ? never : perNode.indexOf(Math.max(...perNode));
+  const decisions = (ledgers[last] ?? []).map((e) => ({
+    offset_s: (Date.parse(e.decided_at) - t0) / 1000,
+    status: e.convergence_status,
+    reason: e.reason,
+  }));
+  const events = await eventsSince(client.workflow.getHandle(rolloutId), t0);
+  return { last_node: nodes[last] ?? null, decisions, rollout_events: events.slice(-10).map(eventLine) };
+}
+
 async function eventsSince(handle, sinceMs) {
   const history = await patiently(() => handle.fetchHistory());
   const out = [];
@@ -515,10 +531,19 @@ async function eventsSince(handle, sinceMs) {
     const what =
       e.activityTaskScheduledEventAttributes?.activityType?.name ??
       workflowTaskScheduled(e.workflowTaskScheduledEventAttributes) ??
+      e.workflowExecutionSignaledEventAttributes?.signalName ??
+      timerFor(e.timerStartedEventAttributes) ??
       (timeout === undefined ? '' : String(temporalProto.temporal.api.enums.v1.TimeoutType[timeout] ?? timeout));
     out.push({ offset_s: (at - sinceMs) / 1000, type, what });
   }
   return out;
+}
+
+/** A timer's duration and what the workflow said it waits for (its summary is in the user metadata). */
+function timerFor(attributes) {
+  if (!attributes) return undefined;
+  const d = attributes.startToFireTimeout;
+  return `${d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : '?'} s`;
 }
 
 /**
@@ -740,10 +765,15 @@ async function runSize(n, mode, serverKind, workerCount) {
     if (converged < n) say(`the rollout's statuses: ${JSON.stringify(rolloutStatuses)}`);
     const handles = nodes.map((node) => client.workflow.getHandle(contract.reconcileWorkflowId(node, 1)));
     // Per node: from the rollout's start to the node's recorded convergence.
-    const perNode = await mapLimit(handles, 32, async (h) => {
-      const done = (await ask(h, contract.ledgerQuery)).find((e) => e.convergence_status === 'CONVERGED');
+    const ledgers = await mapLimit(handles, 32, (h) => ask(h, contract.ledgerQuery));
+    const perNode = ledgers.map((ledger) => {
+      const done = ledger.find((e) => e.convergence_status === 'CONVERGED');
       return done ? Date.parse(done.decided_at) - t0 : null;
     });
+    // The rollout's tail: the node that converged last, every decision its loop recorded, and the
+    // rollout's own last events (what it waited on after that node converged).
+    const tail = await rolloutTail(client, contract.rolloutWorkflowId(1, nodes), t0, nodes, ledgers, perNode);
+    if (tail.last_node) say(`the rollout's tail: ${JSON.stringify(tail)}`);
 
     // Full verification pass: recheck every node; it ends when the last node's pass has recorded
     // its decision.
@@ -887,6 +917,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       ...rolloutFigures,
       convergence_p50_s: pct(perNode, 50) / 1000,
       convergence_p99_s: pct(perNode, 99) / 1000,
+      convergence_max_s: Math.max(...perNode.filter((v) => v !== null)) / 1000,
+      rollout_tail: tail,
       ...verificationFigures,
       verification_p50_s: pct(verifySpread, 50) / 1000,
       verification_slowest: slowest < 0 ? null : { node: nodes[slowest], events: slowestEvents.map(eventLine) },
