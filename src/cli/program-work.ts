@@ -17,6 +17,8 @@ export interface OptionSets {
   connection: <C extends CommandUnknownOpts>(command: C) => C;
   output: <C extends CommandUnknownOpts>(command: C) => C;
   timeoutOption: (what: string) => Option;
+  selectorOption: (what: string) => Option;
+  fleetOption: () => Option;
 }
 
 const ITEM = 'the work item, as `datum work list` prints it (datum-work/NODE/CONDITION/RESOURCE)';
@@ -82,7 +84,11 @@ export function workCommands(program: Command, inv: Runner, { connection, output
 }
 
 /** What changes an item: resolve, and serve (a program as the resolver). */
-function resolvingCommands(work: Command, inv: Runner, { connection, output, timeoutOption }: OptionSets): void {
+function resolvingCommands(
+  work: Command,
+  inv: Runner,
+  { connection, output, timeoutOption }: Pick<OptionSets, 'connection' | 'output' | 'timeoutOption'>,
+): void {
   connection(
     output(
       work

@@ -7,8 +7,8 @@
  * Temporal client, the worker) is imported inside its action, so `datum --help` and
  * `datum --version` stay about as fast as `node -e 0` (bench/cli-start.mjs measures it).
  *
- * Over 450 lines: the next cut is by command group, as program-work.ts, program-nodes.ts and
- * program-agent.ts already are (rollout and the fleet verbs next).
+ * Command groups that grew large live in their own modules: program-work.ts, program-nodes.ts,
+ * program-rollout.ts and program-agent.ts.
  */
 import { Command, Option } from '@commander-js/extra-typings';
 import type { CommandUnknownOpts, OptionValues } from '@commander-js/extra-typings';
@@ -17,7 +17,8 @@ import { datumVersion, type CommandModule } from './command';
 import { Invocation } from './invocation';
 import { resetFenceCommandOn } from './program-agent';
 import { workCommands, type OptionSets } from './program-work';
-import { nodeCommands } from './program-nodes';
+import { nodeCommands, operatorCommands } from './program-nodes';
+import { rolloutCommands } from './program-rollout';
 
 // ---------------------------------------------------------------------------------------------
 // Option sets several commands share.
@@ -132,11 +133,13 @@ export function agentCommandOn(
   return command;
 }
 
-/** The work tree lives in its own module (program-work.ts); it gets these option sets as plain decorators. */
-const WORK_OPTION_SETS: OptionSets = {
+/** The command groups in modules of their own (program-work.ts …) get these option sets as plain decorators. */
+const OPTION_SETS: OptionSets = {
   connection: (command) => (connection(command), command),
   output: (command) => (output(command), command),
   timeoutOption,
+  selectorOption,
+  fleetOption,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -204,11 +207,11 @@ function runCommands(program: Program, inv: Invocation): void {
     )
     .action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/codec-server.js')).codecServerCommand, opts));
 
-  rolloutCommands(program, inv);
+  rolloutCommands(program, inv, OPTION_SETS);
   readingCommands(program, inv);
-  operatorCommands(program, inv);
-  nodeCommands(program, inv, WORK_OPTION_SETS);
-  workCommands(program, inv, WORK_OPTION_SETS);
+  operatorCommands(program, inv, OPTION_SETS);
+  nodeCommands(program, inv, OPTION_SETS);
+  workCommands(program, inv, OPTION_SETS);
   checkCommands(program, inv);
   signCommand(program, inv);
   importCommand(program, inv);
@@ -282,173 +285,6 @@ function ledgerCommand(program: Program, inv: Invocation): void {
       .option('--follow', 'then print each new entry as the store takes it, until Ctrl-C')
       .addOption(dataOption()),
   ).action((node, opts, cmd) => inv.go(cmd, async () => (await import('./commands/ledger.js')).ledgerCommand, { node, ...opts }));
-}
-
-/** What an operator tells a loop: resolve a conflict, refresh its intent; and a node leaving the fleet. */
-function operatorCommands(program: Program, inv: Invocation): void {
-  connection(
-    output(
-      program
-        .command('decommission')
-        .summary('a node leaves the fleet: its loops end, and what Datum holds on it becomes a planned removal')
-        .description(
-          `For a node whose desired state was removed from the authority: ends its reconcile loops, then asks its agent what Datum holds there (the files and flags it claimed) and opens a work item, datum-work/NODE/PLANNED_REMOVAL/decommission, that lists exactly what would be removed. Nothing is removed until someone approves that item (datum work resolve ITEM --resolution approve), and only where the node's agent.yaml allows removing those types (allow.destructive). Prints the item once its plan is made.`,
-        )
-        .argument('<node>', 'the node, such as N-24')
-        .option('--by <who>', 'who decommissions it (recorded with the item)')
-        .option('--note <text>', 'why')
-        .addOption(timeoutOption('the plan (default 60s)')),
-    ),
-  ).action((node, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/decommission.js')).decommissionCommand, { node, ...opts }),
-  );
-
-  connection(
-    output(
-      program
-        .command('resolve')
-        .summary('resolve a CONFLICT: retake (Datum owns it) or yield (leave it to the other writer)')
-        .description(
-          `Sends the resolveConflict Update and prints the ledger entry the loop recorded for it.
-retake: the other writer is gone (or must lose); Datum repairs again with a fresh retry budget.
-yield:  the other writer owns the resource; Datum records it as an operator exception.
-The CONFLICTING_WRITER condition closes only when a later observation confirms the resolution.`,
-        )
-        .argument('<node>', 'the node, such as N-24')
-        .option('--resource <key>', 'the resource in conflict')
-        .option('--resolution <retake|yield>', 'retake or yield')
-        .option('--by <who>', 'who resolves it (recorded in the ledger)')
-        .option('--note <text>', 'why (recorded in the ledger)')
-        .option(
-          '--sign-key <private key>',
-          "sign the decision as an operator, with an Ed25519 key the node's agent.yaml lists in trust.operators (through ssh-keygen -Y sign -n datum-operator; a host that requires signatures honours a retake or an approve only so signed)",
-        )
-        .addOption(timeoutOption('the loop to record it (default 30s)')),
-    ),
-  ).action((node, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/resolve.js')).resolveCommand, { node, ...opts }),
-  );
-
-  connection(
-    output(
-      program
-        .command('refresh')
-        .summary("re-read a node's desired state and hand the refreshed intent to its loop")
-        .description(
-          `Reads FLEET/desired/nodes/NODE.yaml and sends the refreshDesired Update with its generation and digest, then prints the ledger entry the loop recorded: the same generation re-binds, a newer one hands over to datum/NODE/gen-<new>, an older one is refused (and recorded).`,
-        )
-        .argument('<node>', 'the node, such as N-24')
-        .addOption(fleetOption())
-        .addOption(timeoutOption('the loop to record it (default 30s)')),
-    ),
-  ).action((node, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/refresh.js')).refreshCommand, { node, ...opts }),
-  );
-}
-
-function rolloutCommands(program: Program, inv: Invocation): void {
-  const rollout = program
-    .command('rollout')
-    .summary('roll a generation out to nodes, in waves if asked, and follow, pause, list or cancel rollouts')
-    .description(
-      `A rollout starts (or attaches to) one reconcileNode per node at generation G, hands over from older generations, and refuses nodes whose desired state is not at G (the others go on). Without waves, every node at once. In waves (--waves or --wave-plan), a wave starts only when every node of the wave before it is CONVERGED, by a fresh observation, within the gate's deadline, as the ledger records it; a failed gate halts the rollout and opens a work item (continue, abort or rollback).`,
-    );
-  connection(
-    output(
-      rollout
-        .command('start')
-        .summary('start (or attach to) a rollout of a generation to nodes')
-        .description(
-          `Starts one reconcileNode per node at generation G (or attaches to the running one). --all takes every node in FLEET/desired/nodes. --wait shows per-node progress until every node is CONVERGED, DRIFTED, BLOCKED or CONFLICT, and exits 1 if any node ends BLOCKED or CONFLICT or was refused (-o jsonl: one progress object a line).`,
-        )
-        .option('--generation <G>', 'the generation the desired-state files declare')
-        .option('--nodes <nodes>', 'the nodes, comma-separated (N-1,N-2)')
-        .option('--all', 'every node in FLEET/desired/nodes')
-        .addOption(selectorOption('the nodes of FLEET/desired/nodes it selects'))
-        .addOption(fleetOption())
-        .option('--waves <sizes>', 'roll out in waves of these sizes, each counted from the first: 1,10%,50%,100%')
-        .option('--wave-plan <file>', 'roll out in the waves a YAML file lists, each by size or by selector (docs/operations.md)')
-        .option('--max-unavailable <n>', 'at most N nodes (or N% of a wave) on their way at once (default: a whole wave)')
-        .option(
-          '--gate-deadline <duration>',
-          'how long each node of a wave has to be CONVERGED before the gate fails (default 10m)',
-        )
-        .option('--wait', 'follow the rollout until every node has settled')
-        .addOption(timeoutOption('the rollout with --wait (default: no limit)')),
-    ),
-  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout.js')).rolloutStartCommand, opts));
-
-  connection(
-    output(
-      rollout
-        .command('status')
-        .summary("a rollout's per-node progress (the newest rollout without ROLLOUT)")
-        .argument('[rollout]', 'the rollout id, such as datum-rollout/gen-12/N-24')
-        .option('--generation <G>', 'the newest rollout of this generation')
-        .option('--wait', 'follow it until every node has settled')
-        .addOption(timeoutOption('it with --wait (default: no limit)')),
-    ),
-  ).action((id, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutStatusCommand, { id, ...opts }),
-  );
-
-  pauseCommands(rollout, inv);
-
-  rolloutListing(rollout, inv);
-}
-
-/** `datum rollout list|cancel`: rollouts as objects. */
-function rolloutListing(rollout: Command, inv: Invocation): void {
-  connection(
-    output(
-      rollout
-        .command('list')
-        .summary('rollouts, newest first')
-        .option('--generation <G>', 'only rollouts of this generation')
-        .option('--running', 'only rollouts still running')
-        .option('--limit <n>', 'at most N rollouts (default 50)'),
-    ),
-  ).action((opts, cmd) => inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutListCommand, opts));
-
-  connection(
-    output(
-      rollout
-        .command('cancel')
-        .summary('stop a rollout from starting more nodes; the loops it started keep running')
-        .description(
-          `Cancels the rollout workflow: it starts no node it has not started yet and stops following the others. The reconcile loops it already started are separate workflows and go on (end one with \`temporal workflow terminate\`).`,
-        )
-        .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/N-24'),
-    ),
-  ).action((id, opts, cmd) =>
-    inv.go(cmd, async () => (await import('./commands/rollout-manage.js')).rolloutCancelCommand, { id, ...opts }),
-  );
-}
-
-/** `datum rollout pause|resume`: a rollout in waves starts nothing while paused. */
-function pauseCommands(rollout: Command, inv: Invocation): void {
-  for (const which of ['pause', 'resume'] as const)
-    connection(
-      output(
-        rollout
-          .command(which)
-          .summary(
-            which === 'pause'
-              ? 'pause a rollout in waves: it starts no node and no wave until resumed (the loops it started go on)'
-              : 'resume a paused rollout in waves',
-          )
-          .argument('<rollout>', 'the rollout id, such as datum-rollout/gen-12/4-nodes-1a2b3c4d5e6f')
-          .option('--by <who>', 'who asks (recorded by the rollout)')
-          .option('--note <text>', 'why'),
-      ),
-    ).action((id, opts, cmd) =>
-      inv.go(
-        cmd,
-        async () =>
-          (await import('./commands/rollout-manage.js'))[which === 'pause' ? 'rolloutPauseCommand' : 'rolloutResumeCommand'],
-        { id, ...opts },
-      ),
-    );
 }
 
 /** `datum import`: desired state for a node as it is, read by its agent. */

@@ -6,7 +6,7 @@ import type { ResourceSpec } from './desired';
 import type { AuthorizedAction, ExecutionEvidence } from './ledger';
 import type { Observation, OperatorDecision, WriterEvidence } from './observation';
 import type { ResourceType } from './vocabulary';
-import type { RemovalResult, RemovalTarget } from './work';
+import type { RemovalResult, RemovalTarget } from './removal';
 import type { DecisionAuthor, OperatorSignature, SignedIntent } from './trust';
 
 export interface ObserveRequest {

@@ -21,5 +21,6 @@ export * from './failures';
 export * from './metrics';
 export * from './patches';
 export * from './work';
+export * from './removal';
 export * from './trust';
 export * from './fleet';

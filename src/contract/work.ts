@@ -7,9 +7,7 @@
  * Plain types only: the payloads are checked by the domain's guards (parseClaim, parseResolve),
  * with no schema library, so the work item's workflow code loads none.
  *
- * Over 450 lines, left whole for now: its seams are the item's names and payloads, the
- * resolutions per condition, and the Update/query definitions; splitting the wire contract
- * while three issues add fields to it would churn every importer at once.
+ * A planned removal's plan and result are in removal.ts.
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { DatumConditions, DatumNode, DatumStatus, WORKFLOW_TYPES } from './names';
@@ -17,7 +15,8 @@ import type { Json } from './json';
 import type { Condition, LedgerEntry } from './ledger';
 import type { ConditionType, ConvergenceStatus, Mode, Ownership, Reason } from './vocabulary';
 import type { FleetConditionType } from './fleet';
-import type { DecisionAuthor, OperatorSignature } from './trust';
+import type { OperatorSignature } from './trust';
+import type { RemovalCause, RemovalPlan } from './removal';
 
 /**
  * One id per node, condition type and resource, so an operator can guess it; each episode of
@@ -252,56 +251,8 @@ export interface WorkItem {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Planned removals (docs/operations.md, "Removing things"): what the node's agent would remove,
-// each target as it is now, and what an approval did.
-
-/** Why a removal is planned: resources the node's newest generation no longer declares, or the node leaving the fleet. */
-export type RemovalCause =
-  { kind: 'dropped'; generation: number } | { kind: 'decommission'; by: string; note: string | null; at: string };
-
-/** One target the agent would remove, as it read it when planning. */
-export interface RemovalTarget {
-  /** Datum's name of it: file:<path>, flag:<name>. */
-  target: string;
-  type: 'file' | 'flag';
-  /** The key that last claimed it, and from which generation. */
-  resource_key: string;
-  claimed_generation: number | null;
-  /** Where it is under the node's root. */
-  path: string;
-  size: number;
-  sha256: string;
-  /** The change marker read when planning: the removal is refused if it moved since. */
-  marker: string;
-  /** Why the node's agent.yaml keeps the agent from removing it now; null when it would. */
-  refused: string | null;
-}
-
-export interface RemovalPlan {
-  cause: RemovalCause;
-  planned_at: string;
-  /** The newest generation the node's agent had accepted when it planned. */
-  generation: number | null;
-  targets: RemovalTarget[];
-  /** What Datum holds on the node and leaves in place, and why (absent already, a type the agent does not remove, protected). */
-  kept: Array<{ target: string; why: string }>;
-  /** What the approval did, once carried out. */
-  done: RemovalResult | null;
-}
-
-/** What the node's agent removed for one approval, and where it kept each one's bytes. */
-export interface RemovalResult {
-  /** The approval's key (the item and its run): a second request with it removes nothing. */
-  key: string;
-  at: string;
-  /** Answered from the agent's record: this approval was carried out before, and nothing was done now. */
-  replayed: boolean;
-  removed: Array<{ target: string; path: string; size: number; sha256: string; backup: string }>;
-  /** The agent's append-only record of removals, under the node's root. */
-  record: string;
-  /** Who approved, as the host established it: proven by an operator key, or declared. Absent from older agents. */
-  author?: DecisionAuthor;
-}
+// What a work item hands over besides a loop's condition: a halted wave (a planned removal's
+// plan and result are in removal.ts).
 
 /** A rollout halted at a failed gate, as its work item shows it. */
 export interface GateHalt {
@@ -337,9 +288,6 @@ export interface RemovalItemInput {
   escalate_after: string;
   carry?: WorkItem;
 }
-
-export const removalItemId = (node: string, cause: RemovalCause) =>
-  `datum-work/${node}/PLANNED_REMOVAL/${cause.kind === 'dropped' ? `gen-${cause.generation}` : 'decommission'}`;
 
 /** A halted wave's item: the rollout's id in one segment (its slashes as dots), then the wave. */
 export const gateItemId = (rollout: string, wave: number) =>

@@ -1,7 +1,7 @@
 import { withheldBecause, type WithheldCause } from './causes';
 import { deadlinePassed, type EpisodeClock } from './deadline';
 import type { Assessment } from './classify';
-import { resourceConcerns, type Judgement } from './ladder';
+import { resourceConcerns, type Judgement } from './evidence';
 import { dependenciesOf, planItems, type PlanItem } from './plan';
 import { sameMarker } from './markers';
 import { withRepeatedDrift } from './repeated-drift';

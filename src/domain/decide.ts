@@ -14,7 +14,8 @@ import {
   type GateInput,
 } from './gates';
 import { judgeProbe, judgeWithoutProbe, wasExecuted } from './judge';
-import { climb, type Judgement } from './ladder';
+import { climb } from './ladder';
+import type { Judgement } from './evidence';
 import { onResyncCadence } from './loop';
 import type { DecideInput, DecideResult } from './inputs';
 import { idempotencyKey } from './plan';

@@ -1,14 +1,7 @@
 import { withFix } from '../contract/fix';
 import type { Json } from '../contract/json';
-import type {
-  AllowedResolution,
-  GateItemInput,
-  RemovalCause,
-  RemovalPlan,
-  RemovalResult,
-  WorkItem,
-  WorkResolution,
-} from '../contract/work';
+import type { AllowedResolution, GateItemInput, WorkItem, WorkResolution } from '../contract/work';
+import type { RemovalCause, RemovalPlan, RemovalResult } from '../contract/removal';
 import type { CheckedResolve } from './work-payloads';
 import { ITEM_RULES } from './work-rules';
 

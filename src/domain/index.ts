@@ -38,6 +38,7 @@ export * from './redact';
 export * from './work-rules';
 export * from './work-payloads';
 export * from './work-items';
+export * from './work-reports';
 export * from './selector';
 export * from './waves';
 export * from './decision-items';

@@ -6,7 +6,7 @@ import { effectiveMode } from './classify';
 import { overdueRetries } from './deadline';
 import type { ConditionDraft } from './conditions';
 import type { ActedPass } from './inputs';
-import { resourceConcerns, type Judgement } from './ladder';
+import { resourceConcerns, type Judgement } from './evidence';
 import { conflictDrafts, refusalDrafts } from './standing-conditions';
 import { planItems } from './plan';
 import { sameMarker } from './markers';

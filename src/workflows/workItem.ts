@@ -61,7 +61,8 @@ import { requester, thisUpdate } from './update-identity';
  * reports each recorded pass (signal `report`); a resolver claims (Update `claim`, a lease the
  * timer ends) and resolves (Update `resolve`, forwarded to the loop's resolveWork); the item
  * closes when a fresh observation shows the condition gone, and reopens when one after a
- * resolution still shows it. Every judgement is src/domain/work-items.ts; this is the wiring.
+ * resolution still shows it. Every judgement is src/domain/work-items.ts (and work-reports.ts);
+ * this is the wiring.
  */
 export const workItem: WorkItemWorkflow = async (input) => {
   const w = openItem(input);
