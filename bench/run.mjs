@@ -41,7 +41,7 @@ const { mapLimit } = require(dist('activities/map-limit.js'));
 const domain = require(dist('domain/index.js'));
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--pin-agent 1] [--profile] [--keep] [--beside-others]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--pin-agent 1] [--worker-memory node|packaged] [--profile] [--keep] [--beside-others]';
 const {
   values,
   whole: wholeOption,
@@ -61,6 +61,7 @@ const {
   settle: { type: 'string', default: '30' },
   repeat: { type: 'string', default: '3' },
   'pin-agent': { type: 'string' },
+  'worker-memory': { type: 'string', default: 'node' },
 });
 const modes = values.modes.split(',');
 if (modes.some((m) => m !== 'watch' && m !== 'poll'))
@@ -85,6 +86,7 @@ const serviceNodes = wholeOption('services', 0);
 const soakHours = wholeOption('soak', 0);
 const shards = wholeOption('shards', 1);
 const placement = placementFor(values['pin-agent']);
+const workerMemory = await workerMemoryFor(values['worker-memory']);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** `fn` run at most once: a second call (the row's finally after an interrupt) waits for the first. */
@@ -93,6 +95,29 @@ const once = (fn) => {
   return () => (running ??= fn());
 };
 const REFUSED_POLL = /concurrent poller limit exceeded/gi;
+
+/**
+ * How the controller's memory is set: `node`, Node's and glibc's defaults (and the cache the
+ * worker derives from its heap); `packaged`, what datum-worker.service sets, read from the unit
+ * itself so the two cannot drift: its malloc and cache variables and its --max-old-space-size.
+ */
+async function workerMemoryFor(kind) {
+  if (kind === 'node') return { describe: 'node defaults', env: {}, nodeArgs: [] };
+  if (kind !== 'packaged')
+    fail(`--worker-memory ${kind} must be node (the defaults) or packaged (datum-worker.service's settings)`);
+  const unitPath = path.join(root, 'deploy', 'systemd', 'datum-worker.service');
+  const unit = await readFile(unitPath, 'utf8');
+  const env = {};
+  for (const [, name, value] of unit.matchAll(/^Environment=(MALLOC_[A-Z_]+|DATUM_MAX_CACHED_WORKFLOWS)=(\S+)$/gm))
+    env[name] = value;
+  const heap = /^ExecStart=\S*node\s+(--max-old-space-size=\d+)/m.exec(unit)?.[1];
+  if (!heap || !env.MALLOC_ARENA_MAX || !env.DATUM_MAX_CACHED_WORKFLOWS)
+    fail(
+      `${unitPath} no longer sets what --worker-memory packaged reads (MALLOC_ARENA_MAX, DATUM_MAX_CACHED_WORKFLOWS, node --max-old-space-size): update workerMemoryFor in bench/run.mjs`,
+    );
+  const settings = [heap, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)];
+  return { describe: `datum-worker.service's: ${settings.join(' ')}`, env, nodeArgs: [heap] };
+}
 
 /** Memory (MB) of the row's processes: the controller workers' largest, the agent's and the server's. */
 async function memoryOf(workers, agent, server) {
@@ -682,6 +707,7 @@ async function runSize(n, mode, serverKind, workerCount) {
       start(
         `worker-${i + 1}`,
         ...placement.wrap('rest', process.execPath, [
+          ...workerMemory.nodeArgs,
           ...prof('worker'),
           datum,
           'worker',
@@ -693,7 +719,7 @@ async function runSize(n, mode, serverKind, workerCount) {
           address,
         ]),
         logs,
-        { ...process.env, ...server.workerEnv, ...reporting(logs, `worker-${i + 1}`) },
+        { ...process.env, ...workerMemory.env, ...server.workerEnv, ...reporting(logs, `worker-${i + 1}`) },
       ),
     );
     const agent = start(
@@ -910,7 +936,10 @@ async function runSize(n, mode, serverKind, workerCount) {
       load_avg_1m: round((load0 + os.loadavg()[0]) / 2, 1),
       workers: workerCount,
       // The controller's workflow cache (datum worker --max-cached-workflows), which bounds its RSS.
-      max_cached_workflows: process.env.DATUM_MAX_CACHED_WORKFLOWS ?? 'SDK default',
+      max_cached_workflows:
+        workerMemory.env.DATUM_MAX_CACHED_WORKFLOWS ?? process.env.DATUM_MAX_CACHED_WORKFLOWS ?? 'SDK default',
+      // The controller's memory settings (--worker-memory); rows before 7 December 2026 ran Node's defaults.
+      worker_memory: workerMemory.describe,
       nodes: n,
       mode,
       service_nodes: services,
