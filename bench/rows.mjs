@@ -44,6 +44,20 @@ export function combineRuns(runs, failures) {
   return combined;
 }
 
+const PER_NODE_PASS = ['server_ms_per_node_pass', 'postgres_ms_per_node_pass'];
+
+/**
+ * Whether a row's verification CPU window held its passes (bench/README.md, step 5): more than 1%
+ * of them ending after it leaves no figure per node-pass. A row from before the check is judged
+ * by its window (its CPU over the window, at its cores) against its median pass.
+ */
+function passWindowHolds(r) {
+  if (typeof r.passes_after_window === 'number') return r.passes_after_window <= r.nodes * 0.01;
+  const cpu = r.profile?.verification_cpu?.server;
+  if (!cpu?.cores || typeof r.verification_p50_s !== 'number') return true;
+  return r.verification_p50_s <= cpu.cpu_s / cpu.cores;
+}
+
 export function markdown(rows, soaked) {
   const cols = [
     ['server', 'server'],
@@ -90,6 +104,7 @@ export function markdown(rows, soaked) {
     if (k === 'workers') return workersOf(r);
     if (k === 'commit') return r.commit ? `${r.commit.slice(0, 7)}${r.dirty ? ' (dirty)' : ''}` : 'n/a';
     if (k === 'repetitions') return r.repetitions ?? 1;
+    if (PER_NODE_PASS.includes(k) && !passWindowHolds(r)) return 'none (passes after the CPU window)';
     const spread = r.spread?.[k];
     if (spread && spread[0] !== spread[1]) return `${r[k]} (${spread[0]}–${spread[1]})`;
     return r[k] === null || r[k] === undefined ? (r.error ? 'failed' : 'n/a') : r[k];

@@ -593,6 +593,8 @@ const eventLine = (e) => `+${e.offset_s.toFixed(3)} s ${e.type} ${e.what}`.trim(
 
 /** CPU cores above their baseline below which a row's processes count as idle. */
 const IDLE_CORES = 0.15;
+/** The share of a verification pass's node passes that may end after its CPU window and still leave a figure. */
+const PASSES_AFTER_WINDOW = 0.01;
 
 /** Every role's figure together: CPU seconds from cpuOf, or cores from coresOver. */
 const together = (byRole) => Object.values(byRole).reduce((a, b) => a + b, 0);
@@ -826,18 +828,31 @@ async function runSize(n, mode, serverKind, workerCount) {
     const unverified = verifiedAt.filter((v) => v === null).length;
     if (unverified > 0) say(`verification pass: ${unverified} nodes recorded no pass`);
     const verifyMs = unverified > 0 ? null : Math.max(...verifiedAt) - t1;
+    // The CPU window ends when the processes look idle. Where the fleet at rest burns close to
+    // what the shared core can give, busy and rest look alike, and the window can end with passes
+    // still to come: then the pass's CPU is not in it, and the per node-pass figures are withheld.
+    const afterWindow = verifiedAt.filter((v) => v === null || v - t1 > verifyPhaseMs).length;
+    const windowHolds = afterWindow <= n * PASSES_AFTER_WINDOW;
+    if (!windowHolds)
+      say(`${afterWindow} of ${n} passes ended after the CPU window (${verifyPhaseMs / 1000} s): no figure per node-pass`);
     const verificationFigures = {
       verification_pass_s: verifyMs === null ? null : verifyMs / 1000,
       verification_unfinished_nodes: unverified,
       // What the processes burned in the 10 s before the recheck; the pass ended for the
       // harness when they were back within 0.15 cores of it.
       idle_cores_before_pass: baselineCores,
+      // How long the CPU window was, and how many passes ended after it.
+      pass_cpu_window_s: verifyPhaseMs / 1000,
+      passes_after_window: afterWindow,
       // Issue 33's server CPU per node-pass: each role's CPU over the pass less what it burns at
-      // rest (its baseline over the same time), per node, in ms. A role absent here is null.
+      // rest (its baseline over the same time), per node, in ms. A role absent here is null, and
+      // every role is null when more than 1% of the passes ended after the window.
       ...Object.fromEntries(
         ['server', 'postgres', 'worker', 'agent'].map((k) => [
           `${k}_ms_per_node_pass`,
-          k in baselineCores ? round(((cpu3[k] - cpu2[k] - baselineCores[k] * (verifyPhaseMs / 1000)) / n) * 1000, 1) : null,
+          k in baselineCores && windowHolds
+            ? round(((cpu3[k] - cpu2[k] - baselineCores[k] * (verifyPhaseMs / 1000)) / n) * 1000, 1)
+            : null,
         ]),
       ),
     };
