@@ -106,6 +106,51 @@ describe('bench/median.mjs', () => {
     const taken = medianIn(repo, ...ROW, at(code, 1), at(docs, 2));
     expect(taken.stderr).toBe('');
     expect(taken.stdout).toContain(`"commits": [\n    "${code}",\n    "${docs}"\n  ]`);
+    expect(taken.stdout).not.toContain('accepted_differences');
+
+    // A file named with --accept-diff may differ, for the reason --because gives, which the row keeps.
+    const because = 'a refactor of the loop that changes nothing measured';
+    const accepted = medianIn(repo, ...ROW, '--accept-diff', 'src/loop.ts', '--because', because, at(before, 1), at(code, 2));
+    expect(accepted.stderr).toBe('');
+    const row = JSON.parse(accepted.stdout.slice(0, accepted.stdout.indexOf('\n}') + 2)) as Row;
+    expect(row.accepted_differences).toEqual([{ between: [before, code], files: ['src/loop.ts'], because }]);
+    // Any other file that differs is still refused, by name.
+    const bench = commitWith('bench/run.mjs', '// the harness\n');
+    const other = medianIn(repo, ...ROW, '--accept-diff', 'src/loop.ts', '--because', because, at(before, 1), at(bench, 2));
+    expect(other.status).toBe(2);
+    expect(other.stderr).toMatch(/measured different code: bench\/run\.mjs differ/);
+    expect(other.stdout).toBe('');
+  });
+
+  it("a table says there is no figure per node-pass when the pass's CPU window ended before its passes", () => {
+    const held = run(470, 1, { server: 'dev-plain', server_ms_per_node_pass: 45.4, passes_after_window: 3 });
+    const missed = run(734, 1, { server: 'cluster', server_ms_per_node_pass: 6.1, passes_after_window: 500 });
+    // A row from before the check: judged by its window (CPU over the window, at its cores) against its median pass.
+    const old = run(500, 1, {
+      server: 'cluster',
+      workers: 2,
+      server_ms_per_node_pass: 6.2,
+      verification_p50_s: 109,
+      profile: {
+        verification_cpu: { server: { cpu_s: 33.3, cores: 0.49 } },
+        rollout_cpu: { server: { cores: 0.4 }, worker: { cores: 0.2 }, agent: { cores: 0.3 } },
+        rollout_server_metrics: { persistence_s: 1, persistence_top: [] },
+      },
+    });
+    const day = results(held, missed, old);
+    const out = median(...ROW, '--into', day, results(run(431, 1)), results(run(520, 1)));
+    expect(out.status).toBe(0);
+    const lines = readFileSync(day.replace(/\.json$/, '.md'), 'utf8').split('\n');
+    const row = (server: string, workers: number) => {
+      const line = lines.find((l) => l.startsWith(`| ${server} | 1000 | watch | ${workers} |`));
+      expect(line, `${server} with ${workers} worker(s)`).toBeDefined();
+      return line!;
+    };
+    expect(row('cluster', 1)).toContain('| none (passes after the CPU window) |');
+    expect(row('cluster', 2)).toContain('| none (passes after the CPU window) |');
+    // 3 of 1000 passes after the window is within the 1%: the figure stands.
+    expect(row('dev-plain', 1)).toContain('| 45.4 |');
+    expect(row('dev-plain', 1)).not.toContain('none (passes after the CPU window)');
   });
 
   const refusals: { name: string; args: () => string[]; says: RegExp }[] = [
@@ -152,6 +197,11 @@ describe('bench/median.mjs', () => {
         return [...ROW, f, results(run(1, 1))];
       },
       says: /hold the same run/,
+    },
+    {
+      name: '--accept-diff without --because',
+      args: () => [...ROW, '--accept-diff', 'bench/run.mjs', results(run(1, 1)), results(run(2, 2))],
+      says: /--accept-diff bench\/run\.mjs needs --because: say why/,
     },
     {
       name: 'a commit git does not have',
