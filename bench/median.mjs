@@ -128,7 +128,9 @@ if (!values.into) {
 const day = await readFile(values.into, 'utf8').then(JSON.parse, (err) =>
   fail(`--into ${values.into} is not a bench results file (${err.message.split('\n')[0]}): give a bench/results/<day>.json`),
 );
-const command = `node bench/median.mjs ${process.argv.slice(2).join(' ')}`;
+// As typed: an argument with a space (a --because) in quotes, so the line can be run again.
+const shellWord = (arg) => (/^[\w./@#=:,+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);
+const command = `node bench/median.mjs ${process.argv.slice(2).map(shellWord).join(' ')}`;
 await writeDay(values.into, {
   date: path.basename(values.into, '.json'),
   commands: [...new Set([...(day.commands ?? []), command])],
