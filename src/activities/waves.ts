@@ -27,6 +27,7 @@ function gateEntryOf(e: LedgerEntry): GateEntry {
     reason: e.reason,
     reason_detail: e.reason_detail,
     observation_fresh: e.observation_fresh,
+    not_before: e.recheck_trigger.not_before,
   };
 }
 

@@ -84,6 +84,12 @@ export interface History {
    * snapshots always arrive stale is not re-observed back to back. Absent in older carries.
    */
   stale_retakes?: number;
+  /**
+   * Passes in a row the node did not answer (NODE_UNREACHABLE): each re-probe waits longer
+   * (policy.backoff, never past resync_interval), so an agent that was only late is asked again
+   * soon and one that is gone is not asked back to back. Absent in older carries.
+   */
+  unreachable_in_a_row?: number;
   last_status: ConvergenceStatus | null;
   last_reason: Reason | null;
   /**

@@ -38,6 +38,7 @@ export const WORKFLOW_PATCH = {
   applyHandsBackProbe: 'apply-hands-back-probe',
   keepWakeTimer: 'keep-wake-timer',
   rolloutWaitsOutStaleRetake: 'rollout-waits-out-stale-retake',
+  rolloutWaitsOutReprobe: 'rollout-waits-out-reprobe',
 } as const;
 
 /**
@@ -69,6 +70,8 @@ export const DECISION_RULE = {
   fenceResetRetriesRefused: 'fence-reset-retries-refused',
   /** A digest compared with the authority's only within one generation: a raised generation is no content change. */
   digestMismatchWithinGeneration: 'digest-mismatch-within-generation',
+  /** A pass the node did not answer re-probes after policy.backoff, not at the next resync. */
+  unreachableReprobesSoon: 'unreachable-reprobes-soon',
 } as const;
 
 /** The watch's rules (src/domain/watch.ts), asked and answered the same way. */
@@ -292,6 +295,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     story:
       'A fleet-wide rollout on a controller that fell behind ended with nodes BLOCKED/STALE_OBSERVATION (bench, dev, 1000 nodes: 126 of them) that their loops went on to converge by themselves seconds later: the rollout reported an outcome that was only the controller being late, its time left those nodes out, and a wave would have halted on them.',
   },
+  [WORKFLOW_PATCH.rolloutWaitsOutReprobe]: {
+    since: UNRELEASED,
+    changes:
+      "Asked only where it changes what a rollout counts: at a decision BLOCKED/NODE_UNREACHABLE whose recheck has a not_before, which the loop set to ask the node again by itself (rule unreachable-reprobes-soon, the first UNANSWERED_REPROBES passes in a row). In force, the loop does not tell its rollout it settled, the rollout does not count it from its state, and a wave's gate counts it on its way until the gate's deadline. A third in a row, which waits for the resync, is counted BLOCKED as before. A run that began before it counts the first unanswered pass as the node's outcome.",
+    histories: H(),
+    stage: 'patched',
+    story:
+      'An agent late under load (bench, cluster, 1000 nodes) is not a node gone: once its loop asks again within seconds (unreachable-reprobes-soon), a rollout that counted its first unanswered pass would report BLOCKED for a node that converges moments later, and a wave would halt on it, as it did for stale snapshots before rollout-waits-out-stale-retake.',
+  },
   [DECISION_RULE.digestMismatchWithinGeneration]: {
     since: UNRELEASED,
     changes:
@@ -300,6 +312,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       "In the README's worked example (N-24 raised to generation 12), the generation-11 loop opened an INTENT_DIGEST_MISMATCH work item asking to raise the generation, which had been raised: a condition said more than the evidence showed (issue 32).",
+  },
+  [DECISION_RULE.unreachableReprobesSoon]: {
+    since: UNRELEASED,
+    changes:
+      'Asked at a decision BLOCKED/NODE_UNREACHABLE that is the first or second pass in a row without an answer (UNANSWERED_REPROBES). In force, its recheck has a not_before: the loop asks the node again after policy.backoff for that many (5 s, then 10 s, on the defaults), never later than resync_interval, instead of at the next resync. A node still silent after that is asked at the resync, as before. A run that began before it waits for the resync every time.',
+    histories: H('offline-stale-intent-handover'),
+    stage: 'patched',
+    story:
+      "On the cluster at 1000 nodes (bench, 2026-12-07), a verification pass's slowest node had its observe time out under load: its loop decided BLOCKED/NODE_UNREACHABLE with no time of its own, so it waited for its resync and looked again 364 s later. An agent that was only late stayed blind for a whole resync_interval, and the pass took 475 s.",
   },
   [DECISION_RULE.ownIneffectiveWriteEndsProof]: {
     since: UNRELEASED,

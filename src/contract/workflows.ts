@@ -113,6 +113,8 @@ export interface GateEntry {
   reason: Reason;
   reason_detail: string;
   observation_fresh: boolean;
+  /** When the loop looks again by itself (its recheck's not_before); absent from older workers' answers. */
+  not_before?: string | null;
 }
 
 /**

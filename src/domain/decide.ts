@@ -89,6 +89,7 @@ function gateInput(input: DecideInput, judged: Classified | null): GateInput {
   return {
     intent: input.intent,
     stale_retakes: input.history.stale_retakes ?? 0,
+    unreachable_in_a_row: input.history.unreachable_in_a_row ?? 0,
     authority: input.authority,
     judged,
     unreachable: input.unreachable ?? null,
@@ -245,6 +246,13 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
     // Only a pass judges a snapshot's age: a fresh one ends the run of stale ones.
     stale_retakes:
       verdict.reason === 'STALE_OBSERVATION' ? (history.stale_retakes ?? 0) + 1 : pass.judged ? 0 : (history.stale_retakes ?? 0),
+    // An answer ends the run of passes without one (each of which the gate times its re-probe by).
+    unreachable_in_a_row:
+      verdict.reason === 'NODE_UNREACHABLE'
+        ? (history.unreachable_in_a_row ?? 0) + 1
+        : pass.judged
+          ? 0
+          : (history.unreachable_in_a_row ?? 0),
     conditions,
     last_status: verdict.status,
     last_reason: verdict.reason,

@@ -18,6 +18,8 @@ export interface GateInput {
   intent: BoundIntent;
   /** Stale snapshots in a row before this one (History.stale_retakes). */
   stale_retakes: number;
+  /** Passes in a row before this one the node did not answer (History.unreachable_in_a_row). */
+  unreachable_in_a_row: number;
   authority: AuthorityView;
   /** The snapshot this decision judges, classified; null when the node did not answer. */
   judged: Classified | null;
@@ -130,11 +132,22 @@ const unreachable: Gate<{ why: string }> = {
   lists_resources: false,
   outranks: 'Without a snapshot there is nothing to judge, not even the agent config it would carry.',
   when: (g) => (g.judged ? null : { why: whyUnreachable(g) }),
-  say: ({ why }, g) => ({
-    detail: `Node ${g.intent.node} is unreachable (${why}); nothing can be decided or repaired until it answers.`,
-    recheck: 'the node answers with a fresh snapshot',
-    evidence: { error: why },
-  }),
+  say: ({ why }, g) => {
+    const detail = `Node ${g.intent.node} is unreachable (${why}); nothing can be decided or repaired until it answers.`;
+    const atResync = { detail, recheck: 'the node answers with a fresh snapshot', evidence: { error: why } };
+    // An agent that was only late (a controller or server under load) answers the next ask: the
+    // loop asks again soon, not at the next resync. A node still silent after UNANSWERED_REPROBES
+    // is gone for longer, and is asked at the resync cadence its policy sets.
+    const unanswered = g.unreachable_in_a_row + 1;
+    if (unanswered > UNANSWERED_REPROBES || !(g.rules?.(DECISION_RULE.unreachableReprobesSoon) ?? true)) return atResync;
+    const waitMs = reprobeMs(g.intent, unanswered);
+    return {
+      ...atResync,
+      recheck: `the node answers with a fresh snapshot; the loop asks it again in ${formatDuration(waitMs)}, then at resync_interval`,
+      not_before: addMs(g.now, waitMs),
+      tried: [`${unanswered} pass(es) in a row without an answer; the next asks in ${formatDuration(waitMs)}`],
+    };
+  },
 };
 const UNREACHABLE = gate(unreachable);
 
@@ -341,6 +354,21 @@ export function restaleMs(intent: BoundIntent, retake: number): number {
   // Each further stale snapshot in a row backs off by policy.backoff (the loop still re-observes
   // at resync_interval at the latest: nextWakeMs caps it).
   return retake <= 1 ? first : Math.max(first, backoffMs(intent, retake));
+}
+
+/**
+ * Passes in a row without an answer after which the loop asks the node again by itself, soon
+ * (rule unreachable-reprobes-soon); after more, it waits for its resync.
+ */
+export const UNANSWERED_REPROBES = 2;
+
+/**
+ * When the loop asks a node again after the `unanswered`-th pass in a row it did not answer:
+ * policy.backoff for that many (the loop still asks at resync_interval at the latest: nextWakeMs
+ * caps it). The pass that found it unreachable has already waited for it (node_timeout).
+ */
+export function reprobeMs(intent: BoundIntent, unanswered: number): number {
+  return Math.min(durationMs(intent.policy.resync_interval), backoffMs(intent, unanswered));
 }
 
 function short(digest: string): string {

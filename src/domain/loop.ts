@@ -17,7 +17,7 @@ type Policy = BoundIntent['policy'];
  * How long the loop waits for new evidence before the next pass, from the current decision's
  * recheck trigger (kubebuilder's getNextSchedule: time is an input).
  * - A trigger with `not_before` (a backoff TIMER, a resync, a stale snapshot the loop re-takes
- *   itself) is honoured, but never later than resync_interval, except a RETRY's backoff, which
+ *   itself, an unanswered pass it re-probes) is honoured, but never later than resync_interval, except a RETRY's backoff, which
  *   is the retry budget's pacing and must not be cut short by the resync.
  * - Any other trigger waits for evidence (a signal, the watch) and re-observes at resync.
  */

@@ -115,29 +115,62 @@ export function maxUnavailable(spec: string | null, waveSize: number): number {
  */
 export const STALE_RETAKES_A_ROLLOUT_WAITS = 2;
 
-/** What settling is judged on: a loop's latest decision, and its stale snapshots in a row (absent from older loops). */
+/**
+ * What settling is judged on: a loop's latest decision and when it looks again by itself (its
+ * recheck's not_before), and its stale snapshots in a row (absent from older loops).
+ */
 interface SettlingState {
   status: ConvergenceStatus | null;
   reason: Reason | null;
+  not_before?: string | null;
   stale_retakes?: number;
 }
 
-/** A decision refused on a stale snapshot, which the loop re-takes itself. */
-const staleRetake = (s: { status: ConvergenceStatus | null; reason: Reason | null }): boolean =>
-  s.status === 'BLOCKED' && s.reason === 'STALE_OBSERVATION';
+/** Whether a rollout waits out a loop's own early re-look: the workflow's patches, asked only where they decide. */
+export interface RolloutWaits {
+  /** rollout-waits-out-stale-retake */
+  staleRetake: () => boolean;
+  /** rollout-waits-out-reprobe */
+  reprobe: () => boolean;
+}
 
-/** Whether the loop's latest decision is the loop's own early retake of a stale snapshot. */
-function retakesStaleItself(s: SettlingState): boolean {
-  return staleRetake(s) && s.stale_retakes !== undefined && s.stale_retakes <= STALE_RETAKES_A_ROLLOUT_WAITS;
+type Latest = { status: ConvergenceStatus | null; reason: Reason | null };
+
+/** A decision refused on a stale snapshot, which the loop re-takes itself. */
+const staleRetake = (s: Latest): boolean => s.status === 'BLOCKED' && s.reason === 'STALE_OBSERVATION';
+
+/** A decision made without an answer from the node, which the loop may ask again itself. */
+const unanswered = (s: Latest): boolean => s.status === 'BLOCKED' && s.reason === 'NODE_UNREACHABLE';
+
+/** Whether a count in a row (absent from an older loop) is within what a rollout waits out. */
+const within = (count: number | undefined, limit: number): boolean => count !== undefined && count <= limit;
+
+/**
+ * Whether an unanswered pass is one the loop re-probes by itself, at a time it set
+ * (UNANSWERED_REPROBES of them in a row, rule unreachable-reprobes-soon): a rollout waits it out,
+ * as it does a stale snapshot, since an agent that was only late answers. A node still silent
+ * after them waits for its resync, is gone for longer, and is counted; so is one whose loop ran
+ * from before the rule (no time of its own).
+ */
+const reprobesItself = (s: { not_before?: string | null }): boolean => !!s.not_before;
+
+/**
+ * Whether the loop's latest decision is its own early re-look, which a rollout waits out when its
+ * patch says so: a stale snapshot it re-takes, or an unanswered pass it re-probes.
+ */
+function looksAgainItself(s: SettlingState, waits: RolloutWaits): boolean {
+  if (staleRetake(s)) return within(s.stale_retakes, STALE_RETAKES_A_ROLLOUT_WAITS) && waits.staleRetake();
+  if (unanswered(s)) return reprobesItself(s) && waits.reprobe();
+  return false;
 }
 
 /**
  * Whether a node has settled for its rollout: a status in ROLLOUT_SETTLED, except the loop's own
- * early retake when `waitsOutRetakes()` (the workflow's patch; asked only then).
+ * early re-look (looksAgainItself).
  */
-export function settlesRollout(s: SettlingState, waitsOutRetakes: () => boolean): boolean {
+export function settlesRollout(s: SettlingState, waits: RolloutWaits): boolean {
   if (!s.status || !ROLLOUT_SETTLED.includes(s.status)) return false;
-  return !(retakesStaleItself(s) && waitsOutRetakes());
+  return !looksAgainItself(s, waits);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -156,7 +189,7 @@ export function judgeGateNode(
   latest: GateEntry | null,
   bound: { generation: number; digest: string },
   clock: { startedAtMs: number; deadlineMs: number; nowMs: number },
-  waitsOutRetakes: () => boolean,
+  waits: RolloutWaits,
 ): GateNodeVerdict {
   const ours = latest !== null && latest.generation === bound.generation && latest.digest === bound.digest;
   if (ours && latest.status === 'CONVERGED' && latest.observation_fresh) return { verdict: 'converged', why: null };
@@ -167,12 +200,19 @@ export function judgeGateNode(
         ? `not CONVERGED within the gate's deadline: its loop last recorded ${latest.status}/${latest.reason}`
         : `no decision of its loop at generation ${bound.generation} within the gate's deadline`,
     };
-  // A stale snapshot the loop re-takes itself is on its way, within the deadline (the ledger does
-  // not say how many came in a row; the deadline bounds the wait): patch rollout-waits-out-stale-retake.
-  const retake = ours && staleRetake(latest);
-  if (ours && SETTLED_SHORT.includes(latest.status) && !(retake && waitsOutRetakes()))
+  // A stale snapshot the loop re-takes itself, or an unanswered pass it re-probes, is on its way
+  // within the deadline (the ledger does not say how many came in a row; the deadline bounds the
+  // wait): patches rollout-waits-out-stale-retake and rollout-waits-out-reprobe.
+  if (ours && SETTLED_SHORT.includes(latest.status) && !looksAgainSoon(latest, waits))
     return { verdict: 'settled', why: `its loop recorded ${latest.status}/${latest.reason}: ${latest.reason_detail}` };
   return { verdict: 'waiting', why: null };
+}
+
+/** A gate's view of looksAgainItself: the ledger entry says whether the loop set its own time. */
+function looksAgainSoon(latest: GateEntry, waits: RolloutWaits): boolean {
+  if (staleRetake(latest)) return waits.staleRetake();
+  if (unanswered(latest)) return reprobesItself(latest) && waits.reprobe();
+  return false;
 }
 
 /**

@@ -4,6 +4,7 @@
  */
 import { deprecatePatch, patched, proxySinks } from '@temporalio/workflow';
 import { PATCHES, PATCH_SINK, WORKFLOW_PATCH, type DatumPatchSinks, type PatchId } from '../contract';
+import type { RolloutWaits } from '../domain';
 
 const sink = proxySinks<DatumPatchSinks>()[PATCH_SINK];
 
@@ -22,5 +23,11 @@ export function inForce(id: PatchId): boolean {
   return false;
 }
 
-/** rollout-waits-out-stale-retake, for settlesRollout and judgeGateNode (asked only where it changes the outcome). */
-export const waitsOutStaleRetakes = (): boolean => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake);
+/**
+ * rollout-waits-out-stale-retake and rollout-waits-out-reprobe, for settlesRollout and
+ * judgeGateNode (each asked only where it changes the outcome).
+ */
+export const ROLLOUT_WAITS: RolloutWaits = {
+  staleRetake: () => inForce(WORKFLOW_PATCH.rolloutWaitsOutStaleRetake),
+  reprobe: () => inForce(WORKFLOW_PATCH.rolloutWaitsOutReprobe),
+};

@@ -1,7 +1,7 @@
 import { getExternalWorkflowHandle } from '@temporalio/workflow';
 import { nodeSettledSignal, type SettledReport } from '../contract';
 import { settlesRollout, type Decision, type History } from '../domain';
-import { waitsOutStaleRetakes } from './patches';
+import { ROLLOUT_WAITS } from './patches';
 
 /** A rollout's id, as rolloutWorkflowId spells it: a loop tells no other workflow. */
 export const isRolloutId = (id: unknown): id is string =>
@@ -30,9 +30,14 @@ export interface Reporting {
 export function tellRollout(loop: Reporting): void {
   const { report, lastDecision: d } = loop;
   if (!report || !d) return;
-  // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
-  const state = { status: d.convergence_status, reason: d.reason, stale_retakes: loop.history.stale_retakes ?? 0 };
-  if (!settlesRollout(state, waitsOutStaleRetakes)) return;
+  // The loop's own early re-look (a stale snapshot, an unanswered pass) is not an outcome (settlesRollout).
+  const state = {
+    status: d.convergence_status,
+    reason: d.reason,
+    not_before: d.recheck_trigger.not_before,
+    stale_retakes: loop.history.stale_retakes ?? 0,
+  };
+  if (!settlesRollout(state, ROLLOUT_WAITS)) return;
   loop.report = null;
   // Ended, or never there: the rollout reads the node's state itself (poll_seconds) if it runs.
   getExternalWorkflowHandle(report.to)

@@ -15,7 +15,7 @@ import {
 import { TypedSearchAttributes } from '@temporalio/common';
 import { durationMs, judgeGateNode, maxUnavailable, waveGate } from '../domain';
 import { clip, echo } from '../domain/bounds';
-import { waitsOutStaleRetakes } from './patches';
+import { ROLLOUT_WAITS } from './patches';
 import {
   CONTROL_TASK_QUEUE,
   DatumConditions,
@@ -219,7 +219,7 @@ async function judge(run: Run, wave: WaveProgress): Promise<void> {
       entry,
       { generation: wave.generation, digest: n.digest ?? '' },
       { startedAtMs: Date.parse(n.started_at!), deadlineMs: run.deadlineMs, nowMs },
-      waitsOutStaleRetakes,
+      ROLLOUT_WAITS,
     );
     Object.assign(n, { state: verdict.verdict, why: verdict.why, entry });
   }

@@ -16,7 +16,7 @@ import {
 import { echo } from '../domain/bounds';
 import { settlesRollout, wavesProblems } from '../domain';
 import { rolloutInWaves } from './rollout-waves';
-import { inForce, waitsOutStaleRetakes } from './patches';
+import { inForce, ROLLOUT_WAITS } from './patches';
 import { summaryLine } from './summaries';
 import {
   MEMO_ROLLOUT_CANCELLED,
@@ -154,9 +154,14 @@ function settle(
 ): void {
   const s = report.state;
   if (!s || s.desired_generation !== input.generation || !s.convergence_status) return;
-  // The loop's own early retake of a stale snapshot is not an outcome (settlesRollout).
-  const settling = { status: s.convergence_status, reason: s.reason, stale_retakes: s.stale_retakes };
-  if (!settlesRollout(settling, waitsOutStaleRetakes)) return;
+  // The loop's own early re-look (a stale snapshot, an unanswered pass) is not an outcome (settlesRollout).
+  const settling = {
+    status: s.convergence_status,
+    reason: s.reason,
+    not_before: s.recheck_trigger?.not_before,
+    stale_retakes: s.stale_retakes,
+  };
+  if (!settlesRollout(settling, ROLLOUT_WAITS)) return;
   outcomes.set(p.node, {
     node: p.node,
     outcome: ROLLOUT_OUTCOMES.reported,

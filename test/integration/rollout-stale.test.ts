@@ -1,7 +1,7 @@
-import { tsToMs } from '@temporalio/common/lib/time';
 import { describe, expect, it } from 'vitest';
 import { CONTROL_TASK_QUEUE, WORKFLOW_TYPES, reconcileWorkflowId, type RolloutWorkflow } from '../../src/contract';
 import { alteredAgent } from '../helpers/altered-agent';
+import { observesEnded } from '../helpers/observes';
 import { useStack } from '../helpers/stack';
 
 /*
@@ -28,17 +28,6 @@ function agentLateAtFirst(node: string, late: number, holdMs: number): Promise<{
       return seen;
     },
   }));
-}
-
-/** When each observe of the loop completed (epoch ms), from its history. */
-async function observesDone(workflowId: string): Promise<number[]> {
-  const events = (await stack.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const observes = new Set(
-    events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'observe').map((e) => String(e.eventId)),
-  );
-  return events
-    .filter((e) => observes.has(String(e.activityTaskCompletedEventAttributes?.scheduledEventId)))
-    .map((e) => tsToMs(e.eventTime));
 }
 
 const policy = { observation_ttl: '5s', backoff: { initial: '1s', factor: 2, max: '4s' } };
@@ -92,7 +81,7 @@ describe("a rollout and its loops' stale snapshots", () => {
         // Counted only once the third stale snapshot was judged: three observes had come back
         // before the rollout closed (before the patch, it closed after the first).
         const closed = await stack.client.workflow.getHandle('datum-rollout/stale-always').describe();
-        const done = await observesDone(reconcileWorkflowId('L-3', 1));
+        const done = await observesEnded(stack.client, reconcileWorkflowId('L-3', 1), 'completed');
         expect(done.filter((t) => t <= closed.closeTime!.getTime()).length).toBeGreaterThanOrEqual(3);
       } finally {
         await late.stop();

@@ -111,13 +111,14 @@ describe('MARKER_MOVED, then no probe: the conflict opens anyway', () => {
   });
 
   it('asks its rule only where the agent answered something the probe would have judged', async () => {
+    // unreachable-reprobes-soon times the re-probe of every pass the node did not answer: asked here too.
     const moved = ruleLog();
     await pass(snapshot(n24Before()), null, { answer: buildMoved, rules: moved.rules });
-    expect(moved.asked).toEqual([DECISION_RULE.answersOutliveLostProbe]);
-    // Every action applied, nothing repaired before: no rule changes this pass, so none is asked.
+    expect(moved.asked).toEqual([DECISION_RULE.unreachableReprobesSoon, DECISION_RULE.answersOutliveLostProbe]);
+    // Every action applied, nothing repaired before: no other rule changes this pass, so none is asked.
     const quiet = ruleLog();
     await pass(snapshot(n24Before()), null, { rules: quiet.rules });
-    expect(quiet.asked).toEqual([]);
+    expect(quiet.asked).toEqual([DECISION_RULE.unreachableReprobesSoon]);
   });
 
   it('not in force (a loop that started before it): the conflict is lost and the next pass writes build again', async () => {
@@ -210,7 +211,8 @@ describe('an ineffective repair, then no probe: the next pass retries, it does n
     const history = await afterRepair();
     const log = ruleLog();
     await pass(node('ours:app', later(MIN)), null, { history, now: later(MIN), answer: restarted, rules: log.rules });
-    expect(log.asked).toEqual([DECISION_RULE.ownExecutedWriteEndsProof]);
+    // With unreachable-reprobes-soon, which times the re-probe of a pass the node did not answer.
+    expect(log.asked).toEqual([DECISION_RULE.unreachableReprobesSoon, DECISION_RULE.ownExecutedWriteEndsProof]);
   });
 
   it('not in force: the next pass takes the marker of Datum’s own restart for another writer (CONFLICT), as before', async () => {

@@ -129,9 +129,10 @@ describe('the gate', () => {
     observation_fresh: true,
     ...over,
   });
-  // The patch (rollout-waits-out-stale-retake), asked only where it changes the verdict.
+  // The patches (rollout-waits-out-stale-retake, rollout-waits-out-reprobe), each asked only where it changes the verdict.
   let askedFor = 0;
-  const asked = () => (askedFor++, true);
+  const asked = { staleRetake: () => (askedFor++, true), reprobe: () => (askedFor++, true) };
+  const before = { staleRetake: () => false, reprobe: () => false };
   const early = { startedAtMs: 0, deadlineMs: 60_000, nowMs: 10_000 };
   const late = { startedAtMs: 0, deadlineMs: 60_000, nowMs: 61_000 };
 
@@ -170,11 +171,30 @@ describe('the gate', () => {
       why: "not CONVERGED within the gate's deadline: its loop last recorded BLOCKED/STALE_OBSERVATION",
     });
     // A run from before the patch counts it settled, as it did.
-    expect(judgeGateNode(stale, bound, early, () => false).verdict).toBe('settled');
+    expect(judgeGateNode(stale, bound, early, before).verdict).toBe('settled');
     askedFor = 0;
     judgeGateNode(entry({ status: 'BLOCKED', reason: 'ACTION_REFUSED' }), bound, early, asked);
     judgeGateNode(entry(), bound, early, asked);
     expect(askedFor).toBe(0);
+  });
+
+  it('an unanswered pass its loop re-probes by itself is on its way until the deadline; one left to the resync settles', () => {
+    const unanswered = (not_before?: string | null) =>
+      entry({ status: 'BLOCKED', reason: 'NODE_UNREACHABLE', reason_detail: 'Node web-1 is unreachable', not_before });
+    askedFor = 0;
+    expect(judgeGateNode(unanswered('2026-12-05T10:00:05Z'), bound, early, asked)).toEqual({ verdict: 'waiting', why: null });
+    expect(askedFor).toBe(1);
+    expect(judgeGateNode(unanswered('2026-12-05T10:00:05Z'), bound, late, asked).verdict).toBe('late');
+    // No time of its own (a third pass in a row, a loop from before the rule, an older worker's answer): counted, unasked.
+    askedFor = 0;
+    for (const left of [null, undefined])
+      expect(judgeGateNode(unanswered(left), bound, early, asked)).toEqual({
+        verdict: 'settled',
+        why: 'its loop recorded BLOCKED/NODE_UNREACHABLE: Node web-1 is unreachable',
+      });
+    expect(askedFor).toBe(0);
+    // A rollout from before the patch counts the first unanswered pass, as it did.
+    expect(judgeGateNode(unanswered('2026-12-05T10:00:05Z'), bound, early, before).verdict).toBe('settled');
   });
 
   it('the wave passes when all converged; a failure waits for the nodes on their way, a late node halts at once', () => {
@@ -191,57 +211,87 @@ describe('the gate', () => {
 });
 
 describe('settlesRollout: what a rollout counts a node by', () => {
-  type Row = { name: string; state: Parameters<typeof settlesRollout>[0]; settles: boolean; asks: boolean };
+  type Row = { name: string; state: Parameters<typeof settlesRollout>[0]; settles: boolean; asks: string[] };
   const stale = (stale_retakes?: number) => ({ status: 'BLOCKED' as const, reason: 'STALE_OBSERVATION' as const, stale_retakes });
+  const IN_5S = '2026-12-05T10:00:05Z';
+  const unanswered = (not_before?: string | null) => ({
+    status: 'BLOCKED' as const,
+    reason: 'NODE_UNREACHABLE' as const,
+    not_before,
+    stale_retakes: 0,
+  });
   const rows: Row[] = [
     {
       name: 'CONVERGED',
       state: { status: 'CONVERGED', reason: 'CONVERGED_AFTER_REPAIR', stale_retakes: 0 },
       settles: true,
-      asks: false,
+      asks: [],
     },
     {
       name: 'BLOCKED for a refusal',
       state: { status: 'BLOCKED', reason: 'ACTION_REFUSED', stale_retakes: 0 },
       settles: true,
-      asks: false,
+      asks: [],
     },
     {
       name: 'CONFLICT',
       state: { status: 'CONFLICT', reason: 'CONFLICTING_WRITER', stale_retakes: 0 },
       settles: true,
-      asks: false,
+      asks: [],
     },
     {
       name: 'RETRY: the loop retries on its own',
       state: { status: 'RETRY', reason: 'ACTION_FAILED' },
       settles: false,
-      asks: false,
+      asks: [],
     },
-    { name: 'no decision yet', state: { status: null, reason: null }, settles: false, asks: false },
-    { name: 'the first stale snapshot: the loop re-takes it itself', state: stale(1), settles: false, asks: true },
+    { name: 'no decision yet', state: { status: null, reason: null }, settles: false, asks: [] },
+    { name: 'the first stale snapshot: the loop re-takes it itself', state: stale(1), settles: false, asks: ['stale'] },
     {
       name: 'the second in a row: still its own retake',
       state: stale(STALE_RETAKES_A_ROLLOUT_WAITS),
       settles: false,
-      asks: true,
+      asks: ['stale'],
     },
     {
       name: 'the third in a row: a standing problem, counted',
       state: stale(STALE_RETAKES_A_ROLLOUT_WAITS + 1),
       settles: true,
-      asks: false,
+      asks: [],
     },
-    { name: 'a loop from before the count (no stale_retakes): counted, as before', state: stale(), settles: true, asks: false },
+    { name: 'a loop from before the count (no stale_retakes): counted, as before', state: stale(), settles: true, asks: [] },
+    {
+      name: 'an unanswered pass the loop re-probes by itself (its own not_before)',
+      state: unanswered(IN_5S),
+      settles: false,
+      asks: ['reprobe'],
+    },
+    {
+      name: 'an unanswered pass left to the resync (a third in a row): the node is gone for longer, counted',
+      state: unanswered(null),
+      settles: true,
+      asks: [],
+    },
+    { name: 'a loop from before the rule (no not_before in its state): counted', state: unanswered(), settles: true, asks: [] },
+    {
+      name: 'a time of its own on another BLOCKED decision is no re-probe: counted',
+      state: { status: 'BLOCKED', reason: 'ACTION_REFUSED', not_before: IN_5S, stale_retakes: 0 },
+      settles: true,
+      asks: [],
+    },
   ];
   for (const row of rows)
     it(row.name, () => {
-      let asked = 0;
-      expect(settlesRollout(row.state, () => (asked++, true))).toBe(row.settles);
-      expect(asked).toBe(row.asks ? 1 : 0);
+      const asked: string[] = [];
+      const waits = { staleRetake: () => (asked.push('stale'), true), reprobe: () => (asked.push('reprobe'), true) };
+      expect(settlesRollout(row.state, waits)).toBe(row.settles);
+      expect(asked).toEqual(row.asks);
     });
-  it('a run from before the patch counts the first stale snapshot, as it did', () =>
-    expect(settlesRollout(stale(1), () => false)).toBe(true));
+  it('a run from before the patches counts the first stale snapshot and the first unanswered pass, as it did', () => {
+    const before = { staleRetake: () => false, reprobe: () => false };
+    expect(settlesRollout(stale(1), before)).toBe(true);
+    expect(settlesRollout(unanswered(IN_5S), before)).toBe(true);
+  });
 });
 
 describe('selectors', () => {

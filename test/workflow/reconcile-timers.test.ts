@@ -229,6 +229,37 @@ describe('reconcileNode timers (time-skipping)', () => {
     await handle.terminate('test done');
   });
 
+  it('an agent away for one pass is asked again after policy.backoff, not at its resync two hours later', async () => {
+    const node = fakeNode();
+    const policy = { resync_interval: '2h', node_timeout: '1s', watch: false };
+    const authority = fakeAuthority(n24(12, { policy }));
+    const { taskQueue, agent } = await startWorkers(node, authority);
+    const handle = await startLoop({ taskQueue });
+    await env.sleep('1 minute');
+    expect((await handle.query(stateQuery)).convergence_status).toBe('CONVERGED');
+
+    agent.shutdown();
+    await realTimeUntil(() => agent.getState() === 'STOPPED');
+    // A pass now, in real time (the server skips none while the observe waits node_timeout).
+    await handle.signal(recheckSignal, {});
+    let away = await handle.query(stateQuery);
+    await realTimeUntil(async () => (away = await handle.query(stateQuery)).reason === 'NODE_UNREACHABLE');
+    expect(away.convergence_status).toBe('BLOCKED');
+    const decidedAt = (await handle.query(ledgerQuery)).at(-1)!.decided_at;
+    expect(Date.parse(away.recheck_trigger!.not_before!) - Date.parse(decidedAt)).toBe(5_000);
+
+    // The agent is back: the loop's own re-probe finds it within the minute, not at the 2 h resync.
+    run(
+      await Worker.create({ connection: env.nativeConnection, taskQueue: agentTaskQueue('N-24'), activities: node.activities }),
+    );
+    await env.sleep('1 minute');
+    const back = await handle.query(stateQuery);
+    expect([back.convergence_status, back.reason]).toEqual(['CONVERGED', 'ALREADY_CONVERGED']);
+    expect(Date.parse(back.last_verified_at!) - Date.parse(decidedAt)).toBeLessThan(60_000);
+    expect(back.conditions).toEqual([]);
+    await handle.terminate('test done');
+  });
+
   it('a converged node observes once per resync_interval, not back to back', async () => {
     // Steady passes write no ledger entry; the wait must follow the last pass's own trigger,
     // not the due one of the entry it matched (which would spin the loop with 0 ms timers).
@@ -345,5 +376,13 @@ describe('reconcileNode timers (time-skipping)', () => {
     await after.terminate('test done');
   });
 });
+
+/** Polls in real time (the server skips no time meanwhile) until `done`, for at most 30 s. */
+async function realTimeUntil(done: () => boolean | Promise<boolean>): Promise<void> {
+  for (const started = Date.now(); !(await done());) {
+    if (Date.now() - started > 30_000) throw new Error(`not so within 30 s: ${done.toString()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => console.error(m), log() {} };
