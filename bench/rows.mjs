@@ -32,19 +32,27 @@ export function combineRuns(runs, failures) {
   const byRollout = [...runs].sort((a, b) => (a.rollout_s ?? Infinity) - (b.rollout_s ?? Infinity));
   const middle = byRollout[Math.floor((byRollout.length - 1) / 2)];
   const combined = { ...middle, repetitions: runs.length, spread: {} };
+  // A run whose CPU window ended before its passes has no figure per node-pass to give.
+  const held = runs.filter(passWindowHolds);
   for (const [key, value] of Object.entries(middle)) {
-    const values = runs.map((r) => r[key]);
-    if (typeof value !== 'number' || !values.every((v) => typeof v === 'number')) continue;
+    const perPass = PER_NODE_PASS_ALL.includes(key);
+    const values = (perPass ? held : runs).map((r) => r[key]);
+    if (perPass) combined[key] = null;
+    if (values.length === 0 || !values.every((v) => typeof v === 'number')) continue;
+    if (!perPass && typeof value !== 'number') continue;
     const sorted = [...values].sort((a, b) => a - b);
     const mid = sorted.length / 2;
     combined[key] = sorted.length % 2 ? sorted[Math.floor(mid)] : round((sorted[mid - 1] + sorted[mid]) / 2, 3);
     if (sorted.length > 1) combined.spread[key] = [sorted[0], sorted[sorted.length - 1]];
   }
+  if (runs.length > 1) combined.per_node_pass_runs = held.length;
   if (failures.length > 0) combined.failed_runs = failures.map((f) => f.error);
   return combined;
 }
 
 const PER_NODE_PASS = ['server_ms_per_node_pass', 'postgres_ms_per_node_pass'];
+/** Every figure per node-pass a row records, the ones a table shows among them. */
+const PER_NODE_PASS_ALL = [...PER_NODE_PASS, 'worker_ms_per_node_pass', 'agent_ms_per_node_pass'];
 
 /**
  * Whether a row's verification CPU window held its passes (bench/README.md, step 5): more than 1%
@@ -52,6 +60,8 @@ const PER_NODE_PASS = ['server_ms_per_node_pass', 'postgres_ms_per_node_pass'];
  * by its window (its CPU over the window, at its cores) against its median pass.
  */
 function passWindowHolds(r) {
+  // A median of runs: its figures per node-pass come from the runs whose window held, if any did.
+  if (typeof r.per_node_pass_runs === 'number') return r.per_node_pass_runs > 0;
   if (typeof r.passes_after_window === 'number') return r.passes_after_window <= r.nodes * 0.01;
   const cpu = r.profile?.verification_cpu?.server;
   if (!cpu?.cores || typeof r.verification_p50_s !== 'number') return true;

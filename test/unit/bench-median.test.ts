@@ -153,6 +153,37 @@ describe('bench/median.mjs', () => {
     expect(row('dev-plain', 1)).not.toContain('none (passes after the CPU window)');
   });
 
+  it('a median takes its figures per node-pass only from runs whose CPU window held their passes, and says how many', () => {
+    const perPass = (ms: number, after: number) => ({
+      server_ms_per_node_pass: ms,
+      postgres_ms_per_node_pass: ms - 2,
+      passes_after_window: after,
+    });
+    // The cluster at 1000 nodes, 7 December 2026: the first run's window ended before half its passes.
+    const [a, b, c] = [
+      results(run(734, 1, perPass(6.1, 500))),
+      results(run(480, 1, perPass(20.1, 0))),
+      results(run(628, 1, perPass(18.1, 4))),
+    ];
+    const out = median(...ROW, a, b, c);
+    expect(out.status).toBe(0);
+    const row = JSON.parse(out.stdout.slice(0, out.stdout.indexOf('\n}') + 2)) as Row & { spread: Row };
+    expect(row).toMatchObject({
+      rollout_s: 628,
+      server_ms_per_node_pass: 19.1,
+      postgres_ms_per_node_pass: 17.1,
+      per_node_pass_runs: 2,
+    });
+    expect(row.spread).toMatchObject({ server_ms_per_node_pass: [18.1, 20.1] });
+    expect(out.stdout).toMatch(/\| 19\.1 \(18\.1–20\.1\) \|/);
+    // No run held: no figure, and the table says why.
+    const none = median(...ROW, results(run(734, 1, perPass(6.1, 500))), results(run(700, 1, perPass(5.2, 300))));
+    expect(none.status).toBe(0);
+    const nothing = JSON.parse(none.stdout.slice(0, none.stdout.indexOf('\n}') + 2)) as Row;
+    expect(nothing).toMatchObject({ server_ms_per_node_pass: null, per_node_pass_runs: 0 });
+    expect(none.stdout).toContain('| none (passes after the CPU window) |');
+  });
+
   const refusals: { name: string; args: () => string[]; says: RegExp }[] = [
     { name: 'one file', args: () => [...ROW, results(run(1, 1))], says: /at least two results files/ },
     {
