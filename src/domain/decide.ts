@@ -214,6 +214,9 @@ function ladderOutcome(pass: Pass, judgement: Judgement): Outcome {
   };
 }
 
+/** A count of passes in a row: one more on a hit; otherwise a snapshot ends the run, and no snapshot keeps it. */
+const inARow = (hit: boolean, answered: boolean, before = 0): number => (hit ? before + 1 : answered ? 0 : before);
+
 /** The one function that builds a Decision, and the history the next decision starts from. */
 function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
   const { intent, history, now } = pass.input;
@@ -244,15 +247,9 @@ function buildDecision(pass: Pass, outcome: Outcome): DecideResult {
     ...(verdict.ends_episode || episode === undefined ? {} : { episode_started: episode }),
     attempt_count: verdict.ends_episode ? 0 : outcome.history.attempt_count,
     // Only a pass judges a snapshot's age: a fresh one ends the run of stale ones.
-    stale_retakes:
-      verdict.reason === 'STALE_OBSERVATION' ? (history.stale_retakes ?? 0) + 1 : pass.judged ? 0 : (history.stale_retakes ?? 0),
+    stale_retakes: inARow(verdict.reason === 'STALE_OBSERVATION', pass.judged !== null, history.stale_retakes),
     // An answer ends the run of passes without one (each of which the gate times its re-probe by).
-    unreachable_in_a_row:
-      verdict.reason === 'NODE_UNREACHABLE'
-        ? (history.unreachable_in_a_row ?? 0) + 1
-        : pass.judged
-          ? 0
-          : (history.unreachable_in_a_row ?? 0),
+    unreachable_in_a_row: inARow(verdict.reason === 'NODE_UNREACHABLE', pass.judged !== null, history.unreachable_in_a_row),
     conditions,
     last_status: verdict.status,
     last_reason: verdict.reason,

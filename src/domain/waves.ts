@@ -142,9 +142,6 @@ const staleRetake = (s: Latest): boolean => s.status === 'BLOCKED' && s.reason =
 /** A decision made without an answer from the node, which the loop may ask again itself. */
 const unanswered = (s: Latest): boolean => s.status === 'BLOCKED' && s.reason === 'NODE_UNREACHABLE';
 
-/** Whether a count in a row (absent from an older loop) is within what a rollout waits out. */
-const within = (count: number | undefined, limit: number): boolean => count !== undefined && count <= limit;
-
 /**
  * Whether an unanswered pass is one the loop re-probes by itself, at a time it set
  * (UNANSWERED_REPROBES of them in a row, rule unreachable-reprobes-soon): a rollout waits it out,
@@ -159,7 +156,9 @@ const reprobesItself = (s: { not_before?: string | null }): boolean => !!s.not_b
  * patch says so: a stale snapshot it re-takes, or an unanswered pass it re-probes.
  */
 function looksAgainItself(s: SettlingState, waits: RolloutWaits): boolean {
-  if (staleRetake(s)) return within(s.stale_retakes, STALE_RETAKES_A_ROLLOUT_WAITS) && waits.staleRetake();
+  // A loop from before the count (no stale_retakes) is counted.
+  if (staleRetake(s))
+    return s.stale_retakes !== undefined && s.stale_retakes <= STALE_RETAKES_A_ROLLOUT_WAITS && waits.staleRetake();
   if (unanswered(s)) return reprobesItself(s) && waits.reprobe();
   return false;
 }
@@ -203,16 +202,10 @@ export function judgeGateNode(
   // A stale snapshot the loop re-takes itself, or an unanswered pass it re-probes, is on its way
   // within the deadline (the ledger does not say how many came in a row; the deadline bounds the
   // wait): patches rollout-waits-out-stale-retake and rollout-waits-out-reprobe.
-  if (ours && SETTLED_SHORT.includes(latest.status) && !looksAgainSoon(latest, waits))
+  // The entry holds no count, so any stale snapshot is taken for a retake (0 in a row).
+  if (ours && SETTLED_SHORT.includes(latest.status) && !looksAgainItself({ ...latest, stale_retakes: 0 }, waits))
     return { verdict: 'settled', why: `its loop recorded ${latest.status}/${latest.reason}: ${latest.reason_detail}` };
   return { verdict: 'waiting', why: null };
-}
-
-/** A gate's view of looksAgainItself: the ledger entry says whether the loop set its own time. */
-function looksAgainSoon(latest: GateEntry, waits: RolloutWaits): boolean {
-  if (staleRetake(latest)) return waits.staleRetake();
-  if (unanswered(latest)) return reprobesItself(latest) && waits.reprobe();
-  return false;
 }
 
 /**
