@@ -28,7 +28,8 @@ export function replaceRows(earlier, fresh) {
  * spread (lowest, highest) beside it; the nested detail (profiles, memory breakdown, slowest node)
  * is the run whose rollout time is the median's. A run that failed is counted and named.
  */
-export function combineRuns(runs, failures) {
+export function combineRuns(measured, failures) {
+  const runs = measured.map(withControlPlaneCpu);
   const byRollout = [...runs].sort((a, b) => (a.rollout_s ?? Infinity) - (b.rollout_s ?? Infinity));
   const middle = byRollout[Math.floor((byRollout.length - 1) / 2)];
   const combined = { ...middle, repetitions: runs.length, spread: {} };
@@ -48,6 +49,24 @@ export function combineRuns(runs, failures) {
   if (runs.length > 1) combined.per_node_pass_runs = held.length;
   if (failures.length > 0) combined.failed_runs = failures.map((f) => f.error);
   return combined;
+}
+
+/**
+ * The rollout against the shaped ceiling in CPU-s, the control plane's processes only: the server,
+ * PostgreSQL and the controllers, without the agent. With the agent pinned to a core of its own
+ * (--pin-agent), that is what production runs on the controller's and the server's hosts, while
+ * the agent's share is the node's own work, which the ceiling's no-op agent does not do (the floor
+ * measures it). Rows from before the figure get it from their per-process CPU.
+ */
+export function controlPlaneCpuRatio(datumCpu, ceilingCpu) {
+  if (!datumCpu?.server || !datumCpu.worker || !ceilingCpu?.server || !ceilingCpu.controller) return null;
+  const sum = (cpu, controller) => cpu.server.cpu_s + (cpu.postgres?.cpu_s ?? 0) + cpu[controller].cpu_s;
+  return round(sum(datumCpu, 'worker') / sum(ceilingCpu, 'controller'));
+}
+
+function withControlPlaneCpu(run) {
+  if (typeof run.control_over_ceiling_cpu === 'number' || run.control_over_ceiling_cpu === null) return run;
+  return { ...run, control_over_ceiling_cpu: controlPlaneCpuRatio(run.profile?.rollout_cpu, run.ceiling_cpu) };
 }
 
 const PER_NODE_PASS = ['server_ms_per_node_pass', 'postgres_ms_per_node_pass'];
@@ -83,6 +102,7 @@ export function markdown(rows, soaked) {
     ['rollout_cpu_s_per_node', 'rollout CPU-s/node'],
     ['ceiling_cpu_s_per_node', 'ceiling CPU-s/node'],
     ['datum_over_ceiling_cpu', 'Datum/ceiling (CPU)'],
+    ['control_over_ceiling_cpu', 'Datum/ceiling (CPU, without the agent)'],
     ['convergence_p50_s', 'conv p50 s'],
     ['convergence_p99_s', 'conv p99 s'],
     ['verification_pass_s', 'verify s'],

@@ -25,7 +25,7 @@ import { summarizeProfiles } from './profile.mjs';
 import { soak } from './soak.mjs';
 import { SERVERS, childrenOf, pollerOn, start, startServer, treeCpuSeconds } from './servers.mjs';
 import { benchStart, fail, memoryMb } from './provenance.mjs';
-import { combineRuns, markdown, replaceRows, round, writeDay } from './rows.mjs';
+import { combineRuns, controlPlaneCpuRatio, markdown, replaceRows, round, writeDay } from './rows.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
@@ -782,6 +782,8 @@ async function runSize(n, mode, serverKind, workerCount) {
       rollout_cpu_s_per_node: cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n),
       ceiling_cpu_s_per_node: cpuPerNode(ceiling.cpu, n),
       datum_over_ceiling_cpu: round(cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n) / cpuPerNode(ceiling.cpu, n)),
+      // The same for the server, PostgreSQL and the controllers only (rows.mjs).
+      control_over_ceiling_cpu: controlPlaneCpuRatio(cpuDelta(cpu0, cpu1, rolloutMs), ceiling.cpu),
       ceiling_events_to_settle_p50: ceiling.events_p50,
       // Ceiling loops that settled without reaching their node (0 when the ceiling did a full rollout).
       ceiling_unreached: ceiling.unreached,

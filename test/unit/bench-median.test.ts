@@ -184,6 +184,39 @@ describe('bench/median.mjs', () => {
     expect(none.stdout).toContain('| none (passes after the CPU window) |');
   });
 
+  it("gives each run's rollout against the ceiling in CPU without the agent, from its per-process CPU when it predates the figure", () => {
+    const cpu = (server: number, postgres: number, controller: number, agent: number, name: string) => ({
+      server: { cpu_s: server },
+      postgres: { cpu_s: postgres },
+      [name]: { cpu_s: controller },
+      agent: { cpu_s: agent },
+    });
+    // The cluster's three 1000-node runs of 7 December 2026: the agent's own work (observe, apply,
+    // probe on real files) is 150 to 210 CPU-s against the no-op agent's 20.
+    const row = (rollout: number, datum: number[], ceiling: number[]) =>
+      run(rollout, 1, {
+        datum_over_ceiling_cpu: 2,
+        profile: {
+          rollout_cpu: cpu(datum[0], datum[1], datum[2], datum[3], 'worker'),
+          rollout_server_metrics: { heartbeats: 0, state_writes: 0, persistence_s: 0, persistence_top: [] },
+        },
+        ceiling_cpu: cpu(ceiling[0], ceiling[1], ceiling[2], ceiling[3], 'controller'),
+      });
+    const [a, b, c] = [
+      results(row(734, [294.1, 162, 125.8, 186.4], [144.5, 100.8, 51.3, 17.5])),
+      results(row(480, [236, 140, 62, 163.4], [190, 130, 50, 21.1])),
+      results(row(628, [400, 150, 85, 209.6], [200, 100, 41, 20.9])),
+    ];
+    const out = median(...ROW, a, b, c);
+    expect(out.stderr).toBe('');
+    const combined = JSON.parse(out.stdout.slice(0, out.stdout.indexOf('\n}') + 2)) as Row & { spread: Row };
+    // (294.1 + 162 + 125.8) / (144.5 + 100.8 + 51.3) = 1.96; 438 / 370 = 1.18; 635 / 341 = 1.86.
+    expect(combined.control_over_ceiling_cpu).toBe(1.86);
+    expect(combined.spread).toMatchObject({ control_over_ceiling_cpu: [1.18, 1.96] });
+    expect(out.stdout).toContain('| Datum/ceiling (CPU, without the agent) |');
+    expect(out.stdout).toMatch(/\| 1\.86 \(1\.18–1\.96\) \|/);
+  });
+
   const refusals: { name: string; args: () => string[]; says: RegExp }[] = [
     { name: 'one file', args: () => [...ROW, results(run(1, 1))], says: /at least two results files/ },
     {
