@@ -224,6 +224,9 @@ const reporting = (logs, name) => ({
  */
 async function memoryInside(pid, logs, name) {
   const file = path.join(logs, `${name}-memory.json`);
+  // The RSS just before the report: the report itself reads less (docs/performance.md, "What the
+  // controller's memory at rest is made of"), so a row shows both.
+  const before = await memoryMb(pid);
   try {
     process.kill(pid, 'SIGUSR2');
   } catch {
@@ -237,6 +240,7 @@ async function memoryInside(pid, logs, name) {
       const mb = (b) => Math.round(b / 2 ** 20);
       const threadPhysical = threads.reduce((sum, t) => sum + t.heap.total_physical_size, 0);
       return {
+        rss_before_report: before.rss,
         rss: mb(memory.rss),
         heap_used: mb(memory.heapUsed),
         heap_total: mb(memory.heapTotal),
