@@ -65,7 +65,7 @@ export function controlPlaneCpuRatio(datumCpu, ceilingCpu) {
 }
 
 function withControlPlaneCpu(run) {
-  if (typeof run.control_over_ceiling_cpu === 'number' || run.control_over_ceiling_cpu === null) return run;
+  if ('control_over_ceiling_cpu' in run) return run;
   return { ...run, control_over_ceiling_cpu: controlPlaneCpuRatio(run.profile?.rollout_cpu, run.ceiling_cpu) };
 }
 

@@ -775,6 +775,7 @@ async function runSize(n, mode, serverKind, workerCount) {
     const statusOf = (x) => `${x.status ?? x.outcome}${x.reason ? `/${x.reason}` : ''}`;
     const rolloutStatuses = {};
     for (const x of result.nodes) rolloutStatuses[statusOf(x)] = (rolloutStatuses[statusOf(x)] ?? 0) + 1;
+    const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
     const rolloutFigures = {
       converged,
       rollout_statuses: rolloutStatuses,
@@ -783,11 +784,11 @@ async function runSize(n, mode, serverKind, workerCount) {
       datum_over_ceiling: round(rolloutMs / ceilingMs),
       // CPU-s per node over the phase, every measured process together (server, PostgreSQL,
       // controllers, agent): Datum's rollout against the shaped ceiling's.
-      rollout_cpu_s_per_node: cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n),
+      rollout_cpu_s_per_node: cpuPerNode(rolloutCpu, n),
       ceiling_cpu_s_per_node: cpuPerNode(ceiling.cpu, n),
-      datum_over_ceiling_cpu: round(cpuPerNode(cpuDelta(cpu0, cpu1, rolloutMs), n) / cpuPerNode(ceiling.cpu, n)),
+      datum_over_ceiling_cpu: round(cpuPerNode(rolloutCpu, n) / cpuPerNode(ceiling.cpu, n)),
       // The same for the server, PostgreSQL and the controllers only (rows.mjs).
-      control_over_ceiling_cpu: controlPlaneCpuRatio(cpuDelta(cpu0, cpu1, rolloutMs), ceiling.cpu),
+      control_over_ceiling_cpu: controlPlaneCpuRatio(rolloutCpu, ceiling.cpu),
       ceiling_events_to_settle_p50: ceiling.events_p50,
       // Ceiling loops that settled without reaching their node (0 when the ceiling did a full rollout).
       ceiling_unreached: ceiling.unreached,
@@ -939,7 +940,6 @@ async function runSize(n, mode, serverKind, workerCount) {
     };
     const ms = (which) => detections.filter((d) => among[which](d) && d.ms !== null).map((d) => d.ms / 1000);
     const observedS = detections.filter((d) => typeof d.observed_ms === 'number').map((d) => d.observed_ms / 1000);
-    const rolloutCpu = cpuDelta(cpu0, cpu1, rolloutMs);
     // Memory at the end of the row and at each process's peak, then once more after --settle
     // seconds with no rollout and no change: one sample can sit anywhere in a collector's cycle.
     const atEnd = await memoryOf(workers, agent, server);
