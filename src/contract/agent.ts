@@ -60,6 +60,13 @@ export interface WatchRequest {
    * another. Absent in requests of older loops, which observe for themselves.
    */
   observe_on_change?: { generation: number };
+  /**
+   * With observe_on_change: a watch whose window ends with nothing changed observes the node too,
+   * and hands that snapshot back (WatchResult.observation, reason 'window elapsed'). The loop sets
+   * the window to end at its resync, so the resync pass decides on it (patch watch-ends-at-resync).
+   * Absent in requests of older loops; an older agent ignores it and the loop observes.
+   */
+  observe_at_end?: boolean;
 }
 
 export interface WatchResult {
@@ -72,8 +79,9 @@ export interface WatchResult {
    */
   reason: 'changed' | 'changed since observation' | 'window elapsed' | 'cancelled' | 'agent restarted';
   /**
-   * The snapshot taken after the change, when the request asked for one (observe_on_change) and
-   * the observation succeeded; absent otherwise, and from older agents: the loop then observes.
+   * The snapshot taken after the change, or at the window's end where the request asked for that
+   * too (observe_at_end), when the request asked for one (observe_on_change) and the observation
+   * succeeded; absent otherwise, and from older agents: the loop then observes.
    */
   observation?: Observation;
 }

@@ -37,6 +37,7 @@ export const WORKFLOW_PATCH = {
   watchHandsBackObservation: 'watch-hands-back-observation',
   applyHandsBackProbe: 'apply-hands-back-probe',
   keepWakeTimer: 'keep-wake-timer',
+  watchEndsAtResync: 'watch-ends-at-resync',
   rolloutWaitsOutStaleRetake: 'rollout-waits-out-stale-retake',
   rolloutWaitsOutReprobe: 'rollout-waits-out-reprobe',
 } as const;
@@ -285,6 +286,15 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     stage: 'patched',
     story:
       'Every pass woken by evidence cancelled the resync timer and started another, two history events per pass for the same wait (issue 33, item 2). A first version, patch keep-resync-timer (174b902, reverted in c1e41ef; the id is not reused, since runs recorded under it start the timer before the watch), kept the timer while the ledger still promised resync_interval after the pass, and started the timer before the watch, so a traced first pass ended before its watch.',
+  },
+  [WORKFLOW_PATCH.watchEndsAtResync]: {
+    since: UNRELEASED,
+    changes:
+      "Asked once as each run starts; in force only with watch-hands-back-observation and keep-wake-timer. A watch started while the loop waits for its resync, within the watch's window of it, ends at the resync and observes the node there (WatchRequest.observe_at_end): the resync pass decides on that snapshot, with no timer and no observe of its own, and the next watch runs to the next resync. A watch that fails or ends early leaves the loop a timer for the rest of the wait, as before. A run that began before it keeps a resync timer and observes at it until it continues as new.",
+    histories: EVERY_0_1_0,
+    stage: 'patched',
+    story:
+      'A steady pass was a timer firing, an observe scheduled and awaited in a workflow task of its own, and a timer started again: 11 history events, while the watch the loop kept running beside it stood on the same node and could have read it (issue 33, item 2: at most 9 events a steady pass).',
   },
   [WORKFLOW_PATCH.rolloutWaitsOutStaleRetake]: {
     since: UNRELEASED,

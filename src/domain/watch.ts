@@ -47,6 +47,12 @@ export interface WatchState {
    * from leaves it handing back: the change the watch reports came after it.
    */
   overlapped: boolean;
+  /**
+   * The resync the current watch ends at (epoch ms), observing the node there (patch
+   * watch-ends-at-resync): its end is the loop's resync, and the loop keeps no timer for it. Null
+   * when the watch ends at its own window.
+   */
+  resync_at_ms: number | null;
 }
 
 export const IDLE_WATCH: WatchState = {
@@ -60,6 +66,7 @@ export const IDLE_WATCH: WatchState = {
   handed: null,
   watching_from: null,
   overlapped: false,
+  resync_at_ms: null,
 };
 
 export type WatchEvent =
@@ -67,21 +74,35 @@ export type WatchEvent =
   | { kind: 'pass' }
   /** The pass observed the node (each resource's marker), or could not (null). */
   | { kind: 'observed'; markers: Markers | null }
-  /** The loop waits for evidence: a watch starts if one may. */
-  | { kind: 'wait' }
   /**
-   * Watch number `watch` returned: the keys whose marker moved (none: its window ran out or its
-   * agent shut down), and the snapshot it took after the change where it took one.
+   * The loop waits for evidence: a watch starts if one may. `resync_at_ms`: the wait is for the
+   * resync at that time, within a watch's window, and a watch started now ends there and observes.
    */
-  | { kind: 'ended'; watch: number; changed: readonly string[]; against_baseline: boolean; observation?: Observation }
+  | { kind: 'wait'; resync_at_ms?: number }
+  /**
+   * Watch number `watch` returned: the keys whose marker moved (none: its window ran out, `elapsed`,
+   * or its agent shut down), and the snapshot it took after the change, or at the window's end,
+   * where it took one.
+   */
+  | {
+      kind: 'ended';
+      watch: number;
+      changed: readonly string[];
+      against_baseline: boolean;
+      elapsed?: boolean;
+      observation?: Observation;
+    }
   /** The loop was bound to other resources (a refreshDesired): a snapshot handed back for the old ones is not theirs. */
   | { kind: 'rebound' }
   /** Watch number `watch` failed: its agent died, missed a heartbeat, or refused. */
   | { kind: 'failed'; watch: number };
 
 export type WatchEffect =
-  /** Start watch number `watch`, comparing with `baseline` where given (else with what it reads first). */
-  { kind: 'start'; watch: number; baseline?: Markers };
+  /**
+   * Start watch number `watch`, comparing with `baseline` where given (else with what it reads
+   * first); where `ends_at_ms` is given, its window ends then and it observes the node there.
+   */
+  { kind: 'start'; watch: number; baseline?: Markers; ends_at_ms?: number };
 
 export interface WatchContext {
   now_ms: number;
@@ -111,7 +132,7 @@ export function watchStep(
     case 'rebound':
       return { state: { ...state, handed: null }, effects: [] };
     case 'wait':
-      return waitStep(state, ctx);
+      return waitStep(state, event.resync_at_ms ?? null, ctx);
     case 'ended':
       if (event.watch !== state.started) return { state, effects: [] };
       return { state: ended(state, event, ctx), effects: [] };
@@ -136,16 +157,32 @@ function watchWanted(ctx: WatchContext): boolean {
   return ctx.policy.watch && ctx.status !== 'RETRY';
 }
 
-/** One watch at a time, not before a failed one's pause is over; a restart no longer wanted is dropped. */
-function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; effects: WatchEffect[] } {
+/**
+ * One watch at a time, not before a failed one's pause is over; a restart no longer wanted is
+ * dropped. A watch started for a wait on the resync (`resyncAtMs`, still ahead) ends there.
+ */
+function waitStep(
+  state: WatchState,
+  resyncAtMs: number | null,
+  ctx: WatchContext,
+): { state: WatchState; effects: WatchEffect[] } {
   const wanted = watchWanted(ctx);
   if (wanted && !state.running && ctx.now_ms >= state.retry_at_ms) {
     const watch = state.started + 1;
     const given = state.baseline && state.baseline_trusted ? state.baseline : null;
     const baseline = given ? { baseline: given } : {};
+    const endsAt = resyncAtMs !== null && resyncAtMs > ctx.now_ms ? resyncAtMs : null;
     return {
-      state: { ...state, started: watch, running: true, restart_due: false, watching_from: given, overlapped: false },
-      effects: [{ kind: 'start', watch, ...baseline }],
+      state: {
+        ...state,
+        started: watch,
+        running: true,
+        restart_due: false,
+        watching_from: given,
+        overlapped: false,
+        resync_at_ms: endsAt,
+      },
+      effects: [{ kind: 'start', watch, ...baseline, ...(endsAt === null ? {} : { ends_at_ms: endsAt }) }],
     };
   }
   if (state.restart_due && (!wanted || state.running)) return { state: { ...state, restart_due: false }, effects: [] };
@@ -154,16 +191,17 @@ function waitStep(state: WatchState, ctx: WatchContext): { state: WatchState; ef
 
 /**
  * A change wakes the loop, with the snapshot the watch took after it when there is one and the
- * loop saw nothing else while the watch ran. A watch that saw nothing (its agent shut down, or its window ran out) is
- * started again by the wait at once: its baseline, the last observation, still catches a change
- * made in between.
+ * loop saw nothing else while the watch ran. So does a watch whose window ran out at the loop's
+ * resync (resync_at_ms): that is the resync, and its snapshot the resync pass's, under the same
+ * condition; not while a backoff runs, whose time is the retry budget's. A watch that saw nothing
+ * (its agent shut down, or its own window ran out) is started again by the wait at once: its
+ * baseline, the last observation, still catches a change made in between.
  */
 function ended(state: WatchState, event: Extract<WatchEvent, { kind: 'ended' }>, ctx: WatchContext): WatchState {
-  const next = { ...state, running: false, baseline_trusted: !event.against_baseline };
-  if (event.changed.length > 0) {
-    const handed = event.observation && !state.overlapped ? event.observation : null;
-    return { ...next, fired: true, handed };
-  }
+  const next = { ...state, running: false, baseline_trusted: !event.against_baseline, resync_at_ms: null };
+  const handed = event.observation && !state.overlapped ? event.observation : null;
+  if (event.changed.length > 0) return { ...next, fired: true, handed };
+  if (state.resync_at_ms !== null && event.elapsed === true && watchWanted(ctx)) return { ...next, fired: true, handed };
   if (ctx.rules(WATCH_RULE.failureRetriesSoon)) return { ...next, restart_due: true };
   return next;
 }
@@ -177,7 +215,13 @@ function ended(state: WatchState, event: Extract<WatchEvent, { kind: 'ended' }>,
 function failed(state: WatchState, ctx: WatchContext): WatchState {
   const resync = durationMs(ctx.policy.resync_interval);
   if (ctx.rules(WATCH_RULE.failureRetriesSoon)) {
-    return { ...state, running: false, retry_at_ms: ctx.now_ms + Math.min(resync, WATCH_RETRY_MAX_MS), restart_due: true };
+    return {
+      ...state,
+      running: false,
+      resync_at_ms: null,
+      retry_at_ms: ctx.now_ms + Math.min(resync, WATCH_RETRY_MAX_MS),
+      restart_due: true,
+    };
   }
-  return { ...state, running: false, retry_at_ms: ctx.now_ms + resync };
+  return { ...state, running: false, resync_at_ms: null, retry_at_ms: ctx.now_ms + resync };
 }

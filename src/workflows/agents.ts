@@ -61,8 +61,11 @@ const OBSERVE_TIMEOUT = '1m';
  * (src/agent/node/watch-tokens.ts); this timeout bounds only an agent that does not come back.
  */
 const WATCH_HEARTBEAT_TIMEOUT = '5m';
-/** How long one watch runs before it returns "nothing changed" and the loop starts another. */
-const WATCH_WINDOW_MS = 10 * 60_000;
+/**
+ * How long one watch runs before it returns "nothing changed" and the loop starts another; one
+ * that ends at the loop's resync runs until then, if sooner (patch watch-ends-at-resync).
+ */
+export const WATCH_WINDOW_MS = 10 * 60_000;
 
 /** The patches asked as a run starts that shape how it reaches its agent. */
 export interface AgentPatches {
@@ -219,20 +222,31 @@ export function watchEvent(loop: Watched, event: WatchEvent, nowMs = Date.now())
   for (const effect of effects) startWatch(loop, effect);
 }
 
-/** Event-driven observation: its return (a change, or an end without one) is the watch's next event. */
+/**
+ * Event-driven observation: its return (a change, or an end without one) is the watch's next
+ * event. A watch that ends at the loop's resync (effect.ends_at_ms) has its window end there and
+ * observes at its end: the resync's snapshot.
+ */
 function startWatch(loop: Watched, effect: WatchEffect): void {
   const { resources, observeOnChange } = loop.agents;
-  const request: WatchRequest = { node: loop.node, resources, window_ms: WATCH_WINDOW_MS };
+  // The wait asks for one only within WATCH_WINDOW_MS of the resync (reconcileNode.ts).
+  const endsAt = effect.ends_at_ms;
+  const window = endsAt === undefined ? WATCH_WINDOW_MS : Math.max(0, endsAt - Date.now());
+  const request: WatchRequest = { node: loop.node, resources, window_ms: window };
   if (effect.baseline) request.baseline = effect.baseline;
   if (observeOnChange) request.observe_on_change = observeOnChange;
+  if (observeOnChange && endsAt !== undefined) request.observe_at_end = true;
+  const atResync = endsAt !== undefined;
   const watch = effect.watch;
-  void loop.agents.watcher.watch.executeWithOptions({ summary: summaryLine(`watch ${loop.node}`) }, [request]).then(
+  const summary = summaryLine(`watch ${loop.node}${atResync ? ' until its resync' : ''}`);
+  void loop.agents.watcher.watch.executeWithOptions({ summary }, [request]).then(
     (result) =>
       watchEvent(loop, {
         kind: 'ended',
         watch,
         changed: result.changed,
         against_baseline: result.reason === 'changed since observation',
+        elapsed: result.reason === 'window elapsed',
         // Only what this run asked for: a snapshot of the resources the loop is still bound to.
         ...(observeOnChange && result.observation && loop.agents.resources === resources
           ? { observation: result.observation }

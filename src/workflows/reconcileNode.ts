@@ -19,7 +19,15 @@ import {
   type ReconcileResult,
   type SettledReport,
 } from '../contract';
-import { nodeAgents, passPorts, recordDecisions, watchEvent, type AgentPatches, type NodeAgents } from './agents';
+import {
+  WATCH_WINDOW_MS,
+  nodeAgents,
+  passPorts,
+  recordDecisions,
+  watchEvent,
+  type AgentPatches,
+  type NodeAgents,
+} from './agents';
 import { bindAttributes, openAttributes, type AttributeWriter } from './attributes';
 import { acceptRecheck, emptyInbox, handleSignals, installHandlers, type Inbox } from './handlers';
 import { openIntent } from './intent';
@@ -29,7 +37,7 @@ import { LEDGER_TAIL, flushLedger, openLedger, record, type LedgerState } from '
 import { openReport, tellRollout } from './report-settled';
 import { waitSummary } from './summaries';
 import { refuseQueued } from './updates';
-import { resyncAt, wakeTimer, type WakeTimer } from './resync';
+import { resyncAt, wakeTimer, watchIsTheWake, type WakeTimer } from './resync';
 import { carryWork, openWork, reportToWork, workItemsLive, type LoopWork } from './work-loop';
 
 /**
@@ -51,7 +59,11 @@ export const reconcileNode: ReconcileNodeWorkflow = async (input) => {
     loop.passes.started++;
     watchEvent(loop, { kind: 'pass' });
     acceptRecheck(loop);
-    const { final } = await runPass({ ...passPorts(loop), resyncAt: () => resyncAt(loop.wake) }, loop.intent, loop.history);
+    const { final } = await runPass(
+      { ...passPorts(loop), resyncAt: () => resyncAt(loop.wake, loop.watch) },
+      loop.intent,
+      loop.history,
+    );
     loop.history = final.history;
     const seq = loop.ledger.nextSeq;
     record(loop, final.decision, 'pass');
@@ -99,6 +111,8 @@ interface Loop {
   readonly agentPatches: AgentPatches;
   /** Patch keep-wake-timer: the wait keeps `wake` across passes while it serves (resync.ts). */
   readonly keepsResync: boolean;
+  /** Patch watch-ends-at-resync: a watch that ends at the resync and observes there is the resync (resync.ts). */
+  readonly watchResyncs: boolean;
   wake: WakeTimer | null;
   /** Passes begun and recorded, across continue-as-new (`datum reconcile --wait` counts them). */
   readonly passes: PassCount;
@@ -117,6 +131,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     probeInApply: inForce(WORKFLOW_PATCH.applyHandsBackProbe),
   };
   const keepsResync = inForce(WORKFLOW_PATCH.keepWakeTimer);
+  const watchResyncs = inForce(WORKFLOW_PATCH.watchEndsAtResync) && keepsResync && agentPatches.handBack;
   const { carry, intent, history } = await openIntent(input, holdsLive);
   const ledger = openLedger(carry);
   const loop: Loop = {
@@ -136,6 +151,7 @@ async function openLoop(input: ReconcileNodeInput): Promise<Loop> {
     holdsLive,
     agentPatches,
     keepsResync,
+    watchResyncs,
     wake: null,
     passes: { ...(carry?.passes ?? { started: 0, done: 0 }) },
     report: openReport(input.report_to, carry?.report),
@@ -225,7 +241,9 @@ const hasEvidence = (loop: Loop) => loop.inbox.pending.length > 0 || loop.inbox.
 /**
  * The same wait on the timer kept across passes (patch keep-wake-timer): neither a pass woken by
  * evidence nor a watch restarted at the end of its window cancels it while it fires at the wake
- * (keepsTimer). Only a failed watch's retry, due before it, waits on a timer of its own.
+ * (keepsTimer). Only a failed watch's retry, due before it, waits on a timer of its own. Under
+ * patch watch-ends-at-resync a watch that ends at the resync and observes there is the wake: the
+ * loop keeps no timer while it runs, and takes one again if the watch fails or ends early.
  */
 async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
   const wake = {
@@ -238,10 +256,21 @@ async function waitOnKeptTimer(loop: Loop, wakeAt: number): Promise<void> {
   // As in waitForEvidence: a retry timer that fired has run its time, whatever the clock says.
   let floor = 0;
   const now = () => Math.max(Date.now(), floor);
+  const endsAtResync = loop.watchResyncs && wake.resync;
   for (;;) {
-    watchEvent(loop, { kind: 'wait' }, now());
+    const resyncIn = wake.at - now();
+    const atResync = endsAtResync && resyncIn > 0 && resyncIn <= WATCH_WINDOW_MS ? { resync_at_ms: wake.at } : {};
+    watchEvent(loop, { kind: 'wait', ...atResync }, now());
     // Evidence already here (the watch fired during the pass): the next pass decides the wake.
     if (evidence()) return;
+    if (watchIsTheWake(loop.watch, loop.lastDecision, wake.at)) {
+      // The watch ends at this wake and observes there: a timer beside it would only race it.
+      if (loop.wake && !loop.wake.fired) loop.wake.cancel();
+      loop.wake = timer = null;
+      await condition(() => evidence() || !watchIsTheWake(loop.watch, loop.lastDecision, wake.at));
+      if (evidence()) return;
+      continue;
+    }
     // The timer after the watch: a traced run ends at its first timer (interceptors/tracing.ts),
     // and the first pass's trace shows the watch it left running.
     timer ??= loop.wake = wakeTimer(loop.wake, loop.lastDecision, wake);

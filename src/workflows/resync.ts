@@ -6,7 +6,7 @@
  * start per pass, and the ledger says when the loop looks next.
  */
 import { CancellationScope, sleep } from '@temporalio/workflow';
-import { keepsTimer, type Decision } from '../domain';
+import { keepsTimer, type Decision, type WatchState } from '../domain';
 
 export interface WakeTimer {
   /** When it fires, on the workflow clock as it read at its start. */
@@ -17,10 +17,24 @@ export interface WakeTimer {
   readonly cancel: () => void;
 }
 
-/** The running resync timer's time, for the pass's decision (PassPorts.resyncAt); null when none runs. */
-export function resyncAt(timer: WakeTimer | null): string | null {
-  if (!timer || timer.fired || !timer.resync || timer.dueAt <= Date.now()) return null;
-  return new Date(timer.dueAt).toISOString();
+/**
+ * The resync ahead, for the pass's decision (PassPorts.resyncAt): the running resync timer's time,
+ * or that of the watch that ends at the resync (patch watch-ends-at-resync); null when neither runs.
+ */
+export function resyncAt(timer: WakeTimer | null, watch: WatchState): string | null {
+  const due = timer && !timer.fired && timer.resync ? timer.dueAt : watch.running ? watch.resync_at_ms : null;
+  if (due === null || due <= Date.now()) return null;
+  return new Date(due).toISOString();
+}
+
+/**
+ * Whether the running watch is the wake at `wakeAtMs`: it ends at a resync and observes there
+ * (patch watch-ends-at-resync), and that resync serves the wake as a kept resync timer would
+ * (keepsTimer): then the loop needs no timer of its own.
+ */
+export function watchIsTheWake(watch: WatchState, decision: Decision | null, wakeAtMs: number): boolean {
+  if (!watch.running || watch.resync_at_ms === null) return false;
+  return keepsTimer({ due_at_ms: watch.resync_at_ms, resync: true }, decision, wakeAtMs);
 }
 
 /** The timer for a wake at `wakeAt`: the one running when it serves, else a new one (the old one cancelled). */

@@ -37,7 +37,7 @@ describe('an agent whose clock runs an hour ahead', () => {
       const state = await stack.waitFor(handle, (s) => s.reason === 'STALE_OBSERVATION');
       expect(state.convergence_status).toBe('BLOCKED');
       expect(state.reason_detail).toMatch(/observed_at is 3600s ahead of the controller's clock/);
-      await stack.waitForObservePasses(handle, 2);
+      await stack.waitForPasses(handle, 2);
       const ledger = await stack.ledger(handle);
       // Before the fix: CONVERGED_AFTER_REPAIR / ALREADY_CONVERGED, observation_fresh true.
       expect(ledger.filter((e) => e.convergence_status === 'CONVERGED')).toEqual([]);

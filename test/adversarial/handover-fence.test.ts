@@ -190,7 +190,7 @@ describe("attack: the old loop's pass after a hand-over gives the agent back a y
     await until(async () => ((await stack.historyCounts(gen1)).scheduled.recordDecision ?? 0) > before, {
       what: 'generation 1 to send its yield again',
     });
-    await stack.waitForObservePasses(gen1, 1);
+    await stack.waitForPasses(gen1, 1);
     expect((await decisionsOnDisk(node)).targets[`file:${CONFIG}`]).toBeUndefined();
     // The refusal ends nothing in the old loop: it is still running, and did not spin on it.
     expect((await gen1.describe()).status.name).toBe('RUNNING');

@@ -84,7 +84,7 @@ describe('hostile input never stops a loop', () => {
     );
     expect(state.convergence_status).toBe('BLOCKED');
     // More passes run, and each blocks again: the loop did not fail, stall or act.
-    await stack.waitForObservePasses(handle, 2);
+    await stack.waitForPasses(handle, 2);
     expect((await handle.describe()).status.name).toBe('RUNNING');
     expect(await conditionsAttribute(handle.workflowId)).toContain('INVALID_DESIRED_STATE');
     expect((await stack.ledger(handle)).filter((e) => e.execution_evidence.length > 0)).toHaveLength(acted);
@@ -197,7 +197,7 @@ describe('hostile input never stops a loop', () => {
     expect(state.conditions.find((c) => c.type === 'AGENT_CONFIG_INVALID')!.message).toMatch(
       /agents\/H-4\.yaml: invalid agent config; nothing from this file was applied:\n {2}- lol: holds more than 100000 values .*MAX_DOCUMENT_VALUES.* — fix: /s,
     );
-    await stack.waitForObservePasses(handle, 2);
+    await stack.waitForPasses(handle, 2);
     expect((await handle.describe()).status.name).toBe('RUNNING');
     expect(await conditionsAttribute(handle.workflowId)).toContain('AGENT_CONFIG_INVALID');
     expect(await treeOf(stack.fleet.root(node))).toEqual(before);
@@ -218,7 +218,7 @@ describe('hostile input never stops a loop', () => {
     expect(state.conditions.find((c) => c.type === 'INVALID_DESIRED_STATE')!.message).toMatch(
       /H-5\.yaml: invalid desired state; .*\(file\): is \d+ bytes, more than the 262144 bytes Datum reads \(MAX_DESIRED_STATE_BYTES\) — fix: /s,
     );
-    await stack.waitForObservePasses(handle, 1);
+    await stack.waitForPasses(handle, 1);
     expect((await handle.describe()).status.name).toBe('RUNNING');
     expect(await treeOf(stack.fleet.root(node))).toEqual(before);
     // Restored, the loop re-verifies from the file and the condition closes.

@@ -45,7 +45,8 @@ describe('a snapshot that is stale every time', () => {
       const handle = await stack.startNode(node, 1);
       // Counted in the run's history, not in a window of wall-clock time: a loaded machine takes
       // longer over each pass, so a window could hold few re-takes with or without the back-off.
-      await stack.waitForObservePasses(handle, RETAKES, 120_000);
+      // One more pass than re-takes: each wait is read from one observe to the next.
+      await stack.waitForPasses(handle, RETAKES + 1, 120_000);
       const waits = await waitsAfterObserves(handle);
       // Each stale snapshot's wait grows by policy.backoff: 1, 2, 4, 8 s, then 8 s (its max); a
       // timer starts a little short of its step when the workflow clock moved on within the pass

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll } from 'vitest';
 import { bundleWorkflowCode, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { LedgerEntry } from '../../src/domain';
@@ -217,38 +218,40 @@ export class Stack {
   }
 
   /**
-   * Waits until `passes` more passes have completed than had when called, counted by the agent
-   * observations the run scheduled: a pass that does not act observes once, and the next pass's
-   * observe is scheduled only after the previous pass decided and recorded. For passes whose
-   * snapshot is not fresh (stale, unreachable), where last_verified_at does not move.
+   * Waits until `passes` more passes have been recorded than had when called (the state query's
+   * passes.done): for passes whose snapshot is not fresh (stale, unreachable), where
+   * last_verified_at does not move. Observes do not count them: a resync pass may decide on the
+   * snapshot its watch took (patch watch-ends-at-resync), and schedules none.
    */
-  async waitForObservePasses(
+  async waitForPasses(
     handle: WorkflowHandle,
     passes: number,
     timeoutMs = 60_000,
-  ): Promise<{ before: HistoryCounts; after: HistoryCounts }> {
-    const before = await this.historyCounts(handle);
-    const start = before.scheduled.observe ?? 0;
-    const after = await until(() => this.historyCounts(handle), {
-      what: `${passes} passes after ${start} observes`,
-      // The observe in flight at the start may belong to a pass that began before it: one more.
-      accept: (counts) => (counts.scheduled.observe ?? 0) >= start + passes + 1,
+  ): Promise<{ before: HistoryCounts & { passes: number }; after: HistoryCounts & { passes: number } }> {
+    const counts = async () => ({ ...(await this.historyCounts(handle)), passes: (await this.state(handle)).passes?.done ?? 0 });
+    const before = await counts();
+    const after = await until(counts, {
+      what: `${passes} passes after ${before.passes}`,
+      accept: (c) => c.passes >= before.passes + passes,
       timeoutMs,
     });
     return { before, after };
   }
 
   /**
-   * Waits until the run's watch activity is running on the agent and has taken its baseline
-   * (its first heartbeat comes right after): a change made from now on wakes the loop.
+   * Waits until the run's watch activity is running on the agent (started there, or beating), and
+   * a moment more for it to read its markers: a change made from now on wakes the loop. A watch
+   * that ends at a short resync never lives long enough to beat (its first beat comes 14 s in).
    */
   async waitForWatch(handle: WorkflowHandle, timeoutMs = 30_000): Promise<void> {
+    const started = temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED;
     await until(async () => (await handle.describe()).raw.pendingActivities ?? [], {
       what: `a running watch on ${handle.workflowId}`,
-      accept: (pending) => pending.some((a) => a.activityType?.name === 'watch' && a.lastHeartbeatTime),
+      accept: (pending) => pending.some((a) => a.activityType?.name === 'watch' && (a.lastHeartbeatTime || a.state === started)),
       timeoutMs,
       intervalMs: 100,
     });
+    await new Promise((resolve) => setTimeout(resolve, 300));
   }
 
   /**

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/worker/paths';
 import { recheckSignal } from '../../src/contract';
@@ -124,6 +125,50 @@ describe('event-driven observation', () => {
     await handle.terminate('test done');
   }, 150_000);
 
+  it('a converged node resyncs on the snapshot its watch takes at the resync: no timer, no observe, 7 history events a pass', async () => {
+    const node = 'E-6';
+    await stack.fleet.writeDesired(node, 1, { policy: { resync_interval: '3s', watch: true } });
+    await stack.fleet.writeAgent(node);
+    await stack.startAgent(node);
+    const handle = await stack.startNode(node, 1);
+    await stack.waitFor(handle, (s) => s.convergence_status === 'CONVERGED');
+    // From the first resync on: the first pass's wait is on the same footing as every later one.
+    const first = (await stack.state(handle)).passes!.done;
+    await stack.waitFor(handle, (s) => (s.passes?.done ?? 0) > first, 15_000);
+    const before = await stack.historyCounts(handle);
+    const { passes: passesBefore, last_verified_at: verifiedBefore } = await stack.state(handle);
+    // Three resyncs, each a pass that verified the node (last_verified_at moves, nothing is written).
+    await stack.waitFor(handle, (s) => (s.passes?.done ?? 0) >= passesBefore!.done + 3, 30_000);
+    const state = await stack.state(handle);
+    expect(state).toMatchObject({ convergence_status: 'CONVERGED', reason: 'ALREADY_CONVERGED' });
+    expect(Date.parse(state.last_verified_at!)).toBeGreaterThan(Date.parse(verifiedBefore!));
+    // The ledger says when the loop looks next: resync_interval after the last resync.
+    expect(Date.parse(state.recheck_trigger!.not_before!) - Date.parse(state.last_verified_at!)).toBeLessThanOrEqual(3_500);
+    const events = ((await handle.fetchHistory()).events ?? []).slice(before.events);
+    const types = events.map((e) => (temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? '').replace('EVENT_TYPE_', ''));
+    const names = events.map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name).filter(Boolean);
+    // Every resync was a watch ending there with its snapshot: no observe, no timer.
+    expect(new Set(names)).toEqual(new Set(['watch']));
+    expect(types.filter((t) => t.startsWith('TIMER'))).toEqual([]);
+    // One pass, from one watch's end to the next watch's start: the watch's start and end, one
+    // workflow task, and the authority read's marker.
+    const scheduledAt = types.flatMap((t, i) => (t === 'ACTIVITY_TASK_SCHEDULED' ? [i] : []));
+    expect(scheduledAt.length).toBeGreaterThanOrEqual(3);
+    const pass = types.slice(scheduledAt[0] + 1, scheduledAt[1] + 1);
+    expect(pass.sort()).toEqual(
+      [
+        'ACTIVITY_TASK_STARTED',
+        'ACTIVITY_TASK_COMPLETED',
+        'WORKFLOW_TASK_SCHEDULED',
+        'WORKFLOW_TASK_STARTED',
+        'WORKFLOW_TASK_COMPLETED',
+        'MARKER_RECORDED',
+        'ACTIVITY_TASK_SCHEDULED',
+      ].sort(),
+    );
+    await handle.terminate('test done');
+  });
+
   it('a watching node whose agent stops is reported unreachable, without a storm of retries', async () => {
     const node = 'E-3';
     await stack.fleet.writeDesired(node, 1, { policy: { resync_interval: '2s', node_timeout: '2s', watch: true } });
@@ -134,8 +179,8 @@ describe('event-driven observation', () => {
     await stack.stopAgent(node);
     await stack.waitFor(handle, (s) => s.reason === 'NODE_UNREACHABLE', 30_000);
     // Three more passes find it unreachable (each waits node_timeout for an agent, then resync) ...
-    const { before, after } = await stack.waitForObservePasses(handle, 3);
-    const passes = after.scheduled.observe - before.scheduled.observe;
+    const { before, after } = await stack.waitForPasses(handle, 3);
+    const passes = after.passes - before.passes;
     expect(await stack.state(handle)).toMatchObject({ convergence_status: 'BLOCKED', reason: 'NODE_UNREACHABLE' });
     // ... and try the watch again at most once each, not in a loop of failing watches.
     expect((after.scheduled.watch ?? 0) - (before.scheduled.watch ?? 0)).toBeLessThanOrEqual(passes + 1);

@@ -275,7 +275,7 @@ describe('a repair episode past policy.repair_deadline (real processes)', () => 
     expect(opened.allowed.map((a) => a.resolution)).toEqual(['grant', 'hold']);
     // Three more resync passes (1s apart) observe and authorize nothing: no entry after the
     // deadline's carries an action, and the attempts stay where the deadline stopped them.
-    await stack.waitForObservePasses(loop, 3);
+    await stack.waitForPasses(loop, 3);
     expect((await stack.waitFor(loop, () => true)).attempt_count).toBe(blocked.attempt_count);
     const ledger = await stack.ledger(loop);
     const first = ledger.findIndex((e) => e.reason === 'REPAIR_DEADLINE_EXCEEDED');

@@ -116,7 +116,10 @@ describe('worked example: N-24 from 7.3 to 7.4 with config D7', () => {
       'apply service.restart app, then probe',
     ]);
     expect(repairPass).not.toContain(`probe ${node}`);
-    expect(summaries.timers).toContain('resync');
+    // The loop then waits on its resync: the watch that ends there and observes (patch
+    // watch-ends-at-resync), where it used to be a timer.
+    expect(summaries.activities).toContain(`watch ${node} until its resync`);
+    expect(summaries.timers).not.toContain('resync');
     await gen12.terminate('test done');
     await stack.recordHistory(gen11, 'worked-example-gen11-superseded');
     await stack.recordHistory(gen12, 'worked-example-gen12');
@@ -163,7 +166,7 @@ describe('the four probes', () => {
     expect(state).toMatchObject({ reason: 'STALE_OBSERVATION', recheck_trigger: { trigger: 'FRESH_OBSERVATION' } });
     // Three more passes, each on a new (and again stale) snapshot: last_verified_at never moves
     // for a stale one, so the passes are counted by the observations the loop asked for.
-    const { after } = await stack.waitForObservePasses(gen2, 3);
+    const { after } = await stack.waitForPasses(gen2, 3);
     expect(after.scheduled.apply ?? 0).toBe(0);
     expect(await stack.state(gen2)).toMatchObject({
       convergence_status: 'BLOCKED',

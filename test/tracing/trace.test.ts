@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reconcileWorkflowId, rolloutWorkflowId } from '../../src/contract';
+import { reconcileWorkflowId, rolloutWorkflowId, stateQuery } from '../../src/contract';
 import { stopServices } from '../../src/agent/services';
 import { workflowInterceptorModules } from '../../src/worker/bundle';
 import { workflowsPath } from '../../src/worker/paths';
@@ -46,9 +46,10 @@ async function startWorkerAndAgent(node: string, workerEnv: NodeJS.ProcessEnv, a
 }
 
 /** Agent observations the node's loop has scheduled so far (one per pass, and one more per probe). */
-async function observesScheduled(node: string, generation: number): Promise<number> {
-  const history = await env.client.workflow.getHandle(reconcileWorkflowId(node, generation)).fetchHistory();
-  return (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'observe').length;
+/** The passes a loop has recorded (its state's passes.done): a resync pass schedules no observe of its own. */
+async function passesRecorded(node: string, generation: number): Promise<number> {
+  const state = await env.client.workflow.getHandle(reconcileWorkflowId(node, generation)).query(stateQuery);
+  return state.passes?.done ?? 0;
 }
 
 beforeAll(async () => {
@@ -69,7 +70,7 @@ describe('one trace from `datum rollout start` to the node', () => {
   const OTEL = () => ({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '600000' });
   let started: Awaited<ReturnType<typeof datum>>;
   let beforeStop: { cli: number; others: number };
-  let observes: { atConvergence: number; atStop: number };
+  let passes: { atConvergence: number; atStop: number };
   let exits: Array<number | null>;
   let agent: DatumProcess;
 
@@ -80,10 +81,10 @@ describe('one trace from `datum rollout start` to the node', () => {
     ({ worker, agent } = await startWorkerAndAgent('T-1', OTEL(), OTEL()));
 
     started = await datum(['rollout', 'start', '--generation', '1', '--nodes', 'T-1', '--wait', '--timeout', '2m'], OTEL());
-    observes = { atConvergence: await observesScheduled('T-1', 1), atStop: 0 };
+    passes = { atConvergence: await passesRecorded('T-1', 1), atStop: 0 };
     // The loop goes on (a resync a second): three more passes, none of them in the trace.
-    await until(async () => (await observesScheduled('T-1', 1)) >= observes.atConvergence + 3, { what: 'three more passes' });
-    observes.atStop = await observesScheduled('T-1', 1);
+    await until(async () => (await passesRecorded('T-1', 1)) >= passes.atConvergence + 3, { what: 'three more passes' });
+    passes.atStop = await passesRecorded('T-1', 1);
     const count = (service: string) => receiver.spans.filter((s) => s.service === service).length;
     beforeStop = { cli: count('datum-cli'), others: count('datum-worker') + count('datum-agent') };
 
@@ -167,7 +168,7 @@ describe('one trace from `datum rollout start` to the node', () => {
   });
 
   it('traces the first pass only: later passes ran, and are not in the trace', () => {
-    expect(observes.atStop).toBeGreaterThanOrEqual(observes.atConvergence + 3);
+    expect(passes.atStop).toBeGreaterThanOrEqual(passes.atConvergence + 3);
     expect(named('RunActivity:observe').length).toBe(1);
     expect(named('StartActivity:observe').length).toBe(1);
     expect(named('probe').length).toBe(1);
@@ -223,9 +224,9 @@ describe('a collector that is not there, an endpoint that is not a URL', () => {
     const unreachable = { OTEL_EXPORTER_OTLP_ENDPOINT: closed, OTEL_BSP_SCHEDULE_DELAY: '200' };
     ({ worker, agent } = await startWorkerAndAgent('T-2', unreachable, { OTEL_EXPORTER_OTLP_ENDPOINT: 'localhost:4318' }));
     started = await datum(['rollout', 'start', '--generation', '1', '--nodes', 'T-2', '--wait', '--timeout', '2m'], unreachable);
-    passes = { atConvergence: await observesScheduled('T-2', 1), later: 0 };
-    await until(async () => (await observesScheduled('T-2', 1)) >= passes.atConvergence + 2, { what: 'two more passes' });
-    passes.later = await observesScheduled('T-2', 1);
+    passes = { atConvergence: await passesRecorded('T-2', 1), later: 0 };
+    await until(async () => (await passesRecorded('T-2', 1)) >= passes.atConvergence + 2, { what: 'two more passes' });
+    passes.later = await passesRecorded('T-2', 1);
     await until(() => warnings(worker).length > 0, { what: 'the worker to have tried to export', timeoutMs: 30_000 });
   }, 240_000);
 

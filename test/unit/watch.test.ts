@@ -253,6 +253,67 @@ const rows: Row[] = [
     next: { running: false, restart_due: true },
     asked: [RETRY_SOON],
   },
+
+  // A watch that ends at the resync (patch watch-ends-at-resync): its end is the resync.
+  {
+    name: 'the loop waits for its resync: the watch started ends there and observes',
+    state: { baseline: OBSERVED },
+    event: { kind: 'wait', resync_at_ms: nowMs + 30_000 },
+    next: { started: 1, running: true, watching_from: OBSERVED, resync_at_ms: nowMs + 30_000 },
+    effects: [{ kind: 'start', watch: 1, baseline: OBSERVED, ends_at_ms: nowMs + 30_000 }],
+  },
+  {
+    name: 'a resync already due is no window to watch: the watch starts with its own',
+    state: { baseline: OBSERVED },
+    event: { kind: 'wait', resync_at_ms: nowMs },
+    next: { started: 1, running: true, watching_from: OBSERVED },
+    effects: [{ kind: 'start', watch: 1, baseline: OBSERVED }],
+  },
+  {
+    name: 'a watch already runs: the wait for the resync starts none and leaves it as it is',
+    state: { started: 1, running: true },
+    event: { kind: 'wait', resync_at_ms: nowMs + 30_000 },
+  },
+  {
+    name: 'the watch ends at the resync with its snapshot: the loop wakes for the resync pass, which decides on it',
+    state: { started: 1, running: true, resync_at_ms: nowMs },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, elapsed: true, observation: HANDED },
+    next: { running: false, fired: true, handed: HANDED, resync_at_ms: null },
+  },
+  {
+    name: 'the same, when the loop saw the node otherwise while it ran: the resync pass observes for itself',
+    state: { started: 1, running: true, resync_at_ms: nowMs, overlapped: true },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, elapsed: true, observation: HANDED },
+    next: { running: false, fired: true, handed: null, resync_at_ms: null },
+  },
+  {
+    name: 'the same from an agent that could not observe (or an older one): the resync pass observes for itself',
+    state: { started: 1, running: true, resync_at_ms: nowMs },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, elapsed: true },
+    next: { running: false, fired: true, resync_at_ms: null },
+  },
+  {
+    name: 'a watch for the resync that ends early (its agent shut down): no pass, a restart is due at once',
+    state: { started: 1, running: true, resync_at_ms: nowMs + 10_000 },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, elapsed: false },
+    next: { running: false, restart_due: true, resync_at_ms: null },
+    asked: [RETRY_SOON],
+  },
+  {
+    name: 'a watch for the resync that ends while a backoff runs (RETRY): no pass before the retry time',
+    state: { started: 1, running: true, resync_at_ms: nowMs },
+    event: { kind: 'ended', watch: 1, changed: [], against_baseline: false, elapsed: true, observation: HANDED },
+    ctx: { status: 'RETRY' },
+    next: { running: false, restart_due: true, resync_at_ms: null },
+    asked: [RETRY_SOON],
+  },
+  {
+    name: 'a watch for the resync that fails: the loop takes a timer again, and the next watch after the pause',
+    state: { started: 1, running: true, resync_at_ms: nowMs + 10_000 },
+    event: { kind: 'failed', watch: 1 },
+    next: { running: false, retry_at_ms: nowMs + 30_000, restart_due: true, resync_at_ms: null },
+    asked: [RETRY_SOON],
+  },
 ];
 
 function step(row: Row, state: WatchState, rulesInForce = true) {

@@ -372,7 +372,7 @@ describe.sequential('Temporal Web UI', () => {
     await shot('07-workflow-memo-summary');
   });
 
-  it('the timeline and the event history read as the loop: observe, apply, the probe with the last apply, watch, the ledger, the resync timer', async () => {
+  it('the timeline and the event history read as the loop: observe, apply, the probe with the last apply, the ledger, the watch until its resync', async () => {
     const applies = (await stack.ledger(stack.client.workflow.getHandle(WORKFLOW_ID)))
       .flatMap((e) => e.authorized_actions)
       .map((a) => `apply ${a.action} ${a.resource_key}`);
@@ -385,16 +385,20 @@ describe.sequential('Temporal Web UI', () => {
     const tabs = await openWorkflow(WORKFLOW_ID);
 
     // The timeline, oldest first: the observation, each apply (the last one takes the probe that
-    // proves them all), the watch, the wait.
+    // proves them all), then the wait: the watch that ends at the resync and observes there
+    // (patch watch-ends-at-resync), with no resync timer beside it.
     const timeline = await timelineEntries(tabs);
     const at = (entry: string | RegExp) => timeline.findIndex((e) => (typeof entry === 'string' ? e === entry : entry.test(e)));
     const summarised = [...applies.slice(0, -1), `${applies[applies.length - 1]}, then probe`];
     const pass = [`observe • observe ${NODE}`, ...summarised.map((a) => `apply • ${a}`)];
     expect(pass.map(at).every((i) => i >= 0)).toBe(true);
     expect(pass.map(at)).toEqual([...pass.map(at)].sort((a, b) => a - b));
-    expect(at(new RegExp(`watch • watch ${NODE}$`))).toBeGreaterThan(at(pass[pass.length - 1]));
+    // Still running, the watch's entry leads with its attempt.
+    expect(at(new RegExp(`^(Attempt 1 / 1 • )?watch • watch ${NODE} until its resync$`))).toBeGreaterThan(
+      at(pass[pass.length - 1]),
+    );
     expect(timeline).not.toContain(`observe • probe ${NODE}`);
-    expect(timeline).toContain('resync');
+    expect(timeline).not.toContain('resync');
     await shot('08-workflow-timeline');
 
     // The event history shows every summary the server holds, on its event, local activities' too.
@@ -411,22 +415,24 @@ describe.sequential('Temporal Web UI', () => {
       expect.arrayContaining([
         `observe ${NODE}`,
         ...summarised,
-        `watch ${NODE}`,
+        `watch ${NODE} until its resync`,
         `read authority ${NODE}`,
         `append ledger ${NODE} #1`,
-        'resync',
       ]),
     );
     expect(rows.some((r) => r.includes(`Local Activity Activity Type appendLedger Summary append ledger ${NODE} #1`))).toBe(true);
-    expect(rows.some((r) => /Timer Started Start To Fire Timeout .* Summary resync$/.test(r))).toBe(true);
+    expect(rows.some((r) => /Timer Started .* Summary resync$/.test(r))).toBe(false);
     await shot('09-workflow-event-history');
   });
 
   it('a repair that does not take: the timers between attempts say backoff 1/3, 2/3, then the loop waits on resync', async () => {
     const tabs = await openWorkflow(BROKEN_ID);
     const timeline = await timelineEntries(tabs);
-    const timers = timeline.filter((e) => /^(backoff \d+\/\d+|resync|recheck .*)$/.test(e));
-    expect(timers).toEqual(['backoff 1/3', 'backoff 2/3', 'resync']);
+    const waits = timeline
+      .filter((e) => /^(backoff \d+\/\d+|resync|recheck .*|(Attempt \d+ \/ \d+ • )?watch • .*)$/.test(e))
+      .map((e) => e.replace(/^Attempt \d+ \/ \d+ • /, ''));
+    // No watch while a backoff runs; once the budget is spent, the watch that ends at the resync.
+    expect(waits).toEqual(['backoff 1/3', 'backoff 2/3', `watch • watch ${BROKEN} until its resync`]);
     await shot('10-blocked-timeline-backoff');
     const rows = await eventRows(tabs);
     for (const timer of ['backoff 1/3', 'backoff 2/3'])

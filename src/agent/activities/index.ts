@@ -78,12 +78,14 @@ type Observe = (request: ObserveRequest) => Promise<Observation>;
 /**
  * A watch that saw a change observes the node at once when its loop asks (observe_on_change), so
  * the pass the change wakes decides on that snapshot instead of sending another observe round
- * trip.
+ * trip. One whose window ran out does too when asked (observe_at_end): its loop set the window to
+ * end at its resync, and the resync pass decides on that snapshot.
  */
 async function handingBack(request: WatchRequest, watching: Promise<WatchResult>, observe: Observe): Promise<WatchResult> {
   const result = await watching;
   const asked = request.observe_on_change;
-  if (!asked || result.changed.length === 0) return result;
+  const atEnd = request.observe_at_end === true && result.reason === 'window elapsed';
+  if (!asked || (result.changed.length === 0 && !atEnd)) return result;
   const observation = await handedBack(() => observe({ node: request.node, resources: request.resources, ...asked }));
   return observation ? { ...result, observation } : result;
 }

@@ -5,7 +5,8 @@
  * `_tracer-data` header), and is a pass-through otherwise. With tracing off everywhere no header
  * exists, and this module makes no span, adds no header and calls no sink.
  *
- * A traced run is traced up to its first durable wait (its first timer), not to its end:
+ * A traced run is traced up to its first durable wait (its first timer, or the first watch a loop
+ * leaves running, which is its wait under patch watch-ends-at-resync), not to its end:
  * reconcileNode loops until it is superseded, and a trace that took in every resync for weeks
  * would bury the rollout that started it (and its run span would reach the collector only when
  * the run ended). So the trace of a rollout holds its preparation of every node and its first
@@ -64,6 +65,12 @@ function endRun(run: RunTrace, error?: unknown): void {
   run.span.end();
 }
 
+/** The run waits: the rest of it is not traced. */
+function endTraced(run: RunTrace): void {
+  run.span?.addEvent('waits: the rest of this run is not traced');
+  endRun(run);
+}
+
 const carries = (headers: Record<string, unknown>): boolean => TRACE_HEADER in headers;
 
 export const interceptors = (): WorkflowInterceptors => {
@@ -97,7 +104,13 @@ export const interceptors = (): WorkflowInterceptors => {
   };
 
   const outbound: WorkflowOutboundCallsInterceptor = {
-    scheduleActivity: (input, next) => (traced() ? sdk(run).outbound.scheduleActivity(input, next) : next(input)),
+    scheduleActivity: (input, next) => {
+      if (!traced()) return next(input);
+      const scheduled = sdk(run).outbound.scheduleActivity(input, next);
+      // A loop's watch is where its pass ends and its wait begins: traced, then the cut.
+      if (input.activityType === 'watch') endTraced(run);
+      return scheduled;
+    },
     scheduleLocalActivity: (input, next) => (traced() ? sdk(run).outbound.scheduleLocalActivity(input, next) : next(input)),
     startChildWorkflowExecution: (input, next) =>
       traced() ? sdk(run).outbound.startChildWorkflowExecution(input, next) : next(input),
@@ -107,10 +120,7 @@ export const interceptors = (): WorkflowInterceptors => {
     getLogAttributes: (input, next) => (traced() ? sdk(run).outbound.getLogAttributes(input, next) : next(input)),
     // The first wait ends the traced part of the run (see the top of this file).
     startTimer: (input, next) => {
-      if (traced()) {
-        run.span?.addEvent('waits: the rest of this run is not traced');
-        endRun(run);
-      }
+      if (traced()) endTraced(run);
       return next(input);
     },
   };
