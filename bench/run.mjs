@@ -41,7 +41,7 @@ const { mapLimit } = require(dist('activities/map-limit.js'));
 const domain = require(dist('domain/index.js'));
 
 const USAGE =
-  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--pin-agent 1] [--worker-memory node|packaged] [--profile] [--keep] [--beside-others]';
+  'usage: npm run bench -- [--nodes 100,300,1000] [--modes watch,poll] [--server dev,cluster] [--workers 1,2] [--shards 16] [--changes 200] [--services 10] [--soak 24] [--settle 30] [--repeat 3] [--pin-agent 1] [--worker-memory node|packaged] [--resync-pass] [--profile] [--keep] [--beside-others]';
 const {
   values,
   whole: wholeOption,
@@ -62,6 +62,7 @@ const {
   repeat: { type: 'string', default: '3' },
   'pin-agent': { type: 'string' },
   'worker-memory': { type: 'string', default: 'node' },
+  'resync-pass': { type: 'boolean', default: false },
 });
 const modes = values.modes.split(',');
 if (modes.some((m) => m !== 'watch' && m !== 'poll'))
@@ -666,6 +667,57 @@ async function steadyPassEventTypes(handles, sinceMs) {
   return { per_node: perNode, nodes_with_timed_out_workflow_task: timedOutNodes, workflow_task_timeouts: timeoutKinds };
 }
 
+/**
+ * The steady pass as a fleet runs it (issue 33: at most 9 history events): each loop's next resync
+ * after the drift phase, with nothing asked of it. The verification pass above is a fleet-wide
+ * recheck, a signal and an observe of its own; a resync under patch watch-ends-at-resync is the
+ * watch ending there with its snapshot. Waits until every loop has recorded one more pass, for at
+ * most the fleet's resync_interval (`resyncMs`, bench/fleet.mjs) and two minutes, and reads each
+ * loop's events over that wait against its passes (the state query's passes.done), and each
+ * role's CPU over it per pass: all the fleet burns at rest, its heartbeats and the bench's own
+ * queries included, set against the passes it ran.
+ */
+async function resyncPassFigures(handles, resyncMs, cpu, say) {
+  const sinceMs = Date.now();
+  const cpu0 = await cpu();
+  const count = () =>
+    mapLimit(handles, 32, async (h) => ({
+      events: (await patiently(() => h.describe())).historyLength,
+      passes: (await ask(h, contract.stateQuery)).passes?.done ?? 0,
+    }));
+  const start = await count();
+  say(`waiting for every loop's next resync (at most ${resyncMs / 1000 + 120} s) …`);
+  let end = start;
+  for (;;) {
+    // A state query is a round trip through the controller: twice a minute keeps them few.
+    await sleep(30_000);
+    end = await count();
+    const resynced = end.filter((e, i) => e.passes > start[i].passes).length;
+    if (resynced === handles.length || Date.now() - sinceMs > resyncMs + 120_000) break;
+  }
+  const perPass = end.flatMap((e, i) => {
+    const passes = e.passes - start[i].passes;
+    return passes > 0 ? [round((e.events - start[i].events) / passes)] : [];
+  });
+  const cpu1 = await cpu();
+  const phaseS = round((Date.now() - sinceMs) / 1000, 0);
+  const passes = end.reduce((sum, e, i) => sum + (e.passes - start[i].passes), 0);
+  const types = await steadyPassEventTypes(handles, sinceMs);
+  say(
+    `resync: ${perPass.length} of ${handles.length} loops passed; events a pass p50 ${pct(perPass, 50)}, by type per node ${JSON.stringify(types.per_node)}`,
+  );
+  return {
+    resync_passes: `${perPass.length}/${handles.length}`,
+    events_per_resync_pass_p50: pct(perPass, 50),
+    events_per_resync_pass_max: perPass.length > 0 ? Math.max(...perPass) : null,
+    resync_pass_event_types: types,
+    resync_phase_s: phaseS,
+    resync_cpu_ms_per_pass: Object.fromEntries(
+      Object.keys(cpu0).map((k) => [k, passes > 0 ? round(((cpu1[k] - cpu0[k]) / passes) * 1000, 1) : null]),
+    ),
+  };
+}
+
 async function runSize(n, mode, serverKind, workerCount) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `datum-bench-${serverKind}-${n}-${mode}-`));
   const logs = path.join(dir, 'logs');
@@ -945,6 +997,10 @@ async function runSize(n, mode, serverKind, workerCount) {
     const atEnd = await memoryOf(workers, agent, server);
     await sleep(settleSeconds * 1000);
     const settled = await memoryOf(workers, agent, server);
+    // With --resync-pass: each loop's next resync, the steady pass as a fleet runs it.
+    const resyncFigures = values['resync-pass']
+      ? await resyncPassFigures(handles, mode === 'watch' ? 600_000 : 30_000, () => cpuOf(watched), say)
+      : {};
     return {
       ...measured,
       beside_others: others.length,
@@ -987,6 +1043,7 @@ async function runSize(n, mode, serverKind, workerCount) {
       missed: detections.filter((d) => d.ms === null).map((d) => `${d.kind} ${d.node}`),
       events_per_steady_pass_p50: pct(steadyEvents, 50),
       events_per_steady_pass_max: Math.max(...steadyEvents),
+      ...resyncFigures,
       events_to_first_convergence_p50: pct(events0, 50),
       events_per_repair_p50: pct(
         detections.map((d) => d.events ?? null),
