@@ -294,7 +294,7 @@ export const PATCHES: Readonly<Record<PatchId, PatchEntry>> = {
     histories: EVERY_0_1_0,
     stage: 'patched',
     story:
-      'A steady pass was a timer firing, an observe scheduled and awaited in a workflow task of its own, and a timer started again: 11 history events, while the watch the loop kept running beside it stood on the same node and could have read it (issue 33, item 2: at most 9 events a steady pass).',
+      'A steady pass was a timer firing, an observe scheduled and awaited in a workflow task of its own, and a timer started again: 12 history events, while the watch the loop kept running beside it stood on the same node and could have read it (issue 33, item 2: at most 9 events a steady pass).',
   },
   [WORKFLOW_PATCH.rolloutWaitsOutStaleRetake]: {
     since: UNRELEASED,
