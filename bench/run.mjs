@@ -100,7 +100,10 @@ const REFUSED_POLL = /concurrent poller limit exceeded/gi;
 /**
  * How the controller's memory is set: `node`, Node's and glibc's defaults (and the cache the
  * worker derives from its heap); `packaged`, what datum-worker.service sets, read from the unit
- * itself so the two cannot drift: its malloc and cache variables and its --max-old-space-size.
+ * itself so the two cannot drift: its malloc and cache variables, its --max-old-space-size, and
+ * the workflow bundle built ahead of time (DATUM_WORKFLOW_BUNDLE), which the bench builds from
+ * dist/ as the package does (scripts/bundle-workflows.mjs) so the worker does not run webpack at
+ * start.
  */
 async function workerMemoryFor(kind) {
   if (kind === 'node') return { describe: 'node defaults', env: {}, nodeArgs: [] };
@@ -112,11 +115,16 @@ async function workerMemoryFor(kind) {
   for (const [, name, value] of unit.matchAll(/^Environment=(MALLOC_[A-Z_]+|DATUM_MAX_CACHED_WORKFLOWS)=(\S+)$/gm))
     env[name] = value;
   const heap = /^ExecStart=\S*node\s+(--max-old-space-size=\d+)/m.exec(unit)?.[1];
-  if (!heap || !env.MALLOC_ARENA_MAX || !env.DATUM_MAX_CACHED_WORKFLOWS)
+  const prebuilt = /^Environment=DATUM_WORKFLOW_BUNDLE=\S+$/m.test(unit);
+  if (!heap || !env.MALLOC_ARENA_MAX || !env.DATUM_MAX_CACHED_WORKFLOWS || !prebuilt)
     fail(
-      `${unitPath} no longer sets what --worker-memory packaged reads (MALLOC_ARENA_MAX, DATUM_MAX_CACHED_WORKFLOWS, node --max-old-space-size): update workerMemoryFor in bench/run.mjs`,
+      `${unitPath} no longer sets what --worker-memory packaged reads (MALLOC_ARENA_MAX, DATUM_MAX_CACHED_WORKFLOWS, DATUM_WORKFLOW_BUNDLE, node --max-old-space-size): update workerMemoryFor in bench/run.mjs`,
     );
-  const settings = [heap, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)];
+  const settings = [heap, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), 'DATUM_WORKFLOW_BUNDLE (built ahead)'];
+  const { writeWorkflowBundles } = await import(path.join(root, 'dist', 'src', 'worker', 'bundle.js'));
+  const bundle = path.join(await mkdtemp(path.join(os.tmpdir(), 'datum-bench-bundle-')), 'workflow-bundle.js');
+  await writeWorkflowBundles(bundle);
+  env.DATUM_WORKFLOW_BUNDLE = bundle;
   return { describe: `datum-worker.service's: ${settings.join(' ')}`, env, nodeArgs: [heap] };
 }
 
