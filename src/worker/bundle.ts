@@ -58,8 +58,8 @@ export function workflowBundleOptions(variant: BundleVariant = { tracing: false 
  * evaluated once, before any workflow exists, and the SDK freezes their exports.
  *
  * Only these two are safe to share: pure, and stateless at module scope (eslint.config.mjs: no
- * Node built-ins in either, no clock or randomness in the domain, and no module-level `let`,
- * `var` or Map in either), so no loop can leave anything in them for another to read. src/workflows and @temporalio/workflow stay per loop: their module scope
+ * clock, randomness, I/O or module-level `let` in either), so no loop can leave anything in them
+ * for another to read. src/workflows and @temporalio/workflow stay per loop: their module scope
  * belongs to one workflow.
  */
 export function sharedWorkflowModules(): string[] {
