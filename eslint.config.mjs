@@ -17,11 +17,6 @@ const DOMAIN_FILES = ['src/domain/**/*.ts'];
 // state one loop leaves for another to read.
 const SHARED_BY_EVERY_LOOP = [
   {
-    selector: 'Program > VariableDeclaration > VariableDeclarator > NewExpression[callee.name=/^(Map|WeakMap|WeakSet)$/]',
-    message:
-      'No Map at module scope in src/domain or src/contract: every cached loop shares these modules (src/worker/bundle.ts), and the SDK freezes their exports but not what a Map holds, so a cache there would pass from one loop to another. Keep it in the workflow, or pass it in.',
-  },
-  {
     selector:
       "Program > VariableDeclaration[kind!='const'], Program > ExportNamedDeclaration > VariableDeclaration[kind!='const']",
     message:
