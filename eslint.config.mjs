@@ -11,18 +11,6 @@ import { noCycle } from './eslint.cycles.mjs';
 
 const WORKFLOW_FILES = ['src/workflows/**/*.ts', 'test/**/*-workflows.ts', 'bench/*-workflows.js'];
 const DOMAIN_FILES = ['src/domain/**/*.ts'];
-
-// The contract and the domain are evaluated once in the workflow sandbox and shared by every
-// cached loop (src/worker/bundle.ts sharedWorkflowModules): a variable at module scope would be
-// state one loop leaves for another to read.
-const SHARED_BY_EVERY_LOOP = [
-  {
-    selector:
-      "Program > VariableDeclaration[kind!='const'], Program > ExportNamedDeclaration > VariableDeclaration[kind!='const']",
-    message:
-      'No `let` or `var` at module scope in src/domain or src/contract: every cached loop shares these modules (src/worker/bundle.ts), so module state would pass from one loop to another. Keep state in the workflow, or pass it in.',
-  },
-];
 // The one module that calls Temporal's patched() and deprecatePatch().
 const PATCH_ASKER = 'src/workflows/patches.ts';
 
@@ -58,7 +46,7 @@ const LAYERS = [
     in: 'src/domain/',
     forbid: ['src/schemas/'],
     message:
-      'src/domain runs in the workflow sandbox, evaluated once and frozen for every loop to share (src/worker/bundle.ts), and zod writes to its schemas on first use: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (src/contract/identifiers.ts, signals.ts).',
+      'src/domain runs in the workflow sandbox, where every loop evaluates its modules again: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (src/contract/identifiers.ts, signals.ts).',
   },
   {
     in: 'src/domain/',
@@ -124,7 +112,7 @@ const LAYERS = [
     in: 'src/workflows/',
     forbid: ['src/schemas/'],
     message:
-      'every cached loop evaluates the workflows’ modules again: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (isNodeId, parseSignal).',
+      'every loop evaluates the workflow bundle’s modules again: zod and the schemas stay at the edges (issue 19); check with the contract’s guards (isNodeId, parseSignal).',
   },
 ];
 
@@ -303,12 +291,6 @@ export default tseslint.config(
     },
   },
   {
-    // The contract, like the domain, is evaluated once and shared by every cached loop
-    // (src/worker/bundle.ts sharedWorkflowModules): no state at module scope.
-    files: ['src/contract/**/*.ts'],
-    rules: { 'no-restricted-syntax': ['error', ...SHARED_BY_EVERY_LOOP] },
-  },
-  {
     // The domain core is pure and Temporal-free: time and randomness are passed in, so every
     // decision is a deterministic function of its inputs and runs unchanged inside a workflow.
     files: DOMAIN_FILES,
@@ -342,7 +324,6 @@ export default tseslint.config(
           selector: "CallExpression[callee.name='Date']",
           message: 'No clock in src/domain: `Date()` returns the current time as a string.',
         },
-        ...SHARED_BY_EVERY_LOOP,
       ],
       'no-restricted-globals': [
         'error',

@@ -22,7 +22,7 @@ export const WORKFLOW_BUNDLE_ENV = 'DATUM_WORKFLOW_BUNDLE';
 /**
  * Which bundle of Datum's workflows: with tracing (the worker exports spans) or without. The
  * tracing interceptor (src/workflows/interceptors/tracing.ts) brings OpenTelemetry into the
- * sandbox, where every cached loop evaluates it again; a worker that does not trace
+ * sandbox, where every cached loop evaluates its modules again; a worker that does not trace
  * bundles without it, so its loops load no OpenTelemetry at all (bench/workflow-sandbox.mjs).
  */
 export interface BundleVariant {
@@ -36,41 +36,12 @@ export function workflowInterceptorModules({ tracing }: BundleVariant): string[]
   return [path.join(path.dirname(entry), 'interceptors', `tracing${path.extname(entry)}`)];
 }
 
-/** bundleWorkflowCode's options for Datum's workflows: the entry point, the variant's interceptor modules and the modules loops share. */
+/** bundleWorkflowCode's options for Datum's workflows: the entry point and the variant's interceptor modules. */
 export function workflowBundleOptions(variant: BundleVariant = { tracing: false }): {
   workflowsPath: string;
   workflowInterceptorModules: string[];
-  preloadModules: string[];
 } {
-  return {
-    workflowsPath: workflowsPath(),
-    workflowInterceptorModules: workflowInterceptorModules(variant),
-    preloadModules: sharedWorkflowModules(),
-  };
-}
-
-/**
- * The modules every cached loop shares instead of evaluating them again: the contract and the
- * domain, with what they load (@noble/hashes, @temporalio/common). The SDK's reusable V8 context
- * evaluates a module once per loop, so each cached loop held its own copy of every exported
- * function, constant and table, about 0.17 MB a loop (bench/workflow-sandbox.mjs: 0.24 MB retained
- * per loop without, 0.08 MB with). Preloaded (bundleWorkflowCode's `preloadModules`), they are
- * evaluated once, before any workflow exists, and the SDK freezes their exports.
- *
- * Only these two are safe to share: pure, and stateless at module scope (eslint.config.mjs: no
- * clock, randomness, I/O or module-level `let` in either), so no loop can leave anything in them
- * for another to read. src/workflows and @temporalio/workflow stay per loop: their module scope
- * belongs to one workflow.
- */
-export function sharedWorkflowModules(): string[] {
-  const entry = workflowsPath();
-  const src = path.dirname(path.dirname(entry));
-  return ['contract', 'domain'].map((dir) => path.join(src, dir, `index${path.extname(entry)}`));
-}
-
-/** Worker.create's bundler options when it bundles the workflows at start: the same sharing as a prebuilt bundle. */
-export function workflowBundlerOptions(): { preloadModules: string[] } {
-  return { preloadModules: sharedWorkflowModules() };
+  return { workflowsPath: workflowsPath(), workflowInterceptorModules: workflowInterceptorModules(variant) };
 }
 
 /** Where a variant of the prebuilt bundle lies: the file itself without tracing, `<name>.traced.js` beside it with. */

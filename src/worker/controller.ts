@@ -4,7 +4,7 @@ import { createControlActivities } from '../activities';
 import { codecDataConverter } from '../codec';
 import type { LedgerStore } from '../activities/ledger-store';
 import { CONTROL_TASK_QUEUE, loopShardQueue } from '../contract';
-import { workflowBundleOptions, workflowBundlerOptions, workflowInterceptorModules, workflowSource } from './bundle';
+import { workflowBundleOptions, workflowInterceptorModules, workflowSource } from './bundle';
 import { cacheSizeForHeap, watchLoopCache } from './loop-cache';
 import { SHUTDOWN_FORCE_TIME_MS, SHUTDOWN_GRACE_TIME_MS } from './shutdown';
 import { activeTracing, tracingWorkerOptions } from '../tracing';
@@ -73,8 +73,6 @@ export async function createControllerWorker(options: ControllerOptions): Promis
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? CONTROL_TASK_QUEUE,
     ...source,
-    // The modules every cached loop shares (bundle.ts); a prebuilt bundle was built with them.
-    ...('workflowsPath' in source ? { bundlerOptions: workflowBundlerOptions() } : {}),
     interceptors: {
       // Bundled at start only: a prebuilt bundle carries them already (bundle.ts), and the SDK
       // warns when they are given with one.

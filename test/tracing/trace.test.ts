@@ -4,7 +4,7 @@ import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileWorkflowId, rolloutWorkflowId, stateQuery } from '../../src/contract';
 import { stopServices } from '../../src/agent/services';
-import { workflowBundlerOptions, workflowInterceptorModules } from '../../src/worker/bundle';
+import { workflowInterceptorModules } from '../../src/worker/bundle';
 import { workflowsPath } from '../../src/worker/paths';
 import { tracingWorkerOptions } from '../../src/tracing';
 import { Fleet } from '../helpers/fleet';
@@ -198,7 +198,6 @@ describe('one trace from `datum rollout start` to the node', () => {
     for await (const result of Worker.runReplayHistories(
       {
         workflowsPath: workflowsPath(),
-        bundlerOptions: workflowBundlerOptions(),
         interceptors: { workflowModules: workflowInterceptorModules({ tracing: true }) },
         sinks: tracingWorkerOptions(undefined).sinks,
       },

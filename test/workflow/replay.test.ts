@@ -5,7 +5,7 @@ import { Worker, type InjectedSinks } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PATCHES, PATCH_SINK, type DatumPatchSinks, type PatchId } from '../../src/contract';
 import { workflowsPath } from '../../src/worker/paths';
-import { workflowBundlerOptions, workflowInterceptorModules } from '../../src/worker/bundle';
+import { workflowInterceptorModules } from '../../src/worker/bundle';
 import { installTestRuntime } from '../helpers/temporal';
 
 /*
@@ -36,12 +36,7 @@ async function replayAll(tracing: boolean, histories: { workflowId: string; hist
   };
   const out: Replays = new Map();
   for await (const result of Worker.runReplayHistories(
-    {
-      workflowsPath: workflowsPath(),
-      bundlerOptions: workflowBundlerOptions(),
-      interceptors: { workflowModules: workflowInterceptorModules({ tracing }) },
-      sinks,
-    },
+    { workflowsPath: workflowsPath(), interceptors: { workflowModules: workflowInterceptorModules({ tracing }) }, sinks },
     histories,
   )) {
     out.set(result.workflowId, { error: result.error, oldBranches: oldBranches.get(result.workflowId)! });
