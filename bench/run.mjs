@@ -14,6 +14,7 @@
 //
 //   npm run bench -- --nodes 100,300,1000 [--modes watch,poll] [--server dev,cluster] [--workers 1,2]
 //                    [--shards 16] [--changes 200] [--services 10] [--soak 24] [--profile] [--keep]
+import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -122,7 +123,10 @@ async function workerMemoryFor(kind) {
     );
   const settings = [heap, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), 'DATUM_WORKFLOW_BUNDLE (built ahead)'];
   const { writeWorkflowBundles } = await import(path.join(root, 'dist', 'src', 'worker', 'bundle.js'));
-  const bundle = path.join(await mkdtemp(path.join(os.tmpdir(), 'datum-bench-bundle-')), 'workflow-bundle.js');
+  const bundleDir = await mkdtemp(path.join(os.tmpdir(), 'datum-bench-bundle-'));
+  // Gone with the bench, however it ends: the workers read it only as they start.
+  process.once('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+  const bundle = path.join(bundleDir, 'workflow-bundle.js');
   await writeWorkflowBundles(bundle);
   env.DATUM_WORKFLOW_BUNDLE = bundle;
   return { describe: `datum-worker.service's: ${settings.join(' ')}`, env, nodeArgs: [heap] };
